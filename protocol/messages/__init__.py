@@ -1,0 +1,1 @@
+"""One module per Kafka API, each holding that API's request and response schemas."""

@@ -1,0 +1,321 @@
+"""The declarative schema engine: one dataclass per message, field metadata drives the codec.
+
+A message or nested struct is a frozen, slotted dataclass whose fields are declared with
+`f(type, versions, ...)`. Version ranges are written the way Kafka's message definitions write
+them ("3+", "0-2", "none"). From that single declaration we derive, lazily and once per
+(class, version), a reader and a writer made of pre-bound closures, so the per-request cost is
+a flat loop with no schema interpretation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
+
+from .primitives import DecodeError, Reader, Writer
+
+MAX_VERSION = 0x7FFF
+
+T = TypeVar("T", bound="Struct")
+
+
+def parse_versions(spec: str) -> tuple[int, int] | None:
+    """'3+' -> (3, MAX); '0-2' -> (0, 2); '5' -> (5, 5); 'none' -> None."""
+    spec = spec.strip()
+    if spec == "none":
+        return None
+    if spec.endswith("+"):
+        return int(spec[:-1]), MAX_VERSION
+    if "-" in spec:
+        lo, hi = spec.split("-")
+        return int(lo), int(hi)
+    v = int(spec)
+    return v, v
+
+
+class FieldType:
+    """A wire type. `read`/`write` receive whether the enclosing version is flexible."""
+
+    name = "?"
+
+    def read(self, r: Reader, flex: bool, version: int) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def write(self, w: Writer, v: Any, flex: bool, version: int) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def default(self) -> Any:
+        return None
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class _Fixed(FieldType):
+    def __init__(self, name: str, rd: Callable[[Reader], Any], wr: Callable[[Writer, Any], None], dflt: Any):
+        self.name, self._rd, self._wr, self._dflt = name, rd, wr, dflt
+
+    def read(self, r: Reader, flex: bool, version: int) -> Any:
+        return self._rd(r)
+
+    def write(self, w: Writer, v: Any, flex: bool, version: int) -> None:
+        self._wr(w, v)
+
+    def default(self) -> Any:
+        return self._dflt
+
+
+INT8 = _Fixed("int8", Reader.int8, Writer.int8, 0)
+INT16 = _Fixed("int16", Reader.int16, Writer.int16, 0)
+UINT16 = _Fixed("uint16", Reader.uint16, Writer.uint16, 0)
+INT32 = _Fixed("int32", Reader.int32, Writer.int32, 0)
+UINT32 = _Fixed("uint32", Reader.uint32, Writer.uint32, 0)
+INT64 = _Fixed("int64", Reader.int64, Writer.int64, 0)
+FLOAT64 = _Fixed("float64", Reader.float64, Writer.float64, 0.0)
+BOOL = _Fixed("bool", Reader.boolean, Writer.boolean, False)
+UUID = _Fixed("uuid", Reader.uuid, Writer.uuid, None)
+
+
+class _String(FieldType):
+    name = "string"
+
+    def read(self, r: Reader, flex: bool, version: int) -> Any:
+        return r.compact_string() if flex else r.string()
+
+    def write(self, w: Writer, v: Any, flex: bool, version: int) -> None:
+        if flex:
+            w.compact_string(v)
+        else:
+            w.string(v)
+
+    def default(self) -> Any:
+        return ""
+
+
+class _Bytes(FieldType):
+    name = "bytes"
+
+    def read(self, r: Reader, flex: bool, version: int) -> Any:
+        return r.compact_bytes() if flex else r.bytes_()
+
+    def write(self, w: Writer, v: Any, flex: bool, version: int) -> None:
+        if flex:
+            w.compact_bytes(v)
+        else:
+            w.bytes_(v)
+
+    def default(self) -> Any:
+        return b""
+
+
+class _Records(_Bytes):
+    """Record batches ride as (nullable) bytes; the broker never looks inside on the hot path."""
+
+    name = "records"
+
+    def read(self, r: Reader, flex: bool, version: int) -> Any:
+        n = (r.uvarint() - 1) if flex else r.int32()
+        if n < 0:
+            return None
+        return r.view(n)
+
+    def default(self) -> Any:
+        return None
+
+
+STRING = _String()
+BYTES = _Bytes()
+RECORDS = _Records()
+
+
+class Array(FieldType):
+    def __init__(self, item: FieldType | type[Struct]):
+        self.item = item
+        self.name = f"[]{getattr(item, 'name', None) or getattr(item, '__name__', '?')}"
+
+    def read(self, r: Reader, flex: bool, version: int) -> Any:
+        n = (r.uvarint() - 1) if flex else r.int32()
+        if n < 0:
+            return None
+        if n > r.remaining():
+            raise DecodeError(f"array of {n} items cannot fit in {r.remaining()} bytes")
+        item = self.item
+        if isinstance(item, type):
+            rd = item._codec(version, flex)[0]
+            return [rd(r) for _ in range(n)]
+        return [item.read(r, flex, version) for _ in range(n)]
+
+    def write(self, w: Writer, v: Any, flex: bool, version: int) -> None:
+        if v is None:
+            if flex:
+                w.uvarint(0)
+            else:
+                w.int32(-1)
+            return
+        if flex:
+            w.uvarint(len(v) + 1)
+        else:
+            w.int32(len(v))
+        item = self.item
+        if isinstance(item, type):
+            wr = item._codec(version, flex)[1]
+            for x in v:
+                wr(w, x)
+        else:
+            for x in v:
+                item.write(w, x, flex, version)
+
+    def default(self) -> Any:
+        return []
+
+
+class StructType(FieldType):
+    """A single nested struct (not an array of them)."""
+
+    def __init__(self, cls: type[Struct]):
+        self.cls = cls
+        self.name = cls.__name__
+
+    def read(self, r: Reader, flex: bool, version: int) -> Any:
+        return self.cls._codec(version, flex)[0](r)
+
+    def write(self, w: Writer, v: Any, flex: bool, version: int) -> None:
+        self.cls._codec(version, flex)[1](w, v)
+
+
+def f(
+    type_: FieldType | type[Struct],
+    versions: str = "0+",
+    *,
+    default: Any = dataclasses.MISSING,
+    tag: int | None = None,
+    tagged: str | None = None,
+) -> Any:
+    """Declare a schema field: wire type, the versions it exists in, optional tag."""
+    ftype: FieldType = StructType(type_) if isinstance(type_, type) else type_
+    meta = {"ktype": ftype, "versions": parse_versions(versions), "tag": tag,
+            "tagged": parse_versions(tagged) if tagged else None}
+    if default is not dataclasses.MISSING:
+        if isinstance(default, list):
+            return dataclasses.field(default_factory=list, metadata=meta)
+        return dataclasses.field(default=default, metadata=meta)
+    if isinstance(ftype, Array):
+        return dataclasses.field(default_factory=list, metadata=meta)
+    if isinstance(ftype, StructType):
+        return dataclasses.field(default_factory=ftype.cls, metadata=meta)
+    return dataclasses.field(default=ftype.default(), metadata=meta)
+
+
+def _in(rng: tuple[int, int] | None, v: int) -> bool:
+    return rng is not None and rng[0] <= v <= rng[1]
+
+
+class Struct:
+    """Base of every schema class; subclasses are made dataclasses by `@schema`."""
+
+    __slots__ = ()
+    _codecs: ClassVar[dict[tuple[int, bool], tuple[Callable[[Reader], Any], Callable[[Writer, Any], None]]]]
+
+    @classmethod
+    def _codec(cls, version: int, flex: bool) -> tuple[Callable[[Reader], Any], Callable[[Writer, Any], None]]:
+        key = (version, flex)
+        c = cls.__dict__["_codecs"].get(key)
+        if c is None:
+            c = _compile(cls, version, flex)
+            cls.__dict__["_codecs"][key] = c
+        return c
+
+
+def _compile(
+    cls: type[Struct], version: int, flex: bool
+) -> tuple[Callable[[Reader], Any], Callable[[Writer, Any], None]]:
+    plain: list[tuple[str, FieldType]] = []
+    tagged: dict[int, tuple[str, FieldType]] = {}
+    for fl in dataclasses.fields(cls):  # type: ignore[arg-type]
+        m = fl.metadata
+        if "ktype" not in m:
+            continue
+        if m["tag"] is not None:
+            if flex and _in(m["tagged"] or m["versions"], version):
+                tagged[m["tag"]] = (fl.name, m["ktype"])
+        elif _in(m["versions"], version):
+            plain.append((fl.name, m["ktype"]))
+    defaults = {fl.name: fl for fl in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    tag_defaults = {}
+    for _tag, (name, _ft) in tagged.items():
+        fl = defaults[name]
+        tag_defaults[name] = fl.default_factory() if fl.default is dataclasses.MISSING else fl.default  # type: ignore[misc]
+
+    readers = [(name, ft.read) for name, ft in plain]
+
+    def read(r: Reader) -> Any:
+        kw = {name: rd(r, flex, version) for name, rd in readers}
+        if flex:
+            for _ in range(r.uvarint()):
+                tag = r.uvarint()
+                size = r.uvarint()
+                if tag in tagged:
+                    name, ft = tagged[tag]
+                    sub = Reader(r.buf, r.pos, r.pos + size)
+                    if sub.end > r.end:
+                        raise DecodeError("tagged field past end")
+                    kw[name] = ft.read(sub, True, version)
+                r.pos += size
+                if r.pos > r.end:
+                    raise DecodeError("tagged field past end")
+        return cls(**kw)
+
+    writers = [(name, ft.write) for name, ft in plain]
+    tag_order = sorted(tagged.items())
+
+    def write(w: Writer, obj: Any) -> None:
+        for name, wr in writers:
+            wr(w, getattr(obj, name), flex, version)
+        if flex:
+            present = [(t, n, ft) for t, (n, ft) in tag_order if getattr(obj, n) != tag_defaults[n]]
+            w.uvarint(len(present))
+            for t, n, ft in present:
+                sub = Writer()
+                ft.write(sub, getattr(obj, n), True, version)
+                w.uvarint(t)
+                w.uvarint(len(sub.buf))
+                w.raw(sub.buf)
+
+    return read, write
+
+
+def schema(cls: type[T]) -> type[T]:
+    """Turn a Struct subclass into a frozen slotted dataclass with a codec cache."""
+    dc = dataclasses.dataclass(frozen=True, slots=True)(cls)
+    type.__setattr__(dc, "_codecs", {})
+    return dc
+
+
+class Message(Struct):
+    """A top-level request or response body."""
+
+    __slots__ = ()
+    API_KEY: ClassVar[int]
+    VERSIONS: ClassVar[tuple[int, int]]
+    FLEXIBLE: ClassVar[int | None]  # first flexible version, None if never
+
+    @classmethod
+    def is_flexible(cls, version: int) -> bool:
+        return cls.FLEXIBLE is not None and version >= cls.FLEXIBLE
+
+    @classmethod
+    def read(cls: type[T], r: Reader, version: int) -> T:
+        return cls._codec(version, cls.is_flexible(version))[0](r)  # type: ignore[attr-defined,no-any-return]
+
+    def write(self, w: Writer, version: int) -> None:
+        type(self)._codec(version, self.is_flexible(version))[1](w, self)
+
+    @classmethod
+    def decode(cls: type[T], buf: bytes | memoryview, version: int) -> T:
+        return cls.read(Reader(buf), version)  # type: ignore[attr-defined,no-any-return]
+
+    def encode(self, version: int) -> bytes:
+        w = Writer()
+        self.write(w, version)
+        return w.getvalue()
