@@ -107,7 +107,7 @@ def compute_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int
 def validate(buf: bytes | bytearray | memoryview, pos: int, size: int, h: BatchHeader) -> None:
     """Check what a broker must check before it stores a client batch."""
     if h.magic != 2:
-        raise KafkaError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, f"magic {h.magic}; only magic 2 is accepted")
+        raise KafkaError(ErrorCode.INVALID_RECORD, f"magic {h.magic}; only magic 2 is accepted")
     if h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"batch length {h.batch_length} below header size")
     if compute_crc(buf, pos, size) != h.crc:
@@ -134,7 +134,7 @@ def iter_batches(buf: bytes | bytearray | memoryview, *, strict: bool = True) ->
             return
         if buf[pos + MAGIC_OFFSET] != 2:
             if strict:
-                raise KafkaError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                raise KafkaError(ErrorCode.INVALID_RECORD,
                                  f"magic {buf[pos + MAGIC_OFFSET]}; only magic 2 is accepted")
             return
         h = read_header(buf, pos)

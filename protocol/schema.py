@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
-from .primitives import DecodeError, Reader, Writer
+from .primitives import ZERO_UUID, DecodeError, Reader, Writer
 
 MAX_VERSION = 0x7FFF
 
@@ -74,7 +74,7 @@ UINT32 = _Fixed("uint32", Reader.uint32, Writer.uint32, 0)
 INT64 = _Fixed("int64", Reader.int64, Writer.int64, 0)
 FLOAT64 = _Fixed("float64", Reader.float64, Writer.float64, 0.0)
 BOOL = _Fixed("bool", Reader.boolean, Writer.boolean, False)
-UUID = _Fixed("uuid", Reader.uuid, Writer.uuid, None)
+UUID = _Fixed("uuid", Reader.uuid, Writer.uuid, ZERO_UUID)  # Kafka's default: the all-zero id
 
 
 class _String(FieldType):
@@ -242,10 +242,13 @@ def _compile(
         elif _in(m["versions"], version):
             plain.append((fl.name, m["ktype"]))
     defaults = {fl.name: fl for fl in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    tag_defaults = {}
+    tag_defaults: dict[str, Any] = {}
     for _tag, (name, _ft) in tagged.items():
         fl = defaults[name]
-        tag_defaults[name] = fl.default_factory() if fl.default is dataclasses.MISSING else fl.default  # type: ignore[misc]
+        if fl.default is not dataclasses.MISSING:
+            tag_defaults[name] = fl.default
+        elif fl.default_factory is not dataclasses.MISSING:
+            tag_defaults[name] = fl.default_factory()
 
     readers = [(name, ft.read) for name, ft in plain]
 

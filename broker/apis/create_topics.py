@@ -1,0 +1,57 @@
+"""CreateTopics (19): validate name, partition count, replication factor and configs, then create."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.errors import ErrorCode, KafkaError
+from protocol.headers import RequestHeader
+from protocol.messages.create_topics import (
+    CreatableTopicConfigs,
+    CreatableTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
+
+if TYPE_CHECKING:
+    from ..server import BrokerServer, ClientInfo
+
+KEY = 19
+CONFIG_SOURCE_DEFAULT = 5  # DEFAULT_CONFIG
+CONFIG_SOURCE_TOPIC = 1  # DYNAMIC_TOPIC_CONFIG
+
+
+async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+                 req: CreateTopicsRequest) -> CreateTopicsResponse:
+    results = []
+    seen: set[str] = set()
+    for t in req.topics:
+        if t.name in seen:
+            results.append(CreatableTopicResult(name=t.name, error_code=ErrorCode.INVALID_REQUEST,
+                                                error_message="topic named twice in one request"))
+            continue
+        seen.add(t.name)
+        configs = {c.name: c.value for c in t.configs}
+        try:
+            if t.assignments:
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 "manual replica assignment is not supported on a single broker")
+            if req.validate_only:
+                n, rf = server.topics.check_create(t.name, t.num_partitions, t.replication_factor, configs)
+                topic_id = None
+            else:
+                topic = server.topics.create(t.name, t.num_partitions, t.replication_factor, configs)
+                n, rf, topic_id = len(topic.partitions), 1, topic.topic_id
+        except KafkaError as e:
+            results.append(CreatableTopicResult(name=t.name, error_code=e.code, error_message=e.message))
+            continue
+        effective = server.topics.effective_configs(configs)
+        results.append(CreatableTopicResult(
+            name=t.name, topic_id=topic_id, error_code=0, error_message=None, num_partitions=n,
+            replication_factor=rf,
+            configs=[CreatableTopicConfigs(name=k, value=v, read_only=False,
+                                           config_source=CONFIG_SOURCE_TOPIC if k in configs else CONFIG_SOURCE_DEFAULT,
+                                           is_sensitive=False)
+                     for k, v in sorted(effective.items())],
+        ))
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results)

@@ -1,0 +1,42 @@
+"""DeleteTopics (20): by name (v0-5) or by name or topic id (v6+)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.errors import ErrorCode, KafkaError
+from protocol.headers import RequestHeader
+from protocol.messages.delete_topics import DeletableTopicResult, DeleteTopicsRequest, DeleteTopicsResponse
+
+if TYPE_CHECKING:
+    from ..server import BrokerServer, ClientInfo
+
+KEY = 20
+
+
+async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+                 req: DeleteTopicsRequest) -> DeleteTopicsResponse:
+    wanted: list[tuple[str | None, object]] = []
+    if header.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in req.topics]
+    else:
+        wanted = [(n, None) for n in req.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        if name is None and topic_id is not None:
+            t = server.topics.by_id.get(topic_id)  # type: ignore[arg-type]
+            if t is None:
+                results.append(DeletableTopicResult(name=None, topic_id=topic_id,
+                                                    error_code=ErrorCode.UNKNOWN_TOPIC_ID))
+                continue
+            name = t.name
+        try:
+            found = server.topics.get(name or "")
+            if found is not None and found.is_internal:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "internal topics cannot be deleted")
+            topic = server.topics.delete(name or "")
+            results.append(DeletableTopicResult(name=name, topic_id=topic.topic_id, error_code=0))
+        except KafkaError as e:
+            results.append(DeletableTopicResult(name=name, topic_id=topic_id, error_code=e.code,
+                                                error_message=e.message))
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

@@ -1,0 +1,37 @@
+"""FindCoordinator (10): which broker coordinates a group or a transactional id.
+
+On a single broker that is this broker; the partition of `__consumer_offsets` or
+`__transaction_state` that owns the key is computed the same way a cluster will use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.errors import ErrorCode
+from protocol.headers import RequestHeader
+from protocol.messages.find_coordinator import Coordinator, FindCoordinatorRequest, FindCoordinatorResponse
+
+if TYPE_CHECKING:
+    from ..server import BrokerServer, ClientInfo
+
+KEY = 10
+KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
+
+
+def _one(server: BrokerServer, key: str, key_type: int) -> Coordinator:
+    host, port = server.cfg.advertised_host_port
+    if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
+        return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.INVALID_REQUEST,
+                           error_message=f"unknown key type {key_type}")
+    return Coordinator(key=key, node_id=server.node_id, host=host, port=port, error_code=0, error_message=None)
+
+
+async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+                 req: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    if header.api_version >= 4:
+        return FindCoordinatorResponse(coordinators=[_one(server, k, req.key_type) for k in req.coordinator_keys])
+    c = _one(server, req.key, req.key_type)
+    return FindCoordinatorResponse(error_code=c.error_code, error_message=c.error_message, node_id=c.node_id,
+                                   host=c.host, port=c.port)

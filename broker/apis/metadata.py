@@ -1,0 +1,74 @@
+"""Metadata (3): brokers, topics and partition leaders; auto-creates topics when allowed."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.errors import ErrorCode, KafkaError
+from protocol.headers import RequestHeader
+from protocol.messages.metadata import (
+    MetadataRequest,
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+
+if TYPE_CHECKING:
+    from ..server import BrokerServer, ClientInfo
+    from ..topics import Topic
+
+KEY = 3
+
+
+def topic_entry(server: BrokerServer, topic: Topic) -> MetadataResponseTopic:
+    node = server.node_id
+    return MetadataResponseTopic(
+        error_code=0, name=topic.name, topic_id=topic.topic_id, is_internal=topic.is_internal,
+        partitions=[
+            MetadataResponsePartition(error_code=0, partition_index=p.index, leader_id=node,
+                                      leader_epoch=p.leader_epoch, replica_nodes=[node], isr_nodes=[node],
+                                      offline_replicas=[])
+            for p in topic.partitions
+        ],
+    )
+
+
+async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+                 req: MetadataRequest) -> MetadataResponse:
+    host, port = server.cfg.advertised_host_port
+    topics: list[MetadataResponseTopic] = []
+    table = server.topics
+    if req.topics is None or (header.api_version == 0 and not req.topics):
+        # null (v1+) or empty (v0) means every topic
+        topics = [topic_entry(server, t) for t in table.by_name.values()]
+    else:
+        for rt in req.topics:
+            name = rt.name
+            if name is None and rt.topic_id is not None:
+                found = table.by_id.get(rt.topic_id)
+                if found is None:
+                    topics.append(MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
+                                                        topic_id=rt.topic_id))
+                    continue
+                name = found.name
+            t = table.get(name) if name else None
+            if t is None:
+                auto = server.cfg.auto_create_topics and (header.api_version < 4 or req.allow_auto_topic_creation)
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if auto:
+                    try:
+                        t = table.create(name or "")
+                    except KafkaError as e:
+                        code = e.code
+                if t is None:
+                    topics.append(MetadataResponseTopic(error_code=code, name=name, is_internal=False))
+                    continue
+            topics.append(topic_entry(server, t))
+    return MetadataResponse(
+        throttle_time_ms=0,
+        brokers=[MetadataResponseBroker(node_id=server.node_id, host=host, port=port, rack=server.cfg.rack)],
+        cluster_id=server.cfg.cluster_id,
+        controller_id=server.node_id,
+        topics=topics,
+    )

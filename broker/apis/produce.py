@@ -1,0 +1,96 @@
+"""Produce (0): validate each batch's header and CRC, append as it came, answer per partition.
+
+The records of a client batch are never decoded here (design.md §2). On a single broker acks=-1
+waits for nothing more than acks=1: the in-sync replica set is this broker alone; replication
+will make acks=-1 wait for the ISR.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import structlog
+
+from protocol import batch as rb
+from protocol.errors import ErrorCode, KafkaError
+from protocol.headers import RequestHeader
+from protocol.messages.produce import (
+    PartitionProduceResponse,
+    ProduceRequest,
+    ProduceResponse,
+    TopicProduceResponse,
+)
+
+if TYPE_CHECKING:
+    from ..partition import Partition
+    from ..server import BrokerServer, ClientInfo
+
+KEY = 0
+log = structlog.get_logger()
+
+
+def check_batches(records: memoryview | bytes, max_message_bytes: int, transactional: bool) -> None:
+    """Everything a broker checks before it stores client bytes; raises KafkaError."""
+    if not records:
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "empty record set")
+    for pos, h in rb.iter_batches(records, strict=True):
+        size = h.size
+        if size > max_message_bytes:
+            raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE, f"batch of {size} bytes over max.message.bytes")
+        rb.validate(records, pos, size, h)
+        if h.is_control:
+            raise KafkaError(ErrorCode.INVALID_RECORD, "clients may not write control batches")
+        if h.is_transactional and not transactional:
+            raise KafkaError(ErrorCode.INVALID_TXN_STATE,
+                             "transactional batch in a produce request without a transactional id")
+
+
+def produce_to(server: BrokerServer, part: Partition, records: memoryview | bytes,
+               transactional: bool) -> PartitionProduceResponse:
+    try:
+        topic = server.topics.get(part.topic)
+        max_bytes = int(topic.configs.get("max.message.bytes", server.cfg.message_max_bytes)) if topic else \
+            server.cfg.message_max_bytes
+        check_batches(records, max_bytes, transactional)
+        res = part.log.append(records, leader_epoch=part.leader_epoch)
+    except KafkaError as e:
+        if e.code not in (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.INVALID_PRODUCER_EPOCH):
+            log.info("produce rejected", topic=part.topic, partition=part.index, error=e.code.name,
+                     reason=e.message)
+        return PartitionProduceResponse(index=part.index, error_code=e.code, base_offset=-1,
+                                        error_message=e.message or None, log_start_offset=part.log.log_start_offset)
+    log_obj = part.log
+    log_obj.high_watermark = log_obj.log_end_offset
+    part.notify()
+    return PartitionProduceResponse(index=part.index, error_code=0, base_offset=res.first_offset,
+                                    log_append_time_ms=res.log_append_time, log_start_offset=res.log_start_offset)
+
+
+async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+                 req: ProduceRequest) -> ProduceResponse | None:
+    bad_acks = req.acks not in (-1, 0, 1)
+    transactional = req.transactional_id is not None
+    responses = []
+    for td in req.topic_data:
+        name = td.name
+        if not name and td.topic_id is not None:
+            t = server.topics.by_id.get(td.topic_id)
+            name = t.name if t else ""
+        parts = []
+        for pd in td.partition_data:
+            part = server.topics.partition(name, pd.index)
+            if bad_acks:
+                parts.append(PartitionProduceResponse(index=pd.index, error_code=ErrorCode.INVALID_REQUIRED_ACKS,
+                                                      base_offset=-1))
+            elif part is None:
+                parts.append(PartitionProduceResponse(index=pd.index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                      base_offset=-1))
+            elif pd.records is None:
+                parts.append(PartitionProduceResponse(index=pd.index, error_code=ErrorCode.CORRUPT_MESSAGE,
+                                                      base_offset=-1, error_message="null record set"))
+            else:
+                parts.append(produce_to(server, part, pd.records, transactional))
+        responses.append(TopicProduceResponse(name=td.name, topic_id=td.topic_id, partition_responses=parts))
+    if req.acks == 0:
+        return None
+    return ProduceResponse(responses=responses, throttle_time_ms=0)

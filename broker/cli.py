@@ -1,0 +1,51 @@
+"""The `ketch` command line: `ketch broker` runs a broker; later subcommands administer one."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+
+from .config import load_config
+from .logs import configure
+
+
+def _broker(args: argparse.Namespace) -> int:
+    import uvloop
+
+    from .server import BrokerServer
+
+    cfg = load_config(args.config, overrides={
+        "listen": args.listen, "advertise": args.advertise, "data_dir": args.data_dir, "node_id": args.node_id,
+    })
+    configure(cfg.log_format, cfg.log_level)
+
+    async def run() -> None:
+        server = BrokerServer(cfg)
+        await server.start()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await server.stop()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        uvloop.run(run())
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="ketch", description="Ketch: a Kafka-compatible broker")
+    sub = p.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("broker", help="run a broker")
+    b.add_argument("--listen", help="HOST:PORT to listen on (default 0.0.0.0:9092)")
+    b.add_argument("--advertise", help="HOST:PORT given to clients (default: the listen address)")
+    b.add_argument("--data-dir", dest="data_dir", help="where logs live (default ./data)")
+    b.add_argument("--node-id", dest="node_id", type=int, help="this broker's node id (default 1)")
+    b.add_argument("--config", help="TOML file of settings (see docs/configuration.md)")
+    b.set_defaults(func=_broker)
+    args = p.parse_args(argv)
+    sys.exit(args.func(args))

@@ -1,0 +1,40 @@
+"""A partition this broker leads: its log plus the waiters that long-polling fetches park on."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from storage import LogConfig, PartitionLog
+
+
+class Partition:
+    __slots__ = ("topic", "index", "log", "leader_epoch", "_waiters")
+
+    def __init__(self, topic: str, index: int, log: PartitionLog, leader_epoch: int = 0) -> None:
+        self.topic = topic
+        self.index = index
+        self.log = log
+        self.leader_epoch = leader_epoch
+        self._waiters: list[asyncio.Future[None]] = []
+
+    @classmethod
+    def open(cls, data_dir: Path, topic: str, index: int, config: LogConfig) -> Partition:
+        return cls(topic, index, PartitionLog.open(data_dir / f"{topic}-{index}", config))
+
+    def add_waiter(self, fut: asyncio.Future[None]) -> None:
+        self._waiters.append(fut)
+
+    def notify(self) -> None:
+        """Wake fetches parked on this partition: new data (or a moved LSO) is there."""
+        if self._waiters:
+            waiters, self._waiters = self._waiters, []
+            for w in waiters:
+                if not w.done():
+                    w.set_result(None)
+
+    def discard_waiter(self, fut: asyncio.Future[None]) -> None:
+        try:
+            self._waiters.remove(fut)
+        except ValueError:
+            pass

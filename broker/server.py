@@ -1,0 +1,272 @@
+"""The network layer: frames in, handlers run, responses out in request order per connection.
+
+Each connection is an asyncio.Protocol (cheaper than streams on the hot path). Requests on one
+connection are handled concurrently — a long-polling fetch must not hold up the produce behind
+it on another client's connection, and a pipelining client gets its answers as soon as each
+earlier one is ready — but responses are written strictly in request order, as Kafka requires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from protocol.errors import ErrorCode
+from protocol.headers import (
+    RequestHeader,
+    read_request_header,
+    response_header_flexible,
+    write_response_header,
+)
+from protocol.messages.api_versions import ApiVersion, ApiVersionsResponse
+from protocol.messages.registry import REQUESTS, RESPONSES
+from protocol.primitives import DecodeError, Reader, Writer
+from protocol.schema import Message
+from protocol.supported import API_NAMES, SUPPORTED
+
+from .apis import HANDLERS
+from .config import BrokerConfig
+from .producer_ids import ProducerIdAllocator
+from .topics import TopicTable
+
+log = structlog.get_logger()
+
+_conn_ids = itertools.count(1)
+_SIZE_LIMIT_NEGATIVE = 0
+
+
+@dataclass(slots=True)
+class ClientInfo:
+    conn_id: int
+    peer: str
+    client_id: str | None = None
+
+
+class _Slot:
+    """A place in the per-connection response queue, filled when its handler finishes."""
+
+    __slots__ = ("frame", "done")
+
+    def __init__(self) -> None:
+        self.frame: bytes | None = None
+        self.done = False
+
+
+def encode_response(header: RequestHeader, resp: Message) -> bytes:
+    flexible = resp.is_flexible(header.api_version)
+    w = Writer()
+    w.int32(0)  # size, patched below
+    write_response_header(w, header.correlation_id, response_header_flexible(header.api_key, flexible))
+    resp.write(w, header.api_version)
+    buf = w.buf
+    buf[0:4] = (len(buf) - 4).to_bytes(4, "big")
+    return bytes(buf)
+
+
+def api_versions_table() -> list[ApiVersion]:
+    return [ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(SUPPORTED.items())]
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, server: BrokerServer) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.slots: deque[_Slot] = deque()
+        self.info = ClientInfo(next(_conn_ids), "?")
+        self.closed = False
+        self.reading_paused = False
+        self.tasks: set[asyncio.Task[Any]] = set()
+
+    # ---- asyncio.Protocol ------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.info.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.server.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server.connections.discard(self)
+        for t in self.tasks:
+            t.cancel()
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        pos = 0
+        n = len(buf)
+        limit = self.server.cfg.socket_request_max_bytes
+        while n - pos >= 4 and not self.closed:
+            size = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
+            if size < 12 or size > limit:
+                self._abort("invalid frame size", size=size, limit=limit)
+                return
+            end = pos + 4 + size
+            if end > n:
+                break
+            frame = bytes(buf[pos + 4 : end])
+            pos = end
+            self._dispatch(frame)
+        if pos:
+            del buf[:pos]
+        if len(self.slots) >= self.server.cfg.max_pipelined_requests and not self.reading_paused and self.transport:
+            self.reading_paused = True
+            self.transport.pause_reading()
+
+    # ---- requests --------------------------------------------------------------------------
+    def _abort(self, reason: str, **kw: Any) -> None:
+        """Close a connection that sent something we cannot answer; logged once per connection."""
+        if self.closed:
+            return
+        log.warning("closing connection: " + reason, conn=self.info.conn_id, peer=self.info.peer,
+                    client_id=self.info.client_id, **kw)
+        self.closed = True
+        if self.transport:
+            self.transport.close()
+
+    def _dispatch(self, frame: bytes) -> None:
+        r = Reader(frame)
+        api_key = int.from_bytes(frame[0:2], "big", signed=True)
+        req_cls = REQUESTS.get(api_key)
+        try:
+            header = read_request_header(r, req_cls.FLEXIBLE if req_cls else None)
+        except DecodeError as e:
+            self._abort("malformed request header", error=str(e))
+            return
+        self.info.client_id = header.client_id
+        supported = SUPPORTED.get(api_key)
+        if supported is None or req_cls is None:
+            self._abort("unknown API key", api_key=api_key, api_version=header.api_version)
+            return
+        lo, hi = supported
+        if not lo <= header.api_version <= hi:
+            if api_key == 18:
+                # Kafka's fallback: error 35 and our ranges in a v0 body, so the client can retry.
+                resp = ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=api_versions_table())
+                hdr = RequestHeader(18, 0, header.correlation_id, header.client_id)
+                self._queue_done(encode_response(hdr, resp))
+                log.info("unsupported ApiVersions version, answered with v0 ranges", conn=self.info.conn_id,
+                         version=header.api_version, client_id=header.client_id)
+                return
+            self._abort("unsupported API version", api=API_NAMES.get(api_key, api_key),
+                        api_version=header.api_version, supported=f"{lo}-{hi}")
+            return
+        try:
+            req = req_cls.read(r, header.api_version)
+        except (DecodeError, UnicodeDecodeError, ValueError) as e:
+            self._abort("malformed request body", api=API_NAMES.get(api_key, api_key),
+                        api_version=header.api_version, error=str(e))
+            return
+        handler = HANDLERS[api_key]
+        slot = _Slot()
+        self.slots.append(slot)
+        task = asyncio.get_running_loop().create_task(handler(self.server, self.info, header, req))
+        self.tasks.add(task)
+        task.add_done_callback(lambda t: self._finished(t, slot, header))
+
+    def _queue_done(self, frame: bytes | None) -> None:
+        slot = _Slot()
+        slot.frame = frame
+        slot.done = True
+        self.slots.append(slot)
+        self._flush()
+
+    def _finished(self, task: asyncio.Task[Any], slot: _Slot, header: RequestHeader) -> None:
+        self.tasks.discard(task)
+        if task.cancelled() or self.closed:
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error("handler failed", api=API_NAMES.get(header.api_key), api_version=header.api_version,
+                      conn=self.info.conn_id, exc_info=exc)
+            self._abort("internal error in handler")
+            return
+        resp = task.result()
+        if resp is not None:
+            try:
+                slot.frame = encode_response(header, resp)
+            except Exception as e:  # a bug of ours; the client must not hang on it
+                log.error("response encoding failed", api=API_NAMES.get(header.api_key),
+                          api_version=header.api_version, exc_info=e)
+                self._abort("internal error encoding response")
+                return
+        slot.done = True
+        self._flush()
+
+    def _flush(self) -> None:
+        slots = self.slots
+        transport = self.transport
+        while slots and slots[0].done:
+            frame = slots.popleft().frame
+            if frame is not None and transport is not None and not self.closed:
+                transport.write(frame)
+        if self.reading_paused and len(slots) < self.server.cfg.max_pipelined_requests // 2 and transport:
+            self.reading_paused = False
+            transport.resume_reading()
+
+
+class BrokerServer:
+    """One broker process: the listener, the topic table and the shared services handlers use."""
+
+    def __init__(self, cfg: BrokerConfig) -> None:
+        self.cfg = cfg
+        self.topics = TopicTable(cfg)
+        self.producer_ids = ProducerIdAllocator(Path(cfg.data_dir))
+        self.connections: set[Connection] = set()
+        self._server: asyncio.Server | None = None
+        self._retention_task: asyncio.Task[None] | None = None
+        self.started_ms = int(time.time() * 1000)
+
+    @property
+    def node_id(self) -> int:
+        return self.cfg.node_id
+
+    async def start(self) -> None:
+        Path(self.cfg.data_dir).mkdir(parents=True, exist_ok=True)
+        self.producer_ids = ProducerIdAllocator(Path(self.cfg.data_dir))
+        self.topics.load()
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: Connection(self), self.cfg.listen_host, self.cfg.listen_port, reuse_address=True, backlog=1024
+        )
+        self._retention_task = loop.create_task(self._retention_loop())
+        host, port = self.cfg.advertised_host_port
+        log.info("broker started", node_id=self.cfg.node_id, listen=self.cfg.listen, advertise=f"{host}:{port}",
+                 data_dir=str(Path(self.cfg.data_dir).resolve()))
+
+    async def _retention_loop(self) -> None:
+        interval = self.cfg.log_retention_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            now = int(time.time() * 1000)
+            for t in list(self.topics.by_name.values()):
+                for p in t.partitions:
+                    try:
+                        deleted = p.log.apply_retention(now)
+                    except Exception as e:
+                        log.error("retention failed", topic=t.name, partition=p.index, exc_info=e)
+                        continue
+                    if deleted:
+                        log.info("retention deleted segments", topic=t.name, partition=p.index, segments=deleted)
+
+    async def stop(self) -> None:
+        if self._retention_task:
+            self._retention_task.cancel()
+        if self._server:
+            self._server.close()
+        for c in list(self.connections):
+            if c.transport:
+                c.transport.close()
+        if self._server:
+            await self._server.wait_closed()
+        self.topics.close()
+        log.info("broker stopped", node_id=self.cfg.node_id)

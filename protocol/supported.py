@@ -1,0 +1,29 @@
+"""The one table of API versions this broker advertises in ApiVersions.
+
+Ranges are chosen to cover what real clients send (see docs/protocol.md) including the flexible
+versions newer clients prefer. An API appears here only when the broker has a handler for it.
+"""
+
+from __future__ import annotations
+
+SUPPORTED: dict[int, tuple[int, int]] = {
+    0: (3, 10),   # Produce
+    1: (4, 16),   # Fetch
+    2: (0, 7),    # ListOffsets
+    3: (0, 12),   # Metadata
+    10: (0, 4),   # FindCoordinator
+    18: (0, 3),   # ApiVersions
+    19: (0, 7),   # CreateTopics
+    20: (0, 6),   # DeleteTopics
+    22: (0, 4),   # InitProducerId
+    32: (0, 4),   # DescribeConfigs
+}
+
+API_NAMES: dict[int, str] = {
+    0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit", 9: "OffsetFetch",
+    10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup",
+    15: "DescribeGroups", 16: "ListGroups", 17: "SaslHandshake", 18: "ApiVersions", 19: "CreateTopics",
+    20: "DeleteTopics", 22: "InitProducerId", 24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn",
+    26: "EndTxn", 27: "WriteTxnMarkers", 28: "TxnOffsetCommit", 32: "DescribeConfigs", 42: "DeleteGroups",
+    61: "DescribeProducers", 65: "DescribeTransactions", 66: "ListTransactions",
+}

@@ -1,0 +1,122 @@
+"""Fixtures shared by every test suite: real Ketch broker subprocesses and unique topic names.
+
+Layout and conventions: docs/testing.md.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+TESTS_DIR = Path(__file__).resolve().parent
+if str(TESTS_DIR) not in sys.path:  # makes `import helpers` work whatever the rootdir / import mode
+    sys.path.insert(0, str(TESTS_DIR))
+
+from helpers import BrokerError, BrokerProcess, unique_topic  # noqa: E402
+
+SUITES = ("unit", "integration", "compat", "chaos")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "unit: fast in-process tests (tests/unit), no broker process")
+    config.addinivalue_line("markers", "integration: starts real broker processes (tests/integration)")
+    config.addinivalue_line("markers", "chaos: crash/fault-injection tests against real brokers (tests/chaos)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test is marked with the suite (directory) it lives in, so `-m integration` etc. work."""
+    for item in items:
+        try:
+            rel = Path(str(item.path)).resolve().relative_to(TESTS_DIR)
+        except ValueError:
+            continue
+        if rel.parts and rel.parts[0] in SUITES:
+            item.add_marker(getattr(pytest.mark, rel.parts[0]))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """When a test fails, attach the tail of every live broker's log to its report."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed and rep.when in ("setup", "call"):
+        for b in list(BrokerProcess.live):
+            state = "running" if b.is_running() else f"exited ({b.proc.returncode if b.proc else None})"
+            rep.sections.append((f"ketch broker {b.bootstrap} [{state}] log", b.log_tail(80)))
+
+
+BrokerFactory = Callable[..., BrokerProcess]
+
+
+def _factory(base: Path) -> tuple[BrokerFactory, list[BrokerProcess]]:
+    made: list[BrokerProcess] = []
+
+    def make(
+        env: Mapping[str, str] | None = None,
+        *,
+        config: Path | str | None = None,
+        data_dir: Path | str | None = None,
+        port: int | None = None,
+        start: bool = True,
+        start_timeout: float = 30.0,
+    ) -> BrokerProcess:
+        n = len(made)
+        b = BrokerProcess(
+            data_dir if data_dir is not None else base / f"broker{n}" / "data",
+            port=port,
+            env=env,
+            config=config,
+            log_path=base / f"broker{n}" / "broker.log",
+        )
+        made.append(b)
+        if start:
+            b.start(start_timeout)
+        return b
+
+    return make, made
+
+
+def _teardown(made: list[BrokerProcess]) -> None:
+    """Stop every broker; a broker that died on its own, or ignores SIGTERM, fails the test."""
+    problems = []
+    for b in made:
+        if b.died_unexpectedly():
+            problems.append(f"{b!r} died during the test with exit code {b.proc.returncode}\n{b.log_tail()}")
+        try:
+            b.close()
+        except BrokerError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise BrokerError("\n\n".join(problems))
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path) -> Iterator[BrokerFactory]:
+    """Call ``broker_factory(env={...}, config=..., start=True)`` to get started brokers (fresh dirs)."""
+    make, made = _factory(tmp_path)
+    yield make
+    _teardown(made)
+
+
+@pytest.fixture
+def broker(broker_factory: BrokerFactory) -> BrokerProcess:
+    """A freshly started broker with default settings and an empty data directory."""
+    return broker_factory()
+
+
+@pytest.fixture(scope="module")
+def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker shared by a whole test module (tests must use unique topics). Faster, less isolated."""
+    make, made = _factory(tmp_path_factory.mktemp("module-broker"))
+    b = make()
+    yield b
+    _teardown(made)
+
+
+@pytest.fixture
+def topic(request: pytest.FixtureRequest) -> str:
+    """A topic name unique to this test invocation."""
+    return unique_topic(request.node.name)

@@ -1,0 +1,245 @@
+"""Run a real Ketch broker as a subprocess: start, wait until ready, stop, SIGKILL, restart.
+
+Tests never talk to a mocked broker. Everything goes through :class:`BrokerProcess`, which owns one
+subprocess at a time on a fixed port and data directory, so that a restart comes back at the same
+address with the same on-disk state.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import ClassVar
+
+from .wait import WaitTimeout, wait_until
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+HOST = "127.0.0.1"
+
+
+def free_port(host: str = HOST) -> int:
+    """A TCP port that was free a moment ago (bind to port 0, read it, release it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def port_accepts(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+class BrokerError(AssertionError):
+    """The broker process misbehaved (did not start, died, did not stop). Carries its log tail."""
+
+
+class BrokerProcess:
+    """One Ketch broker subprocess bound to a port and a data directory that outlive restarts.
+
+    ``env`` entries are passed as environment variables on top of the current environment (use the
+    ``KETCH_<SETTING>`` names, e.g. ``{"KETCH_FLUSH_MESSAGES": "1"}``). Combined stdout and stderr of
+    every incarnation is appended to ``log_path``, with a marker line per start.
+    """
+
+    # Every instance that has been started and not yet closed; conftest attaches their log tails to
+    # the report of a failing test.
+    live: ClassVar[list[BrokerProcess]] = []
+
+    def __init__(
+        self,
+        data_dir: Path | str,
+        *,
+        port: int | None = None,
+        host: str = HOST,
+        env: Mapping[str, str] | None = None,
+        config: Path | str | None = None,
+        extra_args: Sequence[str] = (),
+        log_path: Path | str | None = None,
+        python: str = sys.executable,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.host = host
+        self.port = port if port is not None else free_port(host)
+        self.env = dict(env or {})
+        self.config = Path(config) if config is not None else None
+        self.extra_args = list(extra_args)
+        self.log_path = Path(log_path) if log_path is not None else self.data_dir.parent / (
+            f"broker-{self.port}.log"
+        )
+        self.python = python
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        self._log_file = None
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        if self.proc is None:
+            raise BrokerError("broker is not running")
+        return self.proc.pid
+
+    def command(self) -> list[str]:
+        cmd = [
+            self.python,
+            "-m",
+            "broker",
+            "broker",
+            "--listen",
+            self.bootstrap,
+            "--advertise",
+            self.bootstrap,
+            "--data-dir",
+            str(self.data_dir),
+        ]
+        if self.config is not None:
+            cmd += ["--config", str(self.config)]
+        return cmd + self.extra_args
+
+    def is_running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def died_unexpectedly(self) -> bool:
+        """True if the process exited on its own (not through stop/kill/restart)."""
+        return self.proc is not None and self._log_file is not None and self.proc.poll() is not None
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self, timeout: float = 30.0) -> BrokerProcess:
+        """Start the broker and wait until its port accepts TCP connections."""
+        if self.is_running():
+            raise BrokerError(f"broker on {self.bootstrap} is already running (pid {self.pid})")
+        env = dict(os.environ)
+        env["PYTHONUNBUFFERED"] = "1"
+        env.update(self.env)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in _reap
+        self.starts += 1
+        self._log_file.write(
+            f"===== ketch start #{self.starts} at {time.strftime('%H:%M:%S')}: {' '.join(self.command())}"
+            f" env={self.env} =====\n".encode()
+        )
+        self._log_file.flush()
+        self.proc = subprocess.Popen(
+            self.command(),
+            cwd=REPO_ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # a Ctrl-C on pytest must not hit the broker before teardown does
+        )
+        if self not in BrokerProcess.live:
+            BrokerProcess.live.append(self)
+        self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        def ready() -> bool:
+            if not self.is_running():
+                raise BrokerError(
+                    f"broker exited with code {self.proc.returncode if self.proc else None} before "
+                    f"accepting connections on {self.bootstrap}\n{self.log_tail()}"
+                )
+            return port_accepts(self.host, self.port)
+
+        try:
+            wait_until(ready, timeout=timeout, interval=0.05, message=f"broker to listen on {self.bootstrap}")
+        except WaitTimeout as exc:
+            self.kill()
+            raise BrokerError(f"{exc}\n{self.log_tail()}") from None
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """Graceful stop: SIGTERM, then wait. Raises BrokerError (after SIGKILL) if it does not exit."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise BrokerError(
+                    f"broker pid {self.pid} did not exit within {timeout}s of SIGTERM\n{self.log_tail()}"
+                ) from None
+        return self._reap()
+
+    def kill(self) -> int:
+        """Crash: SIGKILL and reap. Nothing the broker has not already written to disk survives."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+        return self._reap()
+
+    def restart(self, *, kill: bool = False, timeout: float = 30.0) -> BrokerProcess:
+        """Stop (or SIGKILL) and start again on the same port and data directory."""
+        if kill:
+            self.kill()
+        else:
+            self.stop()
+        return self.start(timeout)
+
+    def close(self) -> None:
+        """Stop if still running (SIGTERM, falling back to SIGKILL) and forget the instance."""
+        try:
+            if self.is_running():
+                self.stop()
+        finally:
+            self.kill()
+            if self in BrokerProcess.live:
+                BrokerProcess.live.remove(self)
+
+    def _reap(self) -> int:
+        assert self.proc is not None
+        rc = self.proc.returncode
+        if self._log_file is not None:
+            self._log_file.write(f"===== ketch pid {self.proc.pid} exited with {rc} =====\n".encode())
+            self._log_file.close()
+            self._log_file = None
+        return rc
+
+    # ------------------------------------------------------------------ diagnostics
+    def log_text(self) -> str:
+        if self._log_file is not None:
+            self._log_file.flush()
+        try:
+            return self.log_path.read_bytes().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, lines: int = 60) -> str:
+        text = self.log_text().splitlines()[-lines:]
+        return f"--- last {len(text)} lines of {self.log_path} ---\n" + "\n".join(text)
+
+    def rss_kib(self) -> int:
+        """Resident set size of the broker process, from /proc/PID/status (VmRSS, in KiB)."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        raise BrokerError(f"no VmRSS in /proc/{self.pid}/status")
+
+    def __enter__(self) -> BrokerProcess:
+        if not self.is_running():
+            self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = f"pid {self.proc.pid}" if self.is_running() and self.proc else "stopped"
+        return f"<BrokerProcess {self.bootstrap} {state} data={self.data_dir}>"
