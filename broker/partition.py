@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from storage import LogConfig, PartitionLog
+from storage.config import LogConfig
+from storage.log import PartitionLog
 
 
 class Partition:

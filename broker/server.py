@@ -39,7 +39,6 @@ from .topics import TopicTable
 log = structlog.get_logger()
 
 _conn_ids = itertools.count(1)
-_SIZE_LIMIT_NEGATIVE = 0
 
 
 @dataclass(slots=True)
@@ -87,8 +86,7 @@ class Connection(asyncio.Protocol):
 
     # ---- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.info.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.server.connections.add(self)
@@ -107,7 +105,7 @@ class Connection(asyncio.Protocol):
         limit = self.server.cfg.socket_request_max_bytes
         while n - pos >= 4 and not self.closed:
             size = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
-            if size < 12 or size > limit:
+            if size < 8 or size > limit:
                 self._abort("invalid frame size", size=size, limit=limit)
                 return
             end = pos + 4 + size

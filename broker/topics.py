@@ -17,7 +17,7 @@ from pathlib import Path
 import structlog
 
 from protocol.errors import ErrorCode, KafkaError
-from storage import LogConfig
+from storage.config import LogConfig
 
 from .config import BrokerConfig
 from .partition import Partition
@@ -102,7 +102,8 @@ class TopicTable:
             retention_bytes=int(e["retention.bytes"]),
             flush_messages=None if flush_messages >= big else flush_messages,
             flush_ms=None if flush_ms >= big else flush_ms,
-            cleanup_policy=e["cleanup.policy"],
+            cleanup_policy=e["cleanup.policy"],  # type: ignore[arg-type]
+            message_timestamp_type=e["message.timestamp.type"],  # type: ignore[arg-type]
             producer_id_expiration_ms=self.cfg.producer_id_expiration_ms,
         )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, dataclass_transform
 
 from .primitives import ZERO_UUID, DecodeError, Reader, Writer
 
@@ -288,6 +288,10 @@ def _compile(
     return read, write
 
 
+# Tells type checkers that decorated classes are (frozen) dataclasses, so that constructor calls with
+# keyword fields type-check. No field_specifiers on purpose: `f(...)` always supplies a default, and
+# declaring it a specifier would make every field without an explicit `default=` look required.
+@dataclass_transform(frozen_default=True)
 def schema(cls: type[T]) -> type[T]:
     """Turn a Struct subclass into a frozen slotted dataclass with a codec cache."""
     dc = dataclasses.dataclass(frozen=True, slots=True)(cls)

@@ -23,7 +23,9 @@ SUITES = ("unit", "integration", "compat", "chaos")
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "unit: fast in-process tests (tests/unit), no broker process")
     config.addinivalue_line("markers", "integration: starts real broker processes (tests/integration)")
-    config.addinivalue_line("markers", "chaos: crash/fault-injection tests against real brokers (tests/chaos)")
+    config.addinivalue_line(
+        "markers", "chaos: crash/fault-injection tests against real brokers (tests/chaos)"
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -73,9 +73,6 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
     responses = []
     for td in req.topic_data:
         name = td.name
-        if not name and td.topic_id is not None:
-            t = server.topics.by_id.get(td.topic_id)
-            name = t.name if t else ""
         parts = []
         for pd in td.partition_data:
             part = server.topics.partition(name, pd.index)
@@ -90,7 +87,7 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
                                                       base_offset=-1, error_message="null record set"))
             else:
                 parts.append(produce_to(server, part, pd.records, transactional))
-        responses.append(TopicProduceResponse(name=td.name, topic_id=td.topic_id, partition_responses=parts))
+        responses.append(TopicProduceResponse(name=name, partition_responses=parts))
     if req.acks == 0:
         return None
     return ProduceResponse(responses=responses, throttle_time_ms=0)

@@ -57,7 +57,9 @@ def test_round_trip(module_broker: BrokerProcess, codec: str, idempotence: bool)
 
 
 @pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
-def test_isolation_levels_see_all_non_transactional_data(module_broker: BrokerProcess, isolation: str) -> None:
+def test_isolation_levels_see_all_non_transactional_data(
+    module_broker: BrokerProcess, isolation: str
+) -> None:
     name = unique_topic(f"cf-iso-{isolation}")
     create_topic(module_broker.bootstrap, name, PARTITIONS)
     msgs = make_messages(2_000, seed=7)

@@ -73,8 +73,8 @@ class BrokerProcess:
         self.env = dict(env or {})
         self.config = Path(config) if config is not None else None
         self.extra_args = list(extra_args)
-        self.log_path = Path(log_path) if log_path is not None else self.data_dir.parent / (
-            f"broker-{self.port}.log"
+        self.log_path = (
+            Path(log_path) if log_path is not None else self.data_dir.parent / (f"broker-{self.port}.log")
         )
         self.python = python
         self.proc: subprocess.Popen[bytes] | None = None
@@ -149,9 +149,10 @@ class BrokerProcess:
     def wait_ready(self, timeout: float = 30.0) -> None:
         def ready() -> bool:
             if not self.is_running():
+                rc = self._reap()
                 raise BrokerError(
-                    f"broker exited with code {self.proc.returncode if self.proc else None} before "
-                    f"accepting connections on {self.bootstrap}\n{self.log_tail()}"
+                    f"broker exited with code {rc} before accepting connections on {self.bootstrap}\n"
+                    f"{self.log_tail()}"
                 )
             return port_accepts(self.host, self.port)
 

@@ -83,7 +83,9 @@ def verify_round_trip(
     # 1. the same multiset, byte for byte
     counts = Counter((c.partition, c.offset) for c in consumed)
     dupe_pos = {p for p, n in counts.items() if n > 1}
-    assert not dupe_pos, f"the same (partition, offset) was delivered more than once: {_show(sorted(dupe_pos))}"
+    assert not dupe_pos, (
+        f"the same (partition, offset) was delivered more than once: {_show(sorted(dupe_pos))}"
+    )
     unknown = [c for c in consumed if c.value not in by_value]
     assert not unknown, f"consumed records that were never produced: {_show(unknown, 3)}"
     seen: dict[int, Consumed] = {}
@@ -133,4 +135,6 @@ def verify_round_trip(
             for i in sorted(acks)
             if acks[i] != (seen[i].partition, seen[i].offset)
         ]
-        assert not moved, f"records not at the acknowledged (partition, offset) (idx, ack, found): {_show(moved, 4)}"
+        assert not moved, (
+            f"records not at the acknowledged (partition, offset) (idx, ack, found): {_show(moved, 4)}"
+        )

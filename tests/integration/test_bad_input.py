@@ -26,7 +26,7 @@ from protocol.messages.produce import PartitionProduceData, ProduceRequest, Prod
 from protocol.primitives import Reader, Writer
 from protocol.records import build_batch_from_messages
 from protocol.schema import Message
-from tests.helpers.broker import BrokerProcess
+from helpers import BrokerProcess
 
 
 class Raw:

@@ -1,0 +1,150 @@
+"""What the offset and time indexes share: a sparse sorted file held in memory, written lazily.
+
+The index files are append-only (no preallocation, no mmap). New entries live in memory and
+reach the file only on `persist()` (roll, flush, close): an index is only trusted below the
+recovery point, and the recovery point moves only after `flush()`, which persists first. So the
+append path never touches an index file, and a crash can only lose entries that recovery
+rebuilds anyway.
+
+Entries are loaded on first use, so opening a partition with many old segments reads nothing but
+the newest one.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import ClassVar
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+
+class SparseIndex(ABC):
+    """An index of one segment: `base_offset` + relative keys, entries of `ENTRY_SIZE` bytes."""
+
+    ENTRY_SIZE: ClassVar[int]
+
+    def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_entries = max_entries
+        self._loaded = False
+        self._persisted = 0  # entries known to be in the file, in this order
+        self.corrupt_reason: str | None = None
+
+    # -- subclass hooks ------------------------------------------------------------------------
+    @abstractmethod
+    def _decode(self, data: bytes) -> None:
+        """Replace the in-memory entries with those encoded in `data` (whole entries)."""
+
+    @abstractmethod
+    def _encode(self, start: int, end: int) -> bytes:
+        """Encode entries [start, end) for the file."""
+
+    @abstractmethod
+    def _count(self) -> int:
+        """Entries in memory."""
+
+    @abstractmethod
+    def _drop_from(self, n: int) -> None:
+        """Keep only the first n entries in memory."""
+
+    @abstractmethod
+    def _structure_error(self) -> str | None:
+        """Why the loaded entries cannot be right (not strictly increasing...), or None."""
+
+    # -- shared behaviour ----------------------------------------------------------------------
+    def _ensure_loaded(self) -> None:
+        if self._loaded:
+            return
+        self._loaded = True
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            data = b""
+            self.corrupt_reason = "missing"
+        whole = len(data) - len(data) % self.ENTRY_SIZE
+        if whole != len(data):
+            self.corrupt_reason = f"size {len(data)} is not a multiple of {self.ENTRY_SIZE}"
+        self._decode(data[:whole])
+        self._persisted = self._count()
+        if self.corrupt_reason is None:
+            self.corrupt_reason = self._structure_error()
+
+    def load(self) -> str | None:
+        """Load the entries if not yet in memory; returns why they cannot be trusted, if so."""
+        self._ensure_loaded()
+        return self.corrupt_reason
+
+    def __len__(self) -> int:
+        self._ensure_loaded()
+        return self._count()
+
+    @property
+    def is_full(self) -> bool:
+        return len(self) >= self.max_entries
+
+    def file_looks_sane(self) -> bool:
+        """Cheap check without loading: the file exists and holds whole entries only."""
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return False
+        return size % self.ENTRY_SIZE == 0
+
+    def reset(self) -> None:
+        """Forget every entry, in memory and on disk (before a rebuild from the log)."""
+        self._loaded = True
+        self._drop_from(0)
+        self._persisted = 0
+        self.corrupt_reason = None
+        with open(self.path, "wb"):
+            pass
+
+    def _truncate_entries(self, n: int) -> None:
+        self._drop_from(n)
+        if self._persisted > n:
+            self._persisted = n
+            try:
+                os.truncate(self.path, n * self.ENTRY_SIZE)
+            except FileNotFoundError:
+                pass
+
+    def persist(self) -> None:
+        """Write the entries not yet in the file with one write (no fsync)."""
+        if not self._loaded:
+            return  # nothing added since the file was written
+        count = self._count()
+        if count == self._persisted and self.path.exists():
+            return
+        data = self._encode(self._persisted, count)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            pos = self._persisted * self.ENTRY_SIZE
+            view = memoryview(data)
+            while view:
+                n = os.pwrite(fd, view, pos)
+                view = view[n:]
+                pos += n
+            os.ftruncate(fd, count * self.ENTRY_SIZE)
+        finally:
+            os.close(fd)
+        self._persisted = count
+
+    def flush(self) -> None:
+        """Persist and fsync."""
+        self.persist()
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def delete(self) -> None:
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass

@@ -1,0 +1,103 @@
+"""Leader-epoch history of a partition: which epoch's leader wrote from which offset on.
+
+Followers use it (through OffsetsForLeaderEpoch) to find where their log diverges from a new
+leader's and truncate there, instead of trusting the high watermark (KIP-101/279). The history
+is re-derivable from the `partition_leader_epoch` of the batches, so recovery re-assigns epochs
+from the batches it re-validates and the file can be written without fsync when it changes on
+the append path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import structlog
+
+from .checkpoint import LEADER_EPOCH_FILE, CheckpointFile
+
+log = structlog.get_logger(__name__)
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_OFFSET = -1
+
+
+class LeaderEpochCache:
+    def __init__(self, directory: Path) -> None:
+        self._file = CheckpointFile(directory / LEADER_EPOCH_FILE, 2)
+        self.entries: list[tuple[int, int]] = []  # (epoch, start offset), both strictly increasing
+        self._written: list[tuple[int, int]] | None = None  # what the file holds, if known
+        self._written_durably = False
+
+    def load(self) -> None:
+        entries = [(e, o) for e, o in self._file.read()]
+        clean: list[tuple[int, int]] = []
+        for epoch, start in entries:
+            if clean and (epoch <= clean[-1][0] or start < clean[-1][1]):
+                log.warning("leader epoch checkpoint not monotonic; kept the prefix", entries=entries)
+                break
+            clean.append((epoch, start))
+        self.entries = clean
+        self._written = list(clean)
+        self._written_durably = True
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.entries[-1][0] if self.entries else UNDEFINED_EPOCH
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record that `epoch` starts at `start_offset`; True if the history changed."""
+        if epoch < 0:
+            return False
+        if self.entries and epoch <= self.entries[-1][0]:
+            return False
+        # A newer epoch starting at or before an older one's start makes the older one empty.
+        while self.entries and self.entries[-1][1] >= start_offset:
+            self.entries.pop()
+        self.entries.append((epoch, start_offset))
+        return True
+
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """(epoch, end offset) as OffsetsForLeaderEpoch answers it.
+
+        The end offset of `epoch` is the start of the first later epoch (or the log end for the
+        latest); the epoch returned is the largest known epoch <= the requested one.
+        """
+        if epoch == UNDEFINED_EPOCH or not self.entries:
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        if epoch == self.entries[-1][0]:
+            return epoch, log_end_offset
+        floor = None
+        for e, start in self.entries:
+            if e > epoch:
+                if floor is None:
+                    return epoch, start
+                return floor, start
+            floor = e
+        return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Forget epochs starting at or after `end_offset` (the log was truncated there)."""
+        while self.entries and self.entries[-1][1] >= end_offset:
+            self.entries.pop()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """Drop epochs wholly below `start_offset`; the one spanning it now starts there."""
+        keep_from = 0
+        for i, (_, start) in enumerate(self.entries):
+            if start <= start_offset:
+                keep_from = i
+        entries = self.entries[keep_from:]
+        if entries and entries[0][1] < start_offset:
+            entries[0] = (entries[0][0], start_offset)
+        self.entries = entries
+
+    def clear(self) -> None:
+        self.entries = []
+
+    def write(self, *, durable: bool) -> None:
+        """Write the file if the history changed since it was last written."""
+        if self._written == self.entries and (self._written_durably or not durable):
+            return
+        self._file.write(self.entries, durable=durable)
+        self._written = list(self.entries)
+        self._written_durably = durable

@@ -1,0 +1,831 @@
+"""PartitionLog: the log of one partition, as the broker sees it.
+
+The broker calls this synchronously from its event loop, so every call does a bounded amount of
+work: an append is one pass over the batch headers and one write(); a read is an index lookup,
+a short header scan and one pread. Work proportional to the data (CRC validation, rebuilding
+indexes and producer state) happens only when opening after a crash, and only from the recovery
+point on.
+
+Offsets, in the order they can be:  log_start <= last_stable <= high_watermark <= log_end, and
+recovery_point <= log_end (everything below the recovery point is fsynced).
+
+Durability follows the flush policy (LogConfig.flush_messages / flush_ms): with
+flush_messages=1 every append is fsynced before it returns; otherwise data reaches the disk when
+the OS writes it back, on `flush()` and on `close()`. Either way a crash never leaves a
+half-written batch readable: recovery cuts the log at the first batch that fails its length,
+magic or CRC check.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import structlog
+
+from protocol.batch import (
+    BatchHeader,
+    iter_batches,
+    set_base_offset,
+    set_leader_epoch,
+    set_max_timestamp_log_append,
+)
+from protocol.errors import ErrorCode, KafkaError
+
+from .checkpoint import (
+    HIGH_WATERMARK_FILE,
+    LOG_START_OFFSET_FILE,
+    RECOVERY_POINT_FILE,
+    TMP_SUFFIX,
+    OffsetCheckpoint,
+    fsync_dir,
+)
+from .config import LogConfig
+from .control import EndTxnMarker, read_end_txn_marker
+from .leader_epoch import LeaderEpochCache
+from .producer_state import CompletedTxn, Duplicate, ProducerStateManager, ProducerStateUpdate
+from .segment import (
+    INT32_MAX,
+    LOG_SUFFIX,
+    BatchPlacement,
+    LogSegment,
+)
+from .txn_index import AbortedTxn
+
+log = structlog.get_logger(__name__)
+
+_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)$")
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class AbortedTransaction(NamedTuple):
+    """As a FetchResponse lists it."""
+
+    producer_id: int
+    first_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    first_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    duplicate: bool = False  # a retry: nothing written, offsets are the original batch's
+    completed_txns: tuple[CompletedTxn, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    data: bytes | memoryview  # whole batches; empty if nothing is readable at the offset yet
+    first_offset: int  # base offset of the first batch in data (may be < the requested offset); -1 if empty
+    next_offset: int  # offset after the last batch in data; the requested offset if empty
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    log_end_offset: int
+    aborted_transactions: list[AbortedTransaction] | None = None  # only with include_aborted
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryStats:
+    """What the last open() had to do, for logs, metrics and tests."""
+
+    recovery_point: int  # where re-validation started
+    segments_validated: int
+    batches_validated: int
+    bytes_truncated: int
+    segments_deleted: int
+    producer_snapshot: int | None  # offset of the snapshot producer state started from
+    batches_replayed: int  # trusted batches replayed into producer state (header scan only)
+
+
+class UnexpectedAppendOffsetError(KafkaError):
+    """A replicated append whose offsets do not continue the log (the follower must truncate)."""
+
+    def __init__(self, first_offset: int, log_end_offset: int) -> None:
+        super().__init__(ErrorCode.UNKNOWN_SERVER_ERROR,
+                         f"batch at offset {first_offset} does not follow log end {log_end_offset}")
+        self.first_offset = first_offset
+        self.log_end_offset = log_end_offset
+
+
+class PartitionLog:
+    """Segments, indexes, producer state, leader epochs and checkpoints of one partition."""
+
+    def __init__(self, directory: Path, config: LogConfig, now_ms: Callable[[], int]) -> None:
+        """Use PartitionLog.open()."""
+        self.directory = directory
+        self.config = config
+        self._now = now_ms
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._log_start = 0
+        self._leo = 0
+        self._hw = 0
+        self._recovery_point = 0
+        self._producers = ProducerStateManager(directory, config.producer_id_expiration_ms)
+        self._epochs = LeaderEpochCache(directory)
+        self._rp_file = OffsetCheckpoint(directory / RECOVERY_POINT_FILE)
+        self._log_start_file = OffsetCheckpoint(directory / LOG_START_OFFSET_FILE)
+        self._hw_file = OffsetCheckpoint(directory / HIGH_WATERMARK_FILE)
+        self._written: dict[str, int | None] = {}  # checkpoint file name -> value durably written
+        self._last_flush_ms = 0
+        self._dir_dirty = False
+        self._closed = False
+        self.recovery_stats = RecoveryStats(0, 0, 0, 0, 0, None, 0)
+
+    # ==========================================================================================
+    # opening and recovery
+    # ==========================================================================================
+    @classmethod
+    def open(cls, directory: Path, config: LogConfig, *,
+             now_ms: Callable[[], int] = wall_clock_ms) -> PartitionLog:
+        """Open (or create) the log in `directory`, recovering whatever a crash left behind."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self = cls(directory, config, now_ms)
+        self._load()
+        return self
+
+    def _load(self) -> None:
+        now = self._now()
+        self._last_flush_ms = now
+        bases = self._scan_directory()
+        rp_ckpt = self._rp_file.read()
+        ls_ckpt = self._log_start_file.read()
+        hw_ckpt = self._hw_file.read()
+        self._written = {RECOVERY_POINT_FILE: rp_ckpt, LOG_START_OFFSET_FILE: ls_ckpt, HIGH_WATERMARK_FILE: hw_ckpt}
+        self._epochs.load()
+
+        if not bases:
+            start = ls_ckpt or 0
+            self._segments = [LogSegment.create(self.directory, start, self.config, now)]
+            self._bases = [start]
+            self._log_start = self._leo = self._hw = self._recovery_point = start
+            self._producers.delete_snapshots(self._producers.snapshot_offsets())
+            self._producers.clear(start)
+            self._epochs.clear()
+            self._dir_dirty = True
+            self.flush()
+            self.checkpoint()
+            self.recovery_stats = RecoveryStats(start, 0, 0, 0, 0, None, 0)
+            return
+
+        self._segments = [LogSegment.open_existing(self.directory, b, self.config, now) for b in bases]
+        self._bases = list(bases)
+        first_base = bases[0]
+        self._log_start = max(ls_ckpt if ls_ckpt is not None else first_base, first_base)
+        rp = max(rp_ckpt if rp_ckpt is not None else first_base, first_base)
+        # A segment below the recovery point whose index files are gone or torn cannot be
+        # trusted as it stands: recover from it instead.
+        for seg in self._segments:
+            if seg.base_offset >= rp:
+                break
+            if not seg.index_files_look_sane():
+                log.warning("index files missing or torn below the recovery point; recovering from there",
+                            segment=seg.base_offset, recovery_point=rp)
+                rp = seg.base_offset
+                break
+        hw_guess = hw_ckpt if hw_ckpt is not None else self._log_start
+        self._hw = hw_guess
+
+        # Producer state up to the recovery point: snapshot + header-only replay of trusted batches.
+        snap = self._producers.load_latest_snapshot(rp)
+        if snap is None:
+            self._producers.clear(self._log_start)
+            replay_from = self._log_start
+        else:
+            replay_from = max(snap, self._log_start)
+        replayed = self._replay(replay_from, rp) if replay_from < rp else 0
+        self._producers.map_end_offset = max(replay_from, rp)
+
+        # Re-validate from the recovery point on.
+        k = self._segment_index(rp)
+        validated = truncated = seg_deleted = 0
+        i = k
+        while i < len(self._segments):
+            seg = self._segments[i]
+            trusted = rp if i == k else seg.base_offset
+            result = seg.recover(trusted, self._recovery_callback(seg))
+            validated += result.validated_batches
+            truncated += result.truncated_bytes
+            if result.truncated_bytes and i < len(self._segments) - 1:
+                later = self._segments[i + 1:]
+                log.warning("dropping segments after a corrupt one", segments=[s.base_offset for s in later])
+                for s in reversed(later):
+                    s.delete()
+                    seg_deleted += 1
+                del self._segments[i + 1:]
+                del self._bases[i + 1:]
+                break
+            i += 1
+
+        active = self._segments[-1]
+        self._leo = active.next_offset
+        active.txn_index.truncate_to(self._leo)
+        self._producers.map_end_offset = self._leo
+        self._producers.delete_snapshots_above(self._leo)
+        self._producers.remove_expired(now)
+        self._epochs.truncate_from_end(self._leo)
+        self._log_start = min(self._log_start, self._leo)
+        self._epochs.truncate_from_start(self._log_start)
+        self._hw = min(max(self._hw, self._log_start), self._leo)
+        self._producers.on_high_watermark(self._hw)
+
+        # What was re-validated is now known good: make it durable and move the recovery point.
+        if validated or truncated or seg_deleted:
+            for seg in self._segments[k:]:
+                seg.flush()
+            fsync_dir(self.directory)
+        self._recovery_point = self._leo
+        self.checkpoint()
+        self.recovery_stats = RecoveryStats(rp, len(self._segments) - k, validated, truncated, seg_deleted,
+                                            snap, replayed)
+        if truncated or seg_deleted or validated:
+            log.info("partition log recovered", directory=str(self.directory), recovery_point=rp,
+                     log_end_offset=self._leo, batches_validated=validated, bytes_truncated=truncated,
+                     segments_deleted=seg_deleted)
+
+    def _scan_directory(self) -> list[int]:
+        """Base offsets of the segments, after removing leftovers of interrupted operations."""
+        logs: set[int] = set()
+        others: list[tuple[int, str]] = []
+        for name in os.listdir(self.directory):
+            if name.endswith(TMP_SUFFIX):
+                (self.directory / name).unlink(missing_ok=True)
+                continue
+            m = _SEGMENT_FILE.match(name)
+            if not m:
+                continue
+            base = int(m.group(1))
+            if m.group(2) == LOG_SUFFIX:
+                logs.add(base)
+            else:
+                others.append((base, name))
+        for base, name in others:
+            if base not in logs:
+                log.info("removing index file without a log", file=name)
+                (self.directory / name).unlink(missing_ok=True)
+        return sorted(logs)
+
+    def _recovery_callback(self, seg: LogSegment) -> Callable[[bytes | memoryview, int, BatchHeader], None]:
+        def on_batch(buf: bytes | memoryview, pos: int, h: BatchHeader) -> None:
+            self._epochs.assign(h.partition_leader_epoch, h.base_offset)
+            if h.producer_id >= 0 and h.base_offset >= self._producers.map_end_offset:
+                self._apply_to_producer_state(seg, buf, pos, h, write_txn_index=True)
+
+        return on_batch
+
+    def _apply_to_producer_state(self, seg: LogSegment, buf: bytes | memoryview | None, pos: int,
+                                 h: BatchHeader, *, write_txn_index: bool) -> None:
+        """Apply one batch already in the log (no validation: the log is the truth)."""
+        update = self._producers.begin(validate=False)
+        if h.is_control:
+            if buf is None:
+                buf, pos = seg.read_bytes(pos, h.size), 0
+            update.append_marker(h, self._marker_or_none(buf, pos, h), h.base_offset)
+        else:
+            update.append_data(h, h.base_offset, h.last_offset)
+        self._producers.commit(update, h.next_offset, self._hw)
+        if write_txn_index:
+            self._index_aborted(seg, update.completed)
+
+    @staticmethod
+    def _marker_or_none(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> EndTxnMarker | None:
+        try:
+            return read_end_txn_marker(buf, pos, h)
+        except KafkaError as e:
+            log.warning("unreadable control batch in the log, ignored", offset=h.base_offset, reason=str(e))
+            return None
+
+    def _index_aborted(self, seg: LogSegment, completed: Sequence[CompletedTxn]) -> None:
+        for txn in completed:
+            if txn.is_abort:
+                seg.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset,
+                                                self._producers.lso_after(txn)))
+
+    def _replay(self, start: int, end: int) -> int:
+        """Apply trusted batches with base offset in [start, end) to producer state."""
+        count = 0
+        for seg in self._segments[self._segment_index(start):]:
+            if seg.base_offset >= end:
+                break
+            found = seg.find_batch(start)
+            if found is None:
+                continue
+            for pos, h in seg.iter_headers(found[0]):
+                if h.base_offset >= end:
+                    break
+                if h.base_offset < start:
+                    continue
+                if h.producer_id >= 0:
+                    self._apply_to_producer_state(seg, None, pos, h, write_txn_index=False)
+                count += 1
+        return count
+
+    # ==========================================================================================
+    # properties
+    # ==========================================================================================
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next appended record gets."""
+        return self._leo
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    @high_watermark.setter
+    def high_watermark(self, value: int) -> None:
+        if value > self._leo:
+            raise ValueError(f"high watermark {value} beyond log end {self._leo}")
+        self._hw = max(value, self._log_start)
+        self._producers.on_high_watermark(self._hw)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Below this, every transaction is decided: read_committed consumers read up to here."""
+        first_unstable = self._producers.first_unstable_offset()
+        if first_unstable is None:
+            return self._hw
+        return max(self._log_start, min(first_unstable, self._hw))
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        """Producer entries (read them, do not change them): for DescribeProducers and tests."""
+        return self._producers
+
+    @property
+    def leader_epochs(self) -> list[tuple[int, int]]:
+        """(epoch, start offset) history."""
+        return list(self._epochs.entries)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self._epochs.latest_epoch
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) as OffsetsForLeaderEpoch answers; (-1, -1) if unknown."""
+        return self._epochs.end_offset_for(epoch, self._leo)
+
+    @property
+    def segment_base_offsets(self) -> list[int]:
+        return list(self._bases)
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    def update_config(self, config: LogConfig) -> None:
+        """Apply changed topic settings (they take effect from the next append/retention run)."""
+        self.config = config
+        self._producers.expiration_ms = config.producer_id_expiration_ms
+        for seg in self._segments:
+            seg.config = config
+
+    # ==========================================================================================
+    # append
+    # ==========================================================================================
+    def append(self, records: bytes | bytearray | memoryview, *, leader_epoch: int,
+               assign_offsets: bool = True) -> AppendResult:
+        """Append one or more whole v2 batches.
+
+        assign_offsets=True is the leader path: client (or coordinator) batches get the next
+        offsets and `leader_epoch`, producer state is validated (all batches or none are
+        written), duplicates are answered with their original offsets. assign_offsets=False is
+        the follower path: the batches keep the leader's offsets and epochs and are applied to
+        producer state without checks; their offsets must continue the log.
+        """
+        self._check_open()
+        batches = list(iter_batches(records, strict=True))
+        if not batches:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "no record batch in the append")
+        leader = assign_offsets
+        placements: list[BatchPlacement] = []
+        bases: list[int] = []
+        max_ts = -1
+        if leader:
+            next_offset = self._leo
+            for _, h in batches:
+                if h.records_count != h.last_offset_delta + 1:
+                    raise KafkaError(ErrorCode.INVALID_RECORD,
+                                     f"batch says {h.records_count} records but spans {h.last_offset_delta + 1} offsets")
+                if h.size > self.config.segment_bytes:
+                    raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
+                                     f"batch of {h.size} bytes exceeds segment size {self.config.segment_bytes}")
+                bases.append(next_offset)
+                next_offset += h.last_offset_delta + 1
+        else:
+            next_offset = self._leo
+            for _, h in batches:
+                if h.base_offset < next_offset:
+                    raise UnexpectedAppendOffsetError(h.base_offset, self._leo)
+                bases.append(h.base_offset)
+                next_offset = h.next_offset
+        for _, h in batches:
+            if h.max_timestamp > max_ts:
+                max_ts = h.max_timestamp
+
+        update = self._producers.begin(validate=leader)
+        duplicates: list[Duplicate] = []
+        for (pos, h), base in zip(batches, bases, strict=True):
+            if h.producer_id < 0:
+                continue
+            if h.is_control:
+                update.append_marker(h, read_end_txn_marker(records, pos, h), base)
+                continue
+            if leader:
+                dup = update.find_duplicate(h)
+                if dup is not None:
+                    duplicates.append(dup)
+                    continue
+            update.append_data(h, base, base + h.last_offset_delta)
+        if duplicates:
+            if len(duplicates) != len(batches):
+                raise KafkaError(ErrorCode.INVALID_RECORD, "append mixes retried and new batches")
+            lat = self.config.message_timestamp_type == "LogAppendTime"
+            return AppendResult(duplicates[0].first_offset, duplicates[-1].last_offset,
+                                duplicates[-1].timestamp if lat else -1, self._log_start, duplicate=True)
+
+        now = self._now()
+        first_offset = bases[0]
+        last_offset = next_offset - 1
+        seg = self._segments[-1]
+        if self._should_roll(seg, len(records), max_ts, first_offset, last_offset, now):
+            seg = self._roll(first_offset, now)
+
+        log_append_time = -1
+        data: bytes | bytearray | memoryview
+        if leader:
+            buf = bytearray(records)
+            lat = self.config.message_timestamp_type == "LogAppendTime"
+            if lat:
+                log_append_time = now
+            for (pos, h), base in zip(batches, bases, strict=True):
+                set_base_offset(buf, pos, base)
+                set_leader_epoch(buf, pos, leader_epoch)
+                if lat:
+                    set_max_timestamp_log_append(buf, pos, h.size, now)
+                placements.append((pos, base, h.size, now if lat else h.max_timestamp))
+            data = buf
+        else:
+            for (pos, h), base in zip(batches, bases, strict=True):
+                placements.append((pos, base, h.size, h.max_timestamp))
+            data = records
+
+        seg.append(data, placements, next_offset)
+        self._leo = next_offset
+        epochs_changed = False
+        if leader:
+            epochs_changed = self._epochs.assign(leader_epoch, first_offset)
+        else:
+            for _, h in batches:
+                epochs_changed |= self._epochs.assign(h.partition_leader_epoch, h.base_offset)
+        if epochs_changed:
+            self._epochs.write(durable=False)
+        self._commit_producer_update(seg, update)
+        self._maybe_flush(now)
+        return AppendResult(first_offset, last_offset, log_append_time, self._log_start,
+                            completed_txns=tuple(update.completed))
+
+    def _commit_producer_update(self, seg: LogSegment, update: ProducerStateUpdate) -> None:
+        self._producers.commit(update, self._leo, self._hw)
+        self._index_aborted(seg, update.completed)
+
+    def _should_roll(self, seg: LogSegment, size: int, max_ts: int, first_offset: int, last_offset: int,
+                     now: int) -> bool:
+        if last_offset - seg.base_offset > INT32_MAX:
+            return True  # relative offsets in the indexes are int32
+        if seg.is_empty:
+            return False
+        if seg.size + size > self.config.segment_bytes or seg.indexes_full:
+            return True
+        # Age as Kafka measures it: by record timestamps when both sides have them (so a burst
+        # of old data replayed into a topic does not roll a segment per append), else wall clock.
+        base_ts = seg.rolling_base_timestamp
+        age = max_ts - base_ts if base_ts >= 0 and max_ts >= 0 else now - seg.created_ms
+        return age > self.config.segment_ms
+
+    def _roll(self, base_offset: int, now: int) -> LogSegment:
+        old = self._segments[-1]
+        if old.is_empty:
+            # Nothing to keep: start the empty active segment at the right offset instead.
+            old.delete()
+            self._segments.pop()
+            self._bases.pop()
+        else:
+            old.seal()
+        seg = LogSegment.create(self.directory, base_offset, self.config, now)
+        self._segments.append(seg)
+        self._bases.append(base_offset)
+        self._dir_dirty = True
+        # The snapshot lets recovery start producer state here instead of replaying older
+        # segments. Not fsynced: it is CRC-checked on load, and losing it only costs replay.
+        self._producers.take_snapshot(durable=False)
+        return seg
+
+    def roll(self) -> None:
+        """Start a new segment at the log end (no-op if the active segment is empty)."""
+        self._check_open()
+        if not self._segments[-1].is_empty:
+            self._roll(self._leo, self._now())
+
+    # ==========================================================================================
+    # flush and checkpoints
+    # ==========================================================================================
+    def _maybe_flush(self, now: int) -> None:
+        fm = self.config.flush_messages
+        if fm is not None and self._leo - self._recovery_point >= fm:
+            self.flush()
+        elif self.config.flush_ms is not None and now - self._last_flush_ms >= self.config.flush_ms:
+            self.flush()
+
+    def flush(self) -> None:
+        """fsync everything above the recovery point, then move the recovery point to the end.
+
+        The recovery-point file is not rewritten here (that is `checkpoint()`): recovery after
+        a crash merely starts from an older, still correct, point.
+        """
+        self._check_open()
+        if self._recovery_point < self._leo or self._dir_dirty:
+            for seg in self._segments[self._segment_index(self._recovery_point):]:
+                seg.flush()
+            if self._dir_dirty:
+                fsync_dir(self.directory)
+                self._dir_dirty = False
+            self._recovery_point = self._leo
+        self._last_flush_ms = self._now()
+
+    def checkpoint(self) -> None:
+        """Durably write the recovery point, log start, high watermark and epoch files that
+        changed. The broker calls this periodically (Kafka: every 60 s) and on shutdown."""
+        self._check_open()
+        for name, file, value in ((RECOVERY_POINT_FILE, self._rp_file, self._recovery_point),
+                                  (LOG_START_OFFSET_FILE, self._log_start_file, self._log_start),
+                                  (HIGH_WATERMARK_FILE, self._hw_file, self._hw)):
+            if self._written.get(name) != value:
+                file.write(value, durable=True)
+                self._written[name] = value
+        self._epochs.write(durable=True)
+
+    def close(self) -> None:
+        """Flush, snapshot producer state at the log end and write every checkpoint, so the
+        next open re-validates nothing."""
+        if self._closed:
+            return
+        self.flush()
+        self._producers.map_end_offset = self._leo
+        self._producers.take_snapshot(durable=True)
+        self.checkpoint()
+        for seg in self._segments:
+            seg.close()
+        self._closed = True
+
+    def delete(self) -> None:
+        """Remove the partition's directory and everything in it."""
+        for seg in self._segments:
+            try:
+                seg.close()
+            except OSError:
+                pass
+        self._closed = True
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"log {self.directory} is closed")
+
+    # ==========================================================================================
+    # read
+    # ==========================================================================================
+    def _segment_index(self, offset: int) -> int:
+        return max(0, bisect_right(self._bases, offset) - 1)
+
+    def read(self, offset: int, max_bytes: int, *, upper_bound: int | None = None,
+             include_aborted: bool = False) -> ReadResult:
+        """Whole batches from the one containing `offset`: at least one batch if any is
+        readable (even past max_bytes), none with an offset at or above upper_bound (pass the
+        high watermark, or the LSO for read_committed). One segment per call, like Kafka.
+
+        Raises OFFSET_OUT_OF_RANGE below the log start or above the log end.
+        """
+        self._check_open()
+        if offset < self._log_start or offset > self._leo:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"offset {offset} outside [{self._log_start}, {self._leo}]")
+        bound = self._leo if upper_bound is None else min(upper_bound, self._leo)
+        data: bytes | memoryview = b""
+        first = -1
+        next_offset = offset
+        if offset < bound:
+            for seg in self._segments[self._segment_index(offset):]:
+                if seg.base_offset >= bound:
+                    break
+                r = seg.read(offset, max_bytes, upper_bound=bound)
+                if r.first_offset < 0:
+                    continue  # nothing at or after offset in this segment: try the next one
+                if r.data:
+                    data, first, next_offset = r.data, r.first_offset, r.next_offset
+                break
+        aborted = None
+        if include_aborted:
+            aborted = self.aborted_transactions(offset, next_offset) if data else []
+        return ReadResult(data, first, next_offset, self._hw, self.last_stable_offset, self._log_start,
+                          self._leo, aborted)
+
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTransaction]:
+        """Aborted transactions overlapping [start, end), from the segments' .txnindex files."""
+        self._check_open()
+        out: list[AbortedTransaction] = []
+        if end <= start:
+            return out
+        for seg in self._segments[self._segment_index(start):]:
+            found, complete = seg.txn_index.collect(start, end)
+            out.extend(AbortedTransaction(t.producer_id, t.first_offset) for t in found)
+            if complete:
+                break
+        return out
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first batch whose max timestamp is >= `timestamp`.
+
+        The offset is that batch's base offset (records are not decoded, so it may point at a
+        few records older than `timestamp` in the same batch), and the timestamp is the batch's
+        max timestamp. None if no batch is that recent. ListOffsets' special values (-1 latest,
+        -2 earliest) are the caller's to map to log_end_offset / log_start_offset.
+        """
+        self._check_open()
+        if timestamp < 0:
+            raise ValueError(f"timestamp {timestamp} is a ListOffsets sentinel, not a time")
+        for seg in self._segments[self._segment_index(self._log_start):]:
+            if seg.largest_timestamp < timestamp:
+                continue
+            found = seg.find_offset_by_timestamp(timestamp, self._log_start)
+            if found is not None:
+                return found
+        return None
+
+    # ==========================================================================================
+    # truncation, retention
+    # ==========================================================================================
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch at or above `offset` (a follower diverging from its leader).
+
+        Batches are never split: one straddling `offset` is dropped whole and the log end
+        becomes its base offset.
+        """
+        self._check_open()
+        if offset >= self._leo:
+            return
+        if offset < self._log_start or offset <= self._segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+            self._segments.pop().delete()
+            self._bases.pop()
+        seg = self._segments[-1]
+        seg.truncate_to(offset)
+        new_end = seg.next_offset
+        if new_end < self._log_start:
+            self.truncate_fully_and_start_at(offset)
+            return
+        self._leo = new_end
+        self._after_truncation()
+        seg.flush()
+        fsync_dir(self.directory)
+
+    def _after_truncation(self) -> None:
+        leo = self._leo
+        self._hw = min(self._hw, leo)
+        self._epochs.truncate_from_end(leo)
+        self._producers.delete_snapshots_above(leo)
+        snap = self._producers.load_latest_snapshot(leo)
+        if snap is None:
+            self._producers.clear(self._log_start)
+        self._replay(max(snap or 0, self._log_start), leo)
+        self._producers.map_end_offset = leo
+        self._producers.on_high_watermark(self._hw)
+        if self._recovery_point > leo:
+            self._recovery_point = leo
+        # The recovery-point file must not vouch for offsets that will be rewritten.
+        written_rp = self._written.get(RECOVERY_POINT_FILE)
+        if written_rp is None or written_rp > leo:
+            self._rp_file.write(self._recovery_point, durable=True)
+            self._written[RECOVERY_POINT_FILE] = self._recovery_point
+        self._epochs.write(durable=True)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and start an empty log at `offset` (a follower far behind)."""
+        self._check_open()
+        for seg in reversed(self._segments):
+            seg.delete()
+        now = self._now()
+        self._segments = [LogSegment.create(self.directory, offset, self.config, now)]
+        self._bases = [offset]
+        self._log_start = self._leo = self._hw = self._recovery_point = offset
+        self._producers.delete_snapshots(self._producers.snapshot_offsets())
+        self._producers.clear(offset)
+        self._epochs.clear()
+        self._dir_dirty = True
+        self.flush()
+        self.checkpoint()
+
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        """Delete old segments by age and total size; returns how many were deleted.
+
+        Never the active segment, and never data at or above the high watermark. Also deletes
+        segments wholly below a log start moved by delete_records_before.
+        """
+        self._check_open()
+        now = self._now() if now_ms is None else now_ms
+        count = self._delete_below_log_start()
+        if self.config.cleanup_policy == "delete":
+            if self.config.retention_ms >= 0:
+                while self._oldest_deletable():
+                    seg = self._segments[0]
+                    ts = seg.largest_timestamp
+                    if ts < 0:
+                        ts = seg.last_modified_ms()  # no timestamps in the data: file age
+                    if now - ts <= self.config.retention_ms:
+                        break
+                    count += self._delete_oldest()
+            if self.config.retention_bytes >= 0:
+                excess = self.size_in_bytes - self.config.retention_bytes
+                while self._oldest_deletable() and excess - self._segments[0].size >= 0:
+                    excess -= self._segments[0].size
+                    count += self._delete_oldest()
+        if count:
+            self._after_head_deletion()
+        return count
+
+    def _oldest_deletable(self) -> bool:
+        """The oldest segment is not the active one and lies wholly below the high watermark."""
+        return len(self._segments) > 1 and self._segments[1].base_offset <= self._hw
+
+    def _delete_below_log_start(self) -> int:
+        count = 0
+        while self._oldest_deletable() and self._segments[1].base_offset <= self._log_start:
+            count += self._delete_oldest()
+        return count
+
+    def _delete_oldest(self) -> int:
+        seg = self._segments.pop(0)
+        self._bases.pop(0)
+        log.info("deleting segment", directory=str(self.directory), base_offset=seg.base_offset,
+                 size=seg.size)
+        seg.delete()
+        return 1
+
+    def _after_head_deletion(self) -> None:
+        first_base = self._segments[0].base_offset
+        self._log_start = max(self._log_start, first_base)
+        self._recovery_point = max(self._recovery_point, first_base)
+        self._epochs.truncate_from_start(self._log_start)
+        self._epochs.write(durable=False)
+        self._producers.delete_snapshots_below(first_base)
+
+    def delete_records_before(self, offset: int) -> int:
+        """Move the log start to `offset` (DeleteRecords); returns the new log start.
+
+        Segments wholly below it are deleted now; the rest of the first segment stays on disk
+        but is no longer readable.
+        """
+        self._check_open()
+        if offset > self._hw:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"cannot delete records up to {offset}: beyond high watermark {self._hw}")
+        if offset <= self._log_start:
+            return self._log_start
+        self._log_start = offset
+        self._delete_below_log_start()
+        self._after_head_deletion()
+        self._log_start_file.write(self._log_start, durable=True)
+        self._written[LOG_START_OFFSET_FILE] = self._log_start
+        return self._log_start
+
+    def expire_producers(self, now_ms: int | None = None) -> int:
+        """Forget idle producers (producer_id_expiration_ms); returns how many."""
+        return self._producers.remove_expired(self._now() if now_ms is None else now_ms)
+
+    def __repr__(self) -> str:
+        return (f"PartitionLog({str(self.directory)!r}, start={self._log_start}, end={self._leo}, "
+                f"hw={self._hw}, segments={len(self._segments)})")

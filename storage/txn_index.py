@@ -1,0 +1,130 @@
+"""The .txnindex file: the aborted transactions whose abort marker lives in this segment.
+
+Entry (34 bytes, big-endian): version int16 (0), producer_id int64, first_offset int64,
+last_offset int64 (the abort marker's offset), last_stable_offset int64 (the partition's LSO
+right after this abort). read_committed fetches ask which aborted transactions overlap the
+fetched range; a transaction's entry sits in the segment of its marker, which is never before
+the fetched range if they overlap, so a search walks forward from the segment holding the fetch
+offset and may stop once an entry's last_stable_offset reaches the end of the range: every
+transaction still open at that point started at or after the LSO.
+
+Aborts are rare, so entries are written at once (one small write, no fsync: below the recovery
+point the file is fsynced with the segment; above it recovery rebuilds it) and read in full on
+first query.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+from typing import NamedTuple
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+_ENTRY = struct.Struct(">hqqqq")
+ENTRY_SIZE = _ENTRY.size  # 34
+VERSION = 0
+
+
+class AbortedTxn(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+
+class TransactionIndex:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._entries: list[AbortedTxn] | None = None
+
+    def _load(self) -> list[AbortedTxn]:
+        if self._entries is not None:
+            return self._entries
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            data = b""
+        whole = len(data) - len(data) % ENTRY_SIZE
+        if whole != len(data):
+            # A torn append: drop it so later appends stay aligned.
+            log.warning("txn index has a partial entry, dropped", file=str(self.path), size=len(data))
+            os.truncate(self.path, whole)
+        entries = []
+        for version, pid, first, last, lso in _ENTRY.iter_unpack(data[:whole]):
+            if version != VERSION:
+                log.warning("txn index entry of unknown version, stopped there", file=str(self.path),
+                            version=version)
+                break
+            entries.append(AbortedTxn(pid, first, last, lso))
+        self._entries = entries
+        return entries
+
+    def file_looks_sane(self) -> bool:
+        try:
+            return self.path.stat().st_size % ENTRY_SIZE == 0
+        except FileNotFoundError:
+            return False
+
+    @property
+    def entries(self) -> list[AbortedTxn]:
+        return list(self._load())
+
+    def append(self, txn: AbortedTxn) -> None:
+        entries = self._load()
+        if entries and txn.last_offset <= entries[-1].last_offset:
+            raise ValueError(f"aborted txn {txn} does not follow {entries[-1]}")
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, _ENTRY.pack(VERSION, *txn))
+        finally:
+            os.close(fd)
+        entries.append(txn)
+
+    def collect(self, start: int, end: int) -> tuple[list[AbortedTxn], bool]:
+        """Entries overlapping [start, end), and whether the search may stop after this segment."""
+        found = []
+        complete = False
+        for txn in self._load():
+            if txn.last_offset >= start and txn.first_offset < end:
+                found.append(txn)
+            if txn.last_stable_offset >= end:
+                complete = True
+                break
+        return found, complete
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries whose marker is at or above `offset`."""
+        entries = self._load()
+        keep = [t for t in entries if t.last_offset < offset]
+        if len(keep) == len(entries):
+            return
+        self._entries = keep
+        try:
+            os.truncate(self.path, len(keep) * ENTRY_SIZE)
+        except FileNotFoundError:
+            pass
+
+    def reset(self) -> None:
+        self._entries = []
+        with open(self.path, "wb"):
+            pass
+
+    def flush(self) -> None:
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def delete(self) -> None:
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
