@@ -144,7 +144,8 @@ class KetchBroker(Target):
         return AdminClient({"bootstrap.servers": self.bootstrap, **QUIET})
 
     def create_topics(self, names: list[str], partitions: int, timeout: float = 120) -> None:
-        futs = self.admin().create_topics(
+        client = self.admin()  # must outlive the futures: destroying it cancels the request
+        futs = client.create_topics(
             [NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names],
             request_timeout=timeout,
         )

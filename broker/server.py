@@ -26,7 +26,7 @@ from protocol.headers import (
     write_response_header,
 )
 from protocol.messages.api_versions import ApiVersion, ApiVersionsResponse
-from protocol.messages.registry import REQUESTS, RESPONSES
+from protocol.messages.registry import REQUESTS
 from protocol.primitives import DecodeError, Reader, Writer
 from protocol.schema import Message
 from protocol.supported import API_NAMES, SUPPORTED

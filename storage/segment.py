@@ -358,12 +358,31 @@ class LogSegment:
             except OSError:
                 pass
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"write to {self.log_path.name} failed: {e}") from e
+        self._after_write(start, len(data), batches, next_offset)
+
+    def _after_write(self, start: int, total: int, batches: list[BatchPlacement], next_offset: int) -> None:
         if start == 0 and batches:
             self._first_batch_ts = batches[0][3]
         for pos, base_offset, size, max_ts in batches:
             self._index_batch(start + pos, base_offset, size, max_ts)
-        self.size = start + len(data)
+        self.size = start + total
         self.next_offset = next_offset
+
+    def append_parts(self, parts: list[bytes | memoryview], total: int, batches: list[BatchPlacement],
+                     next_offset: int) -> None:
+        """As append(), from pieces written with one pwritev (no concatenation copy)."""
+        start = self.size
+        try:
+            n = os.pwritev(self.fd, parts, start)
+            if n < total:  # short write (rare: signals, quotas); finish it the plain way
+                write_all(self.fd, b"".join(parts)[n:], start + n)
+        except OSError as e:
+            try:
+                os.ftruncate(self.fd, start)
+            except OSError:
+                pass
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"write to {self.log_path.name} failed: {e}") from e
+        self._after_write(start, total, batches, next_offset)
 
     # -- read ----------------------------------------------------------------------------------
     def read(self, offset: int, max_bytes: int, *, max_position: int | None = None,

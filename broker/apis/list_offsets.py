@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from protocol.batch import HEADER_SIZE, read_header
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages.list_offsets import (
@@ -12,8 +13,11 @@ from protocol.messages.list_offsets import (
     ListOffsetsResponse,
     ListOffsetsTopicResponse,
 )
+from protocol.records import decode_batches
 
 if TYPE_CHECKING:
+    from storage.log import PartitionLog
+
     from ..partition import Partition
     from ..server import BrokerServer, ClientInfo
 
@@ -39,11 +43,22 @@ def lookup(part: Partition, timestamp: int, committed: bool) -> tuple[int, int]:
     found = plog.offset_for_timestamp(timestamp)
     if found is None:
         return -1, -1
-    offset, ts = found
+    offset, ts = _exact(plog, found[0], timestamp) or found
     upper = plog.last_stable_offset if committed else plog.high_watermark
     if offset >= upper:
         return -1, -1
     return offset, ts
+
+
+def _exact(plog: PartitionLog, batch_offset: int, timestamp: int) -> tuple[int, int] | None:
+    """The index finds the batch; Kafka answers with the record, so decode that one batch."""
+    data = plog.read(batch_offset, 1).data
+    for h, records in decode_batches(bytes(data[: read_header(data).size]) if len(data) >= HEADER_SIZE else b""):
+        for r in records:
+            if r.timestamp >= timestamp and r.offset >= batch_offset:
+                return r.offset, r.timestamp
+        del h
+    return None
 
 
 async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,

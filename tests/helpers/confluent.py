@@ -31,10 +31,12 @@ def topic_partition_count(bootstrap: str, topic: str, timeout: float = 10.0) -> 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
     """CreateTopics through AdminClient, then wait until metadata shows every partition with a leader."""
-    fut = admin(bootstrap).create_topics(
+    client = admin(bootstrap)  # must outlive the future: destroying it cancels the request
+    fut = client.create_topics(
         [NewTopic(topic, num_partitions=partitions, replication_factor=1)], request_timeout=timeout
     )[topic]
     fut.result(timeout)
+    del client
 
     def visible() -> bool:
         md = admin(bootstrap).list_topics(topic=topic, timeout=5)

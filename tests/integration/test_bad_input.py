@@ -3,15 +3,15 @@ and the broker keeps serving everyone else with no damage to any log."""
 
 from __future__ import annotations
 
-import socket
 import struct
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import BrokerProcess
+from helpers.raw import Raw
 
 from protocol.errors import ErrorCode
-from protocol.headers import RequestHeader, read_response_header, write_request_header
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest, CreateTopicsResponse
 from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
@@ -23,60 +23,8 @@ from protocol.messages.list_offsets import (
 )
 from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 from protocol.messages.produce import PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData
-from protocol.primitives import Reader, Writer
+from protocol.primitives import Reader
 from protocol.records import build_batch_from_messages
-from protocol.schema import Message
-from helpers import BrokerProcess
-
-
-class Raw:
-    """A bare Kafka connection: frames out, frames in, nothing clever."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.corr = 0
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def send_frame(self, body: bytes) -> None:
-        self.sock.sendall(struct.pack(">i", len(body)) + body)
-
-    def recv_frame(self) -> bytes | None:
-        """The next frame, or None if the broker closed the connection."""
-        head = self._recv_exact(4)
-        if head is None:
-            return None
-        return self._recv_exact(struct.unpack(">i", head)[0])
-
-    def _recv_exact(self, n: int) -> bytes | None:
-        out = bytearray()
-        while len(out) < n:
-            try:
-                chunk = self.sock.recv(n - len(out))
-            except ConnectionResetError:
-                return None
-            if not chunk:
-                return None
-            out += chunk
-        return bytes(out)
-
-    def request(self, req: Message, version: int, *, expect_reply: bool = True) -> Message | None:
-        self.corr += 1
-        w = Writer()
-        write_request_header(w, RequestHeader(req.API_KEY, version, self.corr, "raw-test"), req.is_flexible(version))
-        req.write(w, version)
-        self.send_frame(w.getvalue())
-        if not expect_reply:
-            return None
-        frame = self.recv_frame()
-        assert frame is not None, "broker closed the connection"
-        r = Reader(frame)
-        flexible = req.is_flexible(version) and req.API_KEY != 18
-        assert read_response_header(r, flexible) == self.corr
-        from protocol.messages.registry import RESPONSES
-
-        return RESPONSES[req.API_KEY].read(r, version)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,36 @@
+"""Settings precedence: default < TOML file < KETCH_* environment < flags."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from broker.config import load_config
+
+
+def test_defaults() -> None:
+    c = load_config(env={})
+    assert (c.listen, c.data_dir, c.node_id) == ("0.0.0.0:9092", "./data", 1)
+    assert c.advertised_host_port == ("localhost", 9092)
+    assert c.auto_create_topics is True and c.flush_messages is None
+
+
+def test_precedence(tmp_path: Path) -> None:
+    f = tmp_path / "k.toml"
+    f.write_text('num_partitions = 3\nflush_messages = 1\nlisten = "127.0.0.1:1234"\n')
+    c = load_config(f, env={"KETCH_NUM_PARTITIONS": "6", "KETCH_AUTO_CREATE_TOPICS": "false"},
+                    overrides={"listen": "127.0.0.1:5555", "data_dir": None})
+    assert c.num_partitions == 6  # env beats file
+    assert c.flush_messages == 1  # file beats default
+    assert c.auto_create_topics is False
+    assert c.listen == "127.0.0.1:5555"  # flag beats file
+    assert c.data_dir == "./data"  # an unset flag changes nothing
+    assert c.advertised_host_port == ("127.0.0.1", 5555)
+
+
+def test_unknown_file_setting_is_an_error(tmp_path: Path) -> None:
+    f = tmp_path / "k.toml"
+    f.write_text("no_such_setting = 1\n")
+    with pytest.raises(ValueError, match="no_such_setting"):
+        load_config(f, env={})
