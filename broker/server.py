@@ -167,7 +167,7 @@ class Connection(asyncio.Protocol):
         handler = HANDLERS[api_key]
         slot = _Slot()
         self.slots.append(slot)
-        task = asyncio.get_running_loop().create_task(handler(self.server, self.info, header, req))
+        task: asyncio.Task[Any] = asyncio.get_running_loop().create_task(handler(self.server, self.info, header, req))
         self.tasks.add(task)
         task.add_done_callback(lambda t: self._finished(t, slot, header))
 

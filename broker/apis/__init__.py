@@ -6,7 +6,7 @@ None means "send nothing" (Produce with acks=0).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from . import (
@@ -22,7 +22,7 @@ from . import (
     produce,
 )
 
-Handler = Callable[[Any, Any, Any, Any], Awaitable[Any]]
+Handler = Callable[[Any, Any, Any, Any], Coroutine[Any, Any, Any]]
 
 HANDLERS: dict[int, Handler] = {
     m.KEY: m.handle

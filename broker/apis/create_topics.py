@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode, KafkaError
@@ -31,14 +32,14 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
                                                 error_message="topic named twice in one request"))
             continue
         seen.add(t.name)
-        configs = {c.name: c.value for c in t.configs}
+        configs = {c.name: c.value for c in t.configs if c.value is not None}
         try:
             if t.assignments:
                 raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                  "manual replica assignment is not supported on a single broker")
             if req.validate_only:
                 n, rf = server.topics.check_create(t.name, t.num_partitions, t.replication_factor, configs)
-                topic_id = None
+                topic_id = uuid.UUID(int=0)
             else:
                 topic = server.topics.create(t.name, t.num_partitions, t.replication_factor, configs)
                 n, rf, topic_id = len(topic.partitions), 1, topic.topic_id

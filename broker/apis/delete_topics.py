@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
+from protocol.primitives import ZERO_UUID
 from protocol.messages.delete_topics import DeletableTopicResult, DeleteTopicsRequest, DeleteTopicsResponse
 
 if TYPE_CHECKING:
@@ -16,7 +18,7 @@ KEY = 20
 
 async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
                  req: DeleteTopicsRequest) -> DeleteTopicsResponse:
-    wanted: list[tuple[str | None, object]] = []
+    wanted: list[tuple[str | None, uuid.UUID | None]] = []
     if header.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:
@@ -24,7 +26,7 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
     results = []
     for name, topic_id in wanted:
         if name is None and topic_id is not None:
-            t = server.topics.by_id.get(topic_id)  # type: ignore[arg-type]
+            t = server.topics.by_id.get(topic_id)
             if t is None:
                 results.append(DeletableTopicResult(name=None, topic_id=topic_id,
                                                     error_code=ErrorCode.UNKNOWN_TOPIC_ID))
@@ -37,6 +39,6 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
             topic = server.topics.delete(name or "")
             results.append(DeletableTopicResult(name=name, topic_id=topic.topic_id, error_code=0))
         except KafkaError as e:
-            results.append(DeletableTopicResult(name=name, topic_id=topic_id, error_code=e.code,
+            results.append(DeletableTopicResult(name=name, topic_id=topic_id or ZERO_UUID, error_code=e.code,
                                                 error_message=e.message))
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

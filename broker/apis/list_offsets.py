@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from protocol.batch import HEADER_SIZE, read_header
+from protocol.batch import HEADER_SIZE
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages.list_offsets import (
@@ -13,7 +13,7 @@ from protocol.messages.list_offsets import (
     ListOffsetsResponse,
     ListOffsetsTopicResponse,
 )
-from protocol.records import decode_batches
+from protocol.records import decode_batch
 
 if TYPE_CHECKING:
     from storage.log import PartitionLog
@@ -53,11 +53,11 @@ def lookup(part: Partition, timestamp: int, committed: bool) -> tuple[int, int]:
 def _exact(plog: PartitionLog, batch_offset: int, timestamp: int) -> tuple[int, int] | None:
     """The index finds the batch; Kafka answers with the record, so decode that one batch."""
     data = plog.read(batch_offset, 1).data
-    for h, records in decode_batches(bytes(data[: read_header(data).size]) if len(data) >= HEADER_SIZE else b""):
-        for r in records:
-            if r.timestamp >= timestamp and r.offset >= batch_offset:
-                return r.offset, r.timestamp
-        del h
+    if len(data) < HEADER_SIZE:
+        return None
+    for r in decode_batch(data)[1]:
+        if r.timestamp >= timestamp and r.offset >= batch_offset:
+            return r.offset, r.timestamp
     return None
 
 

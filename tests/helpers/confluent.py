@@ -7,8 +7,16 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from .records import Consumed, Msg
 from .wait import wait_until
@@ -96,6 +104,26 @@ def produce(
     return acks
 
 
+def list_offsets(
+    bootstrap: str, topic: str, partitions: int, isolation: str = "read_uncommitted", timeout: float = 20.0
+) -> dict[int, tuple[int, int]]:
+    """(earliest, latest) offset per partition via AdminClient.list_offsets (one ListOffsets each)."""
+    level = (
+        IsolationLevel.READ_COMMITTED if isolation == "read_committed" else IsolationLevel.READ_UNCOMMITTED
+    )
+    client = admin(bootstrap)
+    out: dict[int, list[int]] = {p: [] for p in range(partitions)}
+    for spec in (OffsetSpec.earliest(), OffsetSpec.latest()):
+        futs = client.list_offsets(
+            {TopicPartition(topic, p): spec for p in range(partitions)},
+            isolation_level=level,
+            request_timeout=timeout,
+        )
+        for tp, fut in futs.items():
+            out[tp.partition].append(fut.result(timeout).offset)
+    return {p: (v[0], v[1]) for p, v in out.items()}
+
+
 def consume_all(
     bootstrap: str,
     topic: str,
@@ -108,16 +136,17 @@ def consume_all(
 
     No consumer group protocol is used for assignment (``assign``), offsets are never committed.
     With ``check_watermarks`` (for non-transactional topics that were never truncated) also checks that
-    the watermarks the broker reports are exactly (0, records read) for each partition.
+    ListOffsets reports exactly (earliest=0, latest=records read) for each partition.
     """
     c = Consumer(
         {
             "bootstrap.servers": bootstrap,
-            "group.id": f"compat-{uuid.uuid4().hex[:8]}",  # required by the client; no group calls made
+            "group.id": f"compat-{uuid.uuid4().hex[:8]}",  # required by the client; joins no group
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "enable.partition.eof": True,
             "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 100,  # end-of-partition is noticed sooner; keeps the suite fast
             **QUIET,
             **(conf or {}),
         }
@@ -147,11 +176,11 @@ def consume_all(
         counts = {p: 0 for p in range(partitions)}
         for r in out:
             counts[r.partition] += 1
-        for p in range(partitions):
-            low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            assert (low, high) == (0, counts[p]), (
-                f"partition {p}: broker reports watermarks {(low, high)}, but {counts[p]} records were read"
-            )
+        isolation = (conf or {}).get("isolation.level", "read_committed")  # librdkafka's default
+        ends = list_offsets(bootstrap, topic, partitions, isolation)
+        assert ends == {p: (0, counts[p]) for p in range(partitions)}, (
+            f"ListOffsets (earliest, latest) per partition {ends} disagree with records read {counts}"
+        )
         return out
     finally:
         c.close()

@@ -47,7 +47,9 @@ class Raw:
         """Send without waiting; returns the correlation id."""
         self.corr += 1
         w = Writer()
-        write_request_header(w, RequestHeader(req.API_KEY, version, self.corr, "raw-test"), req.is_flexible(version))
+        write_request_header(
+            w, RequestHeader(req.API_KEY, version, self.corr, "raw-test"), req.is_flexible(version)
+        )
         req.write(w, version)
         self.send_frame(w.getvalue())
         return self.corr
@@ -63,7 +65,9 @@ class Raw:
     def request(self, req: Message, version: int, *, expect_reply: bool = True) -> Message | None:
         self.corr += 1
         w = Writer()
-        write_request_header(w, RequestHeader(req.API_KEY, version, self.corr, "raw-test"), req.is_flexible(version))
+        write_request_header(
+            w, RequestHeader(req.API_KEY, version, self.corr, "raw-test"), req.is_flexible(version)
+        )
         req.write(w, version)
         self.send_frame(w.getvalue())
         if not expect_reply:
