@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
-from protocol.primitives import ZERO_UUID
 from protocol.messages.delete_topics import DeletableTopicResult, DeleteTopicsRequest, DeleteTopicsResponse
+from protocol.primitives import ZERO_UUID
 
 if TYPE_CHECKING:
     from ..server import BrokerServer, ClientInfo
