@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 from storage.config import LogConfig
-from storage.log import PartitionLog
+from storage.log import AppendResult, PartitionLog
 
 
 class Partition:
@@ -22,6 +22,15 @@ class Partition:
     @classmethod
     def open(cls, data_dir: Path, topic: str, index: int, config: LogConfig) -> Partition:
         return cls(topic, index, PartitionLog.open(data_dir / f"{topic}-{index}", config))
+
+    def append(self, records: bytes | bytearray | memoryview) -> AppendResult:
+        """Append as leader and make the data visible: the one write path for client produce and for
+        the coordinators' own records. On a single broker the high watermark is the log end at once;
+        replication will move it when the in-sync replicas have the data."""
+        res = self.log.append(records, leader_epoch=self.leader_epoch)
+        self.log.high_watermark = self.log.log_end_offset
+        self.notify()
+        return res
 
     def add_waiter(self, fut: asyncio.Future[None]) -> None:
         self._waiters.append(fut)

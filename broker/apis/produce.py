@@ -52,16 +52,13 @@ def produce_to(server: BrokerServer, part: Partition, records: memoryview | byte
         max_bytes = int(topic.configs.get("max.message.bytes", server.cfg.message_max_bytes)) if topic else \
             server.cfg.message_max_bytes
         check_batches(records, max_bytes, transactional)
-        res = part.log.append(records, leader_epoch=part.leader_epoch)
+        res = part.append(records)
     except KafkaError as e:
         if e.code not in (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.INVALID_PRODUCER_EPOCH):
             log.info("produce rejected", topic=part.topic, partition=part.index, error=e.code.name,
                      reason=e.message)
         return PartitionProduceResponse(index=part.index, error_code=e.code, base_offset=-1,
                                         error_message=e.message or None, log_start_offset=part.log.log_start_offset)
-    log_obj = part.log
-    log_obj.high_watermark = log_obj.log_end_offset
-    part.notify()
     return PartitionProduceResponse(index=part.index, error_code=0, base_offset=res.first_offset,
                                     log_append_time_ms=res.log_append_time, log_start_offset=res.log_start_offset)
 
