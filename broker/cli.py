@@ -47,5 +47,8 @@ def main(argv: list[str] | None = None) -> None:
     b.add_argument("--node-id", dest="node_id", type=int, help="this broker's node id (default 1)")
     b.add_argument("--config", help="TOML file of settings (see docs/configuration.md)")
     b.set_defaults(func=_broker)
+    from .admin import add_parsers
+
+    add_parsers(sub)
     args = p.parse_args(argv)
     sys.exit(args.func(args))

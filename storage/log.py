@@ -296,7 +296,9 @@ class PartitionLog:
     def _apply_to_producer_state(self, seg: LogSegment, buf: bytes | memoryview | None, pos: int,
                                  h: BatchHeader, *, write_txn_index: bool) -> None:
         """Apply one batch already in the log (no validation: the log is the truth)."""
-        update = self._producers.begin(validate=False)
+        # Batches replayed from the log count as written now: their real append time is not
+        # recorded, and erring towards keeping a producer longer is the safe side of expiry.
+        update = self._producers.begin(validate=False, now_ms=self._now())
         if h.is_control:
             if buf is None:
                 buf, pos = seg.read_bytes(pos, h.size), 0
@@ -461,13 +463,13 @@ class PartitionLog:
                 if h.producer_id >= 0:
                     has_producer = True
 
-        update = self._producers.begin(validate=leader)
+        now = self._now()
+        update = self._producers.begin(validate=leader, now_ms=now)
         if has_producer:
             duplicate = self._check_producers(records, batches, bases, update, leader)
             if duplicate is not None:
                 return duplicate
 
-        now = self._now()
         first_offset = bases[0]
         last_offset = next_offset - 1
         seg = self._segments[-1]

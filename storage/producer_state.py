@@ -66,7 +66,7 @@ SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
 _SNAPSHOT_NAME = re.compile(r"^(\d{20})\.snapshot$")
 _SNAP_HEADER = struct.Struct(">hIqi")  # version, crc32c(rest), offset, producer count
-_SNAP_ENTRY = struct.Struct(">qhiqqb")  # pid, epoch, coordinator epoch, last ts, txn first, n batches
+_SNAP_ENTRY = struct.Struct(">qhiqqqb")  # pid, epoch, coord epoch, last ts, last update, txn first, n
 _SNAP_BATCH = struct.Struct(">iiqqq")  # first seq, last seq, first offset, last offset, timestamp
 
 
@@ -93,11 +93,13 @@ class ProducerEntry:
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
     current_txn_first_offset: int | None = None
     coordinator_epoch: int = -1
-    last_timestamp: int = -1
+    last_timestamp: int = -1  # max timestamp of the producer's last batch (DescribeProducers shows it)
+    last_update_ms: int = -1  # broker clock at the producer's last write: what expiry measures
 
     def copy(self) -> ProducerEntry:
         return ProducerEntry(self.producer_id, self.epoch, deque(self.batches, maxlen=NUM_BATCHES_TO_RETAIN),
-                             self.current_txn_first_offset, self.coordinator_epoch, self.last_timestamp)
+                             self.current_txn_first_offset, self.coordinator_epoch, self.last_timestamp,
+                             self.last_update_ms)
 
     @property
     def first_seq(self) -> int:
@@ -145,9 +147,10 @@ class Duplicate:
 class ProducerStateUpdate:
     """The producer-state effect of one append, not yet visible to anyone."""
 
-    def __init__(self, manager: ProducerStateManager, validate: bool) -> None:
+    def __init__(self, manager: ProducerStateManager, validate: bool, now_ms: int) -> None:
         self._manager = manager
         self.validate = validate
+        self.now_ms = now_ms
         self.entries: dict[int, ProducerEntry] = {}
         self.completed: list[CompletedTxn] = []
 
@@ -193,6 +196,7 @@ class ProducerStateUpdate:
             e.batches.append(BatchMetadata(h.base_sequence, h.last_sequence, first_offset, last_offset,
                                            h.max_timestamp))
         e.last_timestamp = h.max_timestamp
+        e.last_update_ms = self.now_ms
         if h.is_transactional and e.current_txn_first_offset is None:
             e.current_txn_first_offset = first_offset
 
@@ -215,6 +219,7 @@ class ProducerStateUpdate:
         e.coordinator_epoch = marker.coordinator_epoch
         e.current_txn_first_offset = None
         e.last_timestamp = h.max_timestamp
+        e.last_update_ms = self.now_ms
         return completed
 
 
@@ -256,8 +261,8 @@ class ProducerStateManager:
         return min(others) if others else txn.last_offset + 1
 
     # -- changing ------------------------------------------------------------------------------
-    def begin(self, *, validate: bool) -> ProducerStateUpdate:
-        return ProducerStateUpdate(self, validate)
+    def begin(self, *, validate: bool, now_ms: int) -> ProducerStateUpdate:
+        return ProducerStateUpdate(self, validate, now_ms)
 
     def commit(self, update: ProducerStateUpdate, end_offset: int, high_watermark: int | None = None) -> None:
         for pid, e in update.entries.items():
@@ -276,10 +281,15 @@ class ProducerStateManager:
             self._unreplicated = [t for t in self._unreplicated if t.last_offset >= high_watermark]
 
     def remove_expired(self, now_ms: int) -> int:
-        """Forget producers idle for expiration_ms that have no open transaction."""
+        """Forget producers idle for expiration_ms that have no open transaction.
+
+        Idle is measured on the broker's clock, not by record timestamps as Kafka does: a
+        producer writing records with old CreateTime timestamps (a backfill) must not lose its
+        deduplication state on the next expiry check.
+        """
         limit = now_ms - self.expiration_ms
         expired = [pid for pid, e in self.producers.items()
-                   if e.current_txn_first_offset is None and e.last_timestamp <= limit]
+                   if e.current_txn_first_offset is None and e.last_update_ms <= limit]
         for pid in expired:
             del self.producers[pid]
         return len(expired)
@@ -308,8 +318,8 @@ class ProducerStateManager:
         parts = []
         for e in self.producers.values():
             txn = -1 if e.current_txn_first_offset is None else e.current_txn_first_offset
-            parts.append(_SNAP_ENTRY.pack(e.producer_id, e.epoch, e.coordinator_epoch, e.last_timestamp, txn,
-                                          len(e.batches)))
+            parts.append(_SNAP_ENTRY.pack(e.producer_id, e.epoch, e.coordinator_epoch, e.last_timestamp,
+                                          e.last_update_ms, txn, len(e.batches)))
             parts.extend(_SNAP_BATCH.pack(*b) for b in e.batches)
         body = struct.pack(">qi", self.map_end_offset, len(self.producers)) + b"".join(parts)
         crc = crc32c.crc32c(body)
@@ -330,9 +340,10 @@ class ProducerStateManager:
         pos = _SNAP_HEADER.size
         entries = []
         for _ in range(count):
-            pid, epoch, coord, ts, txn, n = _SNAP_ENTRY.unpack_from(data, pos)
+            pid, epoch, coord, ts, updated, txn, n = _SNAP_ENTRY.unpack_from(data, pos)
             pos += _SNAP_ENTRY.size
-            e = ProducerEntry(pid, epoch, deque(maxlen=NUM_BATCHES_TO_RETAIN), None if txn < 0 else txn, coord, ts)
+            e = ProducerEntry(pid, epoch, deque(maxlen=NUM_BATCHES_TO_RETAIN), None if txn < 0 else txn, coord, ts,
+                              updated)
             for _ in range(n):
                 e.batches.append(BatchMetadata(*_SNAP_BATCH.unpack_from(data, pos)))
                 pos += _SNAP_BATCH.size

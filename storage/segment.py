@@ -457,7 +457,9 @@ class LogSegment:
             self.time_index.reset()
             self._reset_tail()
         self.index.truncate_to_position(start_pos)
-        self.txn_index.truncate_to(self.next_offset)
+        # Aborts whose marker is below the recovery point were fsynced with the segment; the
+        # rest is re-added by on_batch as the markers are re-validated.
+        self.txn_index.truncate_to(max(trusted_offset, self.base_offset))
         validated, end = self._validate_from(start_pos, on_batch)
         truncated = self.size - end
         if truncated:

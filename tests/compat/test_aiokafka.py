@@ -67,7 +67,11 @@ async def consume_all(bootstrap: str, topic: str, isolation: str = "read_uncommi
         end = await consumer.end_offsets(tps)
         out: list[Consumed] = []
         deadline = time.monotonic() + 90
-        while any(await consumer.position(tp) < end[tp] for tp in tps):
+
+        async def behind() -> bool:
+            return any([await consumer.position(tp) < end[tp] for tp in tps])
+
+        while await behind():
             assert time.monotonic() < deadline, f"only {len(out)} records consumed before the deadline"
             batches = await consumer.getmany(timeout_ms=500, max_records=5000)
             for tp, recs in batches.items():

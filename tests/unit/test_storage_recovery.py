@@ -173,16 +173,30 @@ def test_producer_state_survives_crash_via_snapshot_and_replay(tmp_path: Path) -
     one = len(idem(0, 2))
     config = cfg(segment_bytes=one * 4)
     log = PartitionLog.open(d, config)
+
+    def state(log: PartitionLog) -> dict[int, tuple[int, list[object]]]:
+        return {pid: (e.epoch, list(e.batches)) for pid, e in log.producer_state.active_producers.items()}
+
     for i in range(10):
         log.append(idem(i * 2, 2, pid=1), leader_epoch=0)
         log.append(idem(i, 1, pid=2, epoch=3), leader_epoch=0)
-    before = {pid: (e.epoch, list(e.batches)) for pid, e in log.producer_state.active_producers.items()}
+        if i == 6:
+            log.flush()
+            log.checkpoint()
+    before = state(log)
     assert list(d.glob("*.snapshot"))  # taken at rolls
     crash(log)
     log = PartitionLog.open(d, config)
-    after = {pid: (e.epoch, list(e.batches)) for pid, e in log.producer_state.active_producers.items()}
-    assert after == before
-    assert log.recovery_stats.producer_snapshot is not None
+    assert state(log) == before
+    stats = log.recovery_stats
+    assert stats.producer_snapshot is not None and 0 < stats.producer_snapshot <= stats.recovery_point
+    assert stats.batches_replayed + stats.batches_validated < 20
+    # no usable snapshot at all: a full replay gives the same state
+    for snap in d.glob("*.snapshot"):
+        snap.write_bytes(b"garbage")
+    crash(log)
+    log = PartitionLog.open(d, config)
+    assert state(log) == before and log.recovery_stats.producer_snapshot is None
     # a retry of the last batch is still recognised after the crash
     r = log.append(idem(18, 2, pid=1), leader_epoch=0)
     assert r.duplicate and r.first_offset == 27

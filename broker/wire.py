@@ -1,0 +1,102 @@
+"""A small async Kafka connection built on protocol/ only, for the broker's own outgoing requests.
+
+The broker never imports the bundled client (design.md §1): the CLI, and later the marker sender
+and replica fetchers, talk to brokers through this. One connection pipelines requests and matches
+answers by order, as Kafka guarantees; versions are negotiated once with ApiVersions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import struct
+from collections import deque
+from typing import Any, TypeVar
+
+from protocol.headers import RequestHeader, read_response_header, write_request_header
+from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from protocol.messages.registry import RESPONSES
+from protocol.primitives import Reader, Writer
+from protocol.schema import Message
+
+M = TypeVar("M", bound=Message)
+
+
+class WireError(Exception):
+    """The peer cannot serve the request (no common version, connection lost, timeout)."""
+
+
+class BrokerConnection:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._client_id = client_id
+        self._corr = itertools.count(1)
+        self._pending: deque[tuple[int, type[Message], int, asyncio.Future[Any]]] = deque()
+        self._versions: dict[int, tuple[int, int]] = {}
+        self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
+
+    @classmethod
+    async def connect(cls, host: str, port: int, *, client_id: str = "ketch", timeout: float = 10.0) -> BrokerConnection:
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        except (OSError, TimeoutError) as e:
+            raise WireError(f"cannot connect to {host}:{port}: {e}") from e
+        conn = cls(reader, writer, client_id)
+        resp = await conn.request(ApiVersionsRequest(), version=0, timeout=timeout)
+        assert isinstance(resp, ApiVersionsResponse)
+        conn._versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        return conn
+
+    def version_for(self, cls: type[Message]) -> int:
+        """The highest version both sides speak."""
+        theirs = self._versions.get(cls.API_KEY)
+        lo, hi = cls.VERSIONS
+        if theirs is None or theirs[1] < lo or theirs[0] > hi:
+            raise WireError(f"broker does not support API {cls.API_KEY} in versions {lo}-{hi}")
+        return min(hi, theirs[1])
+
+    async def request(self, msg: M, *, version: int | None = None, timeout: float = 30.0) -> Any:
+        v = self.version_for(type(msg)) if version is None else version
+        corr = next(self._corr)
+        w = Writer()
+        w.int32(0)
+        write_request_header(w, RequestHeader(msg.API_KEY, v, corr, self._client_id), msg.is_flexible(v))
+        msg.write(w, v)
+        struct.pack_into(">i", w.buf, 0, len(w.buf) - 4)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending.append((corr, type(msg), v, fut))
+        self._writer.write(w.buf)
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except TimeoutError as e:
+            self.close()
+            raise WireError(f"request {type(msg).__name__} timed out after {timeout}s") from e
+
+    async def _read_loop(self) -> None:
+        try:
+            while True:
+                size = struct.unpack(">i", await self._reader.readexactly(4))[0]
+                frame = await self._reader.readexactly(size)
+                corr, req_cls, version, fut = self._pending.popleft()
+                r = Reader(frame)
+                got = read_response_header(r, req_cls.is_flexible(version) and req_cls.API_KEY != 18)
+                if got != corr:
+                    raise WireError(f"correlation id {got}, expected {corr}")
+                resp = RESPONSES[req_cls.API_KEY].read(r, version)
+                if not fut.done():
+                    fut.set_result(resp)
+        except (asyncio.IncompleteReadError, ConnectionError, WireError, IndexError) as e:
+            err = e if isinstance(e, WireError) else WireError(f"connection lost: {e!r}")
+            while self._pending:
+                fut = self._pending.popleft()[3]
+                if not fut.done():
+                    fut.set_exception(err)
+
+    def close(self) -> None:
+        self._read_task.cancel()
+        self._writer.close()
+        while self._pending:
+            fut = self._pending.popleft()[3]
+            if not fut.done():
+                fut.set_exception(WireError("connection closed"))

@@ -1,0 +1,3 @@
+def test_x(pytestconfig):
+    print(pytestconfig.getini("filterwarnings"))
+    assert 0
