@@ -309,6 +309,7 @@ def run_consume(target: Target, n: int, timeout: float) -> dict[str, Any]:
     )
     try:
         got = 0
+        first_s = 0.0
         nbytes = 0
         eof: set[int] = set()
         parts = set(range(target.partitions))
@@ -321,6 +322,8 @@ def run_consume(target: Target, n: int, timeout: float) -> dict[str, Any]:
             for m in c.consume(10_000, 0.5):
                 err = m.error()
                 if err is None:
+                    if got == 0:
+                        first_s = time.perf_counter() - start
                     got += 1
                     nbytes += len(m.value())
                     eof.discard(m.partition())
@@ -338,6 +341,7 @@ def run_consume(target: Target, n: int, timeout: float) -> dict[str, Any]:
         "elapsed_s": round(elapsed, 4),
         "msgs_per_s": round(got / elapsed, 1),
         "mb_per_s": round(nbytes / elapsed / 1e6, 3),
+        "time_to_first_message_s": round(first_s, 4),
         "partitions": target.partitions,
     }
 

@@ -85,7 +85,9 @@ class SparseIndex(ABC):
 
     @property
     def is_full(self) -> bool:
-        return len(self) >= self.max_entries
+        if not self._loaded:
+            self._ensure_loaded()
+        return self._count() >= self.max_entries
 
     def file_looks_sane(self) -> bool:
         """Cheap check without loading: the file exists and holds whole entries only."""

@@ -81,8 +81,10 @@ class AbortedTransaction(NamedTuple):
     first_offset: int
 
 
-@dataclass(frozen=True, slots=True)
-class AppendResult:
+class AppendResult(NamedTuple):
+    """What an append did. (NamedTuples, not frozen dataclasses, for the per-call results:
+    constructing a frozen dataclass costs several microseconds on the hot path.)"""
+
     first_offset: int
     last_offset: int
     log_append_time: int  # -1 unless the topic uses LogAppendTime
@@ -91,8 +93,7 @@ class AppendResult:
     completed_txns: tuple[CompletedTxn, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class ReadResult:
+class ReadResult(NamedTuple):
     data: bytes | memoryview  # whole batches; empty if nothing is readable at the offset yet
     first_offset: int  # base offset of the first batch in data (may be < the requested offset); -1 if empty
     next_offset: int  # offset after the last batch in data; the requested offset if empty
@@ -623,13 +624,15 @@ class PartitionLog:
         """Durably write the recovery point, log start, high watermark and epoch files that
         changed. The broker calls this periodically (Kafka: every 60 s) and on shutdown."""
         self._check_open()
+        # Epochs first: recovery re-derives epochs only above the recovery point, so the epoch
+        # file must never be older than a recovery-point file that is already on disk.
+        self._epochs.write(durable=True)
         for name, file, value in ((RECOVERY_POINT_FILE, self._rp_file, self._recovery_point),
                                   (LOG_START_OFFSET_FILE, self._log_start_file, self._log_start),
                                   (HIGH_WATERMARK_FILE, self._hw_file, self._hw)):
             if self._written.get(name) != value:
                 file.write(value, durable=True)
                 self._written[name] = value
-        self._epochs.write(durable=True)
 
     def close(self) -> None:
         """Flush, snapshot producer state at the log end and write every checkpoint, so the

@@ -18,6 +18,7 @@ import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import structlog
 
@@ -70,8 +71,7 @@ def write_all(fd: int, data: bytes | bytearray | memoryview, pos: int) -> None:
         pos += n
 
 
-@dataclass(frozen=True, slots=True)
-class SegmentRead:
+class SegmentRead(NamedTuple):
     data: bytes | memoryview
     first_offset: int  # base offset of the first batch found (returned or held back); -1: none here
     next_offset: int  # offset after the last batch returned; the requested offset if none
@@ -323,6 +323,14 @@ class LogSegment:
 
     def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is >= offset (it may start before offset)."""
+        found = self._locate(offset)
+        if found is None:
+            return None
+        pos = found[0]
+        return pos, read_header(os.pread(self.fd, HEADER_SIZE, pos))
+
+    def _locate(self, offset: int) -> tuple[int, int, int, int] | None:
+        """(position, base offset, size, last offset) of the first batch with last offset >= offset."""
         self._ensure_index()
         found = self._scan_for(offset)
         if found is _BAD_INDEX:
@@ -331,18 +339,36 @@ class LogSegment:
             found = self._scan_for(offset)
         return None if isinstance(found, _BadIndex) else found
 
-    def _scan_for(self, offset: int) -> tuple[int, BatchHeader] | None | _BadIndex:
+    def _scan_for(self, offset: int) -> tuple[int, int, int, int] | None | _BadIndex:
+        """Walk batch headers from the index entry below `offset`, unpacking only the three
+        fields needed (a full BatchHeader per skipped batch would dominate a fetch)."""
         entry_offset, pos = self.index.lookup(offset)
+        end = self.size
+        fd = self.fd
+        buf = b""
+        buf_start = pos
         first = True
-        for p, h in self.iter_headers(pos):
+        while pos + HEADER_SIZE <= end:
+            rel = pos - buf_start
+            if rel + HEADER_SIZE > len(buf):
+                buf = os.pread(fd, min(_SCAN_CHUNK, end - pos), pos)
+                buf_start, rel = pos, 0
+                if len(buf) < HEADER_SIZE:
+                    break
+            base, length = _PREFIX.unpack_from(buf, rel)
+            size = length + LOG_OVERHEAD
+            if buf[rel + MAGIC_OFFSET] != 2 or length < MIN_BATCH_LENGTH or pos + size > end:
+                break
             # An index entry names the base offset of the batch at its position: check it.
-            if first and pos > 0 and h.base_offset != entry_offset:
+            if first and pos > 0 and base != entry_offset:
                 return _BAD_INDEX
             first = False
-            if h.last_offset >= offset:
-                return p, h
+            last = base + _LAST_OFFSET_DELTA.unpack_from(buf, rel + _LAST_OFFSET_DELTA_AT)[0]
+            if last >= offset:
+                return pos, base, size, last
+            pos += size
         if first and pos > 0:
-            return _BAD_INDEX
+            return _BAD_INDEX  # the entry points at no batch at all
         return None
 
     # -- append --------------------------------------------------------------------------------
@@ -393,14 +419,14 @@ class LogSegment:
         The first batch is returned even when it alone exceeds max_bytes (so a consumer with a
         small fetch size still makes progress, as in Kafka since KIP-74).
         """
-        found = self.find_batch(offset)
+        found = self._locate(offset)
         if found is None:
             return SegmentRead(b"", -1, offset)
-        pos, h = found
+        pos, first_base, first_size, first_last = found
         limit = self.size if max_position is None else min(self.size, max_position)
-        if pos + h.size > limit or (upper_bound is not None and h.last_offset >= upper_bound):
-            return SegmentRead(b"", h.base_offset, offset)
-        want = min(limit - pos, max(max_bytes, h.size))
+        if pos + first_size > limit or (upper_bound is not None and first_last >= upper_bound):
+            return SegmentRead(b"", first_base, offset)
+        want = min(limit - pos, max(max_bytes, first_size))
         data = os.pread(self.fd, want, pos)
         n = len(data)
         end = 0
@@ -416,7 +442,7 @@ class LogSegment:
             end += size
             next_offset = last + 1
         out: bytes | memoryview = data if end == n else memoryview(data)[:end]
-        return SegmentRead(out, h.base_offset, next_offset)
+        return SegmentRead(out, first_base, next_offset)
 
     def find_offset_by_timestamp(self, timestamp: int, min_offset: int) -> tuple[int, int] | None:
         """(offset, max timestamp) of the first batch at or after min_offset whose max timestamp

@@ -25,7 +25,7 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
         wanted = [(n, None) for n in req.topic_names]
     results = []
     for name, topic_id in wanted:
-        if name is None and topic_id is not None:
+        if name is None and topic_id not in (None, ZERO_UUID):
             t = server.topics.by_id.get(topic_id)
             if t is None:
                 results.append(DeletableTopicResult(name=None, topic_id=topic_id,

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
+from protocol.primitives import ZERO_UUID
 from protocol.messages.metadata import (
     MetadataRequest,
     MetadataResponse,
@@ -45,7 +46,7 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
     else:
         for rt in req.topics:
             name = rt.name
-            if name is None and rt.topic_id is not None:
+            if name is None and rt.topic_id != ZERO_UUID:
                 found = table.by_id.get(rt.topic_id)
                 if found is None:
                     topics.append(MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import time
+import warnings
 
-import kafka.codec
 import pytest
 from helpers import BrokerProcess, Consumed, Msg, make_messages, unique_topic, verify_round_trip, wait_until
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import KafkaAdminClient
+
+with warnings.catch_warnings():  # kafka-python loads its schemas with a deprecated importlib API
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import kafka.codec
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.admin import KafkaAdminClient
 
 pytestmark = pytest.mark.compat
 

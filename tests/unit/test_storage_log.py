@@ -296,3 +296,41 @@ def test_delete_removes_directory(tmp_path: Path) -> None:
     append_n(log, 3)
     log.delete()
     assert not (tmp_path / "t-0").exists()
+
+
+def test_restart_keeps_offsets_checkpoints_and_cleans_leftovers(tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    size = len(make_batch(1))
+    log = open_log(d, segment_bytes=size * 3)
+    log.append(make_batch(1), leader_epoch=1)
+    log.append(make_batch(1), leader_epoch=2)
+    append_n(log, 5)
+    log.high_watermark = 4
+    log.close()
+    (d / "recovery-point-offset-checkpoint.tmp").write_text("junk")
+    (d / f"{999:020d}.index").write_bytes(b"")  # an index without its log
+    log = open_log(d, segment_bytes=size * 3)
+    assert not list(d.glob("*.tmp")) and not (d / f"{999:020d}.index").exists()
+    assert (log.log_end_offset, log.high_watermark, log.recovery_point) == (7, 4, 7)
+    assert log.leader_epochs == [(1, 0), (2, 1), (0, 2)] or log.leader_epochs == [(1, 0), (2, 1)]
+    log.truncate_to(1)
+    assert log.leader_epochs == [(1, 0)]
+    assert log.end_offset_for_epoch(2) == (-1, -1)
+    log.close()
+    assert PartitionLog.open(d, LogConfig(segment_bytes=size * 3)).leader_epochs == [(1, 0)]
+
+
+def test_retention_removes_old_snapshots(tmp_path: Path) -> None:
+    from _batches import idem
+    d = tmp_path / "t-0"
+    size = len(idem(0))
+    log = open_log(d, segment_bytes=size * 2, retention_bytes=size * 2)
+    for i in range(8):
+        log.append(idem(i), leader_epoch=0)
+    log.high_watermark = log.log_end_offset
+    snaps = sorted(int(p.name[:20]) for p in d.glob("*.snapshot"))
+    assert snaps == [2, 4, 6]
+    log.apply_retention()
+    assert log.segment_base_offsets == [6]
+    assert sorted(int(p.name[:20]) for p in d.glob("*.snapshot")) == [6]
+    assert log.producer_state.get(7).last_seq == 7  # type: ignore[union-attr]

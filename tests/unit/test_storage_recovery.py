@@ -236,3 +236,31 @@ def test_sigkill_during_flushed_appends_loses_nothing_acknowledged(tmp_path: Pat
         readable.update(range(b, b + 3))
     assert set(acked) <= readable
     assert all_bases(log) == list(range(0, log.log_end_offset, 3))
+
+
+def test_revalidating_a_segment_keeps_its_aborted_transactions(tmp_path: Path) -> None:
+    from _batches import make_marker
+
+    from storage import AbortedTransaction
+
+    d = tmp_path / "t-0"
+    config = cfg(index_interval_bytes=50)
+
+    def txn(pid: int, seq: int) -> bytes:
+        return make_batch(2, producer_id=pid, producer_epoch=0, base_sequence=seq, transactional=True)
+
+    log = PartitionLog.open(d, config)
+    log.append(txn(1, 0), leader_epoch=0)  # 0-1
+    log.append(make_marker(1, 0, abort=True), leader_epoch=0)  # 2
+    log.flush()
+    log.checkpoint()  # recovery point 3, in the middle of the only segment
+    log.append(txn(2, 0), leader_epoch=0)  # 3-4
+    log.append(make_marker(2, 0, abort=True), leader_epoch=0)  # 5
+    expected = [AbortedTransaction(1, 0), AbortedTransaction(2, 3)]
+    assert log.aborted_transactions(0, 6) == expected
+    crash(log)
+    (d / f"{0:020d}.index").write_bytes(b"\x00\x00\x00\x05")  # torn: forces a full re-validation
+    log = PartitionLog.open(d, config)
+    assert log.recovery_stats.batches_validated == 4
+    assert log.aborted_transactions(0, 6) == expected
+    assert (d / f"{0:020d}.txnindex").stat().st_size == 2 * 34

@@ -1,3 +1,0 @@
-def test_x(pytestconfig):
-    print(pytestconfig.getini("filterwarnings"))
-    assert 0
