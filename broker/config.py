@@ -31,6 +31,16 @@ class BrokerConfig:
     default_replication_factor: int = 1
     offsets_topic_num_partitions: int = 50
     transaction_state_num_partitions: int = 50
+    transaction_max_timeout_ms: int = 900_000  # InitProducerId asking for more: INVALID_TRANSACTION_TIMEOUT
+    transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
+    transaction_abort_timed_out_interval_ms: int = 10_000  # how often the reaper looks
+    # consumer groups (docs/groups.md)
+    group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1800000
+    offsets_retention_minutes: int = 10080
+    offsets_retention_check_interval_ms: int = 600000
+    offset_metadata_max_bytes: int = 4096
 
     message_max_bytes: int = 1048588
     socket_request_max_bytes: int = 100 * 1024 * 1024
@@ -41,6 +51,7 @@ class BrokerConfig:
     log_retention_ms: int = 7 * 24 * 3600 * 1000
     log_retention_bytes: int = -1
     log_retention_check_interval_ms: int = 5 * 60 * 1000
+    log_checkpoint_interval_ms: int = 60 * 1000
     flush_messages: int | None = None  # 1 = fsync after every batch
     flush_ms: int | None = None
     producer_id_expiration_ms: int = 24 * 3600 * 1000

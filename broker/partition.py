@@ -21,7 +21,10 @@ class Partition:
 
     @classmethod
     def open(cls, data_dir: Path, topic: str, index: int, config: LogConfig) -> Partition:
-        return cls(topic, index, PartitionLog.open(data_dir / f"{topic}-{index}", config))
+        plog = PartitionLog.open(data_dir / f"{topic}-{index}", config)
+        # A single broker is the whole ISR: everything in its log is committed.
+        plog.high_watermark = plog.log_end_offset
+        return cls(topic, index, plog)
 
     def append(self, records: bytes | bytearray | memoryview) -> AppendResult:
         """Append as leader and make the data visible: the one write path for client produce and for

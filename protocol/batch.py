@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import crc32c
 
@@ -42,8 +42,10 @@ _LEADER_EPOCH = struct.Struct(">i")
 _TIMESTAMP = struct.Struct(">q")
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
+class BatchHeader(NamedTuple):
+    """A NamedTuple rather than a frozen dataclass: it is built once per batch on the produce path,
+    and a tuple is several times cheaper to make."""
+
     base_offset: int
     batch_length: int
     partition_leader_epoch: int
@@ -96,7 +98,7 @@ class BatchHeader:
 
 def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     """Parse the header at `pos`; the caller has checked at least HEADER_SIZE bytes are there."""
-    return BatchHeader(*_HEADER.unpack_from(buf, pos))
+    return BatchHeader._make(_HEADER.unpack_from(buf, pos))
 
 
 def compute_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:

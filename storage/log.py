@@ -597,7 +597,15 @@ class PartitionLog:
     # ==========================================================================================
     # flush and checkpoints
     # ==========================================================================================
+    def maybe_flush(self, now_ms: int | None = None) -> None:
+        """Flush if the flush policy says it is time. Appends check this themselves; the broker
+        calls it from a timer so that flush_ms also holds when appends stop."""
+        self._check_open()
+        self._maybe_flush(self._now() if now_ms is None else now_ms)
+
     def _maybe_flush(self, now: int) -> None:
+        if self._recovery_point >= self._leo:
+            return
         fm = self.config.flush_messages
         if fm is not None and self._leo - self._recovery_point >= fm:
             self.flush()

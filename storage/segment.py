@@ -36,7 +36,6 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 TXN_INDEX_SUFFIX = ".txnindex"
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 INT32_MAX = 0x7FFFFFFF
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
@@ -211,7 +210,8 @@ class LogSegment:
     def ensure_tail(self) -> None:
         if not self._tail_known:
             self._ensure_index()
-            self._scan_tail(None)
+            if self._scan_tail(None) < 0:
+                self.rebuild_indexes()
 
     def _ensure_index(self) -> None:
         """Rebuild the indexes from the log if they turn out unusable when first loaded."""
