@@ -1,7 +1,8 @@
-"""`ketch topic ...` and `ketch group ...`: administration over the wire, like Kafka's scripts.
+"""`ketch topic ...`, `ketch group ...` and `ketch txn ...`: administration over the wire, like
+Kafka's scripts (kafka-topics, kafka-consumer-groups, kafka-transactions).
 
-Each command opens one connection (broker/wire.py) to the bootstrap broker, or to the group's
-coordinator for group commands, and prints a plain table or JSON.
+Each command opens one connection (broker/wire.py) to the bootstrap broker, or to the group's or
+transactional id's coordinator, and prints a plain table or JSON.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import argparse
 import asyncio
 import json
 import sys
+import time
 from typing import Any
 
 from protocol.errors import ErrorCode
@@ -17,9 +19,12 @@ from protocol.messages.create_topics import CreatableTopic, CreatableTopicConfig
 from protocol.messages.delete_groups import DeleteGroupsRequest
 from protocol.messages.delete_topics import DeleteTopicsRequest
 from protocol.messages.describe_groups import DescribeGroupsRequest
+from protocol.messages.describe_producers import DescribeProducersRequest, TopicRequest
+from protocol.messages.describe_transactions import DescribeTransactionsRequest
 from protocol.messages.find_coordinator import FindCoordinatorRequest
 from protocol.messages.list_groups import ListGroupsRequest
 from protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from protocol.messages.list_transactions import ListTransactionsRequest
 from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from protocol.messages.offset_commit import (
     OffsetCommitRequest,
@@ -27,6 +32,11 @@ from protocol.messages.offset_commit import (
     OffsetCommitRequestTopic,
 )
 from protocol.messages.offset_fetch import OffsetFetchRequest
+from protocol.messages.write_txn_markers import (
+    WritableTxnMarker,
+    WritableTxnMarkerTopic,
+    WriteTxnMarkersRequest,
+)
 
 from .wire import BrokerConnection, WireError
 
@@ -50,10 +60,10 @@ async def _connect(bootstrap: str) -> BrokerConnection:
     return await BrokerConnection.connect(host, port, client_id="ketch-admin")
 
 
-async def _coordinator(bootstrap: str, group: str) -> BrokerConnection:
+async def _coordinator(bootstrap: str, group: str, key_type: int = 0) -> BrokerConnection:
     conn = await _connect(bootstrap)
     try:
-        resp = await conn.request(FindCoordinatorRequest(key=group, key_type=0), version=1)
+        resp = await conn.request(FindCoordinatorRequest(key=group, key_type=key_type), version=1)
     finally:
         conn.close()
     _check(resp.error_code, f"finding the coordinator of {group!r}")
@@ -192,6 +202,123 @@ async def group_reset_offsets(bootstrap: str, group: str, topic: str, to: str) -
     return [{"topic": t, "partition": p, "offset": targets[(t, p)]} for t, p in parts]
 
 
+# ---- transactions ----------------------------------------------------------------------------------
+
+async def _brokers(bootstrap: str) -> list[tuple[str, int]]:
+    conn = await _connect(bootstrap)
+    try:
+        md = await conn.request(MetadataRequest(topics=[]), version=4)
+    finally:
+        conn.close()
+    return [(b.host, b.port) for b in md.brokers]
+
+
+async def txn_list(bootstrap: str, states: list[str], producer_ids: list[int],
+                   duration_ms: int) -> list[dict[str, Any]]:
+    """Every coordinator's transactional ids (each broker coordinates its own share)."""
+    rows = []
+    for host, port in await _brokers(bootstrap):
+        conn = await BrokerConnection.connect(host, port, client_id="ketch-admin")
+        try:
+            resp = await conn.request(ListTransactionsRequest(state_filters=states, producer_id_filters=producer_ids,
+                                                              duration_filter=duration_ms), version=1)
+        finally:
+            conn.close()
+        _check(resp.error_code, "listing transactions")
+        if resp.unknown_state_filters:
+            raise AdminError(f"unknown states: {', '.join(resp.unknown_state_filters)}")
+        rows += [{"transactional_id": t.transactional_id, "producer_id": t.producer_id,
+                  "state": t.transaction_state, "coordinator": f"{host}:{port}"} for t in resp.transaction_states]
+    return sorted(rows, key=lambda r: r["transactional_id"])
+
+
+async def txn_describe(bootstrap: str, tid: str) -> dict[str, Any]:
+    conn = await _coordinator(bootstrap, tid, key_type=1)
+    try:
+        resp = await conn.request(DescribeTransactionsRequest(transactional_ids=[tid]), version=0)
+    finally:
+        conn.close()
+    t = resp.transaction_states[0]
+    _check(t.error_code, f"describing {tid!r}")
+    start = t.transaction_start_time_ms
+    return {"transactional_id": tid, "state": t.transaction_state, "producer_id": t.producer_id,
+            "producer_epoch": t.producer_epoch, "timeout_ms": t.transaction_timeout_ms, "start_ms": start,
+            "duration_ms": int(time.time() * 1000) - start if start >= 0 and t.transaction_state == "Ongoing" else -1,
+            "partitions": [f"{d.topic}-{p}" for d in t.topics for p in d.partitions]}
+
+
+async def _open_transactions(conn: BrokerConnection, topic: str, partitions: list[int]) -> list[dict[str, Any]]:
+    resp = await conn.request(DescribeProducersRequest(topics=[TopicRequest(name=topic, partition_indexes=partitions)]),
+                              version=0)
+    out = []
+    for t in resp.topics:
+        for p in t.partitions:
+            _check(p.error_code, f"describing producers of {t.name}-{p.partition_index}")
+            out += [{"topic": t.name, "partition": p.partition_index, "producer_id": s.producer_id,
+                     "producer_epoch": s.producer_epoch, "coordinator_epoch": s.coordinator_epoch,
+                     "start_offset": s.current_txn_start_offset, "last_timestamp": s.last_timestamp}
+                    for s in p.active_producers if s.current_txn_start_offset >= 0]
+    return out
+
+
+async def txn_find_hanging(bootstrap: str, topic: str | None, max_timeout_ms: int) -> list[dict[str, Any]]:
+    """Open transactions in partitions that their coordinator does not know as ongoing there
+    (KIP-664): older than the longest allowed transaction, and either no coordinator has the
+    producer id, or its transaction does not include the partition (or has a newer epoch)."""
+    conn = await _connect(bootstrap)
+    try:
+        md = await conn.request(MetadataRequest(topics=None if topic is None else [MetadataRequestTopic(name=topic)]),
+                                version=4)
+        candidates = []
+        now = int(time.time() * 1000)
+        for t in md.topics:
+            _check(t.error_code, f"topic {t.name!r}")
+            for row in await _open_transactions(conn, t.name, [p.partition_index for p in t.partitions]):
+                if now - row["last_timestamp"] >= max_timeout_ms:
+                    candidates.append(row)
+    finally:
+        conn.close()
+    if not candidates:
+        return []
+    known = {r["producer_id"]: r["transactional_id"]
+             for r in await txn_list(bootstrap, [], sorted({c["producer_id"] for c in candidates}), -1)}
+    hanging = []
+    for c in candidates:
+        tid = known.get(c["producer_id"])
+        if tid is not None:
+            d = await txn_describe(bootstrap, tid)
+            if (d["state"] == "Ongoing" and d["producer_epoch"] == c["producer_epoch"]
+                    and f"{c['topic']}-{c['partition']}" in d["partitions"]):
+                continue  # a live transaction, merely long
+        hanging.append({**c, "transactional_id": tid or "?"})
+    return hanging
+
+
+async def txn_abort(bootstrap: str, topic: str, partition: int, start_offset: int | None,
+                    producer_id: int | None, producer_epoch: int | None, coordinator_epoch: int | None) -> dict[str, Any]:
+    """Write an abort marker straight into one partition, as a coordinator would: the way out
+    of a hanging transaction that no coordinator will ever end (Kafka's `abort` command)."""
+    conn = await _connect(bootstrap)
+    try:
+        if start_offset is not None:
+            found = [r for r in await _open_transactions(conn, topic, [partition]) if r["start_offset"] == start_offset]
+            if not found:
+                raise AdminError(f"no open transaction starts at offset {start_offset} in {topic}-{partition}")
+            producer_id, producer_epoch = found[0]["producer_id"], found[0]["producer_epoch"]
+            coordinator_epoch = max(found[0]["coordinator_epoch"], 0)
+        if producer_id is None or producer_epoch is None or coordinator_epoch is None:
+            raise AdminError("give --start-offset, or all of --producer-id, --producer-epoch, --coordinator-epoch")
+        resp = await conn.request(WriteTxnMarkersRequest(markers=[WritableTxnMarker(
+            producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=False,
+            topics=[WritableTxnMarkerTopic(name=topic, partition_indexes=[partition])],
+            coordinator_epoch=coordinator_epoch)]), version=0)
+    finally:
+        conn.close()
+    _check(resp.markers[0].topics[0].partitions[0].error_code, f"aborting in {topic}-{partition}")
+    return {"topic": topic, "partition": partition, "producer_id": producer_id, "producer_epoch": producer_epoch,
+            "aborted": True}
+
+
 # ---- argument parsing ------------------------------------------------------------------------------
 
 def add_parsers(sub: Any) -> None:
@@ -221,6 +348,27 @@ def add_parsers(sub: Any) -> None:
     gr.add_argument("--topic", required=True)
     gr.add_argument("--to", required=True, help="earliest, latest, or an offset")
     g.set_defaults(func=_run_group)
+
+    x = sub.add_parser("txn", help="list, describe, find hanging or abort transactions")
+    xsub = x.add_subparsers(dest="action", required=True)
+    xl = xsub.add_parser("list", parents=[common])
+    xl.add_argument("--state", action="append", default=[], help="Ongoing, PrepareCommit, ... (repeatable)")
+    xl.add_argument("--producer-id", action="append", type=int, default=[], dest="producer_ids")
+    xl.add_argument("--duration-ms", type=int, default=-1, help="only transactions running at least this long")
+    xd = xsub.add_parser("describe", parents=[common])
+    xd.add_argument("transactional_id")
+    xh = xsub.add_parser("find-hanging", parents=[common])
+    xh.add_argument("--topic", help="only this topic (default: all)")
+    xh.add_argument("--max-transaction-timeout-ms", type=int, default=900_000,
+                    help="the brokers' transaction_max_timeout_ms: younger transactions are not hanging yet")
+    xa = xsub.add_parser("abort", parents=[common])
+    xa.add_argument("--topic", required=True)
+    xa.add_argument("--partition", type=int, required=True)
+    xa.add_argument("--start-offset", type=int, help="first offset of the open transaction (from find-hanging)")
+    xa.add_argument("--producer-id", type=int)
+    xa.add_argument("--producer-epoch", type=int)
+    xa.add_argument("--coordinator-epoch", type=int)
+    x.set_defaults(func=_run_txn)
 
 
 def _run(coro: Any) -> Any:
@@ -260,4 +408,22 @@ def _run_group(args: argparse.Namespace) -> int:
         print(f"deleted {args.group}")
     elif args.action == "reset-offsets":
         _print(_run(group_reset_offsets(args.bootstrap, args.group, args.topic, args.to)), args.json)
+    return 0
+
+
+def _run_txn(args: argparse.Namespace) -> int:
+    if args.action == "list":
+        _print(_run(txn_list(args.bootstrap, args.state, args.producer_ids, args.duration_ms)), args.json)
+    elif args.action == "describe":
+        d = _run(txn_describe(args.bootstrap, args.transactional_id))
+        if args.json:
+            _print([d], True)
+        else:
+            for k, v in d.items():
+                print(f"{k}: {', '.join(v) if isinstance(v, list) else v}")
+    elif args.action == "find-hanging":
+        _print(_run(txn_find_hanging(args.bootstrap, args.topic, args.max_transaction_timeout_ms)), args.json)
+    elif args.action == "abort":
+        _print([_run(txn_abort(args.bootstrap, args.topic, args.partition, args.start_offset, args.producer_id,
+                               args.producer_epoch, args.coordinator_epoch))], args.json)
     return 0

@@ -33,8 +33,10 @@ from protocol.supported import API_NAMES, SUPPORTED
 
 from .apis import HANDLERS
 from .config import BrokerConfig
+from .group import GroupCoordinator
 from .producer_ids import ProducerIdAllocator
 from .topics import TopicTable
+from .txn.coordinator import TransactionCoordinator
 
 log = structlog.get_logger()
 
@@ -219,6 +221,8 @@ class BrokerServer:
         self.cfg = cfg
         self.topics = TopicTable(cfg)
         self.producer_ids = ProducerIdAllocator(Path(cfg.data_dir))
+        self.groups = GroupCoordinator(cfg, self.topics)
+        self.txn = TransactionCoordinator(self)
         self.connections: set[Connection] = set()
         self._server: asyncio.Server | None = None
         self._retention_task: asyncio.Task[None] | None = None
@@ -232,26 +236,38 @@ class BrokerServer:
         Path(self.cfg.data_dir).mkdir(parents=True, exist_ok=True)
         self.producer_ids = ProducerIdAllocator(Path(self.cfg.data_dir))
         self.topics.load()
+        await self.groups.start()  # loads __consumer_offsets in the background
+        self.txn.load()  # rebuilt from __transaction_state before any request can reach it
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: Connection(self), self.cfg.listen_host, self.cfg.listen_port, reuse_address=True, backlog=1024
         )
         self._retention_task = loop.create_task(self._retention_loop())
+        await self.txn.start()  # marker sender (talks to our own listener) and reaper
         host, port = self.cfg.advertised_host_port
         log.info("broker started", node_id=self.cfg.node_id, listen=self.cfg.listen, advertise=f"{host}:{port}",
                  data_dir=str(Path(self.cfg.data_dir).resolve()))
 
     async def _retention_loop(self) -> None:
+        """Housekeeping on timers: retention, and checkpoints of recovery points (so that a restart
+        after a crash re-reads only what came since, as Kafka does every minute)."""
         interval = self.cfg.log_retention_check_interval_ms / 1000
+        checkpoint_every = self.cfg.log_checkpoint_interval_ms / 1000
+        loop = asyncio.get_running_loop()
+        next_retention = loop.time() + interval
         while True:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(min(interval, checkpoint_every))
             now = int(time.time() * 1000)
+            retention_due = loop.time() >= next_retention
+            if retention_due:
+                next_retention = loop.time() + interval
             for t in list(self.topics.by_name.values()):
                 for p in t.partitions:
                     try:
-                        deleted = p.log.apply_retention(now)
+                        p.log.checkpoint()
+                        deleted = p.log.apply_retention(now) if retention_due else 0
                     except Exception as e:
-                        log.error("retention failed", topic=t.name, partition=p.index, exc_info=e)
+                        log.error("housekeeping failed", topic=t.name, partition=p.index, exc_info=e)
                         continue
                     if deleted:
                         log.info("retention deleted segments", topic=t.name, partition=p.index, segments=deleted)
@@ -266,5 +282,7 @@ class BrokerServer:
                 c.transport.close()
         if self._server:
             await self._server.wait_closed()
+        await self.txn.stop()
+        await self.groups.stop()
         self.topics.close()
         log.info("broker stopped", node_id=self.cfg.node_id)

@@ -1,0 +1,54 @@
+"""Ketch's bundled asyncio Kafka client: Producer, Consumer, Admin, transactions.
+
+Built on protocol/ only; works against Ketch and against any Kafka-compatible broker.
+
+    from client import Producer, Consumer, Admin, TopicPartition
+"""
+
+from .admin import (
+    Admin,
+    GroupDescription,
+    GroupListing,
+    MemberDescription,
+    NewTopic,
+    PartitionDescription,
+    ProducerStateDescription,
+    TopicDescription,
+    TransactionDescription,
+    TransactionListing,
+)
+from .consumer import Consumer
+from .errors import (
+    BrokerResponseError,
+    CommitFailedError,
+    ConnectionLostError,
+    ConsumerStoppedError,
+    FatalError,
+    IllegalStateError,
+    KafkaClientError,
+    KafkaTimeoutError,
+    NoBrokersAvailableError,
+    ProducerFencedError,
+    RequestTimedOutError,
+    RetriableError,
+    TopicAlreadyExistsError,
+    TransactionAbortableError,
+    UnknownTopicError,
+    UnsupportedVersionError,
+)
+from .group import RebalanceListener
+from .partitioner import DefaultPartitioner, murmur2
+from .producer import Producer
+from .structs import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, RecordMetadata, TopicPartition
+from .transactions import TxnState
+
+__all__ = [
+    "Admin", "BrokerResponseError", "CommitFailedError", "ConnectionLostError", "Consumer",
+    "ConsumerGroupMetadata", "ConsumerRecord", "ConsumerStoppedError", "DefaultPartitioner", "FatalError",
+    "GroupDescription", "GroupListing", "IllegalStateError", "KafkaClientError", "KafkaTimeoutError",
+    "MemberDescription", "NewTopic", "NoBrokersAvailableError", "OffsetAndMetadata", "PartitionDescription",
+    "Producer", "ProducerFencedError", "ProducerStateDescription", "RebalanceListener", "RecordMetadata",
+    "RequestTimedOutError", "RetriableError", "TopicAlreadyExistsError", "TopicDescription", "TopicPartition",
+    "TransactionAbortableError", "TransactionDescription", "TransactionListing", "TxnState", "UnknownTopicError",
+    "UnsupportedVersionError", "murmur2",
+]

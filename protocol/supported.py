@@ -11,12 +11,29 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     1: (4, 16),   # Fetch
     2: (0, 7),    # ListOffsets
     3: (0, 12),   # Metadata
+    8: (0, 8),    # OffsetCommit (v9 is the new consumer protocol's member epochs)
+    9: (0, 8),    # OffsetFetch (v9 likewise)
     10: (0, 4),   # FindCoordinator
+    11: (0, 9),   # JoinGroup
+    12: (0, 4),   # Heartbeat
+    13: (0, 5),   # LeaveGroup
+    14: (0, 5),   # SyncGroup
+    15: (0, 5),   # DescribeGroups
+    16: (0, 5),   # ListGroups
     18: (0, 3),   # ApiVersions
     19: (0, 7),   # CreateTopics
     20: (0, 6),   # DeleteTopics
-    22: (0, 4),   # InitProducerId
+    22: (0, 5),   # InitProducerId
+    24: (0, 4),   # AddPartitionsToTxn (v4: broker-to-broker batches and verify_only, KIP-890)
+    25: (0, 3),   # AddOffsetsToTxn
+    26: (0, 5),   # EndTxn (v5: epoch bumped at every transaction end, KIP-890)
+    27: (0, 1),   # WriteTxnMarkers
+    28: (0, 3),   # TxnOffsetCommit
     32: (0, 4),   # DescribeConfigs
+    42: (0, 2),   # DeleteGroups
+    61: (0, 0),   # DescribeProducers
+    65: (0, 0),   # DescribeTransactions
+    66: (0, 1),   # ListTransactions
 }
 
 API_NAMES: dict[int, str] = {

@@ -31,7 +31,11 @@ class LogConfig:
                            with nothing acknowledged lost).
     flush_ms               fsync when this long has passed since the last fsync; None = never.
     cleanup_policy         'delete' applies retention; 'compact' turns size/time retention off
-                           (compaction itself is not implemented yet).
+                           and lets storage.cleaner.clean keep only the latest record per key.
+    delete_retention_ms    compaction keeps tombstones and transaction markers this long after
+                           the cleaner first saw them removable (delete.retention.ms).
+    min_cleanable_dirty_ratio  compaction runs once this share of the cleanable bytes was
+                           written since the last run (min.cleanable.dirty.ratio).
     message_timestamp_type 'LogAppendTime' stamps each batch with the broker's clock.
     producer_id_expiration_ms  forget idle idempotent producers after this long
                            (producer.id.expiration.ms); producers with an open transaction stay.
@@ -48,6 +52,8 @@ class LogConfig:
     cleanup_policy: CleanupPolicy = "delete"
     message_timestamp_type: TimestampType = "CreateTime"
     producer_id_expiration_ms: int = DAY_MS
+    delete_retention_ms: int = DAY_MS
+    min_cleanable_dirty_ratio: float = 0.5
 
     def __post_init__(self) -> None:
         # Positions in the offset index are int32, so a segment must stay addressable by them.
@@ -65,6 +71,10 @@ class LogConfig:
             raise ValueError("flush_ms must be >= 0 or None")
         if self.cleanup_policy not in ("delete", "compact"):
             raise ValueError(f"unknown cleanup_policy {self.cleanup_policy!r}")
+        if self.delete_retention_ms < 0:
+            raise ValueError("delete_retention_ms must be >= 0")
+        if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
+            raise ValueError("min_cleanable_dirty_ratio must be in [0, 1]")
         if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
             raise ValueError(f"unknown message_timestamp_type {self.message_timestamp_type!r}")
 

@@ -41,6 +41,7 @@ from protocol.batch import (
 )
 from protocol.errors import ErrorCode, KafkaError
 
+from . import segment_swap
 from .checkpoint import (
     HIGH_WATERMARK_FILE,
     LOG_START_OFFSET_FILE,
@@ -168,6 +169,7 @@ class PartitionLog:
     def _load(self) -> None:
         now = self._now()
         self._last_flush_ms = now
+        segment_swap.recover(self.directory)  # before listing: finish or undo a cleaner's swap
         bases = self._scan_directory()
         rp_ckpt = self._rp_file.read()
         ls_ckpt = self._log_start_file.read()
@@ -399,6 +401,52 @@ class PartitionLog:
     @property
     def segment_base_offsets(self) -> list[int]:
         return list(self._bases)
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        """The segments, oldest first, the active one last (for the cleaner: read, do not change)."""
+        return tuple(self._segments)
+
+    def replace_segments(self, groups: Sequence[segment_swap.SwapGroup],
+                         fault: segment_swap.FaultHook | None = None) -> None:
+        """Swap in segments the cleaner staged (see storage.segment_swap), each replacing a run
+        of consecutive inactive segments starting at its own base offset.
+
+        Offsets, the log end and the recovery point do not move: a cleaned segment holds a
+        subset of the batches of those it replaces, at their original offsets, and was fsynced
+        before the swap.
+        """
+        self._check_open()
+        index_of = {seg.base_offset: i for i, seg in enumerate(self._segments)}
+        replaced: list[int] = []
+        for _new_base, olds in groups:
+            first = index_of.get(olds[0]) if olds else None
+            if first is None or [s.base_offset for s in self._segments[first:first + len(olds)]] != list(olds):
+                raise ValueError(f"{list(olds)} is not a run of segments of {self.directory}")
+            if first + len(olds) >= len(self._segments):
+                raise ValueError("the active segment cannot be replaced")
+            replaced.extend(range(first, first + len(olds)))
+        for i in replaced:
+            self._segments[i].release()
+        try:
+            segment_swap.commit(self.directory, groups, fault)
+        except OSError:
+            # Finish the swap if it was committed (the old files may be gone already), else it
+            # was rolled back and the old segments stay in use.
+            if not segment_swap.recover(self.directory):
+                raise
+        now = self._now()
+        new_by_first = {olds[0]: LogSegment.open_existing(self.directory, new_base, self.config, now)
+                        for new_base, olds in groups}
+        gone = set(replaced)
+        segments: list[LogSegment] = []
+        for i, seg in enumerate(self._segments):
+            if seg.base_offset in new_by_first:
+                segments.append(new_by_first[seg.base_offset])
+            elif i not in gone:
+                segments.append(seg)
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
 
     @property
     def size_in_bytes(self) -> int:

@@ -140,6 +140,13 @@ class LogSegment:
             os.close(self._fd)
             self._fd = None
 
+    def release(self) -> None:
+        """Close the file without writing anything: the segment's files are about to be
+        replaced by cleaned ones (close() would persist this object's index entries over them)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
     def delete(self) -> None:
         """Remove the files, the .log first: a crash in between leaves only orphan indexes,
         which the next open deletes, never a log without its indexes."""

@@ -10,16 +10,33 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from . import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     api_versions,
     create_topics,
+    delete_groups,
     delete_topics,
     describe_configs,
+    describe_groups,
+    describe_producers,
+    describe_transactions,
+    end_txn,
     fetch,
     find_coordinator,
+    heartbeat,
     init_producer_id,
+    join_group,
+    leave_group,
+    list_groups,
     list_offsets,
+    list_transactions,
     metadata,
+    offset_commit,
+    offset_fetch,
     produce,
+    sync_group,
+    txn_offset_commit,
+    write_txn_markers,
 )
 
 Handler = Callable[[Any, Any, Any, Any], Coroutine[Any, Any, Any]]
@@ -27,5 +44,11 @@ Handler = Callable[[Any, Any, Any, Any], Coroutine[Any, Any, Any]]
 HANDLERS: dict[int, Handler] = {
     m.KEY: m.handle
     for m in (produce, fetch, list_offsets, metadata, find_coordinator, api_versions, create_topics,
-              delete_topics, init_producer_id, describe_configs)
+              delete_topics, init_producer_id, describe_configs,
+              # consumer groups (broker/group)
+              join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch, describe_groups,
+              list_groups, delete_groups,
+              # transactions (broker/txn)
+              add_partitions_to_txn, add_offsets_to_txn, end_txn, write_txn_markers, txn_offset_commit,
+              describe_transactions, list_transactions, describe_producers)
 }

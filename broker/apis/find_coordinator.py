@@ -25,6 +25,18 @@ def _one(server: BrokerServer, key: str, key_type: int) -> Coordinator:
     if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
         return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.INVALID_REQUEST,
                            error_message=f"unknown key type {key_type}")
+    if key_type == KEY_TYPE_GROUP:
+        # the group's coordinator leads partition partition_for(key) of __consumer_offsets, which
+        # is created on this first need; on one broker that leader is this broker
+        if not server.groups.sm.active:
+            return Coordinator(key=key, node_id=-1, host="", port=-1,
+                               error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message="shutting down")
+        server.groups.ensure_topic()
+    elif not server.txn.owns(key):
+        # the leader of __transaction_state partition partition_for(key) coordinates the id; on one
+        # broker that is this broker once the topic is loaded
+        return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                           error_message="transaction state not loaded")
     return Coordinator(key=key, node_id=server.node_id, host=host, port=port, error_code=0, error_message=None)
 
 

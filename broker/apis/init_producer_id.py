@@ -1,7 +1,10 @@
-"""InitProducerId (22): a fresh producer id for idempotent producers.
+"""InitProducerId (22): a producer id and epoch, for idempotent or transactional producers.
 
-Transactional ids go to the transaction coordinator (design.md §5), which is not built yet:
-until then such a request is answered COORDINATOR_NOT_AVAILABLE, which clients retry.
+Without a transactional id the producer only needs a cluster-unique id: a fresh one from the
+block allocator, epoch 0. With one, the transaction coordinator decides (design.md §5): it may
+fence an older instance, abort its open transaction first (answering CONCURRENT_TRANSACTIONS
+while that completes) or rotate an exhausted id. v3+ requests may carry the producer's current
+id and epoch to recover it rather than being fenced (KIP-360).
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 
+from ..txn.wire_errors import for_version
+
 if TYPE_CHECKING:
     from ..server import BrokerServer, ClientInfo
 
@@ -20,7 +25,12 @@ KEY = 22
 
 async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
                  req: InitProducerIdRequest) -> InitProducerIdResponse:
-    if req.transactional_id is not None:
-        return InitProducerIdResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1,
+    if req.transactional_id is None:
+        return InitProducerIdResponse(error_code=0, producer_id=server.producer_ids.allocate(), producer_epoch=0)
+    pid, epoch = (req.producer_id, req.producer_epoch) if header.api_version >= 3 else (-1, -1)
+    d = await server.txn.init_producer_id(req.transactional_id, req.transaction_timeout_ms, pid, epoch)
+    if d.error:
+        return InitProducerIdResponse(error_code=for_version(d.error, KEY, header.api_version), producer_id=-1,
                                       producer_epoch=-1)
-    return InitProducerIdResponse(error_code=0, producer_id=server.producer_ids.allocate(), producer_epoch=0)
+    return InitProducerIdResponse(error_code=ErrorCode.NONE, producer_id=d.producer_id,
+                                  producer_epoch=d.producer_epoch)

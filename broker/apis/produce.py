@@ -3,6 +3,10 @@
 The records of a client batch are never decoded here (design.md §2). On a single broker acks=-1
 waits for nothing more than acks=1: the in-sync replica set is this broker alone; replication
 will make acks=-1 wait for the ISR.
+
+A transactional batch that would open a transaction in a partition is first checked with the
+transaction coordinator (broker/txn/verification.py): a partition that is not part of the
+producer's ongoing transaction is refused, so a zombie's late write cannot land in the log.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from protocol.messages.produce import (
     ProduceResponse,
     TopicProduceResponse,
 )
+
+from ..txn import verification
 
 if TYPE_CHECKING:
     from ..partition import Partition
@@ -63,17 +69,47 @@ def produce_to(server: BrokerServer, part: Partition, records: memoryview | byte
                                     log_append_time_ms=res.log_append_time, log_start_offset=res.log_start_offset)
 
 
+async def _verify_transactional(server: BrokerServer, req: ProduceRequest) -> dict[tuple[str, int], ErrorCode]:
+    """Coordinator verdicts for the partitions where a transactional batch opens a transaction."""
+    by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    for td in req.topic_data:
+        for pd in td.partition_data:
+            part = server.topics.partition(td.name, pd.index)
+            if part is None or not pd.records or len(pd.records) < rb.HEADER_SIZE:
+                continue
+            try:
+                h = rb.read_header(pd.records)
+            except (KafkaError, ValueError):
+                continue  # check_batches rejects it with the right error
+            if verification.needs_verification(part, h):
+                by_producer.setdefault((h.producer_id, h.producer_epoch), []).append((td.name, pd.index))
+    verdicts: dict[tuple[str, int], ErrorCode] = {}
+    assert req.transactional_id is not None
+    for (pid, epoch), tps in by_producer.items():
+        verdicts.update(await verification.verify(server, req.transactional_id, pid, epoch, tps))
+    return verdicts
+
+
 async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
                  req: ProduceRequest) -> ProduceResponse | None:
     bad_acks = req.acks not in (-1, 0, 1)
     transactional = req.transactional_id is not None
+    verdicts = await _verify_transactional(server, req) if transactional and not bad_acks else {}
     responses = []
     for td in req.topic_data:
         name = td.name
         parts = []
         for pd in td.partition_data:
             part = server.topics.partition(name, pd.index)
-            if bad_acks:
+            refused = verdicts.get((name, pd.index), ErrorCode.NONE)
+            if refused:
+                log.info("transactional produce refused by the coordinator check", topic=name, partition=pd.index,
+                         transactional_id=req.transactional_id, error=refused.name)
+                parts.append(PartitionProduceResponse(index=pd.index, error_code=refused, base_offset=-1,
+                                                      error_message="partition is not in the producer's "
+                                                      "ongoing transaction" if refused == ErrorCode.INVALID_TXN_STATE
+                                                      else None))
+            elif bad_acks:
                 parts.append(PartitionProduceResponse(index=pd.index, error_code=ErrorCode.INVALID_REQUIRED_ACKS,
                                                       base_offset=-1))
             elif part is None:

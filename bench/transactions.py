@@ -1,0 +1,155 @@
+"""Transactional throughput: Ketch against librdkafka's mock cluster, with the idempotent
+non-transactional producer as the baseline of the same run.
+
+    python -m bench.transactions --out bench/transactions.json [--sizes 1,100,10000] [--messages N]
+
+For each target (the mock first, then a Ketch broker subprocess), in one run:
+  idempotent   N messages, enable.idempotence=true, no transactions (the baseline)
+  txn-<k>      transactions of k messages each: begin, k x produce, commit; repeated until about
+               N messages (at least 20 transactions, at most --max-txns)
+Same client (confluent-kafka), 100-byte messages, acks=all, linger.ms=5. The mock is a speed
+reference only: it does not write real markers nor keep the LSO (docs/protocol-versions notes), so
+its transaction cost is close to zero by construction. Compare ratios within one run only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import uuid
+from array import array
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+
+from .throughput import (
+    LINGER_MS,
+    MESSAGE_BYTES,
+    QUIET,
+    KetchBroker,
+    MockCluster,
+    Target,
+    _percentiles,
+    log,
+    machine_info,
+    run_produce,
+)
+
+
+def run_transactions(target: Target, per_txn: int, messages: int, max_txns: int, timeout: float) -> dict[str, Any]:
+    """Transactions of `per_txn` messages; the clock runs from the first begin to the last commit."""
+    topic = f"bench-txn-{per_txn}-{uuid.uuid4().hex[:8]}"
+    target.prepare_topic(topic)
+    txns = max(20, min(max_txns, messages // per_txn))
+    p = Producer({"bootstrap.servers": target.bootstrap, "transactional.id": f"bench-{uuid.uuid4().hex[:8]}",
+                  "acks": "all", "linger.ms": LINGER_MS, **QUIET})
+    p.init_transactions(60)
+    p.begin_transaction()  # warm-up: coordinator, metadata, connections
+    p.produce(topic, b"w" * MESSAGE_BYTES)
+    p.commit_transaction(60)
+    pad = b"x" * (MESSAGE_BYTES - 10)
+    commit_ms = array("d")
+    now = time.perf_counter
+    deadline = time.monotonic() + timeout
+    start = now()
+    for t in range(txns):
+        p.begin_transaction()
+        for i in range(per_txn):
+            while True:
+                try:
+                    p.produce(topic, b"%010d" % i + pad)
+                    break
+                except BufferError:
+                    p.poll(0.005)
+            if i % 1000 == 999:
+                p.poll(0)
+        c0 = now()
+        p.commit_transaction(max(1.0, deadline - time.monotonic()))
+        commit_ms.append((now() - c0) * 1000.0)
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"only {t + 1} of {txns} transactions within {timeout}s")
+    elapsed = now() - start
+    n = txns * per_txn
+    return {"messages_per_txn": per_txn, "transactions": txns, "messages": n, "elapsed_s": round(elapsed, 4),
+            "txns_per_s": round(txns / elapsed, 1), "msgs_per_s": round(n / elapsed, 1),
+            "commit_ms": _percentiles(commit_ms), "partitions": target.partitions}
+
+
+def run_target(name: str, partitions: int, sizes: list[int], messages: int, max_txns: int, timeout: float,
+               ketch_env: dict[str, str]) -> dict[str, Any]:
+    target: Target = MockCluster() if name == "mock" else KetchBroker(partitions, env=ketch_env)
+    out: dict[str, Any] = {}
+    try:
+        log(f"{name}: idempotent baseline, {messages} messages")
+        base = run_produce(target, messages, True, timeout)
+        out["idempotent"] = {k: base[k] for k in ("messages", "elapsed_s", "msgs_per_s", "partitions")}
+        out["partitions"] = base["partitions"]
+        for k in sizes:
+            log(f"{name}: transactions of {k}")
+            try:
+                res = run_transactions(target, k, messages, max_txns, timeout)
+            except Exception as exc:  # record and go on with the next size
+                detail = f"{type(exc).__name__}: {exc}"
+                if isinstance(target, KetchBroker):
+                    detail += "\n" + target.log_tail()
+                res = {"error": detail}
+            out[f"txn-{k}"] = res
+            if "msgs_per_s" in res:
+                res["msgs_ratio_to_idempotent"] = round(res["msgs_per_s"] / base["msgs_per_s"], 4)
+                log(f"{name} txn-{k}: {res['txns_per_s']:.0f} txn/s, {res['msgs_per_s']:.0f} msg/s "
+                    f"({res['msgs_ratio_to_idempotent']:.2f} of idempotent)")
+    finally:
+        target.close()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="bench.transactions", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="bench/transactions.json")
+    ap.add_argument("--messages", type=int, default=100_000, help="messages per scenario (approximately)")
+    ap.add_argument("--sizes", default="1,100,10000", help="messages per transaction, comma separated")
+    ap.add_argument("--max-txns", type=int, default=2000, help="cap on transactions per scenario")
+    ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--ketch-env", action="append", default=[], help="KEY=VALUE for the Ketch broker")
+    args = ap.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    env = dict(kv.split("=", 1) for kv in args.ketch_env)
+    results: dict[str, Any] = {"machine": machine_info(), "settings": {
+        "message_bytes": MESSAGE_BYTES, "linger_ms": LINGER_MS, "acks": "all", "messages": args.messages,
+        "sizes": sizes, "ketch_env": env}}
+    failed = False
+    partitions = 4
+    for name in ("mock", "ketch"):
+        try:
+            results[name] = run_target(name, partitions, sizes, args.messages, args.max_txns, args.timeout, env)
+            partitions = results[name].get("partitions", partitions)
+        except Exception as exc:
+            results[name] = {"error": f"{type(exc).__name__}: {exc}"}
+            log(f"{name} FAILED: {exc}")
+        failed |= "error" in results[name] or any("error" in v for v in results[name].values()
+                                                  if isinstance(v, dict))
+    ratios = {}
+    for k in ["idempotent", *(f"txn-{s}" for s in sizes)]:
+        a, b = results.get("ketch", {}).get(k, {}), results.get("mock", {}).get(k, {})
+        if "msgs_per_s" in a and "msgs_per_s" in b:
+            ratios[k] = round(a["msgs_per_s"] / b["msgs_per_s"], 4)
+    results["ratio_ketch_over_mock"] = ratios
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(results, indent=2))
+    for name in ("ketch", "mock"):
+        r = results.get(name, {})
+        cells = [f"idempotent {r.get('idempotent', {}).get('msgs_per_s', '-')} msg/s"]
+        for s in sizes:
+            t = r.get(f"txn-{s}", {})
+            cells.append(f"txn-{s}: {t.get('txns_per_s', '-')} txn/s {t.get('msgs_per_s', '-')} msg/s")
+        print(f"{name:6} " + " | ".join(cells))
+    print(f"wrote {args.out}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

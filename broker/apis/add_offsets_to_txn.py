@@ -1,0 +1,32 @@
+"""AddOffsetsToTxn (25): bring a consumer group's offset commit into the transaction.
+
+The coordinator adds the group's `__consumer_offsets` partition to the transaction like any
+other partition, so the commit/abort marker reaches the group coordinator and the offsets sent
+with TxnOffsetCommit become visible (or are dropped) with the rest of the transaction.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.errors import ErrorCode
+from protocol.headers import RequestHeader
+from protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
+
+from ..group import OFFSETS_TOPIC
+from ..txn.wire_errors import for_version
+
+if TYPE_CHECKING:
+    from ..server import BrokerServer, ClientInfo
+
+KEY = 25
+
+
+async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+                 req: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
+    if not req.group_id:
+        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID)
+    server.groups.ensure_topic()
+    tp = (OFFSETS_TOPIC, server.groups.partition_for(req.group_id))
+    code = await server.txn.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch, [tp])
+    return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=for_version(code, KEY, header.api_version))

@@ -1,0 +1,65 @@
+"""AddPartitionsToTxn (24): register partitions with the producer's transaction before writing.
+
+v0-3 come from producers, one transaction per request. v4+ is the broker-to-broker form
+(KIP-890): many transactions per request, and `verify_only` asks whether partitions are already
+in the ongoing transaction without adding them — the check a partition leader makes before
+accepting a transactional produce. Every partition is validated first: if any is unknown,
+nothing is added and the others answer OPERATION_NOT_ATTEMPTED, as in Kafka.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.errors import ErrorCode
+from protocol.headers import RequestHeader
+from protocol.messages.add_partitions_to_txn import (
+    AddPartitionsToTxnPartitionResult,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    AddPartitionsToTxnResult,
+    AddPartitionsToTxnTopic,
+    AddPartitionsToTxnTopicResult,
+)
+
+from ..txn.wire_errors import for_version
+
+if TYPE_CHECKING:
+    from ..server import BrokerServer, ClientInfo
+
+KEY = 24
+
+
+def _results(topics: list[AddPartitionsToTxnTopic], code_for: dict[tuple[str, int], int],
+             default: int) -> list[AddPartitionsToTxnTopicResult]:
+    return [AddPartitionsToTxnTopicResult(name=t.name, results_by_partition=[
+        AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=code_for.get((t.name, p), default))
+        for p in t.partitions]) for t in topics]
+
+
+async def _one(server: BrokerServer, tid: str, pid: int, epoch: int, topics: list[AddPartitionsToTxnTopic],
+               verify_only: bool, version: int) -> list[AddPartitionsToTxnTopicResult]:
+    wanted = [(t.name, p) for t in topics for p in t.partitions]
+    unknown = {tp: int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for tp in wanted
+               if server.topics.partition(tp[0], tp[1]) is None}
+    if unknown:
+        return _results(topics, unknown, ErrorCode.OPERATION_NOT_ATTEMPTED)
+    if verify_only:
+        code = server.txn.verify(tid, pid, epoch, wanted)
+    else:
+        code = await server.txn.add_partitions(tid, pid, epoch, wanted)
+    return _results(topics, {}, for_version(code, KEY, version))
+
+
+async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+                 req: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
+    v = header.api_version
+    if v <= 3:
+        res = await _one(server, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
+                         req.v3_and_below_producer_epoch, req.v3_and_below_topics, False, v)
+        return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=res)
+    out = []
+    for t in req.transactions:
+        res = await _one(server, t.transactional_id, t.producer_id, t.producer_epoch, t.topics, t.verify_only, v)
+        out.append(AddPartitionsToTxnResult(transactional_id=t.transactional_id, topic_results=res))
+    return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=0, results_by_transaction=out)

@@ -1,0 +1,20 @@
+"""DeleteGroups (42): remove Empty groups and their committed offsets (tombstones in the log)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.headers import RequestHeader
+from protocol.messages.delete_groups import DeletableGroupResult, DeleteGroupsRequest, DeleteGroupsResponse
+
+if TYPE_CHECKING:
+    from ..server import BrokerServer, ClientInfo
+
+KEY = 42
+
+
+async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+                 req: DeleteGroupsRequest) -> DeleteGroupsResponse:
+    results = server.groups.delete_groups(list(req.groups_names))
+    return DeleteGroupsResponse(results=[DeletableGroupResult(group_id=g, error_code=results[g])
+                                         for g in req.groups_names])

@@ -1,0 +1,20 @@
+"""Heartbeat (12): keeps a member's session alive; REBALANCE_IN_PROGRESS tells it to rejoin."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.headers import RequestHeader
+from protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
+
+if TYPE_CHECKING:
+    from ..server import BrokerServer, ClientInfo
+
+KEY = 12
+
+
+async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+                 req: HeartbeatRequest) -> HeartbeatResponse:
+    instance = req.group_instance_id if header.api_version >= 3 else None
+    err = server.groups.heartbeat(req.group_id, req.member_id, instance, req.generation_id)
+    return HeartbeatResponse(error_code=err)

@@ -1,0 +1,50 @@
+"""OffsetCommit (8): store a group's positions; each partition is answered only once on disk."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.headers import RequestHeader
+from protocol.messages.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+
+from ..group.model import OffsetCommitIn, TopicPartition
+
+if TYPE_CHECKING:
+    from ..server import BrokerServer, ClientInfo
+
+KEY = 8
+
+
+async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+                 req: OffsetCommitRequest) -> OffsetCommitResponse:
+    v = header.api_version
+    offsets: dict[TopicPartition, OffsetCommitIn] = {}
+    for t in req.topics:
+        for p in t.partitions:
+            offsets[(t.name, p.partition_index)] = OffsetCommitIn(
+                offset=p.committed_offset,
+                leader_epoch=p.committed_leader_epoch if v >= 6 else -1,
+                metadata=p.committed_metadata,
+                commit_timestamp=p.commit_timestamp if v == 1 else -1,
+            )
+    errors = server.groups.commit_offsets(
+        req.group_id,
+        req.member_id if v >= 1 else "",
+        req.group_instance_id if v >= 7 else None,
+        req.generation_id_or_member_epoch if v >= 1 else -1,
+        offsets,
+        retention_ms=req.retention_time_ms if 2 <= v <= 4 else -1,
+    )
+    return OffsetCommitResponse(topics=[
+        OffsetCommitResponseTopic(name=t.name, partitions=[
+            OffsetCommitResponsePartition(partition_index=p.partition_index,
+                                          error_code=errors[(t.name, p.partition_index)])
+            for p in t.partitions
+        ])
+        for t in req.topics
+    ])

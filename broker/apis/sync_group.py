@@ -1,0 +1,31 @@
+"""SyncGroup (14): the leader hands in the assignment; every member waits for its own part."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.headers import RequestHeader
+from protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+
+from ..group.model import SyncRequest
+
+if TYPE_CHECKING:
+    from ..server import BrokerServer, ClientInfo
+
+KEY = 14
+
+
+async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+                 req: SyncGroupRequest) -> SyncGroupResponse:
+    v = header.api_version
+    result = await server.groups.sync(SyncRequest(
+        group_id=req.group_id,
+        generation_id=req.generation_id,
+        member_id=req.member_id,
+        group_instance_id=req.group_instance_id if v >= 3 else None,
+        protocol_type=req.protocol_type if v >= 5 else None,
+        protocol_name=req.protocol_name if v >= 5 else None,
+        assignments={a.member_id: a.assignment for a in req.assignments},
+    ))
+    return SyncGroupResponse(error_code=result.error, protocol_type=result.protocol_type,
+                             protocol_name=result.protocol_name, assignment=result.assignment)

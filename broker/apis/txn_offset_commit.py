@@ -1,0 +1,68 @@
+"""TxnOffsetCommit (28): a consumer group's offsets, committed as part of a transaction.
+
+The producer sends it to the group coordinator after AddOffsetsToTxn. Before handing the offsets
+to the group coordinator (which holds them pending until the transaction's marker reaches
+`__consumer_offsets`), the same coordinator check as for a transactional produce is made: the
+group's offsets partition must be in the producer's ongoing transaction, and the producer not
+fenced. Without it a zombie could park offsets under a transaction that has already ended,
+where no marker would ever resolve them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.errors import ErrorCode
+from protocol.headers import RequestHeader
+from protocol.messages.txn_offset_commit import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
+)
+
+from ..group import OFFSETS_TOPIC
+from ..group.model import OffsetCommitIn, TopicPartition
+from ..txn.wire_errors import for_version
+
+if TYPE_CHECKING:
+    from ..server import BrokerServer, ClientInfo
+
+KEY = 28
+
+# What the coordinator check's verdicts mean to a TxnOffsetCommit client.
+_VERIFY_ERRORS = {
+    ErrorCode.INVALID_PRODUCER_ID_MAPPING: ErrorCode.INVALID_TXN_STATE,
+    ErrorCode.NOT_COORDINATOR: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+}
+
+
+def _answer(req: TxnOffsetCommitRequest, code_for: dict[TopicPartition, int]) -> TxnOffsetCommitResponse:
+    return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
+        TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+            TxnOffsetCommitResponsePartition(partition_index=p.partition_index,
+                                             error_code=code_for.get((t.name, p.partition_index), 0))
+            for p in t.partitions])
+        for t in req.topics])
+
+
+async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+                 req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+    v = header.api_version
+    offsets: dict[TopicPartition, OffsetCommitIn] = {
+        (t.name, p.partition_index): OffsetCommitIn(offset=p.committed_offset,
+                                                    leader_epoch=p.committed_leader_epoch if v >= 2 else -1,
+                                                    metadata=p.committed_metadata)
+        for t in req.topics for p in t.partitions}
+    server.groups.ensure_topic()
+    offsets_partition = (OFFSETS_TOPIC, server.groups.partition_for(req.group_id))
+    verdict = server.txn.verify(req.transactional_id, req.producer_id, req.producer_epoch, [offsets_partition])
+    if verdict:
+        code = for_version(_VERIFY_ERRORS.get(ErrorCode(verdict), verdict), KEY, v)
+        return _answer(req, dict.fromkeys(offsets, code))
+    errors = server.groups.prepare_txn_offsets(
+        req.group_id, req.producer_id, req.producer_epoch, offsets,
+        member_id=req.member_id if v >= 3 else "",
+        group_instance_id=req.group_instance_id if v >= 3 else None,
+        generation=req.generation_id if v >= 3 else -1)
+    return _answer(req, {tp: for_version(code, KEY, v) for tp, code in errors.items()})

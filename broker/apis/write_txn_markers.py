@@ -1,0 +1,95 @@
+"""WriteTxnMarkers (27): the partition-leader side of ending a transaction.
+
+Sent by a transaction coordinator's marker sender (never by clients). For each marker and
+partition the leader appends a control batch through Partition.append — the one write path — so
+producer state ends the open transaction, an abort lands in the `.txnindex`, and the last stable
+offset moves. Producer state refuses a marker whose producer epoch is older than the partition
+has seen (INVALID_PRODUCER_EPOCH) or whose coordinator epoch is stale
+(TRANSACTION_COORDINATOR_FENCED). A marker in `__consumer_offsets` also tells the group
+coordinator to publish or drop the transaction's pending offsets.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from protocol.errors import ErrorCode, KafkaError
+from protocol.headers import RequestHeader
+from protocol.messages.write_txn_markers import (
+    WritableTxnMarkerPartitionResult,
+    WritableTxnMarkerResult,
+    WritableTxnMarkerTopicResult,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+)
+from protocol.records import build_control_batch, now_ms
+
+from ..txn.faults import crash_point
+
+if TYPE_CHECKING:
+    from ..server import BrokerServer, ClientInfo
+
+KEY = 27
+OFFSETS_TOPIC = "__consumer_offsets"
+log = structlog.get_logger()
+
+
+def _write_one(server: BrokerServer, topic: str, index: int, producer_id: int, producer_epoch: int,
+               commit: bool, coordinator_epoch: int) -> int:
+    part = server.topics.partition(topic, index)
+    if part is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if topic == OFFSETS_TOPIC and _offsets_partition_loading(server, index):
+        # The group coordinator is reading this partition back and may already have passed the
+        # point where this marker would land: it would miss it, and the offsets would stay pending
+        # forever. The marker sender retries once loading is done.
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    batch = build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms())
+    try:
+        part.append(batch)
+    except KafkaError as e:
+        log.info("transaction marker refused", topic=topic, partition=index, producer_id=producer_id,
+                 error=e.code.name, reason=e.message)
+        return e.code
+    return ErrorCode.NONE
+
+
+def _group_coordinator(server: BrokerServer) -> Any:
+    return getattr(server, "groups", None)
+
+
+def _offsets_partition_loading(server: BrokerServer, index: int) -> bool:
+    groups = _group_coordinator(server)
+    sm = getattr(groups, "sm", None)
+    return sm is not None and index in getattr(sm, "loading", ())
+
+
+async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+                 req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+    total = sum(len(t.partition_indexes) for m in req.markers for t in m.topics)
+    written = 0
+    results = []
+    for m in req.markers:
+        topics = []
+        offsets_marked = False
+        for t in m.topics:
+            parts = []
+            for index in t.partition_indexes:
+                code = _write_one(server, t.name, index, m.producer_id, m.producer_epoch, m.transaction_result,
+                                  m.coordinator_epoch)
+                if code == ErrorCode.NONE:
+                    written += 1
+                    if m.transaction_result and total > 1 and written == 1:
+                        crash_point("after_some_markers")
+                    if t.name == OFFSETS_TOPIC:
+                        offsets_marked = True
+                parts.append(WritableTxnMarkerPartitionResult(partition_index=index, error_code=code))
+            topics.append(WritableTxnMarkerTopicResult(name=t.name, partitions=parts))
+        if offsets_marked:
+            groups = _group_coordinator(server)
+            if groups is not None:
+                groups.complete_txn(m.producer_id, m.transaction_result)
+        results.append(WritableTxnMarkerResult(producer_id=m.producer_id, topics=topics))
+    return WriteTxnMarkersResponse(markers=results)

@@ -1,0 +1,296 @@
+"""The asyncio side of the group coordinator: futures, timers, the `__consumer_offsets` log.
+
+All decisions are the state machine's (state.py). This wrapper
+* parks JoinGroup/SyncGroup requests as futures keyed by a token until the machine replies,
+* writes the records the machine asks for through Partition.append *before* any reply goes out,
+  so nothing is acknowledged that a crash could lose from the log,
+* sleeps until the machine's next deadline (session, rebalance, initial delay, retention),
+* reads `__consumer_offsets` back at start, one partition after another, while the groups of
+  partitions not yet read answer COORDINATOR_LOAD_IN_PROGRESS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import time
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+import structlog
+
+from protocol.batch import CONTROL_FLAG, TRANSACTIONAL_FLAG
+from protocol.errors import ErrorCode, KafkaError
+from protocol.records import Record, build_batch, decode_batches, parse_control_record
+
+from .model import (
+    CommitPlan,
+    Effects,
+    FetchedOffset,
+    GroupSummary,
+    JoinRequest,
+    JoinResult,
+    OffsetCommitIn,
+    SyncRequest,
+    SyncResult,
+    TopicPartition,
+    Write,
+)
+from .records import RecordFormatError
+from .state import GroupStateMachine, Settings
+
+if TYPE_CHECKING:
+    from ..config import BrokerConfig
+    from ..topics import Topic, TopicTable
+
+log = structlog.get_logger()
+
+OFFSETS_TOPIC = "__consumer_offsets"
+# Kafka's defaults for the offsets topic: compacted, 100 MiB segments (small enough to compact).
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
+LOAD_READ_BYTES = 1 << 20
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def settings_from(cfg: BrokerConfig) -> Settings:
+    return Settings(
+        num_partitions=cfg.offsets_topic_num_partitions,
+        initial_rebalance_delay_ms=cfg.group_initial_rebalance_delay_ms,
+        min_session_timeout_ms=cfg.group_min_session_timeout_ms,
+        max_session_timeout_ms=cfg.group_max_session_timeout_ms,
+        offsets_retention_ms=cfg.offsets_retention_minutes * 60 * 1000,
+        offsets_retention_check_interval_ms=cfg.offsets_retention_check_interval_ms,
+        offset_metadata_max_bytes=cfg.offset_metadata_max_bytes,
+    )
+
+
+class GroupCoordinator:
+    def __init__(self, cfg: BrokerConfig, topics: TopicTable) -> None:
+        self.cfg = cfg
+        self.topics = topics
+        self.sm = GroupStateMachine(settings_from(cfg), lambda t, p: topics.partition(t, p) is not None)
+        self._waiters: dict[int, asyncio.Future[JoinResult | SyncResult]] = {}
+        self._tokens = itertools.count(1)
+        self._wake = asyncio.Event()
+        self._timer_task: asyncio.Task[None] | None = None
+        self._load_task: asyncio.Task[None] | None = None
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Begin serving: if the offsets topic exists its partitions load in the background."""
+        loop = asyncio.get_running_loop()
+        topic = self.topics.get(OFFSETS_TOPIC)
+        if topic is not None:
+            for p in topic.partitions:
+                self.sm.begin_loading(p.index)
+            self._load_task = loop.create_task(self._load(topic))
+        self._timer_task = loop.create_task(self._timer_loop())
+
+    async def stop(self) -> None:
+        self.sm.active = False
+        for t in (self._timer_task, self._load_task):
+            if t is not None:
+                t.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await t
+        for fut in self._waiters.values():
+            fut.cancel()
+        self._waiters.clear()
+
+    def ensure_topic(self) -> None:
+        """Create `__consumer_offsets` the first time a group needs it."""
+        if self.topics.get(OFFSETS_TOPIC) is not None:
+            return
+        try:
+            topic = self.topics.create(OFFSETS_TOPIC, self.cfg.offsets_topic_num_partitions, 1,
+                                       dict(OFFSETS_TOPIC_CONFIGS))
+        except KafkaError as e:
+            if e.code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                return
+            raise
+        self.sm.own_partitions((p.index for p in topic.partitions), now_ms())
+        self._wake.set()
+
+    # ---- loading -----------------------------------------------------------------------------
+    async def _load(self, topic: Topic) -> None:
+        started = time.monotonic()
+        records = 0
+        for p in topic.partitions:
+            pos = p.log.log_start_offset
+            end = p.log.log_end_offset
+            while pos < end:
+                r = p.log.read(pos, LOAD_READ_BYTES, upper_bound=end)
+                if not r.data:
+                    break
+                for h, recs in decode_batches(bytes(r.data)):
+                    if h.base_offset + h.last_offset_delta < pos:
+                        continue
+                    if h.attributes & CONTROL_FLAG:
+                        for cr in recs:
+                            marker = parse_control_record(cr.key, cr.value)
+                            if marker.is_transaction_marker:
+                                self.sm.load_marker(p.index, h.producer_id, marker.is_commit)
+                        continue
+                    pid = h.producer_id if h.attributes & TRANSACTIONAL_FLAG else -1
+                    for cr in recs:
+                        if cr.offset < pos:
+                            continue
+                        try:
+                            self.sm.load_record(p.index, cr.key, cr.value, cr.offset, pid)
+                            records += 1
+                        except RecordFormatError as e:
+                            log.warning("skipping unreadable record in " + OFFSETS_TOPIC, partition=p.index,
+                                        offset=cr.offset, error=str(e))
+                pos = r.next_offset
+                await asyncio.sleep(0)  # let requests for loaded partitions through meanwhile
+            self.sm.finish_loading(p.index, now_ms())
+            self._apply(self.sm.drain())
+        log.info("consumer groups loaded", groups=len(self.sm.groups), records=records,
+                 seconds=round(time.monotonic() - started, 3))
+
+    # ---- timers and effects ------------------------------------------------------------------
+    async def _timer_loop(self) -> None:
+        while True:
+            self._wake.clear()
+            deadline = self.sm.next_deadline()
+            if deadline is None or deadline > now_ms():
+                timeout = None if deadline is None else (deadline - now_ms()) / 1000
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+            try:
+                self.sm.tick(now_ms())
+                self._apply(self.sm.drain())
+            except Exception as e:  # a bug must not stop every group's timers for good
+                log.error("group coordinator timer failed", exc_info=e)
+
+    def _apply(self, fx: Effects) -> None:
+        """Write first, then answer: a reply never promises what the log does not hold."""
+        if fx.writes:
+            self._write(fx.writes)
+        for token, result in fx.replies:
+            fut = self._waiters.pop(token, None)
+            if fut is not None and not fut.done():
+                fut.set_result(result)
+        self._wake.set()
+
+    def _write(self, writes: list[Write], *, producer_id: int = -1, producer_epoch: int = -1) -> int:
+        """Append the records, one batch per partition; the first offset of the last batch."""
+        by_partition: dict[int, list[Write]] = defaultdict(list)
+        for w in writes:
+            by_partition[w.partition].append(w)
+        first = -1
+        for index, ws in by_partition.items():
+            partition = self.topics.partition(OFFSETS_TOPIC, index)
+            if partition is None:
+                raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} partition {index} missing")
+            batch = build_batch((Record(i, 0, w.key, w.value) for i, w in enumerate(ws)),
+                                producer_id=producer_id, producer_epoch=producer_epoch,
+                                transactional=producer_id >= 0)
+            first = partition.append(batch).first_offset
+        return first
+
+    def _commit(self, plan: CommitPlan) -> dict[TopicPartition, int]:
+        if not plan.writes:
+            return plan.errors
+        try:
+            first = self._write(plan.writes, producer_id=plan.producer_id, producer_epoch=plan.producer_epoch)
+        except Exception as e:
+            log.error("writing offsets failed", group=plan.group_id, exc_info=e)
+            return {tp: err or ErrorCode.COORDINATOR_NOT_AVAILABLE for tp, err in plan.errors.items()}
+        self.sm.offsets_written(plan, first)
+        return plan.errors
+
+    # ---- the APIs ----------------------------------------------------------------------------
+    async def join(self, req: JoinRequest) -> JoinResult:
+        self.ensure_topic()
+        token = next(self._tokens)
+        fut: asyncio.Future[JoinResult | SyncResult] = asyncio.get_running_loop().create_future()
+        self._waiters[token] = fut
+        self.sm.join_group(token, req, now_ms())
+        self._apply(self.sm.drain())
+        try:
+            result = await fut
+        finally:
+            self._waiters.pop(token, None)
+        assert isinstance(result, JoinResult)
+        return result
+
+    async def sync(self, req: SyncRequest) -> SyncResult:
+        self.ensure_topic()
+        token = next(self._tokens)
+        fut: asyncio.Future[JoinResult | SyncResult] = asyncio.get_running_loop().create_future()
+        self._waiters[token] = fut
+        self.sm.sync_group(token, req, now_ms())
+        self._apply(self.sm.drain())
+        try:
+            result = await fut
+        finally:
+            self._waiters.pop(token, None)
+        assert isinstance(result, SyncResult)
+        return result
+
+    def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int) -> int:
+        self.ensure_topic()
+        err = self.sm.heartbeat(group_id, member_id, group_instance_id, generation, now_ms())
+        self._apply(self.sm.drain())
+        return err
+
+    def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
+        self.ensure_topic()
+        out = self.sm.leave_group(group_id, members, now_ms())
+        self._apply(self.sm.drain())
+        return out
+
+    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
+                       offsets: dict[TopicPartition, OffsetCommitIn],
+                       retention_ms: int = -1) -> dict[TopicPartition, int]:
+        self.ensure_topic()
+        plan = self.sm.commit_offsets(group_id, member_id, group_instance_id, generation, offsets, now_ms(),
+                                      retention_ms)
+        errors = self._commit(plan)
+        self._apply(self.sm.drain())
+        return errors
+
+    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None,
+                      require_stable: bool) -> tuple[int, list[FetchedOffset]]:
+        self.ensure_topic()
+        return self.sm.fetch_offsets(group_id, partitions, require_stable)
+
+    def describe_group(self, group_id: str) -> tuple[int, GroupSummary]:
+        self.ensure_topic()
+        return self.sm.describe_group(group_id)
+
+    def list_groups(self, states: list[str] | None, types: list[str] | None) -> tuple[int, list[tuple[str, str, str]]]:
+        return self.sm.list_groups(states, types)
+
+    def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
+        self.ensure_topic()
+        out = self.sm.delete_groups(group_ids, now_ms())
+        self._apply(self.sm.drain())
+        return out
+
+    # ---- the transactions' hooks (TxnOffsetCommit and the commit/abort markers) --------------
+    def prepare_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                            offsets: dict[TopicPartition, OffsetCommitIn], *, member_id: str = "",
+                            group_instance_id: str | None = None,
+                            generation: int = -1) -> dict[TopicPartition, int]:
+        """Write the offsets as a transactional batch of `producer_id`; they stay pending (and
+        OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for them) until the
+        transaction's marker is written to the group's partition and complete_txn is called."""
+        self.ensure_topic()
+        plan = self.sm.prepare_txn_offsets(group_id, producer_id, producer_epoch, offsets, now_ms(),
+                                           member_id=member_id, group_instance_id=group_instance_id,
+                                           generation=generation)
+        errors = self._commit(plan)
+        self._apply(self.sm.drain())
+        return errors
+
+    def complete_txn(self, producer_id: int, commit: bool) -> None:
+        self.sm.complete_txn(producer_id, commit)
+
+    def partition_for(self, group_id: str) -> int:
+        return self.sm.partition_for(group_id)

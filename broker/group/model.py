@@ -1,0 +1,217 @@
+"""The nouns of the group coordinator: groups, members, offsets, and what events give back.
+
+Kept apart from the state machine (state.py) so the rules there read as rules, and so the
+asyncio wrapper and the handlers can import the result types without the logic.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+TopicPartition = tuple[str, int]
+
+
+class GroupState(enum.Enum):
+    """Kafka's classic group states; the values are the names DescribeGroups/ListGroups show."""
+
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+@dataclass(slots=True)
+class OffsetEntry:
+    """A committed offset. log_position is where its record sits in `__consumer_offsets`: when a
+    transactional commit and a plain one race for a partition, the later record wins."""
+
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp: int = -1
+    expire_timestamp: int = -1
+    log_position: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitIn:
+    """One partition of an OffsetCommit / TxnOffsetCommit request."""
+
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = None
+    commit_timestamp: int = -1  # v1 only: the client's timestamp; -1 = now
+
+
+@dataclass(slots=True)
+class Member:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    assignment: bytes = b""
+    join_token: int | None = None  # a JoinGroup parked until the join phase completes
+    sync_token: int | None = None  # a SyncGroup parked until the leader's assignment is stored
+    is_new: bool = False  # joined but not yet through a completed join phase
+    session_deadline: int = 0
+
+    def metadata(self, protocol: str | None) -> bytes:
+        for name, meta in self.protocols:
+            if name == protocol:
+                return meta
+        return b""
+
+    def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
+        return self.protocols == protocols
+
+
+@dataclass(slots=True)
+class Group:
+    group_id: str
+    partition: int
+    state: GroupState = GroupState.EMPTY
+    state_timestamp: int = -1
+    generation: int = 0
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+    pending_members: set[str] = field(default_factory=set)  # told MEMBER_ID_REQUIRED, not joined yet
+    pending_sync: set[str] = field(default_factory=set)  # joined this generation, not synced yet
+    offsets: dict[TopicPartition, OffsetEntry] = field(default_factory=dict)
+    txn_pending: dict[int, dict[TopicPartition, OffsetEntry]] = field(default_factory=dict)  # producer id ->
+    in_initial_delay: bool = False
+    initial_delay_remaining: int = 0
+    new_member_added: bool = False
+
+    def rebalance_timeout(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def all_joined(self) -> bool:
+        return not self.pending_members and all(m.join_token is not None for m in self.members.values())
+
+    def has_pending_txn(self, tp: TopicPartition) -> bool:
+        return any(tp in offs for offs in self.txn_pending.values())
+
+
+@dataclass(frozen=True, slots=True)
+class JoinedMember:
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class JoinResult:
+    error: int
+    member_id: str = ""
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    members: tuple[JoinedMember, ...] = ()
+    skip_assignment: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SyncResult:
+    error: int
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class JoinRequest:
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    require_known_member_id: bool  # JoinGroup v4+ without an instance id
+
+
+@dataclass(frozen=True, slots=True)
+class SyncRequest:
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    protocol_type: str | None
+    protocol_name: str | None
+    assignments: dict[str, bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """A record for `__consumer_offsets` partition `partition`; value None is a tombstone."""
+
+    partition: int
+    key: bytes
+    value: bytes | None
+
+
+@dataclass(slots=True)
+class Effects:
+    """What the wrapper must do after feeding an event: write the records (first), then hand the
+    parked requests their results."""
+
+    writes: list[Write] = field(default_factory=list)
+    replies: list[tuple[int, JoinResult | SyncResult]] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.writes or self.replies)
+
+
+@dataclass(slots=True)
+class CommitPlan:
+    """An offset commit checked and encoded but not yet applied: it becomes visible only once
+    its records are in the log (offsets_written), so a failed write stores nothing."""
+
+    group_id: str
+    partition: int
+    errors: dict[TopicPartition, int]
+    staged: dict[TopicPartition, OffsetEntry]
+    writes: list[Write]
+    producer_id: int = -1  # >= 0: a transactional commit, pending until its marker
+    producer_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class MemberSummary:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSummary:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol_name: str
+    members: tuple[MemberSummary, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedOffset:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str
+    error: int

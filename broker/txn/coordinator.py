@@ -1,0 +1,296 @@
+"""The transaction coordinator's asyncio shell: log writes, recovery, waiting, timers.
+
+All decisions are machine.TxnStateMachine's; this module gives them effect in the only safe
+order — the record is appended to `__transaction_state` first, and only then does the cache
+change, the client get its answer, or the markers go out (design.md §5). On start the cache is
+rebuilt from that log, and every transaction found in PrepareCommit/PrepareAbort gets its
+markers sent again: markers are idempotent at the partition leaders (a second marker for an
+already-ended transaction ends nothing), so re-sending is always safe.
+
+One departure from Kafka, for latency: a request that would be answered CONCURRENT_TRANSACTIONS
+because the previous transaction is still completing (markers in flight) first waits up to
+CONCURRENT_WAIT_S for that completion and is then decided again. The client would otherwise retry
+after its backoff (20-100 ms), which dominates the cost of small transactions; the answer it gets
+is the one its retry would have got.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Coroutine, Iterable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from protocol.errors import ErrorCode, KafkaError
+from protocol.records import Record, build_batch, decode_batches
+
+from .faults import crash_point
+from .log_records import TxnLogFormatError, decode_key, decode_value, encode_key, encode_value
+from .machine import Decision, MarkerJob, TxnStateMachine
+from .sender import MarkerSender
+from .state import TopicPartition, TxnMetadata, TxnState
+
+if TYPE_CHECKING:
+    from ..partition import Partition
+    from ..server import BrokerServer
+
+log = structlog.get_logger()
+
+TOPIC = "__transaction_state"
+TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
+CONCURRENT_WAIT_S = 2.0
+_LOAD_READ_BYTES = 1024 * 1024
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+# Storage errors of a `__transaction_state` append, as the client should see them (Kafka's mapping).
+_APPEND_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+
+
+class TransactionCoordinator:
+    def __init__(self, server: BrokerServer) -> None:
+        cfg = server.cfg
+        self.server = server
+        self.machine = TxnStateMachine(
+            num_partitions=cfg.transaction_state_num_partitions, max_timeout_ms=cfg.transaction_max_timeout_ms,
+            id_expiration_ms=cfg.transactional_id_expiration_ms,
+            allocate_producer_id=lambda: server.producer_ids.allocate())
+        self.sender = MarkerSender(server, self._on_markers_done)
+        self._waiters: dict[str, list[asyncio.Future[None]]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._reaper: asyncio.Task[None] | None = None
+        self._owned: set[int] = set()
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+    def load(self) -> None:
+        """Create `__transaction_state` if needed and rebuild the cache from it (before the
+        listener opens, so no request ever sees a half-loaded coordinator)."""
+        topic = self.server.topics.get(TOPIC)
+        if topic is None:
+            topic = self.server.topics.create(TOPIC, self.server.cfg.transaction_state_num_partitions,
+                                              configs=dict(TOPIC_CONFIGS))
+        if len(topic.partitions) != self.machine.num_partitions:
+            # The records already sit where the old count put them: keep using it.
+            log.warning("__transaction_state has a different partition count than configured; using it",
+                        partitions=len(topic.partitions), configured=self.machine.num_partitions)
+            self.machine.num_partitions = len(topic.partitions)
+        loaded = 0
+        for part in topic.partitions:
+            loaded += self._load_partition(part)
+        prepared = self.machine.recovered_jobs()
+        log.info("transaction coordinator loaded", transactional_ids=len(self.machine.txns), records=loaded,
+                 completing=len(prepared))
+
+    def _load_partition(self, part: Partition) -> int:
+        self.machine.unload_partition(part.index)
+        self.machine.coordinator_epochs[part.index] = part.leader_epoch
+        plog = part.log
+        offset = plog.log_start_offset
+        end = plog.log_end_offset
+        count = 0
+        while offset < end:
+            r = plog.read(offset, _LOAD_READ_BYTES)
+            if not r.data:
+                break
+            for h, records in decode_batches(r.data):
+                if h.is_control:
+                    continue
+                for rec in records:
+                    if rec.key is None:
+                        continue
+                    try:
+                        tid = decode_key(rec.key)
+                        value = None if rec.value is None else decode_value(rec.value)
+                    except TxnLogFormatError as e:
+                        # Refusing to start beats guessing the outcome of someone's transaction.
+                        raise RuntimeError(f"{TOPIC}-{part.index} offset {rec.offset}: {e}") from e
+                    self.machine.load(tid, value)
+                    count += 1
+            offset = r.next_offset
+        self._owned.add(part.index)
+        return count
+
+    async def start(self) -> None:
+        self.sender.start()
+        for job in self.machine.recovered_jobs():
+            log.info("resending markers of a transaction found prepared", transactional_id=job.transactional_id,
+                     commit=job.commit, partitions=len(job.partitions))
+            self.sender.add(job)
+        self._reaper = asyncio.get_running_loop().create_task(self._reap_loop())
+
+    async def stop(self) -> None:
+        if self._reaper:
+            self._reaper.cancel()
+        for t in list(self._tasks):
+            t.cancel()
+        await self.sender.stop()
+
+    # ---- what handlers call -------------------------------------------------------------------
+    def owns(self, tid: str) -> bool:
+        return self.machine.partition_of(tid) in self._owned
+
+    def partition_for(self, tid: str) -> int:
+        return self.machine.partition_of(tid)
+
+    async def init_producer_id(self, tid: str, timeout_ms: int, producer_id: int, producer_epoch: int) -> Decision:
+        if not self.owns(tid):
+            return Decision(error=ErrorCode.NOT_COORDINATOR)
+        return await self._decide(tid, lambda: self.machine.init_producer_id(
+            tid, timeout_ms, producer_id, producer_epoch, now_ms()))
+
+    async def add_partitions(self, tid: str, producer_id: int, producer_epoch: int,
+                             partitions: Iterable[TopicPartition]) -> ErrorCode:
+        if not self.owns(tid):
+            return ErrorCode.NOT_COORDINATOR
+        parts = list(partitions)
+        d = await self._decide(tid, lambda: self.machine.add_partitions(tid, producer_id, producer_epoch, parts,
+                                                                          now_ms()))
+        return d.error
+
+    async def end_txn(self, tid: str, producer_id: int, producer_epoch: int, commit: bool, *,
+                      bump_epoch: bool) -> Decision:
+        if not self.owns(tid):
+            return Decision(error=ErrorCode.NOT_COORDINATOR)
+        return await self._decide(tid, lambda: self.machine.end_txn(tid, producer_id, producer_epoch, commit,
+                                                                      now_ms(), bump_epoch=bump_epoch))
+
+    def verify(self, tid: str, producer_id: int, producer_epoch: int,
+               partitions: Iterable[TopicPartition]) -> ErrorCode:
+        """KIP-890 verification: is each partition in the producer's ongoing transaction?"""
+        if not self.owns(tid):
+            return ErrorCode.NOT_COORDINATOR
+        return self.machine.verify(tid, producer_id, producer_epoch, partitions)
+
+    def describe(self, tid: str) -> TxnMetadata | None:
+        return self.machine.get(tid)
+
+    def visible_state(self, meta: TxnMetadata) -> TxnState:
+        return self.machine.visible_state(meta)
+
+    def all(self) -> list[TxnMetadata]:
+        return list(self.machine.txns.values())
+
+    # ---- running decisions --------------------------------------------------------------------
+    async def _decide(self, tid: str, decide: Callable[[], Decision]) -> Decision:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CONCURRENT_WAIT_S
+        while True:
+            d = await self._execute(tid, decide())
+            remaining = deadline - loop.time()
+            if d.error != ErrorCode.CONCURRENT_TRANSACTIONS or remaining <= 0:
+                return d
+            await self._wait_change(tid, remaining)
+
+    async def _execute(self, tid: str, d: Decision) -> Decision:
+        """Write the decision's record (if any), then let it take effect."""
+        if not d.writes:
+            return d
+        err = await self._append(tid, d)
+        if err:
+            self.machine.abandon(tid)
+            self._notify(tid)
+            return Decision(error=err)
+        jobs = self.machine.complete(tid, d)
+        for job in jobs:
+            if job.commit:
+                crash_point("after_prepare")
+            self.sender.add(job)
+        self._notify(tid)
+        return d
+
+    async def _append(self, tid: str, d: Decision) -> ErrorCode:
+        """Append the transition to the id's `__transaction_state` partition. Async because on a
+        cluster this waits for the in-sync replicas; on one broker the local append is the end."""
+        part = self.server.topics.partition(TOPIC, self.machine.partition_of(tid))
+        if part is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        value = None if d.remove or d.record is None else encode_value(d.record)
+        batch = build_batch([Record(0, 0, encode_key(tid), value)])
+        try:
+            part.append(batch)
+        except KafkaError as e:
+            log.error("__transaction_state append failed", transactional_id=tid, error=e.code.name, reason=e.message)
+            return _APPEND_ERRORS.get(e.code, e.code)
+        except OSError as e:
+            log.error("__transaction_state append failed", transactional_id=tid, exc_info=e)
+            return ErrorCode.NOT_COORDINATOR
+        return ErrorCode.NONE
+
+    # ---- waiting for an id to change ----------------------------------------------------------
+    async def _wait_change(self, tid: str, timeout: float) -> None:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(tid, []).append(fut)
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            waiters = self._waiters.get(tid)
+            if waiters is not None:
+                if fut in waiters:
+                    waiters.remove(fut)
+                if not waiters:
+                    del self._waiters[tid]
+
+    def _notify(self, tid: str) -> None:
+        for fut in self._waiters.pop(tid, []):
+            if not fut.done():
+                fut.set_result(None)
+
+    # ---- markers done -> CompleteCommit / CompleteAbort ---------------------------------------
+    def _on_markers_done(self, jobs: list[MarkerJob]) -> None:
+        for job in jobs:
+            self._spawn(self._complete(job))
+
+    async def _complete(self, job: MarkerJob) -> None:
+        if job.commit:
+            crash_point("before_complete")
+        d = self.machine.markers_written(job, now_ms())
+        if d is None:
+            return
+        done = await self._execute(job.transactional_id, d)
+        if done.error:
+            # The markers are in place; only the completion record is missing. Try again later
+            # (the id stays in PrepareX meanwhile, answering CONCURRENT_TRANSACTIONS).
+            log.warning("could not write transaction completion, will retry", transactional_id=job.transactional_id,
+                        error=ErrorCode(done.error).name)
+            await asyncio.sleep(0.5)
+            self._spawn(self._complete(job))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ---- the reaper ---------------------------------------------------------------------------
+    async def _reap_loop(self) -> None:
+        interval = self.server.cfg.transaction_abort_timed_out_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.reap(now_ms())
+            except Exception as e:  # a bug here must not stop future timeouts
+                log.error("transaction reaper failed", exc_info=e)
+
+    async def reap(self, now: int) -> None:
+        """Abort transactions past their timeout; remove transactional ids idle past expiry."""
+        for tid, d in list(self.machine.timed_out(now)):
+            log.info("aborting timed-out transaction", transactional_id=tid)
+            await self._execute(tid, d)
+        for tid, d in list(self.machine.expired(now)):
+            log.info("removing expired transactional id", transactional_id=tid)
+            await self._execute(tid, d)

@@ -1,0 +1,32 @@
+"""Test-only crash points for the transaction protocol. Never set this in production.
+
+`KETCH_TEST_CRASH_AT=<point>` makes the broker SIGKILL itself the first time a *commit* reaches
+that point, so the chaos tests can stop the protocol exactly between two of its durable steps
+and check that recovery finishes the transaction:
+
+    after_prepare        PrepareCommit is in `__transaction_state`, no marker has been sent
+    after_some_markers   a partition leader wrote the first marker of a WriteTxnMarkers request
+                         carrying more than one partition, and not the others
+    before_complete      every marker is written, CompleteCommit is not
+
+SIGKILL (not an exception, not a clean exit) because that is the failure being simulated: no
+`finally`, no flush, no shutdown hook runs. Unset, the check costs one dict lookup.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+ENV = "KETCH_TEST_CRASH_AT"
+POINTS = frozenset({"after_prepare", "after_some_markers", "before_complete"})
+
+
+def crash_point(point: str) -> None:
+    """SIGKILL this process if the test hook selects `point`."""
+    if os.environ.get(ENV) != point:
+        return
+    sys.stderr.write(f"KETCH_TEST_CRASH_AT={point}: killing the broker now\n")
+    sys.stderr.flush()
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,344 @@
+"""The transaction coordinator's decisions, without I/O (design.md §4, §5).
+
+Each request becomes a `Decision`: either an answer now (an error, or success with nothing to
+write), or a `TxnRecord` that must be durable in `__transaction_state` *before* it takes effect.
+For the latter the machine marks the id as having a transition in flight (`pending`); the shell
+writes the record and then calls `complete()` (or `abandon()` if the write failed). `complete()`
+returns the marker jobs the transition owes — a PrepareCommit/PrepareAbort hands its partitions
+to the marker sender, whose `markers_written()` leads to the CompleteCommit/CompleteAbort record.
+
+The rules follow Kafka's coordinator, including the parts that matter to real clients:
+* InitProducerId bumps the epoch (fencing the previous instance); with an Ongoing transaction it
+  first writes PrepareAbort under a bumped epoch and answers CONCURRENT_TRANSACTIONS, so the
+  client retries and gets yet another epoch once the abort completed. An exhausted epoch rotates
+  the producer id. Requests carrying the producer's current id and epoch (v3+, KIP-360) may
+  recover the same producer instead of being fenced.
+* EndTxn v5 (KIP-890 part 2) bumps the epoch at every transaction end and returns the new one, so
+  a delayed EndTxn of an earlier transaction carries a stale epoch and is fenced.
+* `verify()` answers the partition leader's question "is this partition in the producer's ongoing
+  transaction?" (KIP-890 part 1: what AddPartitionsToTxn v4 verify_only asks over the wire).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from protocol.errors import ErrorCode
+
+from .partitioning import partition_for
+from .state import (
+    MAX_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    VALID_PREVIOUS,
+    TopicPartition,
+    TxnMetadata,
+    TxnRecord,
+    TxnState,
+    epoch_exhausted,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What to answer, and what must be written first.
+
+    With `record` (or `remove`) set, the answer (`error`, `producer_id`, `producer_epoch`) stands
+    only once the write is durable; if the write fails the caller answers with the write's error.
+    """
+
+    error: ErrorCode = ErrorCode.NONE
+    record: TxnRecord | None = None
+    remove: bool = False  # write a tombstone: the id expired
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+
+    @property
+    def writes(self) -> bool:
+        return self.record is not None or self.remove
+
+
+@dataclass(frozen=True, slots=True)
+class MarkerJob:
+    """Markers owed for one PrepareCommit/PrepareAbort: one per partition of the transaction."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    coordinator_epoch: int
+    partitions: frozenset[TopicPartition]
+
+
+def _fail(code: ErrorCode) -> Decision:
+    return Decision(error=code)
+
+
+class TxnStateMachine:
+    """Every transactional id this coordinator owns, and the rules for changing them.
+
+    `allocate_producer_id` hands out a fresh, cluster-unique producer id (a block allocator in the
+    shell); it is the one side effect the machine triggers, and tests pass a counter.
+    """
+
+    def __init__(self, *, num_partitions: int, max_timeout_ms: int, id_expiration_ms: int,
+                 allocate_producer_id: Callable[[], int]) -> None:
+        self.num_partitions = num_partitions
+        self.max_timeout_ms = max_timeout_ms
+        self.id_expiration_ms = id_expiration_ms
+        self._allocate = allocate_producer_id
+        self.txns: dict[str, TxnMetadata] = {}
+        self.coordinator_epochs: dict[int, int] = {}  # __transaction_state partition -> its leader epoch
+
+    # ---- reading -------------------------------------------------------------------------------
+    def partition_of(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.num_partitions)
+
+    def coordinator_epoch(self, transactional_id: str) -> int:
+        return self.coordinator_epochs.get(self.partition_of(transactional_id), 0)
+
+    def get(self, transactional_id: str) -> TxnMetadata | None:
+        return self.txns.get(transactional_id)
+
+    def visible_state(self, meta: TxnMetadata) -> TxnState:
+        """What DescribeTransactions shows: a fence in flight is PrepareEpochFence, as in Kafka."""
+        if meta.pending in (TxnState.PREPARE_EPOCH_FENCE, TxnState.DEAD):
+            return meta.pending
+        return meta.state
+
+    # ---- InitProducerId ------------------------------------------------------------------------
+    def init_producer_id(self, tid: str, timeout_ms: int, expected_pid: int, expected_epoch: int,
+                         now_ms: int) -> Decision:
+        if not tid:
+            return _fail(ErrorCode.INVALID_REQUEST)
+        if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
+            return _fail(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+        meta = self.txns.get(tid)
+        if meta is None:
+            meta = TxnMetadata(tid, self._allocate(), NO_PRODUCER_EPOCH, timeout_ms, update_ms=now_ms)
+            self.txns[tid] = meta
+        if meta.pending is not None:
+            return _fail(ErrorCode.CONCURRENT_TRANSACTIONS)
+        expected = expected_pid >= 0
+        if expected and not self._may_recover(meta, expected_pid, expected_epoch):
+            return _fail(ErrorCode.PRODUCER_FENCED)
+        state = meta.state
+        if state.is_prepare:
+            return _fail(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if state == TxnState.ONGOING:
+            return self._fence_and_abort(meta, now_ms, ErrorCode.CONCURRENT_TRANSACTIONS)
+        if epoch_exhausted(meta.producer_epoch) and (not expected or expected_epoch == meta.producer_epoch):
+            rec = meta.record(producer_id=self._allocate(), producer_epoch=0, last_producer_id=meta.producer_id,
+                              last_producer_epoch=meta.producer_epoch if expected else NO_PRODUCER_EPOCH,
+                              next_producer_id=NO_PRODUCER_ID)
+        else:
+            bumped = meta.producer_epoch + 1
+            if not expected:
+                epoch, last = bumped, NO_PRODUCER_EPOCH
+            elif meta.producer_epoch == NO_PRODUCER_EPOCH or expected_epoch == meta.producer_epoch:
+                epoch, last = bumped, meta.producer_epoch
+            elif expected_epoch == meta.last_producer_epoch:
+                epoch, last = meta.producer_epoch, meta.last_producer_epoch  # a retry of a bump it missed
+            else:
+                return _fail(ErrorCode.PRODUCER_FENCED)
+            rec = meta.record(producer_epoch=epoch, last_producer_epoch=last)
+        rec = rec.replace(timeout_ms=timeout_ms, state=TxnState.EMPTY, partitions=frozenset(), start_ms=-1,
+                          update_ms=now_ms)
+        return self._begin(meta, rec, producer_id=rec.producer_id, producer_epoch=rec.producer_epoch)
+
+    @staticmethod
+    def _may_recover(meta: TxnMetadata, pid: int, epoch: int) -> bool:
+        """KIP-360: a producer naming its own id may continue (Kafka's isValidProducerId)."""
+        return (meta.producer_epoch == NO_PRODUCER_EPOCH or pid == meta.producer_id
+                or (pid == meta.last_producer_id and epoch_exhausted(epoch)))
+
+    def _fence_and_abort(self, meta: TxnMetadata, now_ms: int, error: ErrorCode) -> Decision:
+        """Abort an Ongoing transaction under a bumped epoch, so its producer is fenced at the
+        partition leaders by the markers themselves."""
+        bumped = meta.producer_epoch + 1 if meta.producer_epoch < MAX_EPOCH else meta.producer_epoch
+        rec = meta.record(producer_epoch=bumped, last_producer_epoch=NO_PRODUCER_EPOCH,
+                          state=TxnState.PREPARE_ABORT, update_ms=now_ms)
+        return self._begin(meta, rec, error=error, pending=TxnState.PREPARE_EPOCH_FENCE)
+
+    # ---- AddPartitionsToTxn / AddOffsetsToTxn --------------------------------------------------
+    def _check_producer(self, meta: TxnMetadata | None, pid: int, epoch: int) -> ErrorCode:
+        if meta is None:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if meta.next_producer_id >= 0 and pid == meta.next_producer_id:
+            return ErrorCode.CONCURRENT_TRANSACTIONS  # EndTxn v5 rotated the id; completion pending
+        if pid != meta.producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if epoch != meta.producer_epoch:
+            return ErrorCode.PRODUCER_FENCED
+        if meta.pending is not None or meta.state.is_prepare:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        return ErrorCode.NONE
+
+    def add_partitions(self, tid: str, pid: int, epoch: int, partitions: Iterable[TopicPartition],
+                       now_ms: int) -> Decision:
+        meta = self.txns.get(tid)
+        err = self._check_producer(meta, pid, epoch)
+        if err:
+            return _fail(err)
+        assert meta is not None
+        new = frozenset(partitions)
+        if meta.state == TxnState.ONGOING:
+            if new <= meta.partitions:
+                return Decision()  # nothing new: answer at once, as Kafka does
+            rec = meta.record(partitions=frozenset(meta.partitions | new), update_ms=now_ms)
+        elif meta.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            rec = meta.record(state=TxnState.ONGOING, partitions=new, start_ms=now_ms, update_ms=now_ms)
+        else:
+            return _fail(ErrorCode.INVALID_TXN_STATE)
+        return self._begin(meta, rec)
+
+    def verify(self, tid: str, pid: int, epoch: int, partitions: Iterable[TopicPartition]) -> ErrorCode:
+        """Is every partition part of the producer's ongoing transaction? Writes nothing."""
+        meta = self.txns.get(tid)
+        err = self._check_producer(meta, pid, epoch)
+        if err:
+            return err
+        assert meta is not None
+        if meta.state != TxnState.ONGOING or not set(partitions) <= meta.partitions:
+            return ErrorCode.INVALID_TXN_STATE
+        return ErrorCode.NONE
+
+    # ---- EndTxn --------------------------------------------------------------------------------
+    def end_txn(self, tid: str, pid: int, epoch: int, commit: bool, now_ms: int, *,
+                bump_epoch: bool = False) -> Decision:
+        """bump_epoch: EndTxn v5 semantics (a new epoch per transaction, returned to the client)."""
+        meta = self.txns.get(tid)
+        if meta is None:
+            return _fail(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        wanted = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        in_prepare = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        if bump_epoch and self._is_v5_retry(meta, pid, epoch):
+            if meta.pending is None and meta.state == wanted:
+                return Decision(producer_id=meta.producer_id, producer_epoch=meta.producer_epoch)
+            if meta.state == in_prepare or meta.pending == wanted:
+                return _fail(ErrorCode.CONCURRENT_TRANSACTIONS)
+            return _fail(ErrorCode.PRODUCER_FENCED)
+        if pid != meta.producer_id:
+            return _fail(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if epoch != meta.producer_epoch:
+            return _fail(ErrorCode.PRODUCER_FENCED)
+        if meta.pending is not None:
+            return _fail(ErrorCode.CONCURRENT_TRANSACTIONS)
+        state = meta.state
+        if state == TxnState.ONGOING:
+            prepare = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+            if not bump_epoch:
+                rec = meta.record(state=prepare, update_ms=now_ms)
+                return self._begin(meta, rec, producer_id=meta.producer_id, producer_epoch=meta.producer_epoch)
+            # The markers carry the bumped epoch; with the epoch exhausted the id rotates at completion.
+            rec = meta.record(state=prepare, producer_epoch=meta.producer_epoch + 1,
+                              last_producer_epoch=meta.producer_epoch, update_ms=now_ms)
+            if epoch_exhausted(rec.producer_epoch):
+                rec = rec.replace(next_producer_id=self._allocate())
+                return self._begin(meta, rec, producer_id=rec.next_producer_id, producer_epoch=0)
+            return self._begin(meta, rec, producer_id=rec.producer_id, producer_epoch=rec.producer_epoch)
+        if state == wanted and not bump_epoch:
+            return Decision(producer_id=meta.producer_id, producer_epoch=meta.producer_epoch)  # a retry
+        if state == in_prepare:
+            return _fail(ErrorCode.CONCURRENT_TRANSACTIONS)
+        return _fail(ErrorCode.INVALID_TXN_STATE)
+
+    @staticmethod
+    def _is_v5_retry(meta: TxnMetadata, pid: int, epoch: int) -> bool:
+        """An EndTxn v5 sent again with the epoch it had before the end bumped it."""
+        if meta.last_producer_epoch < 0 or epoch != meta.last_producer_epoch:
+            return False
+        if pid == meta.producer_id:
+            return True
+        return pid == meta.last_producer_id  # the end rotated the id
+
+    # ---- the marker sender's report ------------------------------------------------------------
+    def markers_written(self, job: MarkerJob, now_ms: int) -> Decision | None:
+        """Every partition has its marker: write CompleteCommit/CompleteAbort. None if the
+        transaction moved on meanwhile (nothing to complete)."""
+        meta = self.txns.get(job.transactional_id)
+        prepare = TxnState.PREPARE_COMMIT if job.commit else TxnState.PREPARE_ABORT
+        if (meta is None or meta.state != prepare or meta.pending is not None
+                or meta.producer_id != job.producer_id or meta.producer_epoch != job.producer_epoch):
+            return None
+        complete = TxnState.COMPLETE_COMMIT if job.commit else TxnState.COMPLETE_ABORT
+        rec = meta.record(state=complete, partitions=frozenset(), update_ms=now_ms)
+        if meta.next_producer_id >= 0:
+            rec = rec.replace(producer_id=meta.next_producer_id, producer_epoch=0,
+                              last_producer_id=meta.producer_id, last_producer_epoch=meta.producer_epoch,
+                              next_producer_id=NO_PRODUCER_ID)
+        return self._begin(meta, rec)
+
+    # ---- timers --------------------------------------------------------------------------------
+    def timed_out(self, now_ms: int) -> Iterator[tuple[str, Decision]]:
+        """Abort (fencing the producer) every Ongoing transaction older than its timeout."""
+        for tid, meta in list(self.txns.items()):
+            if (meta.state == TxnState.ONGOING and meta.pending is None
+                    and meta.start_ms + meta.timeout_ms < now_ms):
+                yield tid, self._fence_and_abort(meta, now_ms, ErrorCode.NONE)
+
+    def expired(self, now_ms: int) -> Iterator[tuple[str, Decision]]:
+        """Tombstones for ids idle past transactional.id.expiration.ms with no transaction open."""
+        for tid, meta in list(self.txns.items()):
+            if (meta.pending is None and meta.state in VALID_PREVIOUS[TxnState.DEAD]
+                    and meta.update_ms + self.id_expiration_ms < now_ms):
+                meta.pending = TxnState.DEAD
+                yield tid, Decision(remove=True)
+
+    # ---- applying written transitions ----------------------------------------------------------
+    def _begin(self, meta: TxnMetadata, rec: TxnRecord, *, error: ErrorCode = ErrorCode.NONE,
+               producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
+               pending: TxnState | None = None) -> Decision:
+        if meta.state not in VALID_PREVIOUS[rec.state]:
+            raise AssertionError(f"{meta.transactional_id}: illegal transition {meta.state.name} -> {rec.state.name}")
+        meta.pending = pending or rec.state
+        return Decision(error=error, record=rec, producer_id=producer_id, producer_epoch=producer_epoch)
+
+    def complete(self, tid: str, decision: Decision) -> list[MarkerJob]:
+        """The decision's write is durable: apply it; returns the markers it owes."""
+        meta = self.txns.get(tid)
+        if meta is None:
+            return []
+        if decision.remove:
+            del self.txns[tid]
+            return []
+        rec = decision.record
+        assert rec is not None
+        meta.apply(rec)
+        if rec.state.is_prepare:
+            return [MarkerJob(tid, rec.producer_id, rec.producer_epoch, rec.state == TxnState.PREPARE_COMMIT,
+                              self.coordinator_epoch(tid), rec.partitions)]
+        return []
+
+    def abandon(self, tid: str) -> None:
+        """The write failed: forget the transition (and an id that was never written at all)."""
+        meta = self.txns.get(tid)
+        if meta is None:
+            return
+        meta.pending = None
+        if meta.producer_epoch == NO_PRODUCER_EPOCH and meta.state == TxnState.EMPTY:
+            del self.txns[tid]
+
+    # ---- recovery ------------------------------------------------------------------------------
+    def load(self, tid: str, rec: TxnRecord | None) -> None:
+        """Replay one record of `__transaction_state` (later records win; None is a tombstone)."""
+        if rec is None:
+            self.txns.pop(tid, None)
+            return
+        meta = self.txns.get(tid)
+        if meta is None:
+            self.txns[tid] = TxnMetadata.from_record(tid, rec)
+        else:
+            meta.apply(rec)
+
+    def unload_partition(self, partition: int) -> None:
+        """Forget the ids of a `__transaction_state` partition (before reloading it)."""
+        for tid in [t for t in self.txns if self.partition_of(t) == partition]:
+            del self.txns[tid]
+
+    def recovered_jobs(self) -> list[MarkerJob]:
+        """Transactions found in PrepareCommit/PrepareAbort: their markers must be sent again."""
+        return [MarkerJob(tid, m.producer_id, m.producer_epoch, m.state == TxnState.PREPARE_COMMIT,
+                          self.coordinator_epoch(tid), frozenset(m.partitions))
+                for tid, m in self.txns.items() if m.state.is_prepare and m.pending is None]

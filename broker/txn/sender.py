@@ -1,0 +1,132 @@
+"""The marker sender: one background task per broker that delivers WriteTxnMarkers.
+
+It always goes over TCP to the partition's leader, also when that leader is this very broker:
+the coordinator and the partition leader are different roles that a cluster puts on different
+machines, and taking the same path on one node keeps the single-broker case from hiding bugs
+(and from growing a shortcut the cluster would lack). Each destination gets at most one request
+in flight; whatever is owed meanwhile goes into its next request, so under load one request
+carries the markers of many transactions. Failed requests are retried after a backoff until
+every leader has written its marker; then `on_done` is told, and the coordinator writes
+CompleteCommit/CompleteAbort. The bookkeeping is markers.MarkerQueue; this is only the I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import structlog
+
+from ..wire import BrokerConnection, WireError
+from .machine import MarkerJob
+from .markers import DELETED, NO_LEADER, MarkerQueue, MarkerSend, build_request, response_errors
+from .state import TopicPartition
+
+if TYPE_CHECKING:
+    from ..server import BrokerServer
+
+log = structlog.get_logger()
+
+REQUEST_TIMEOUT_S = 30.0
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class MarkerSender:
+    def __init__(self, server: BrokerServer, on_done: Callable[[list[MarkerJob]], None], *,
+                 retry_backoff_ms: int = 100) -> None:
+        self.server = server
+        self.queue = MarkerQueue(retry_backoff_ms)
+        self._on_done = on_done
+        self._wake = asyncio.Event()
+        self._conns: dict[int, BrokerConnection] = {}
+        self._busy: set[int] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._loop_task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._loop_task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._loop_task:
+            self._loop_task.cancel()
+        for t in list(self._tasks):
+            t.cancel()
+        for c in self._conns.values():
+            c.close()
+        self._conns.clear()
+
+    def add(self, job: MarkerJob) -> None:
+        self.queue.add(job)
+        self._wake.set()
+
+    # ---- where markers go -------------------------------------------------------------------------
+    def _leader_of(self, tp: TopicPartition) -> int:
+        topic = self.server.topics.get(tp[0])
+        if topic is None or not 0 <= tp[1] < len(topic.partitions):
+            return DELETED
+        return self.server.node_id  # one broker leads everything until replication exists
+
+    def _address(self, node: int) -> tuple[str, int] | None:
+        if node != self.server.node_id:
+            return None  # other brokers become reachable with the cluster metadata (design.md §6)
+        host, port = self.server.cfg.listen_host, self.server.cfg.listen_port
+        return ("127.0.0.1" if host in ("0.0.0.0", "", "::") else host), port
+
+    async def _connection(self, node: int) -> BrokerConnection:
+        conn = self._conns.get(node)
+        if conn is not None:
+            return conn
+        addr = self._address(node)
+        if addr is None:
+            raise WireError(f"no address for broker {node}")
+        conn = await BrokerConnection.connect(addr[0], addr[1], client_id=f"ketch-txn-markers-{self.server.node_id}")
+        self._conns[node] = conn
+        return conn
+
+    # ---- the loop ---------------------------------------------------------------------------------
+    async def _run(self) -> None:
+        while True:
+            self._deliver_done()
+            now = _now_ms()
+            for node, sends in self.queue.drain(now, self._leader_of, self._busy).items():
+                self._busy.add(node)
+                task = asyncio.get_running_loop().create_task(self._send(node, sends))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            self._deliver_done()
+            retry = self.queue.next_retry_ms()
+            timeout = None if retry is None else max(retry - _now_ms(), 1) / 1000
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+
+    async def _send(self, node: int, sends: list[MarkerSend]) -> None:
+        try:
+            conn = await self._connection(node)
+            resp = await conn.request(build_request(sends), timeout=REQUEST_TIMEOUT_S)
+        except (WireError, OSError) as e:
+            log.warning("WriteTxnMarkers failed, will retry", broker=node, error=str(e), markers=len(sends))
+            dead = self._conns.pop(node, None)
+            if dead is not None:
+                dead.close()
+            self.queue.on_failure(sends, _now_ms())
+        else:
+            self.queue.on_response(sends, response_errors(resp), _now_ms())
+        finally:
+            self._busy.discard(node)
+            self._wake.set()
+
+    def _deliver_done(self) -> None:
+        done = self.queue.take_done()
+        if done:
+            self._on_done(done)
+
+
+__all__ = ["MarkerSender", "NO_LEADER"]

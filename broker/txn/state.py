@@ -1,0 +1,154 @@
+"""Transaction states and the metadata the coordinator keeps per transactional id.
+
+The states are the seeds' (and Kafka's) state machine. Only the stable ones are ever written to
+`__transaction_state`; PrepareEpochFence and Dead exist only as the *pending* state of a
+transition in flight (fencing an Ongoing transaction, removing an expired id), so a coordinator
+that reloads the log never finds them.
+
+    Empty ─AddPartitions→ Ongoing ─EndTxn→ PrepareCommit ─markers→ CompleteCommit ─AddPartitions→ Ongoing
+                              │                                                    ╲
+                              └─EndTxn(abort) / timeout / new instance→ PrepareAbort ─markers→ CompleteAbort
+
+A `TxnRecord` is the full value written for a transition (the log is compacted by key, so each
+record must stand alone); `TxnMetadata` is the cached current state plus the transition in flight.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+MAX_EPOCH = 0x7FFF  # producer epochs are int16
+
+
+def epoch_exhausted(epoch: int) -> bool:
+    """Kafka rotates the producer id one step before the int16 limit: the last epoch is kept for
+    fencing an Ongoing transaction, which needs one more bump."""
+    return epoch >= MAX_EPOCH - 1
+
+
+class TxnState(IntEnum):
+    """Values are the byte written in `__transaction_state` (Kafka's numbering)."""
+
+    EMPTY = 0
+    ONGOING = 1
+    PREPARE_COMMIT = 2
+    PREPARE_ABORT = 3
+    COMPLETE_COMMIT = 4
+    COMPLETE_ABORT = 5
+    DEAD = 6
+    PREPARE_EPOCH_FENCE = 7
+
+    @property
+    def wire_name(self) -> str:
+        """The name Kafka's DescribeTransactions/ListTransactions use."""
+        return _NAMES[self]
+
+    @classmethod
+    def from_wire_name(cls, name: str) -> TxnState | None:
+        return _BY_NAME.get(name)
+
+    @property
+    def is_prepare(self) -> bool:
+        return self in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+
+    @property
+    def is_complete(self) -> bool:
+        return self in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+
+
+_NAMES = {
+    TxnState.EMPTY: "Empty", TxnState.ONGOING: "Ongoing", TxnState.PREPARE_COMMIT: "PrepareCommit",
+    TxnState.PREPARE_ABORT: "PrepareAbort", TxnState.COMPLETE_COMMIT: "CompleteCommit",
+    TxnState.COMPLETE_ABORT: "CompleteAbort", TxnState.DEAD: "Dead",
+    TxnState.PREPARE_EPOCH_FENCE: "PrepareEpochFence",
+}
+_BY_NAME = {v: k for k, v in _NAMES.items()}
+
+# Which stable state may follow which. A transition not listed here is a bug in machine.py.
+VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
+    TxnState.EMPTY: frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT}),
+    TxnState.ONGOING: frozenset({TxnState.ONGOING, TxnState.EMPTY, TxnState.COMPLETE_COMMIT,
+                                 TxnState.COMPLETE_ABORT}),
+    TxnState.PREPARE_COMMIT: frozenset({TxnState.ONGOING}),
+    TxnState.PREPARE_ABORT: frozenset({TxnState.ONGOING}),
+    TxnState.COMPLETE_COMMIT: frozenset({TxnState.PREPARE_COMMIT}),
+    TxnState.COMPLETE_ABORT: frozenset({TxnState.PREPARE_ABORT}),
+    TxnState.DEAD: frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT}),
+}
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class TxnRecord:
+    """One value of `__transaction_state`: everything needed to rebuild the id's metadata.
+
+    `next_producer_id` is set only when an EndTxn v5 end rotates the producer id (epoch
+    exhausted): the markers still go out under `producer_id`, and the completion switches over.
+    """
+
+    producer_id: int
+    producer_epoch: int
+    last_producer_id: int
+    last_producer_epoch: int
+    next_producer_id: int
+    timeout_ms: int
+    state: TxnState
+    partitions: frozenset[TopicPartition]
+    start_ms: int
+    update_ms: int
+
+    def replace(self, **changes: object) -> TxnRecord:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+@dataclass(slots=True)
+class TxnMetadata:
+    """The coordinator's cached view of one transactional id.
+
+    `pending` is the state a written-but-not-yet-applied transition leads to; while it is set,
+    other requests for the id answer CONCURRENT_TRANSACTIONS, as Kafka does.
+    """
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnState = TxnState.EMPTY
+    partitions: set[TopicPartition] = field(default_factory=set)
+    start_ms: int = -1
+    update_ms: int = -1
+    last_producer_id: int = NO_PRODUCER_ID
+    last_producer_epoch: int = NO_PRODUCER_EPOCH
+    next_producer_id: int = NO_PRODUCER_ID
+    pending: TxnState | None = None
+
+    def record(self, **changes: object) -> TxnRecord:
+        """The current state as a record, with `changes` applied (the next transition)."""
+        base = TxnRecord(self.producer_id, self.producer_epoch, self.last_producer_id, self.last_producer_epoch,
+                         self.next_producer_id, self.timeout_ms, self.state, frozenset(self.partitions),
+                         self.start_ms, self.update_ms)
+        return base.replace(**changes) if changes else base
+
+    def apply(self, rec: TxnRecord) -> None:
+        self.producer_id = rec.producer_id
+        self.producer_epoch = rec.producer_epoch
+        self.last_producer_id = rec.last_producer_id
+        self.last_producer_epoch = rec.last_producer_epoch
+        self.next_producer_id = rec.next_producer_id
+        self.timeout_ms = rec.timeout_ms
+        self.state = rec.state
+        self.partitions = set(rec.partitions)
+        self.start_ms = rec.start_ms
+        self.update_ms = rec.update_ms
+        self.pending = None
+
+    @classmethod
+    def from_record(cls, transactional_id: str, rec: TxnRecord) -> TxnMetadata:
+        m = cls(transactional_id, rec.producer_id, rec.producer_epoch, rec.timeout_ms)
+        m.apply(rec)
+        return m

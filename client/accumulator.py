@@ -1,0 +1,167 @@
+"""Per-partition queues of record batches waiting to be sent.
+
+send() appends to the last open batch of its partition; a batch closes when it reaches
+`batch_size` bytes (estimated before compression, as Java does) or when the sender drains it after
+`linger`. A drained batch is encoded once, with its producer id, epoch and base sequence, and keeps
+those bytes for every retry: an idempotent retry must be the same batch, byte for byte, or the
+broker's duplicate detection cannot recognise it.
+
+Retried batches go back to the head of their queue, in sequence order, ahead of batches never
+sent; the sender sends them one at a time until the queue is clean again (see producer.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from protocol.records import build_batch_from_messages
+
+from .structs import RecordMetadata, TopicPartition
+
+RECORD_OVERHEAD = 22  # length, attributes, deltas, key/value lengths, header count: a fair upper estimate
+BATCH_OVERHEAD = 61
+
+
+@dataclass(eq=False)
+class ProducerBatch:
+    tp: TopicPartition
+    created: float
+    deadline: float
+    messages: list[tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]], int | None]] = field(
+        default_factory=list)
+    futures: list[asyncio.Future[RecordMetadata]] = field(default_factory=list)
+    size: int = BATCH_OVERHEAD
+    closed: bool = False  # no more appends (full, or drained once)
+    base_sequence: int = -1  # assigned at the first drain; kept for retries
+    producer_id: int = -1
+    producer_epoch: int = -1
+    encoded: bytes | None = None
+    attempts: int = 0
+    retry_at: float = 0.0
+    done: asyncio.Future[None] | None = None
+
+    @property
+    def count(self) -> int:
+        return len(self.messages)
+
+    @property
+    def is_retry(self) -> bool:
+        return self.attempts > 0
+
+    def encode(self, *, producer_id: int, producer_epoch: int, base_sequence: int, transactional: bool,
+               compression: int) -> bytes:
+        if self.encoded is None:
+            self.producer_id, self.producer_epoch, self.base_sequence = producer_id, producer_epoch, base_sequence
+            self.encoded = build_batch_from_messages(
+                self.messages, producer_id=producer_id, producer_epoch=producer_epoch,
+                base_sequence=base_sequence, transactional=transactional, compression=compression)
+        return self.encoded
+
+    def complete(self, base_offset: int, log_append_time: int = -1) -> None:
+        topic, partition = self.tp
+        for i, (fut, msg) in enumerate(zip(self.futures, self.messages, strict=True)):
+            if not fut.done():
+                ts = log_append_time if log_append_time >= 0 else (msg[3] if msg[3] is not None else -1)
+                fut.set_result(RecordMetadata(topic, partition, base_offset + i if base_offset >= 0 else -1, ts,
+                                              log_append_time))
+        self._finish()
+
+    def fail(self, error: BaseException) -> None:
+        for fut in self.futures:
+            if not fut.done():
+                fut.set_exception(error)
+                fut.exception()  # mark retrieved: an ignored delivery future is the caller's choice
+        self._finish()
+
+    def _finish(self) -> None:
+        self.closed = True
+        self.messages = []
+        self.encoded = None
+        if self.done is not None and not self.done.done():
+            self.done.set_result(None)
+
+
+class Accumulator:
+    def __init__(self, batch_size: int, linger: float, delivery_timeout: float) -> None:
+        self.batch_size = batch_size
+        self.linger = linger
+        self.delivery_timeout = delivery_timeout
+        self.queues: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self.buffered_bytes = 0
+        self.incomplete: set[ProducerBatch] = set()
+
+    def append(self, tp: TopicPartition, key: bytes | None, value: bytes | None,
+               headers: Sequence[tuple[str, bytes | None]], timestamp: int | None,
+               future: asyncio.Future[RecordMetadata]) -> tuple[ProducerBatch, bool]:
+        """Add one message; returns its batch and whether that batch is now full."""
+        size = RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
+        for hk, hv in headers:
+            size += len(hk) + (len(hv) if hv else 0) + 4
+        q = self.queues.get(tp)
+        if q is None:
+            q = self.queues[tp] = deque()
+        batch = q[-1] if q else None
+        if batch is None or batch.closed or (batch.count and batch.size + size > self.batch_size):
+            if batch is not None:
+                batch.closed = True
+            now = time.monotonic()
+            batch = ProducerBatch(tp, now, now + self.delivery_timeout)
+            batch.done = future.get_loop().create_future()
+            q.append(batch)
+            self.incomplete.add(batch)
+        batch.messages.append((key, value, headers, timestamp))
+        batch.futures.append(future)
+        batch.size += size
+        self.buffered_bytes += size
+        full = batch.size >= self.batch_size
+        if full:
+            batch.closed = True
+        return batch, full
+
+    def pop(self, tp: TopicPartition) -> ProducerBatch:
+        batch = self.queues[tp].popleft()
+        batch.closed = True
+        return batch
+
+    def released(self, batch: ProducerBatch) -> None:
+        """The batch is finished (acknowledged or failed): its bytes no longer count."""
+        if batch in self.incomplete:
+            self.incomplete.discard(batch)
+            self.buffered_bytes -= batch.size
+
+    def reenqueue(self, batch: ProducerBatch, retry_at: float) -> None:
+        """Put a failed batch back, ahead of never-sent batches and in sequence order."""
+        batch.retry_at = retry_at
+        q = self.queues.setdefault(batch.tp, deque())
+        retries = [b for b in q if b.is_retry]
+        fresh = [b for b in q if not b.is_retry]
+        retries.append(batch)
+        retries.sort(key=lambda b: b.base_sequence)
+        q.clear()
+        q.extend(retries)
+        q.extend(fresh)
+
+    def has_retries(self, tp: TopicPartition) -> bool:
+        q = self.queues.get(tp)
+        return bool(q) and q[0].is_retry  # type: ignore[index]
+
+    def undrained(self) -> Iterator[ProducerBatch]:
+        for q in self.queues.values():
+            yield from q
+
+    def drop_undrained(self, error: BaseException, only: TopicPartition | None = None) -> int:
+        """Fail every batch still queued (of one partition, or all); returns how many."""
+        n = 0
+        for tp, q in self.queues.items():
+            if only is not None and tp != only:
+                continue
+            while q:
+                b = q.popleft()
+                b.fail(error)
+                self.released(b)
+                n += 1
+        return n

@@ -1,0 +1,347 @@
+"""Admin operations: topics, consumer groups, transactions.
+
+Each call routes its request where Kafka wants it (CreateTopics to the controller, DescribeGroups
+to the group's coordinator, ListGroups/ListTransactions to every broker, WriteTxnMarkers to the
+partition leader) and turns error codes into exceptions. Calls that act on several names return a
+dict name -> error (None for success) rather than raising on the first failure, because one bad
+name in a batch should not hide what happened to the others; the single-name helpers raise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from protocol.errors import ErrorCode
+from protocol.messages.create_topics import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
+from protocol.messages.delete_groups import DeleteGroupsRequest
+from protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicState
+from protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from protocol.messages.describe_producers import DescribeProducersRequest, TopicRequest
+from protocol.messages.describe_transactions import DescribeTransactionsRequest
+from protocol.messages.list_groups import ListGroupsRequest
+from protocol.messages.list_transactions import ListTransactionsRequest
+from protocol.messages.write_txn_markers import (
+    WritableTxnMarker,
+    WritableTxnMarkerTopic,
+    WriteTxnMarkersRequest,
+)
+
+from .assignors import decode_assignment
+from .cluster import COORDINATOR_GROUP, COORDINATOR_TRANSACTION, Cluster, TopicPartition
+from .errors import KafkaClientError, KafkaTimeoutError, RetriableError, error_from_code
+
+
+@dataclass(frozen=True, slots=True)
+class NewTopic:
+    name: str
+    num_partitions: int = 1
+    replication_factor: int = 1
+    config: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDescription:
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDescription:
+    name: str
+    internal: bool
+    partitions: tuple[PartitionDescription, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    assignment: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[MemberDescription, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionListing:
+    transactional_id: str
+    producer_id: int
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionDescription:
+    transactional_id: str
+    state: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_time_ms: int
+    partitions: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerStateDescription:
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
+
+
+class Admin:
+    """`async with Admin("localhost:9092") as admin: await admin.create_topic("t", 3)`."""
+
+    def __init__(self, bootstrap_servers: str | Iterable[str], *, client_id: str = "ketch-admin",
+                 request_timeout: float = 30.0, retry_backoff: float = 0.1) -> None:
+        self._cluster = Cluster(bootstrap_servers, client_id=client_id, request_timeout=request_timeout,
+                                retry_backoff=retry_backoff, allow_auto_topic_creation=False)
+        self.request_timeout = request_timeout
+
+    async def start(self) -> None:
+        await self._cluster.refresh_metadata(all_topics=True)
+
+    async def close(self) -> None:
+        await self._cluster.close()
+
+    async def __aenter__(self) -> Admin:
+        await self.start()
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+    async def _retrying(self, what: str, attempt: Any) -> Any:
+        """Run `attempt()` until it does not raise a retriable error, within the request timeout."""
+        deadline = time.monotonic() + self.request_timeout
+        while True:
+            try:
+                return await attempt()
+            except RetriableError as e:
+                if time.monotonic() >= deadline:
+                    raise KafkaTimeoutError(f"{what} did not succeed in {self.request_timeout}s: {e}") from e
+                await self._cluster.refresh_metadata(all_topics=True)
+                await asyncio.sleep(self._cluster.retry_backoff)
+
+    async def _controller_request(self, msg: Any) -> Any:
+        node = self._cluster.controller_id
+        if node >= 0 and node in self._cluster.brokers:
+            return await self._cluster.request(node, msg)
+        return await self._cluster.request_any(msg)
+
+    # ------------------------------------------------------------------ topics
+    async def create_topics(self, topics: Iterable[NewTopic], *, validate_only: bool = False,
+                            timeout: float = 30.0) -> dict[str, KafkaClientError | None]:
+        topics = list(topics)
+        req = CreateTopicsRequest(
+            topics=[CreatableTopic(name=t.name, num_partitions=t.num_partitions,
+                                   replication_factor=t.replication_factor,
+                                   configs=[CreatableTopicConfig(name=k, value=v) for k, v in t.config.items()])
+                    for t in topics],
+            timeout_ms=int(timeout * 1000), validate_only=validate_only)
+
+        async def attempt() -> Any:
+            resp = await self._controller_request(req)
+            for r in resp.topics:
+                if r.error_code == ErrorCode.NOT_CONTROLLER:
+                    raise error_from_code(r.error_code)
+            return resp
+
+        resp = await self._retrying("CreateTopics", attempt)
+        out: dict[str, KafkaClientError | None] = {
+            r.name: (error_from_code(r.error_code, r.error_message) if r.error_code else None) for r in resp.topics}
+        if not validate_only:
+            await self._cluster.refresh_metadata([t.name for t in topics if out.get(t.name) is None])
+        return out
+
+    async def create_topic(self, name: str, num_partitions: int = 1, replication_factor: int = 1,
+                           config: Mapping[str, str] | None = None) -> None:
+        """Create one topic; raises TopicAlreadyExistsError and friends."""
+        result = await self.create_topics([NewTopic(name, num_partitions, replication_factor, dict(config or {}))])
+        err = result.get(name)
+        if err is not None:
+            raise err
+
+    async def delete_topics(self, names: Iterable[str], *, timeout: float = 30.0) -> dict[str, KafkaClientError | None]:
+        names = list(names)
+        conn = await self._cluster.any_connection()
+        v = conn.version_for(DeleteTopicsRequest)
+        if v >= 6:
+            req = DeleteTopicsRequest(topics=[DeleteTopicState(name=n) for n in names], timeout_ms=int(timeout * 1000))
+        else:
+            req = DeleteTopicsRequest(topic_names=names, timeout_ms=int(timeout * 1000))
+        resp = await self._retrying("DeleteTopics", lambda: self._controller_request(req))
+        out: dict[str, KafkaClientError | None] = {}
+        for r in resp.responses:
+            out[r.name or ""] = error_from_code(r.error_code, r.error_message) if r.error_code else None
+        await self._cluster.refresh_metadata(all_topics=True)
+        return out
+
+    async def delete_topic(self, name: str) -> None:
+        err = (await self.delete_topics([name])).get(name)
+        if err is not None:
+            raise err
+
+    async def list_topics(self, *, internal: bool = False) -> set[str]:
+        await self._cluster.refresh_metadata(all_topics=True)
+        return {n for n, t in self._cluster.topics.items() if internal or not t.internal}
+
+    async def describe_topics(self, names: Iterable[str] | None = None) -> dict[str, TopicDescription]:
+        """Partitions, leaders and replicas; unknown names raise UnknownTopicError."""
+        if names is None:
+            await self._cluster.refresh_metadata(all_topics=True)
+            wanted = [n for n, t in self._cluster.topics.items()]
+        else:
+            wanted = list(names)
+            await self._cluster.refresh_metadata(wanted)
+        out = {}
+        for n in wanted:
+            t = self._cluster.topics.get(n)
+            if t is None or t.error:
+                raise error_from_code(t.error if t is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, n)
+            out[n] = TopicDescription(n, t.internal, tuple(
+                PartitionDescription(p.partition, p.leader, p.replicas, p.isr)
+                for _, p in sorted(t.partitions.items())))
+        return out
+
+    # ------------------------------------------------------------------ groups
+    async def list_groups(self) -> list[GroupListing]:
+        """Every group on every broker (each broker lists the groups it coordinates)."""
+        await self._cluster.refresh_metadata(all_topics=True)
+        out: list[GroupListing] = []
+        for node in list(self._cluster.brokers):
+            conn = await self._cluster.connection(node)
+            v = conn.version_for(ListGroupsRequest)
+            resp = await conn.request(ListGroupsRequest(), version=v)
+            if resp.error_code:
+                raise error_from_code(resp.error_code, f"ListGroups on broker {node}")
+            out += [GroupListing(g.group_id, g.protocol_type, g.group_state if v >= 4 else None)
+                    for g in resp.groups]
+        return out
+
+    async def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
+        out = {}
+        for gid in group_ids:
+            async def attempt(gid: str = gid) -> DescribeGroupsResponse:
+                node = await self._cluster.coordinator(gid, COORDINATOR_GROUP)
+                resp: DescribeGroupsResponse = await self._cluster.request(node, DescribeGroupsRequest(groups=[gid]))
+                code = resp.groups[0].error_code
+                if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+                    self._cluster.forget_coordinator(gid, COORDINATOR_GROUP)
+                if code:
+                    raise error_from_code(code, f"group {gid}")
+                return resp
+
+            g = (await self._retrying("DescribeGroups", attempt)).groups[0]
+            members = []
+            for m in g.members:
+                assignment: tuple[TopicPartition, ...] = ()
+                if g.protocol_type == "consumer" and m.member_assignment:
+                    try:
+                        assignment = tuple(decode_assignment(m.member_assignment).partitions)
+                    except Exception:  # another protocol's bytes: describe without them
+                        assignment = ()
+                members.append(MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                                 assignment))
+            out[gid] = GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data, tuple(members))
+        return out
+
+    async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, KafkaClientError | None]:
+        out: dict[str, KafkaClientError | None] = {}
+        for gid in group_ids:
+            node = await self._cluster.coordinator(gid, COORDINATOR_GROUP)
+            resp = await self._cluster.request(node, DeleteGroupsRequest(groups_names=[gid]))
+            for r in resp.results:
+                out[r.group_id] = error_from_code(r.error_code) if r.error_code else None
+        return out
+
+    # ------------------------------------------------------------------ transactions
+    async def list_transactions(self, *, states: Iterable[str] = (), producer_ids: Iterable[int] = ()
+                                ) -> list[TransactionListing]:
+        await self._cluster.refresh_metadata(all_topics=True)
+        out: list[TransactionListing] = []
+        for node in list(self._cluster.brokers):
+            resp = await self._cluster.request(node, ListTransactionsRequest(
+                state_filters=list(states), producer_id_filters=list(producer_ids)))
+            if resp.error_code:
+                raise error_from_code(resp.error_code, f"ListTransactions on broker {node}")
+            out += [TransactionListing(t.transactional_id, t.producer_id, t.transaction_state)
+                    for t in resp.transaction_states]
+        return out
+
+    async def describe_transactions(self, transactional_ids: Iterable[str]) -> dict[str, TransactionDescription]:
+        out = {}
+        for tid in transactional_ids:
+            async def attempt(tid: str = tid) -> Any:
+                node = await self._cluster.coordinator(tid, COORDINATOR_TRANSACTION)
+                resp = await self._cluster.request(node, DescribeTransactionsRequest(transactional_ids=[tid]))
+                code = resp.transaction_states[0].error_code
+                if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+                    self._cluster.forget_coordinator(tid, COORDINATOR_TRANSACTION)
+                if code:
+                    raise error_from_code(code, f"transactional id {tid}")
+                return resp.transaction_states[0]
+
+            s = await self._retrying("DescribeTransactions", attempt)
+            out[tid] = TransactionDescription(
+                s.transactional_id, s.transaction_state, s.producer_id, s.producer_epoch,
+                s.transaction_timeout_ms, s.transaction_start_time_ms,
+                tuple(TopicPartition(t.topic, p) for t in s.topics for p in t.partitions))
+        return out
+
+    async def describe_producers(self, tp: TopicPartition) -> list[ProducerStateDescription]:
+        """Active producers of a partition, asked of its leader (what abort_transaction needs)."""
+        await self._cluster.refresh_metadata([tp.topic])
+        leader = self._cluster.leader_for(tp)
+        if leader is None:
+            raise error_from_code(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp}")
+        resp = await self._cluster.request(leader, DescribeProducersRequest(
+            topics=[TopicRequest(name=tp.topic, partition_indexes=[tp.partition])]))
+        p = resp.topics[0].partitions[0]
+        if p.error_code:
+            raise error_from_code(p.error_code, p.error_message)
+        return [ProducerStateDescription(s.producer_id, s.producer_epoch, s.last_sequence, s.last_timestamp,
+                                         s.coordinator_epoch, s.current_txn_start_offset)
+                for s in p.active_producers]
+
+    async def abort_transaction(self, tp: TopicPartition, producer_id: int, producer_epoch: int,
+                                coordinator_epoch: int) -> None:
+        """Write an ABORT marker for a hanging transaction on one partition (KIP-664), as
+        `kafka-transactions.sh abort` does: the leader is sent WriteTxnMarkers directly."""
+        await self._cluster.refresh_metadata([tp.topic])
+        leader = self._cluster.leader_for(tp)
+        if leader is None:
+            raise error_from_code(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp}")
+        resp = await self._cluster.request(leader, WriteTxnMarkersRequest(markers=[WritableTxnMarker(
+            producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=False,
+            topics=[WritableTxnMarkerTopic(name=tp.topic, partition_indexes=[tp.partition])],
+            coordinator_epoch=coordinator_epoch)]))
+        for m in resp.markers:
+            for t in m.topics:
+                for p in t.partitions:
+                    if p.error_code:
+                        raise error_from_code(p.error_code, f"abort marker on {t.name}-{p.partition_index}")

@@ -1,0 +1,242 @@
+"""One TCP connection to one broker: version negotiation, pipelined requests, a timeout on each.
+
+Kafka answers the requests of a connection in the order they were sent, but we still match by
+correlation id: a mismatch then means a broken peer, and is reported as such instead of handing
+one request's answer to another. Many requests may be outstanding at once (pipelining); the
+producer and the fetcher rely on that for throughput.
+
+Versions: the first request is ApiVersions. We ask at the newest version we know; a broker that
+does not know it answers UNSUPPORTED_VERSION with a v0 body listing its ranges (KIP-511), and we
+ask again at the best version it offers. From then on every API is spoken at the highest version
+both sides know, capped by CLIENT_MAX where a newer version would change the client's model
+(e.g. Fetch v13 names topics by id only).
+
+The broker package has its own smaller connection (broker/wire.py); this one is the client's and
+imports nothing but protocol/.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import struct
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+
+from protocol.errors import ErrorCode
+from protocol.headers import (
+    RequestHeader,
+    read_response_header,
+    response_header_flexible,
+    write_request_header,
+)
+from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from protocol.messages.registry import RESPONSES
+from protocol.primitives import Reader, Writer
+from protocol.schema import Message
+
+from .errors import ConnectionLostError, KafkaClientError, RequestTimedOutError, UnsupportedVersionError
+
+M = TypeVar("M", bound=Message)
+
+_SIZE = struct.Struct(">i")
+API_VERSIONS_KEY: Final = 18
+CLIENT_SOFTWARE_NAME: Final = "ketch-python"
+CLIENT_SOFTWARE_VERSION: Final = "0.1.0"
+
+# Highest versions this client uses, where it is below the schema's maximum. Fetch v13+ and
+# OffsetFetch v8+ change the request shape (topic ids, batched groups); AddPartitionsToTxn v4+ is
+# broker-to-broker only; OffsetCommit v9 belongs to the KIP-848 group protocol.
+CLIENT_MAX: Final[dict[int, int]] = {1: 12, 9: 7, 8: 8, 24: 3}
+
+
+@dataclass(slots=True)
+class _Pending:
+    future: asyncio.Future[Any]
+    response_cls: type[Message] | None  # None: return the raw body (ApiVersions fallback)
+    version: int
+    flexible_header: bool
+
+
+class Connection:
+    """A connection to `host:port`; use `await Connection.open(...)` to get a negotiated one."""
+
+    def __init__(self, host: str, port: int, *, node_id: int = -1, client_id: str = "ketch-client",
+                 request_timeout: float = 30.0) -> None:
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.client_id = client_id
+        self.request_timeout = request_timeout
+        self.versions: dict[int, tuple[int, int]] = {}
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._corr = itertools.count(1)
+        self._pending: dict[int, _Pending] = {}
+        self._read_task: asyncio.Task[None] | None = None
+        self._closed_error: KafkaClientError | None = None
+
+    @classmethod
+    async def open(cls, host: str, port: int, *, node_id: int = -1, client_id: str = "ketch-client",
+                   request_timeout: float = 30.0, connect_timeout: float = 10.0) -> Connection:
+        conn = cls(host, port, node_id=node_id, client_id=client_id, request_timeout=request_timeout)
+        await conn._connect(connect_timeout)
+        return conn
+
+    def __repr__(self) -> str:
+        return f"<Connection node={self.node_id} {self.host}:{self.port}{' closed' if self.closed else ''}>"
+
+    @property
+    def closed(self) -> bool:
+        return self._closed_error is not None
+
+    async def _connect(self, timeout: float) -> None:
+        try:
+            self._reader, self._writer = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port), timeout)
+        except (OSError, TimeoutError) as e:
+            self._closed_error = ConnectionLostError(f"cannot connect to {self.host}:{self.port}: {e!r}")
+            raise self._closed_error from e
+        self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
+        try:
+            await self._negotiate(timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    async def _negotiate(self, timeout: float) -> None:
+        version = ApiVersionsRequest.VERSIONS[1]
+        for _ in range(3):
+            req = ApiVersionsRequest(client_software_name=CLIENT_SOFTWARE_NAME,
+                                     client_software_version=CLIENT_SOFTWARE_VERSION)
+            body = await self._send(req, version, None, timeout)
+            assert isinstance(body, bytes)
+            error = _SIZE.unpack_from(b"\x00\x00" + body[:2])[0]
+            if error == ErrorCode.UNSUPPORTED_VERSION:
+                # KIP-511: the answer is a v0 body whatever we asked; it lists what the broker speaks
+                resp = ApiVersionsResponse.decode(body, 0)
+                theirs = {k.api_key: k.max_version for k in resp.api_keys}
+                best = min(theirs.get(API_VERSIONS_KEY, 0), version - 1)
+                if best < 0:
+                    break
+                version = best
+                continue
+            resp = ApiVersionsResponse.decode(body, version)
+            if resp.error_code:
+                raise UnsupportedVersionError(f"ApiVersions failed on {self.host}:{self.port}", resp.error_code)
+            self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+            return
+        raise UnsupportedVersionError(f"no common ApiVersions version with {self.host}:{self.port}")
+
+    # ------------------------------------------------------------------ versions
+    def supports(self, cls: type[Message]) -> bool:
+        try:
+            self.version_for(cls)
+        except UnsupportedVersionError:
+            return False
+        return True
+
+    def version_for(self, cls: type[Message], max_version: int | None = None) -> int:
+        """The highest version both sides speak (and at most `max_version`)."""
+        theirs = self.versions.get(cls.API_KEY)
+        lo, hi = cls.VERSIONS
+        hi = min(hi, CLIENT_MAX.get(cls.API_KEY, hi))
+        if max_version is not None:
+            hi = min(hi, max_version)
+        if theirs is None or theirs[1] < lo or theirs[0] > hi:
+            raise UnsupportedVersionError(
+                f"broker {self.host}:{self.port} speaks {cls.__name__} {theirs}, this client {lo}-{hi}")
+        return min(hi, theirs[1])
+
+    # ------------------------------------------------------------------ requests
+    async def request(self, msg: Message, *, version: int | None = None, timeout: float | None = None,
+                      expect_response: bool = True) -> Any:
+        """Send `msg` and return the decoded response (None when `expect_response` is False,
+        which is only right for acks=0 produce: the broker sends nothing back)."""
+        v = self.version_for(type(msg)) if version is None else version
+        resp_cls = RESPONSES[msg.API_KEY] if expect_response else None
+        return await self._send(msg, v, resp_cls, self.request_timeout if timeout is None else timeout,
+                                expect_response=expect_response)
+
+    async def _send(self, msg: Message, version: int, resp_cls: type[Message] | None, timeout: float,
+                    *, expect_response: bool = True) -> Any:
+        if self._closed_error is not None:
+            raise ConnectionLostError(f"connection to {self.host}:{self.port} is closed") from self._closed_error
+        assert self._writer is not None
+        corr = next(self._corr)
+        flexible = msg.is_flexible(version)
+        w = Writer()
+        w.int32(0)
+        write_request_header(w, RequestHeader(msg.API_KEY, version, corr, self.client_id), flexible)
+        msg.write(w, version)
+        struct.pack_into(">i", w.buf, 0, len(w.buf) - 4)
+        fut: asyncio.Future[Any] | None = None
+        if expect_response:
+            fut = asyncio.get_running_loop().create_future()
+            self._pending[corr] = _Pending(fut, resp_cls, version, response_header_flexible(msg.API_KEY, flexible))
+        try:
+            self._writer.write(w.buf)
+            await asyncio.wait_for(self._writer.drain(), timeout)
+        except (OSError, TimeoutError) as e:
+            self._fail(ConnectionLostError(f"write to {self.host}:{self.port} failed: {e!r}"))
+            raise ConnectionLostError(f"write to {self.host}:{self.port} failed: {e!r}") from e
+        if fut is None:
+            return None
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except TimeoutError as e:
+            # the answers of a Kafka connection come in order: once one is lost the stream is useless
+            err = RequestTimedOutError(f"{type(msg).__name__} to {self.host}:{self.port} timed out after {timeout}s")
+            self._fail(err)
+            raise err from e
+
+    async def _read_loop(self) -> None:
+        assert self._reader is not None
+        reader = self._reader
+        try:
+            while True:
+                size = _SIZE.unpack(await reader.readexactly(4))[0]
+                frame = await reader.readexactly(size)
+                r = Reader(frame)
+                corr = _SIZE.unpack_from(frame)[0]
+                p = self._pending.pop(corr, None)
+                if p is None:
+                    raise ConnectionLostError(f"response with unknown correlation id {corr}")
+                read_response_header(r, p.flexible_header)
+                if p.future.done():
+                    continue
+                if p.response_cls is None:
+                    p.future.set_result(bytes(frame[r.pos:]))
+                    continue
+                try:
+                    p.future.set_result(p.response_cls.read(r, p.version))
+                except Exception as e:  # a response we cannot parse: that request fails, not the stream
+                    p.future.set_exception(KafkaClientError(f"cannot decode {p.response_cls.__name__}: {e!r}"))
+        except (asyncio.IncompleteReadError, ConnectionError, OSError) as e:
+            self._fail(ConnectionLostError(f"connection to {self.host}:{self.port} lost: {e!r}"))
+        except KafkaClientError as e:
+            self._fail(e)
+        except asyncio.CancelledError:
+            self._fail(ConnectionLostError(f"connection to {self.host}:{self.port} closed"))
+            raise
+
+    def _fail(self, err: KafkaClientError) -> None:
+        if self._closed_error is None:
+            self._closed_error = err
+        pending, self._pending = self._pending, {}
+        for p in pending.values():
+            if not p.future.done():
+                p.future.set_exception(ConnectionLostError(str(err)))
+        if self._writer is not None:
+            self._writer.close()
+        task = self._read_task
+        if task is not None and task is not asyncio.current_task() and not task.done():
+            task.cancel()
+
+    def close(self) -> None:
+        """Close now; every outstanding request fails with ConnectionLostError."""
+        self._fail(ConnectionLostError(f"connection to {self.host}:{self.port} closed by the client"))
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)

@@ -1,0 +1,405 @@
+"""The consumer: assign or subscribe, then iterate.
+
+    async with Consumer("localhost:9092", group_id="g", isolation_level="read_committed") as c:
+        c.subscribe(["topic"])
+        async for record in c:
+            ...
+
+`getmany()` returns what is buffered (waiting up to a timeout for something); `async for` yields
+records one by one. Positions advance as records are handed out; `commit()` commits them (or the
+offsets given). With a group, rebalances happen inside getmany/iteration, where the rebalance
+listener is called.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from types import TracebackType
+
+from .assignors import make_assignors
+from .cluster import Cluster
+from .errors import ConsumerStoppedError, IllegalStateError, KafkaClientError
+from .fetcher import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Fetcher
+from .group import GroupMember, RebalanceListener
+from .structs import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, TopicPartition
+from .subscription import EARLIEST, LATEST, SubscriptionState
+
+
+class Consumer:
+    """An asyncio Kafka consumer. Use as `async with`, or call `start()` and `close()`."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Iterable[str],
+        *,
+        group_id: str | None = None,
+        client_id: str = "ketch-consumer",
+        isolation_level: str = "read_uncommitted",
+        auto_offset_reset: str = "latest",
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5_000,
+        assignors: Sequence[str] = ("range", "cooperative-sticky"),
+        session_timeout_ms: int = 45_000,
+        rebalance_timeout_ms: int = 300_000,
+        heartbeat_interval_ms: int = 3_000,
+        group_instance_id: str | None = None,
+        fetch_max_wait_ms: int = 500,
+        fetch_min_bytes: int = 1,
+        fetch_max_bytes: int = 52_428_800,
+        max_partition_fetch_bytes: int = 1_048_576,
+        request_timeout_ms: int = 30_000,
+        retry_backoff_ms: int = 100,
+        check_crcs: bool = True,
+    ) -> None:
+        if isolation_level not in ("read_uncommitted", "read_committed"):
+            raise ValueError(f"isolation_level must be read_uncommitted or read_committed, not {isolation_level!r}")
+        self.group_id = group_id
+        self.read_committed = isolation_level == "read_committed"
+        self.enable_auto_commit = enable_auto_commit and group_id is not None
+        self.auto_commit_interval = auto_commit_interval_ms / 1000
+        self.request_timeout = request_timeout_ms / 1000
+        self._cluster = Cluster(bootstrap_servers, client_id=client_id, request_timeout=self.request_timeout,
+                                retry_backoff=retry_backoff_ms / 1000, allow_auto_topic_creation=False)
+        self._subs = SubscriptionState(auto_offset_reset)
+        self._fetcher = Fetcher(self._cluster, self._subs, read_committed=self.read_committed,
+                                max_wait_ms=fetch_max_wait_ms, min_bytes=fetch_min_bytes, max_bytes=fetch_max_bytes,
+                                max_partition_bytes=max_partition_fetch_bytes, check_crcs=check_crcs)
+        self._fetcher.position_resolver = self._resolve_positions
+        self._group: GroupMember | None = None
+        if group_id is not None:
+            self._group = GroupMember(
+                self._cluster, group_id, assignors=make_assignors(assignors), session_timeout_ms=session_timeout_ms,
+                rebalance_timeout_ms=rebalance_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
+                group_instance_id=group_instance_id, retry_backoff=retry_backoff_ms / 1000,
+                require_stable=self.read_committed)
+            self._group.on_assigned = self._on_assigned
+            self._group.on_revoked = self._on_revoked
+            self._group.on_lost = self._on_lost
+        self._listener: RebalanceListener | None = None
+        self._started = False
+        self._closed = False
+        self._next_auto_commit = 0.0
+        self._iter_buffer: list[ConsumerRecord] = []
+        self._iter_index = 0
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        if self._started:
+            return
+        await self._cluster.refresh_metadata()
+        self._started = True
+        self._next_auto_commit = time.monotonic() + self.auto_commit_interval
+        self._fetcher.start()
+
+    async def __aenter__(self) -> Consumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Commit (with auto-commit), leave the group, close connections."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._started:
+            if self.enable_auto_commit and self._group is not None and self._group.generation_id >= 0:
+                with contextlib.suppress(KafkaClientError, OSError, TimeoutError):
+                    await self.commit()
+            await self._fetcher.close()
+            if self._group is not None:
+                await self._group.leave()
+        self._fetcher.data_ready.set()
+        await self._cluster.close()
+
+    def _check(self) -> None:
+        if self._closed:
+            raise ConsumerStoppedError("consumer is closed")
+        if not self._started:
+            raise IllegalStateError("consumer not started: use `async with Consumer(...)` or await start()")
+
+    # ------------------------------------------------------------------ assignment
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Read exactly these partitions (no group rebalancing)."""
+        if self._subs.topics:
+            raise IllegalStateError("assign() after subscribe(): call unsubscribe() first")
+        tps = {TopicPartition(*tp) for tp in partitions}
+        self._subs.user_assigned = True
+        removed = self._subs.assigned - tps
+        self._subs.assign(tps)
+        self._fetcher.discard(removed)
+        self._drop_iterated(removed)
+        self._cluster.wanted_topics |= {tp.topic for tp in tps}
+        self._fetcher.wake()
+
+    def subscribe(self, topics: Iterable[str], listener: RebalanceListener | None = None) -> None:
+        """Join the consumer group and read the partitions it assigns us from `topics`."""
+        if self._group is None:
+            raise IllegalStateError("subscribe() needs a group_id")
+        if self._subs.user_assigned:
+            raise IllegalStateError("subscribe() after assign(): call unsubscribe() first")
+        topics = tuple(sorted(set(topics)))
+        if topics != self._subs.topics:
+            self._subs.topics = topics
+            self._group.need_rejoin = True
+        self._listener = listener
+        self._cluster.wanted_topics |= set(topics)
+
+    def unsubscribe(self) -> None:
+        self._subs.topics = ()
+        self._subs.user_assigned = False
+        self._subs.assign(set())
+        self._fetcher.discard()
+        if self._group is not None:
+            self._group.owned = set()
+            self._group.need_rejoin = True
+
+    def assignment(self) -> set[TopicPartition]:
+        return self._subs.assigned
+
+    def subscription(self) -> tuple[str, ...]:
+        return self._subs.topics
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """For Producer.send_offsets_to_transaction: who we are in the group right now."""
+        if self._group is None:
+            raise IllegalStateError("no group_id")
+        return self._group.metadata()
+
+    async def _on_assigned(self, added: set[TopicPartition]) -> None:
+        self._subs.add(added)
+        self._fetcher.wake()
+        if self._listener is not None:
+            res = self._listener.on_partitions_assigned(added)
+            if res is not None:
+                await res
+
+    async def _on_revoked(self, revoked: set[TopicPartition]) -> None:
+        if self._listener is not None:
+            res = self._listener.on_partitions_revoked(revoked)
+            if res is not None:
+                await res
+        if self.enable_auto_commit:
+            with contextlib.suppress(KafkaClientError):
+                await self._commit_positions(revoked)
+        self._subs.remove(revoked)
+        self._fetcher.discard(revoked)
+        self._drop_iterated(revoked)
+
+    async def _on_lost(self, lost: set[TopicPartition]) -> None:
+        fn = getattr(self._listener, "on_partitions_lost", None)
+        if fn is not None:
+            res = fn(lost)
+            if res is not None:
+                await res
+        elif self._listener is not None:
+            res = self._listener.on_partitions_revoked(lost)
+            if res is not None:
+                await res
+        self._subs.remove(lost)
+        self._fetcher.discard(lost)
+        self._drop_iterated(lost)
+
+    # ------------------------------------------------------------------ positions
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        """The next record handed out for `tp` will be the one at `offset`."""
+        self._subs.seek(tp, offset)
+        self._fetcher.discard({tp})
+        self._drop_iterated({tp})
+        self._fetcher.wake()
+
+    def seek_to_beginning(self, *tps: TopicPartition) -> None:
+        for tp in tps or tuple(self._subs.assigned):
+            self._subs.request_reset(tp, EARLIEST)
+            self._fetcher.discard({tp})
+            self._drop_iterated({tp})
+        self._fetcher.wake()
+
+    def seek_to_end(self, *tps: TopicPartition) -> None:
+        for tp in tps or tuple(self._subs.assigned):
+            self._subs.request_reset(tp, LATEST)
+            self._fetcher.discard({tp})
+            self._drop_iterated({tp})
+        self._fetcher.wake()
+
+    async def position(self, tp: TopicPartition) -> int:
+        """Offset of the next record to be handed out (resolving a pending reset first)."""
+        self._check()
+        s = self._subs.state(tp)
+        if s.position is None:
+            await self._resolve_positions([tp])
+        pos = self._subs.state(tp).position
+        assert pos is not None
+        return pos
+
+    async def committed(self, tp: TopicPartition) -> int | None:
+        """The group's committed offset for `tp`, None if nothing was committed."""
+        self._check()
+        if self._group is None:
+            raise IllegalStateError("committed() needs a group_id")
+        om = (await self._group.fetch_committed([tp], self.request_timeout))[tp]
+        return om.offset if om is not None else None
+
+    async def beginning_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return await self._fetcher.list_offsets(list(tps), EARLIEST_TIMESTAMP)
+
+    async def end_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """High watermarks, or last stable offsets for a read_committed consumer."""
+        return await self._fetcher.list_offsets(list(tps), LATEST_TIMESTAMP)
+
+    def highwater(self, tp: TopicPartition) -> int:
+        return self._subs.state(tp).high_watermark
+
+    def last_stable_offset(self, tp: TopicPartition) -> int:
+        return self._subs.state(tp).last_stable_offset
+
+    async def _resolve_positions(self, tps: list[TopicPartition]) -> None:
+        """Committed offset where there is one (for a group), else the reset policy."""
+        pending = [tp for tp in tps if tp in self._subs.partitions and self._subs.partitions[tp].position is None]
+        if not pending:
+            return
+        if self._group is not None:
+            no_reset = [tp for tp in pending if self._subs.partitions[tp].reset is None]
+            if no_reset:
+                committed = await self._group.fetch_committed(no_reset, self.request_timeout)
+                for tp, om in committed.items():
+                    s = self._subs.partitions.get(tp)
+                    if s is not None and s.position is None and s.reset is None and om is not None:
+                        s.position = om.offset
+        by_strategy: dict[str, list[TopicPartition]] = {}
+        for tp in pending:
+            s = self._subs.partitions.get(tp)
+            if s is None or s.position is not None:
+                continue
+            strategy = s.reset or self._subs.auto_offset_reset
+            if strategy not in (EARLIEST, LATEST):
+                raise KafkaClientError(f"no committed offset for {tp} and auto_offset_reset is 'none'")
+            by_strategy.setdefault(strategy, []).append(tp)
+        for strategy, stps in by_strategy.items():
+            offsets = await self._fetcher.list_offsets(stps, EARLIEST_TIMESTAMP if strategy == EARLIEST
+                                                       else LATEST_TIMESTAMP)
+            for tp, off in offsets.items():
+                s = self._subs.partitions.get(tp)
+                if s is not None and s.position is None:
+                    s.position, s.reset = off, None
+                    s.epoch += 1
+
+    # ------------------------------------------------------------------ pause / resume
+    def pause(self, *tps: TopicPartition) -> None:
+        for tp in tps:
+            self._subs.state(tp).paused = True
+
+    def resume(self, *tps: TopicPartition) -> None:
+        for tp in tps:
+            self._subs.state(tp).paused = False
+        self._fetcher.wake()
+
+    def paused(self) -> set[TopicPartition]:
+        return {tp for tp, s in self._subs.partitions.items() if s.paused}
+
+    # ------------------------------------------------------------------ reading
+    async def _poll_group(self) -> None:
+        g = self._group
+        if g is None or not self._subs.topics:
+            return
+        await g.handle_stale()
+        if g.need_rejoin:
+            await g.ensure_active(self._subs.topics, max(self.request_timeout, g.rebalance_timeout_ms / 1000))
+        if self.enable_auto_commit and time.monotonic() >= self._next_auto_commit:
+            self._next_auto_commit = time.monotonic() + self.auto_commit_interval
+            with contextlib.suppress(KafkaClientError):
+                await self.commit()
+
+    async def getmany(self, *partitions: TopicPartition, timeout_ms: int = 0,
+                      max_records: int = 10_000) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Records that are ready, per partition; waits up to `timeout_ms` for the first ones."""
+        self._check()
+        deadline = time.monotonic() + timeout_ms / 1000
+        only = set(partitions) if partitions else None
+        while True:
+            await self._poll_group()
+            if self._fetcher.errors:
+                raise self._fetcher.errors.pop(0)
+            out = self._fetcher.take(max_records, only)
+            if out:
+                return out
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return {}
+            waiters = [asyncio.ensure_future(self._fetcher.data_ready.wait())]
+            if self._group is not None:
+                waiters.append(asyncio.ensure_future(self._group.rejoin_event.wait()))
+            try:
+                await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waiters:
+                    w.cancel()
+            if self._closed:
+                raise ConsumerStoppedError("consumer closed")
+
+    async def getone(self, timeout_ms: int | None = None) -> ConsumerRecord | None:
+        """The next record; waits forever by default, returns None after `timeout_ms`."""
+        if self._iter_index < len(self._iter_buffer):
+            rec = self._iter_buffer[self._iter_index]
+            self._iter_index += 1
+            return rec
+        deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
+        while True:
+            wait = 1000 if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
+            batches = await self.getmany(timeout_ms=wait)
+            if batches:
+                self._iter_buffer = [r for recs in batches.values() for r in recs]
+                self._iter_index = 1
+                return self._iter_buffer[0]
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+
+    def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
+        return self
+
+    async def __anext__(self) -> ConsumerRecord:
+        if self._closed:
+            raise StopAsyncIteration
+        try:
+            rec = await self.getone()
+        except ConsumerStoppedError:
+            raise StopAsyncIteration from None
+        assert rec is not None
+        return rec
+
+    # ------------------------------------------------------------------ committing
+    async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None) -> None:
+        """Commit `offsets` (offset of the next record to read), or the current positions: after
+        the last record handed out by getmany() or yielded by `async for`."""
+        self._check()
+        if self._group is None:
+            raise IllegalStateError("commit() needs a group_id")
+        if offsets is None:
+            await self._commit_positions(self._subs.assigned)
+            return
+        oms = {tp: (o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(o)) for tp, o in offsets.items()}
+        await self._group.commit(oms, self.request_timeout)
+
+    async def _commit_positions(self, tps: Iterable[TopicPartition]) -> None:
+        assert self._group is not None
+        unread: dict[TopicPartition, int] = {}
+        for r in self._iter_buffer[self._iter_index:]:  # handed to the iterator's buffer, not yet yielded
+            tp = TopicPartition(r.topic, r.partition)
+            unread[tp] = min(unread.get(tp, r.offset), r.offset)
+        oms = {}
+        for tp in tps:
+            s = self._subs.partitions.get(tp)
+            if s is None or s.position is None:
+                continue
+            oms[tp] = OffsetAndMetadata(min(s.position, unread.get(tp, s.position)))
+        await self._group.commit(oms, self.request_timeout)
+
+    def _drop_iterated(self, tps: set[TopicPartition]) -> None:
+        """Forget records of `tps` the iterator has buffered (after a seek or a revocation)."""
+        rest = [r for r in self._iter_buffer[self._iter_index:] if (r.topic, r.partition) not in tps]
+        self._iter_buffer, self._iter_index = rest, 0

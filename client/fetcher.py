@@ -1,0 +1,268 @@
+"""Background fetching: one Fetch in flight per leader, results buffered until the consumer takes them.
+
+The fetcher keeps the next fetch ready while the application processes the previous records, which
+is where a consumer's throughput comes from. A buffered result is only handed out if the
+partition's position has not moved since the fetch was sent (a seek, a reset or a rebalance in
+between makes it stale); filtering of aborted transactions happens here, when the response arrives
+(isolation.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from protocol.errors import ErrorCode
+from protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
+from protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+
+from .cluster import Cluster
+from .errors import KafkaClientError, RetriableError, error_from_code
+from .isolation import filter_fetched
+from .structs import ConsumerRecord, TopicPartition
+from .subscription import EARLIEST, LATEST, SubscriptionState
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+
+
+@dataclass(slots=True)
+class Completed:
+    """Records of one partition from one fetch, handed out from `index` on."""
+
+    fetch_offset: int
+    epoch: int
+    records: list[ConsumerRecord]
+    next_offset: int
+    index: int = 0
+
+
+@dataclass(slots=True)
+class _Pending:
+    error: KafkaClientError | None = None
+    completed: dict[TopicPartition, Completed] = field(default_factory=dict)
+
+
+class Fetcher:
+    def __init__(self, cluster: Cluster, subs: SubscriptionState, *, read_committed: bool, max_wait_ms: int,
+                 min_bytes: int, max_bytes: int, max_partition_bytes: int, check_crcs: bool = True) -> None:
+        self._cluster = cluster
+        self._subs = subs
+        self.read_committed = read_committed
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.max_partition_bytes = max_partition_bytes
+        self.check_crcs = check_crcs
+        self.buffer: dict[TopicPartition, Completed] = {}
+        self.errors: list[KafkaClientError] = []
+        self.data_ready = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._in_flight: set[int] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.position_resolver: Any = None  # async callable(list[TopicPartition]) set by the consumer
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._loop())
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def close(self) -> None:
+        tasks = [t for t in (self._task, *self._tasks) if t is not None]
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(BaseException):
+                await t
+        self._task = None
+
+    def discard(self, tps: set[TopicPartition] | None = None) -> None:
+        """Drop buffered records (all, or of some partitions) after a seek or a rebalance."""
+        if tps is None:
+            self.buffer.clear()
+        else:
+            for tp in tps:
+                self.buffer.pop(tp, None)
+
+    # ------------------------------------------------------------------ handing out
+    def take(self, max_records: int, only: set[TopicPartition] | None = None) -> dict[TopicPartition, list[ConsumerRecord]]:
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        budget = max_records
+        for tp in list(self.buffer):
+            if budget <= 0:
+                break
+            if only is not None and tp not in only:
+                continue
+            c = self.buffer[tp]
+            s = self._subs.partitions.get(tp)
+            expected = c.records[c.index].offset if c.index else c.fetch_offset
+            if s is None or s.epoch != c.epoch or s.position != expected:
+                del self.buffer[tp]  # stale: the partition was sought, reset or reassigned meanwhile
+                continue
+            if s.paused:
+                continue
+            recs = c.records[c.index:c.index + budget]
+            c.index += len(recs)
+            budget -= len(recs)
+            if recs:
+                out[tp] = recs
+            if c.index >= len(c.records):
+                s.position = c.next_offset
+                del self.buffer[tp]
+            else:
+                s.position = c.records[c.index].offset
+        if not self.buffer:
+            self.data_ready.clear()
+        self._wake.set()
+        return out
+
+    # ------------------------------------------------------------------ fetching
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await self._fetch_round()
+            except (RetriableError, OSError, TimeoutError):
+                await asyncio.sleep(self._cluster.retry_backoff)
+            except KafkaClientError as e:
+                self.errors.append(e)
+                self.data_ready.set()
+                await asyncio.sleep(self._cluster.retry_backoff)
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), 1.0)
+            except TimeoutError:
+                pass
+
+    async def _fetch_round(self) -> None:
+        missing = self._subs.needing_position()
+        if missing and self.position_resolver is not None:
+            await self.position_resolver(missing)
+        by_node: dict[int, list[TopicPartition]] = defaultdict(list)
+        unknown = False
+        for tp in self._subs.fetchable():
+            if tp in self.buffer:
+                continue
+            leader = self._cluster.leader_for(tp)
+            if leader is None:
+                unknown = True
+                continue
+            by_node[leader].append(tp)
+        if unknown:
+            await self._cluster.refresh_metadata({tp.topic for tp in self._subs.partitions})
+        for node, tps in by_node.items():
+            if node in self._in_flight:
+                continue
+            self._in_flight.add(node)
+            t = asyncio.get_running_loop().create_task(self._fetch(node, tps))
+            self._tasks.add(t)
+            t.add_done_callback(self._tasks.discard)
+
+    async def _fetch(self, node: int, tps: list[TopicPartition]) -> None:
+        try:
+            await self._fetch_from(node, tps)
+        except (RetriableError, OSError, TimeoutError):
+            with contextlib.suppress(KafkaClientError):
+                await self._cluster.refresh_metadata()
+            await asyncio.sleep(self._cluster.retry_backoff)
+        except KafkaClientError as e:
+            self.errors.append(e)
+            self.data_ready.set()
+        finally:
+            self._in_flight.discard(node)
+            self._wake.set()
+
+    async def _fetch_from(self, node: int, tps: list[TopicPartition]) -> None:
+        sent: dict[TopicPartition, tuple[int, int]] = {}
+        by_topic: dict[str, list[FetchPartition]] = defaultdict(list)
+        for tp in tps:
+            s = self._subs.partitions.get(tp)
+            if s is None or s.position is None:
+                continue
+            sent[tp] = (s.position, s.epoch)
+            by_topic[tp.topic].append(FetchPartition(partition=tp.partition, fetch_offset=s.position,
+                                                     partition_max_bytes=max(s.max_bytes, self.max_partition_bytes)))
+        if not sent:
+            return
+        req = FetchRequest(max_wait_ms=self.max_wait_ms, min_bytes=self.min_bytes, max_bytes=self.max_bytes,
+                           isolation_level=1 if self.read_committed else 0,
+                           topics=[FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()])
+        conn = await self._cluster.connection(node)
+        resp: FetchResponse = await conn.request(req, timeout=self._cluster.request_timeout + self.max_wait_ms / 1000)
+        if resp.error_code:
+            raise error_from_code(resp.error_code, "Fetch")
+        refresh = False
+        for t in resp.responses:
+            for p in t.partitions:
+                tp = TopicPartition(t.topic, p.partition_index)
+                if tp not in sent:
+                    continue
+                offset, epoch = sent[tp]
+                s = self._subs.partitions.get(tp)
+                if s is None or s.epoch != epoch or s.position != offset:
+                    continue  # moved by a seek or a rebalance while the fetch was out
+                code = p.error_code
+                if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    if self._subs.auto_offset_reset in (EARLIEST, LATEST):
+                        self._subs.request_reset(tp, self._subs.auto_offset_reset)
+                    else:
+                        self.errors.append(error_from_code(code, f"{tp} offset {offset}"))
+                        self.data_ready.set()
+                    continue
+                if code:
+                    if ErrorCode(code).retriable:
+                        refresh = True
+                    else:
+                        self.errors.append(error_from_code(code, f"fetch {tp}"))
+                        self.data_ready.set()
+                    continue
+                s.high_watermark = p.high_watermark
+                s.last_stable_offset = p.last_stable_offset
+                aborted = [(a.producer_id, a.first_offset) for a in p.aborted_transactions or ()]
+                records, next_offset = filter_fetched(tp, p.records, offset, aborted,
+                                                      read_committed=self.read_committed, check_crc=self.check_crcs)
+                if next_offset is None:
+                    if p.records and len(p.records):
+                        s.max_bytes = min(s.max_bytes * 2, 64 * 1024 * 1024)  # one batch bigger than asked
+                    continue
+                s.max_bytes = self.max_partition_bytes
+                if not records:
+                    s.position = next_offset  # only markers / aborted data: step over them
+                    continue
+                self.buffer[tp] = Completed(offset, epoch, records, next_offset)
+                self.data_ready.set()
+        if refresh:
+            await self._cluster.refresh_metadata()
+
+    # ------------------------------------------------------------------ offsets by time
+    async def list_offsets(self, tps: list[TopicPartition], timestamp: int) -> dict[TopicPartition, int]:
+        """Offsets of `tps` at `timestamp` (-2 earliest, -1 latest: the LSO at read_committed)."""
+        await self._cluster.refresh_metadata({tp.topic for tp in tps})
+        by_node: dict[int, list[TopicPartition]] = defaultdict(list)
+        for tp in tps:
+            leader = self._cluster.leader_for(tp)
+            if leader is None:
+                raise error_from_code(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp}")
+            by_node[leader].append(tp)
+        out: dict[TopicPartition, int] = {}
+        for node, ntps in by_node.items():
+            by_topic: dict[str, list[ListOffsetsPartition]] = defaultdict(list)
+            for tp in ntps:
+                by_topic[tp.topic].append(ListOffsetsPartition(partition_index=tp.partition, timestamp=timestamp))
+            conn = await self._cluster.connection(node)
+            v = conn.version_for(ListOffsetsRequest)
+            resp = await conn.request(ListOffsetsRequest(
+                replica_id=-1, isolation_level=1 if self.read_committed else 0,
+                topics=[ListOffsetsTopic(name=t, partitions=ps) for t, ps in by_topic.items()]), version=v)
+            for t in resp.topics:
+                for p in t.partitions:
+                    if p.error_code:
+                        raise error_from_code(p.error_code, f"ListOffsets {t.name}-{p.partition_index}")
+                    off = p.offset if v >= 1 else (p.old_style_offsets[0] if p.old_style_offsets else -1)
+                    out[TopicPartition(t.name, p.partition_index)] = off
+        return out

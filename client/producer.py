@@ -1,0 +1,625 @@
+"""The producer: send() queues a record and returns its delivery future; a sender task does the rest.
+
+    async with Producer("localhost:9092") as p:
+        meta = await p.send_and_wait("topic", b"value", key=b"key")
+
+Idempotence is on by default (acks=all, a producer id, a sequence per batch), so a retried batch
+is never written twice. With `transactional_id` the producer is transactional: see the
+TransactionManager state machine in transactions.py; this module only carries its requests.
+
+The sender task loops: find partitions whose first batch is ready (full, lingered long enough, a
+flush or close in progress, or a retry whose backoff elapsed), group them by leader, and send one
+ProduceRequest per leader with one batch per partition, without waiting for the answer (several
+requests per connection are in flight). Per partition at most `max_in_flight` batches are in
+flight; after a failure the partition's retried batches go out one at a time, in sequence order,
+so an idempotent partition never sees a gap it would reject.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from protocol import compression as codecs
+from protocol.errors import ErrorCode
+from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from protocol.messages.produce import PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData
+from protocol.schema import Message
+
+from .accumulator import Accumulator, ProducerBatch
+from .cluster import COORDINATOR_GROUP, COORDINATOR_TRANSACTION, Cluster
+from .errors import (
+    ConnectionLostError,
+    FatalError,
+    IllegalStateError,
+    KafkaClientError,
+    KafkaTimeoutError,
+    RetriableError,
+    TransactionAbortableError,
+    error_from_code,
+)
+from .partitioner import DefaultPartitioner
+from .structs import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata, TopicPartition
+from .transactions import Decision, Outcome, TransactionManager, TxnState
+
+_ACKS = {"all": -1, "-1": -1, -1: -1, 1: 1, "1": 1, 0: 0, "0": 0}
+_SEQ_MASK = 0x7FFFFFFF
+
+
+class Producer:
+    """An asyncio Kafka producer. Use as `async with`, or call `start()` and `close()`."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Iterable[str],
+        *,
+        client_id: str = "ketch-producer",
+        acks: int | str = "all",
+        enable_idempotence: bool | None = None,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60_000,
+        compression: str = "none",
+        linger_ms: float = 5,
+        batch_size: int = 16_384,
+        max_request_size: int = 1_048_576,
+        buffer_memory: int = 32 * 1024 * 1024,
+        request_timeout_ms: int = 30_000,
+        delivery_timeout_ms: int = 120_000,
+        retry_backoff_ms: int = 100,
+        max_in_flight: int = 5,
+        max_block_ms: int = 60_000,
+        partitioner: DefaultPartitioner | None = None,
+    ) -> None:
+        if acks not in _ACKS:
+            raise ValueError(f"acks must be 'all', 1 or 0, not {acks!r}")
+        self.acks = _ACKS[acks]
+        if transactional_id is not None:
+            if enable_idempotence is False:
+                raise ValueError("a transactional producer is idempotent: enable_idempotence cannot be False")
+            enable_idempotence = True
+        if enable_idempotence is None:
+            enable_idempotence = self.acks == -1  # Kafka 3.x: on by default unless acks conflict
+        if enable_idempotence and self.acks != -1:
+            raise ValueError("idempotence needs acks='all'")
+        if compression not in codecs.BY_NAME:
+            raise ValueError(f"compression must be one of {sorted(codecs.BY_NAME)}, not {compression!r}")
+        self.idempotent = enable_idempotence
+        self.transactional_id = transactional_id
+        self.compression = codecs.BY_NAME[compression]
+        self.max_request_size = max_request_size
+        self.buffer_memory = buffer_memory
+        self.request_timeout = request_timeout_ms / 1000
+        self.retry_backoff = retry_backoff_ms / 1000
+        self.max_in_flight = max_in_flight if self.idempotent else max(1, max_in_flight)
+        self.max_block = max_block_ms / 1000
+        self._cluster = Cluster(bootstrap_servers, client_id=client_id, request_timeout=self.request_timeout,
+                                retry_backoff=self.retry_backoff)
+        self._acc = Accumulator(batch_size, linger_ms / 1000, delivery_timeout_ms / 1000)
+        self._partitioner = partitioner or DefaultPartitioner()
+        self.txn: TransactionManager | None = (
+            TransactionManager(transactional_id, transaction_timeout_ms) if transactional_id is not None else None)
+        self._producer_id = -1
+        self._producer_epoch = -1
+        self._next_seq: dict[TopicPartition, int] = defaultdict(int)
+        self._in_flight: dict[TopicPartition, int] = defaultdict(int)
+        self._wake = asyncio.Event()
+        self._space = asyncio.Event()
+        self._flushing = 0
+        self._closing = False
+        self._started = False
+        self._sender: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._md_task: asyncio.Task[None] | None = None
+        self._add_task: asyncio.Task[None] | None = None
+        self._pid_task: asyncio.Task[None] | None = None
+        self._fatal: KafkaClientError | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        """Connect and fetch metadata (fails fast on a wrong bootstrap address)."""
+        if self._started:
+            return
+        await self._cluster.refresh_metadata()
+        self._started = True
+        self._sender = asyncio.get_running_loop().create_task(self._send_loop())
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Send what is queued (within `timeout`), then stop. Undelivered records fail."""
+        if not self._started:
+            await self._cluster.close()
+            return
+        if not self._closing:
+            self._closing = True
+            self._wake.set()
+            try:
+                await asyncio.wait_for(self._wait_incomplete(), timeout if timeout is not None else self.max_block)
+            except TimeoutError:
+                pass
+        if self._sender is not None:
+            self._sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sender
+        for t in list(self._tasks):
+            t.cancel()
+        for t in list(self._tasks):
+            with contextlib.suppress(BaseException):
+                await t
+        self._acc.drop_undrained(KafkaClientError("producer closed before the record was sent"))
+        for b in list(self._acc.incomplete):
+            b.fail(KafkaClientError("producer closed before the record was acknowledged"))
+            self._acc.released(b)
+        await self._cluster.close()
+        self._started = False
+
+    def _check_usable(self) -> None:
+        if not self._started:
+            raise IllegalStateError("producer not started: use `async with Producer(...)` or await start()")
+        if self._closing:
+            raise IllegalStateError("producer is closed")
+        if self._fatal is not None:
+            raise self._fatal
+
+    # ------------------------------------------------------------------ sending
+    async def send(self, topic: str, value: bytes | None = None, *, key: bytes | None = None,
+                   partition: int | None = None, headers: Sequence[tuple[str, bytes | None]] | None = None,
+                   timestamp_ms: int | None = None) -> asyncio.Future[RecordMetadata]:
+        """Queue one record; returns the future of its RecordMetadata (await it for the ack).
+
+        Waits only for metadata of a new topic and when `buffer_memory` is full. In a transactional
+        producer the record belongs to the open transaction (begin_transaction first).
+        """
+        self._check_usable()
+        n = self._cluster.partitions_for(topic)
+        if n is None:
+            n = await self._cluster.wait_for_topic(topic, self.max_block)
+        if partition is None:
+            partition = self._partitioner.partition(topic, key, n)
+        elif not 0 <= partition < n:
+            raise ValueError(f"partition {partition} out of range for {topic} ({n} partitions)")
+        hdrs = tuple(headers) if headers else ()
+        size = (len(key) if key else 0) + (len(value) if value else 0)
+        if size + 61 + 22 > self.max_request_size:
+            raise error_from_code(ErrorCode.MESSAGE_TOO_LARGE, f"record of {size} bytes > max_request_size")
+        tp = TopicPartition(topic, partition)
+        if self.txn is not None:
+            self.txn.add_partition(tp)
+        while self._acc.buffered_bytes + size > self.buffer_memory and self._acc.incomplete:
+            self._space.clear()
+            self._wake.set()
+            try:
+                await asyncio.wait_for(self._space.wait(), self.max_block)
+            except TimeoutError:
+                raise KafkaTimeoutError(f"buffer_memory full for {self.max_block}s") from None
+        fut: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        if timestamp_ms is None:
+            timestamp_ms = time.time_ns() // 1_000_000
+        _, full = self._acc.append(tp, key, value, hdrs, timestamp_ms, fut)
+        if full:
+            self._partitioner.batch_done(topic, partition, n)
+            self._wake.set()
+        elif self.txn is not None and self.txn.has_partitions_to_add:
+            self._wake.set()
+        return fut
+
+    async def send_and_wait(self, topic: str, value: bytes | None = None, **kw: Any) -> RecordMetadata:
+        """send() and wait for the acknowledgement."""
+        return await (await self.send(topic, value, **kw))
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Send everything queued now and wait until each of those records is acknowledged or failed."""
+        self._check_started()
+        self._flushing += 1
+        self._wake.set()
+        try:
+            await asyncio.wait_for(self._wait_incomplete(), timeout)
+        except TimeoutError:
+            raise KafkaTimeoutError(f"flush did not finish within {timeout}s") from None
+        finally:
+            self._flushing -= 1
+
+    def _check_started(self) -> None:
+        if not self._started:
+            raise IllegalStateError("producer not started")
+
+    async def _wait_incomplete(self) -> None:
+        pending = [b.done for b in self._acc.incomplete if b.done is not None]
+        if pending:
+            await asyncio.gather(*pending)
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        return list(range(await self._cluster.wait_for_topic(topic, self.max_block)))
+
+    # ------------------------------------------------------------------ the sender
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        t = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+        return t
+
+    async def _send_loop(self) -> None:
+        while True:
+            delay = self._run_once()
+            self._wake.clear()
+            try:
+                if delay is None:
+                    await self._wake.wait()
+                else:
+                    await asyncio.wait_for(self._wake.wait(), max(delay, 0.0005))
+            except TimeoutError:
+                pass
+
+    def _needs_producer_id(self) -> bool:
+        return self.idempotent and self.txn is None and self._producer_id < 0
+
+    def _run_once(self) -> float | None:
+        """One pass of the sender; returns how long it may sleep (None: until woken)."""
+        now = time.monotonic()
+        txn = self.txn
+        if self._needs_producer_id():
+            if self._pid_task is None or self._pid_task.done():
+                self._pid_task = self._spawn(self._init_idempotent())
+            return None
+        if txn is not None:
+            if txn.state in (TxnState.ABORTABLE_ERROR, TxnState.FATAL_ERROR):
+                # partitions that never made it into the transaction cannot be sent; fail their batches
+                err = txn.last_error or TransactionAbortableError("transaction failed")
+                for tp in list(self._acc.queues):
+                    if not txn.is_sendable(tp):
+                        self._acc.drop_undrained(err, only=tp)
+                self._space.set()
+            elif txn.has_partitions_to_add and (self._add_task is None or self._add_task.done()):
+                self._add_task = self._spawn(self._add_partitions())
+        urgent = self._flushing > 0 or self._closing
+        linger = self._acc.linger
+        by_node: dict[int, list[TopicPartition]] = defaultdict(list)
+        wake: float | None = None
+        need_metadata = False
+        for tp, q in self._acc.queues.items():
+            if not q:
+                continue
+            first = q[0]
+            if now >= first.deadline and not first.is_retry:
+                self._expire(tp, q, now)
+                if not q:
+                    continue
+                first = q[0]
+            if txn is not None and not txn.is_sendable(tp):
+                continue
+            inflight = self._in_flight[tp]
+            if first.is_retry:
+                if inflight:
+                    continue  # retries go one at a time, in order
+                if now < first.retry_at:
+                    wake = first.retry_at - now if wake is None else min(wake, first.retry_at - now)
+                    continue
+            elif inflight >= self.max_in_flight:
+                continue
+            elif not (first.closed or len(q) > 1 or urgent or now - first.created >= linger):
+                due = first.created + linger - now
+                wake = due if wake is None else min(wake, due)
+                continue
+            leader = self._cluster.leader_for(tp)
+            if leader is None:
+                need_metadata = True
+                continue
+            by_node[leader].append(tp)
+        if need_metadata:
+            self._refresh_metadata_soon()
+            wake = self.retry_backoff if wake is None else min(wake, self.retry_backoff)
+        for node, tps in by_node.items():
+            batches = [self._drain(tp) for tp in tps]
+            self._spawn(self._produce(node, batches))
+        return wake
+
+    def _expire(self, tp: TopicPartition, q: Any, now: float) -> None:
+        while q and now >= q[0].deadline and not q[0].is_retry:
+            b = self._acc.pop(tp)
+            err = KafkaTimeoutError(f"record for {tp.topic}-{tp.partition} not sent within delivery_timeout")
+            b.fail(err)
+            self._acc.released(b)
+            if self.txn is not None:
+                self.txn.on_produce_failure(err)
+        self._space.set()
+
+    def _drain(self, tp: TopicPartition) -> ProducerBatch:
+        b = self._acc.pop(tp)
+        n = self._cluster.partitions_for(tp.topic)
+        if n is not None and not b.is_retry:
+            self._partitioner.batch_done(tp.topic, tp.partition, n)
+        if b.encoded is None:
+            seq = -1
+            if self.idempotent:
+                seq = self._next_seq[tp]
+                self._next_seq[tp] = (seq + b.count) & _SEQ_MASK
+            pid, epoch = self._pid_epoch()
+            b.encode(producer_id=pid if self.idempotent else -1, producer_epoch=epoch if self.idempotent else -1,
+                     base_sequence=seq, transactional=self.txn is not None, compression=self.compression)
+        b.attempts += 1
+        self._in_flight[tp] += 1
+        return b
+
+    def _pid_epoch(self) -> tuple[int, int]:
+        if self.txn is not None:
+            return self.txn.producer_id, self.txn.producer_epoch
+        return self._producer_id, self._producer_epoch
+
+    def _refresh_metadata_soon(self) -> None:
+        if self._md_task is None or self._md_task.done():
+            async def refresh() -> None:
+                with contextlib.suppress(KafkaClientError):
+                    await self._cluster.refresh_metadata()
+                self._wake.set()
+            self._md_task = self._spawn(refresh())
+
+    async def _produce(self, node: int, batches: list[ProducerBatch]) -> None:
+        by_topic: dict[str, list[PartitionProduceData]] = defaultdict(list)
+        for b in batches:
+            by_topic[b.tp.topic].append(PartitionProduceData(index=b.tp.partition, records=b.encoded))
+        req = ProduceRequest(transactional_id=self.transactional_id, acks=self.acks,
+                             timeout_ms=int(self.request_timeout * 1000),
+                             topic_data=[TopicProduceData(name=t, partition_data=ps) for t, ps in by_topic.items()])
+        try:
+            conn = await self._cluster.connection(node)
+            resp: ProduceResponse | None = await conn.request(req, expect_response=self.acks != 0)
+        except (RetriableError, OSError, TimeoutError) as e:
+            err = e if isinstance(e, KafkaClientError) else ConnectionLostError(repr(e))
+            for b in batches:
+                self._retry_or_fail(b, err, code=None)
+            self._refresh_metadata_soon()
+            self._wake.set()
+            return
+        except KafkaClientError as e:
+            for b in batches:
+                self._finish_failed(b, e)
+            self._wake.set()
+            return
+        if resp is None:  # acks=0
+            for b in batches:
+                self._finish_ok(b, -1, -1)
+            self._wake.set()
+            return
+        results = {(t.name, p.index): p for t in resp.responses for p in t.partition_responses}
+        for b in batches:
+            p = results.get((b.tp.topic, b.tp.partition))
+            if p is None:
+                self._retry_or_fail(b, ConnectionLostError("partition missing from ProduceResponse"), code=None)
+                continue
+            code = p.error_code
+            if code == 0 or code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+                self._finish_ok(b, p.base_offset, p.log_append_time_ms)
+                continue
+            ec = ErrorCode(code)
+            perr = error_from_code(code, p.error_message or f"produce to {b.tp.topic}-{b.tp.partition}")
+            if ec in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                      ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH):
+                self._refresh_metadata_soon()
+            if ec.retriable or (ec is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and self._earlier_retry(b)):
+                self._retry_or_fail(b, perr, code=code)
+            else:
+                self._finish_failed(b, perr, code)
+        self._wake.set()
+
+    def _earlier_retry(self, b: ProducerBatch) -> bool:
+        """Is a batch before `b` of the same partition being retried? Then the broker's gap
+        complaint about `b` is our own doing, and `b` will fit once its predecessor lands."""
+        q = self._acc.queues.get(b.tp)
+        return bool(q) and any(x.is_retry and x.base_sequence < b.base_sequence for x in q)  # type: ignore[union-attr]
+
+    def _retry_or_fail(self, b: ProducerBatch, err: KafkaClientError, code: int | None) -> None:
+        self._in_flight[b.tp] -= 1
+        if time.monotonic() < b.deadline and not self._fatal and not (
+                self.txn is not None and self.txn.state is TxnState.FATAL_ERROR):
+            self._acc.reenqueue(b, time.monotonic() + self.retry_backoff)
+            return
+        self._fail_batch(b, err if not isinstance(err, RetriableError) else KafkaTimeoutError(
+            f"delivery to {b.tp.topic}-{b.tp.partition} timed out; last error: {err}"), code)
+
+    def _finish_ok(self, b: ProducerBatch, base_offset: int, log_append_time: int) -> None:
+        self._in_flight[b.tp] -= 1
+        b.complete(base_offset, log_append_time)
+        self._acc.released(b)
+        self._space.set()
+
+    def _finish_failed(self, b: ProducerBatch, err: KafkaClientError, code: int | None = None) -> None:
+        self._in_flight[b.tp] -= 1
+        self._fail_batch(b, err, code)
+
+    def _fail_batch(self, b: ProducerBatch, err: KafkaClientError, code: int | None) -> None:
+        if self.txn is not None:
+            if code is not None:
+                err = self.txn.on_produce_error(code, b.tp)
+            else:
+                self.txn.on_produce_failure(err)
+        elif code in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH):
+            self._fatal = FatalError(str(err), code)
+        b.fail(err)
+        self._acc.released(b)
+        self._space.set()
+
+    async def _init_idempotent(self) -> None:
+        """InitProducerId without a transactional id: any broker hands out a producer id."""
+        deadline = time.monotonic() + self.max_block
+        while True:
+            try:
+                resp: InitProducerIdResponse = await self._cluster.request_any(
+                    InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1))
+                if resp.error_code == 0:
+                    self._producer_id, self._producer_epoch = resp.producer_id, resp.producer_epoch
+                    self._wake.set()
+                    return
+                if not ErrorCode(resp.error_code).retriable:
+                    self._fatal = FatalError("InitProducerId failed", resp.error_code)
+                    self._acc.drop_undrained(self._fatal)
+                    return
+            except (RetriableError, OSError, TimeoutError):
+                pass
+            if time.monotonic() > deadline:
+                self._fatal = KafkaTimeoutError("could not get a producer id")
+                self._acc.drop_undrained(self._fatal)
+                return
+            await asyncio.sleep(self.retry_backoff)
+
+    # ------------------------------------------------------------------ transactions
+    def _require_txn(self) -> TransactionManager:
+        if self.txn is None:
+            raise IllegalStateError("not a transactional producer: pass transactional_id=...")
+        self._check_started()
+        return self.txn
+
+    async def _txn_call(self, key: str, key_type: int, build: Any, handle: Any, what: str) -> None:
+        """Send a transactional request to its coordinator until the state machine says done."""
+        deadline = time.monotonic() + self.max_block
+        while True:
+            decision: Decision
+            try:
+                node = await self._cluster.coordinator(key, key_type, timeout=max(0.1, deadline - time.monotonic()))
+                resp = await self._cluster.request(node, build())
+                decision = handle(resp)
+            except (RetriableError, OSError, TimeoutError):
+                decision = Decision(Outcome.FIND_COORDINATOR)
+            if decision.outcome is Outcome.DONE:
+                return
+            if decision.outcome is Outcome.FAILED:
+                assert decision.error is not None
+                raise decision.error
+            if decision.outcome is Outcome.FIND_COORDINATOR:
+                self._cluster.forget_coordinator(key, key_type)
+            if time.monotonic() >= deadline:
+                raise KafkaTimeoutError(f"{what} did not complete within {self.max_block}s")
+            await asyncio.sleep(self.retry_backoff)
+
+    async def init_transactions(self) -> None:
+        """Get a producer id and epoch for the transactional id, fencing any older producer with
+        it and letting the coordinator finish (abort) what such a producer left open."""
+        txn = self._require_txn()
+        req = txn.begin_init()
+
+        def handle(resp: InitProducerIdResponse) -> Decision:
+            return txn.handle_init(resp.error_code, resp.producer_id, resp.producer_epoch)
+
+        await self._txn_call(txn.transactional_id, COORDINATOR_TRANSACTION, lambda: req, handle, "init_transactions")
+        self._next_seq.clear()
+
+    async def begin_transaction(self) -> None:
+        self._require_txn().begin()
+
+    async def _add_partitions(self) -> None:
+        txn = self.txn
+        assert txn is not None
+        req = txn.take_partitions_to_add()
+        if req is None:
+            return
+
+        def handle(resp: Any) -> Decision:
+            results = {TopicPartition(t.name, p.partition_index): p.partition_error_code
+                       for t in resp.results_by_topic_v3_and_below for p in t.results_by_partition}
+            return txn.handle_add_partitions(results)
+
+        def build() -> Message:
+            return txn.add_partitions_request()
+
+        try:
+            await self._txn_call(txn.transactional_id, COORDINATOR_TRANSACTION, build, handle, "AddPartitionsToTxn")
+        except KafkaTimeoutError as e:
+            txn.abortable(e)
+        except KafkaClientError:
+            pass  # the state machine recorded it; the sender fails the stranded batches
+        finally:
+            self._wake.set()
+
+    async def send_offsets_to_transaction(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+        group_metadata: ConsumerGroupMetadata | str,
+    ) -> None:
+        """Commit consumer offsets as part of the transaction: they become visible to the group
+        only if the transaction commits. Pass `consumer.group_metadata()` so a consumer that was
+        fenced by a rebalance cannot commit."""
+        txn = self._require_txn()
+        group = group_metadata if isinstance(group_metadata, ConsumerGroupMetadata) else ConsumerGroupMetadata(
+            group_metadata)
+        oms = {tp: (o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(o)) for tp, o in offsets.items()}
+        req = txn.begin_add_offsets(group)
+        await self._txn_call(txn.transactional_id, COORDINATOR_TRANSACTION, lambda: req,
+                             lambda r: txn.handle_add_offsets(r.error_code), "AddOffsetsToTxn")
+
+        def handle(resp: Any) -> Decision:
+            return txn.handle_txn_offset_commit({TopicPartition(t.name, p.partition_index): p.error_code
+                                                 for t in resp.topics for p in t.partitions})
+
+        await self._txn_call(group.group_id, COORDINATOR_GROUP, lambda: txn.txn_offset_commit_request(oms, group),
+                             handle, "TxnOffsetCommit")
+
+    async def commit_transaction(self) -> None:
+        """Wait until every record of the transaction is acknowledged, then commit it. Raises
+        TransactionAbortableError if any of them failed (call abort_transaction)."""
+        txn = self._require_txn()
+        txn.raise_if_failed()
+        if txn.state is not TxnState.IN_TRANSACTION:
+            raise IllegalStateError(f"commit_transaction needs IN_TRANSACTION, not {txn.state.name}")
+        await self.flush()
+        if self._add_task is not None:
+            await asyncio.gather(self._add_task, return_exceptions=True)
+        if not txn.begin_commit():
+            txn.complete()
+            return
+        await self._end_txn(txn, "commit_transaction")
+
+    async def abort_transaction(self) -> None:
+        """Drop what is not sent yet, wait for what is in flight, and abort the transaction."""
+        txn = self._require_txn()
+        need = txn.begin_abort()
+        self._acc.drop_undrained(TransactionAbortableError("transaction aborted before the record was sent"))
+        self._space.set()
+        if self._add_task is not None:
+            await asyncio.gather(self._add_task, return_exceptions=True)
+            need = txn.transaction_started
+        await self._wait_incomplete()
+        if not need:
+            txn.complete()
+            return
+        await self._end_txn(txn, "abort_transaction")
+
+    async def _end_txn(self, txn: TransactionManager, what: str) -> None:
+        def handle(resp: Any) -> Decision:
+            return txn.handle_end_txn(resp.error_code, resp.producer_id, resp.producer_epoch)
+
+        await self._txn_call(txn.transactional_id, COORDINATOR_TRANSACTION, txn.end_txn_request, handle, what)
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Producer]:
+        """`async with producer.transaction(): ...` begins, then commits, or aborts on an exception.
+
+        A fatal error (fenced producer) is raised as is, without an abort attempt: such a producer
+        can do nothing but close.
+        """
+        txn = self._require_txn()
+        await self.begin_transaction()
+        try:
+            yield self
+        except BaseException:
+            if txn.state not in (TxnState.FATAL_ERROR, TxnState.READY):
+                with contextlib.suppress(KafkaClientError):
+                    await self.abort_transaction()
+            raise
+        try:
+            await self.commit_transaction()
+        except TransactionAbortableError:
+            await self.abort_transaction()
+            raise
+
+    @property
+    def transaction_state(self) -> TxnState | None:
+        return self.txn.state if self.txn is not None else None

@@ -1,0 +1,53 @@
+"""Small value types of the public API, kept apart so that the sans-IO modules need no I/O imports."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class TopicPartition(NamedTuple):
+    """A partition of a topic: the unit of ordering, assignment and offsets."""
+
+    topic: str
+    partition: int
+
+
+class OffsetAndMetadata(NamedTuple):
+    """An offset to commit: the offset of the next record to read, plus free-form metadata."""
+
+    offset: int
+    metadata: str = ""
+    leader_epoch: int = -1
+
+
+class RecordMetadata(NamedTuple):
+    """Where a produced record was written (offset -1 when acks=0: the broker does not say)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    log_append_time: int = -1
+
+
+class ConsumerGroupMetadata(NamedTuple):
+    """The group member identity a transactional producer passes with its offsets, so that a
+    zombie member (one the group has since fenced by rebalancing) cannot commit (KIP-447)."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
+class ConsumerRecord(NamedTuple):
+    """One record handed to the application."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    timestamp_type: int = 0

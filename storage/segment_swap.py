@@ -1,0 +1,117 @@
+"""Replacing a run of segments by rewritten ones, so that a crash at any moment leaves either the
+old segments or the new ones on disk, never a mix and never neither.
+
+The cleaner writes the new segments, under their final names, into a staging directory inside
+the partition directory and fsyncs them (files and directory). Then:
+
+1. commit: a manifest file, `cleaner-swap`, is written atomically and durably. It lists
+   (new base, old base) for every old segment a new segment replaces. Before the manifest exists
+   nothing outside the staging directory has changed; once it exists the swap will be finished.
+2. install, per new segment: delete the old segments it replaces other than the one sharing its
+   base, then move the staged index files over the old ones, then the staged `.log` (the `.log`
+   is what makes a segment exist, so it moves last).
+3. fsync the partition directory, remove the staging directory, delete the manifest, fsync again.
+
+`recover` runs when a partition is opened, before its segments are listed: with a readable
+manifest it repeats step 2 and 3 (every step is idempotent: a staged file that is gone was moved
+already, an old file that is gone was deleted already); without one it deletes the staging
+directory, which rolls the interrupted cleaning back. This is Kafka's .cleaned/.swap scheme
+reshaped: Kafka works out which old segments a .swap file replaces from the offsets it holds,
+which a compacted segment that lost its last batches cannot tell reliably; an explicit list can.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import structlog
+
+from .checkpoint import CheckpointFile, fsync_dir
+
+log = structlog.get_logger(__name__)
+
+STAGING_DIR = "cleaner-staging"
+MANIFEST_FILE = "cleaner-swap"
+_INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
+_LOG_SUFFIX = ".log"
+
+# (base offset of the new segment, base offsets of the old segments it replaces, in order)
+SwapGroup = tuple[int, Sequence[int]]
+# Called with the name of each step about to happen; tests raise from it to simulate a crash.
+FaultHook = Callable[[str], None]
+
+
+def staging_dir(directory: Path) -> Path:
+    return directory / STAGING_DIR
+
+
+def _name(base: int) -> str:
+    return f"{base:020d}"
+
+
+def _manifest(directory: Path) -> CheckpointFile:
+    return CheckpointFile(directory / MANIFEST_FILE, 2)
+
+
+def _no_fault(_step: str) -> None:
+    return None
+
+
+def commit(directory: Path, groups: Sequence[SwapGroup], fault: FaultHook | None = None) -> None:
+    """Swap the staged segments in for the old ones (the staged files must be fsynced already)."""
+    hook = fault or _no_fault
+    for new_base, olds in groups:
+        if not olds or olds[0] != new_base:
+            raise ValueError(f"segment {new_base} must replace a run starting at its own base, not {olds}")
+    hook("before-manifest")
+    fsync_dir(staging_dir(directory))
+    _manifest(directory).write([(new, old) for new, olds in groups for old in olds], durable=True)
+    _install(directory, groups, hook)
+
+
+def recover(directory: Path) -> bool:
+    """Finish a swap whose manifest is on disk, or roll back one that never got that far.
+
+    Returns whether a swap was finished (for the log's recovery report).
+    """
+    manifest = _manifest(directory)
+    entries = manifest.read() if manifest.path.exists() else []
+    if not entries:
+        manifest.path.unlink(missing_ok=True)
+        if staging_dir(directory).exists():
+            log.info("rolling back an interrupted log cleaning", directory=str(directory))
+            shutil.rmtree(staging_dir(directory), ignore_errors=True)
+        return False
+    groups: dict[int, list[int]] = {}
+    for new_base, old_base in entries:
+        groups.setdefault(new_base, []).append(old_base)
+    log.info("finishing an interrupted segment swap", directory=str(directory), segments=sorted(groups))
+    _install(directory, list(groups.items()), _no_fault)
+    return True
+
+
+def _install(directory: Path, groups: Sequence[SwapGroup], hook: FaultHook) -> None:
+    staged = staging_dir(directory)
+    for new_base, olds in groups:
+        name = _name(new_base)
+        for old in olds:
+            if old == new_base:
+                continue
+            hook(f"delete-old-{old}")
+            (directory / (_name(old) + _LOG_SUFFIX)).unlink(missing_ok=True)
+            for suffix in _INDEX_SUFFIXES:
+                (directory / (_name(old) + suffix)).unlink(missing_ok=True)
+        for suffix in (*_INDEX_SUFFIXES, _LOG_SUFFIX):
+            src = staged / (name + suffix)
+            if src.exists():
+                hook(f"move-{name}{suffix}")
+                os.replace(src, directory / (name + suffix))
+    hook("before-dir-fsync")
+    fsync_dir(directory)
+    hook("before-cleanup")
+    shutil.rmtree(staged, ignore_errors=True)
+    (directory / MANIFEST_FILE).unlink(missing_ok=True)
+    fsync_dir(directory)

@@ -1,0 +1,647 @@
+"""The group coordinator's state machine, driven event by event with an explicit clock."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from broker.group import records as rec
+from broker.group.model import (
+    GroupState,
+    JoinRequest,
+    JoinResult,
+    OffsetCommitIn,
+    SyncRequest,
+    SyncResult,
+    Write,
+)
+from broker.group.state import GroupStateMachine, Settings, java_string_hash, partition_for
+from protocol.errors import ErrorCode as E
+
+G = "grp"
+SESSION = 10_000
+REBALANCE = 20_000
+RANGE = [("range", b"sub-1")]
+
+
+class Harness:
+    """One state machine plus a recorder of everything it asked for."""
+
+    def __init__(self, delay: int = 0, partitions: frozenset[tuple[str, int]] = frozenset({("t", 0), ("t", 1)}),
+                 retention_ms: int = 60_000) -> None:
+        ids = itertools.count(1)
+        self.settings = Settings(num_partitions=4, initial_rebalance_delay_ms=delay, min_session_timeout_ms=1000,
+                                 max_session_timeout_ms=60_000, offsets_retention_ms=retention_ms,
+                                 offsets_retention_check_interval_ms=1000)
+        self.sm = GroupStateMachine(self.settings, lambda t, p: (t, p) in partitions,
+                                    new_member_id=lambda prefix: f"{prefix}-{next(ids)}")
+        self.sm.own_partitions(range(4), 0)
+        self.tokens = itertools.count(1)
+        self.replies: dict[int, JoinResult | SyncResult] = {}
+        self.writes: list[Write] = []
+        self.now = 0
+
+    def pump(self) -> None:
+        fx = self.sm.drain()
+        self.writes += fx.writes
+        for token, result in fx.replies:
+            assert token not in self.replies, f"token {token} answered twice"
+            self.replies[token] = result
+
+    def advance(self, ms: int) -> None:
+        self.now += ms
+        self.sm.tick(self.now)
+        self.pump()
+
+    def join(self, member_id: str = "", *, group: str = G, client: str = "c", protocols: list | None = None,
+             instance: str | None = None, v4: bool = True, session: int = SESSION,
+             ptype: str = "consumer") -> int:
+        token = next(self.tokens)
+        self.sm.join_group(token, JoinRequest(group, member_id, instance, client, "/127.0.0.1", session,
+                                              REBALANCE, ptype, list(protocols or RANGE),
+                                              v4 and instance is None), self.now)
+        self.pump()
+        return token
+
+    def join_result(self, token: int) -> JoinResult:
+        r = self.replies.get(token)
+        assert isinstance(r, JoinResult), f"join {token} not answered"
+        return r
+
+    def new_member(self, client: str = "c", **kw: object) -> int:
+        """The v4 two-step: MEMBER_ID_REQUIRED, then the join with the given id (parked token)."""
+        first = self.join(client=client, **kw)  # type: ignore[arg-type]
+        r = self.join_result(first)
+        assert r.error == E.MEMBER_ID_REQUIRED and r.member_id
+        return self.join(r.member_id, client=client, **kw)  # type: ignore[arg-type]
+
+    def sync(self, member_id: str, generation: int, assignments: dict[str, bytes] | None = None, *,
+             instance: str | None = None, protocol_name: str | None = None) -> int:
+        token = next(self.tokens)
+        self.sm.sync_group(token, SyncRequest(G, generation, member_id, instance, None, protocol_name,
+                                              assignments or {}), self.now)
+        self.pump()
+        return token
+
+    def sync_result(self, token: int) -> SyncResult:
+        r = self.replies.get(token)
+        assert isinstance(r, SyncResult), f"sync {token} not answered"
+        return r
+
+    def state(self, group: str = G) -> GroupState:
+        return self.sm.groups[group].state
+
+    def stable_group(self, n: int) -> tuple[list[str], int]:
+        """n members through join and sync; returns (member ids, generation)."""
+        tokens = [self.new_member(client=f"c{i}") for i in range(n)]
+        self.advance(0)
+        # the first member completed alone (no delay); later ones forced a rebalance: rejoin all
+        while not all(t in self.replies and self.join_result(t).error == 0 for t in tokens) or \
+                len({self.join_result(t).generation_id for t in tokens}) != 1:
+            for i, t in enumerate(tokens):
+                r = self.replies.get(t)
+                if r is not None:
+                    assert isinstance(r, JoinResult)
+                    tokens[i] = self.join(r.member_id, client=f"c{i}")
+            self.advance(0)
+        results = [self.join_result(t) for t in tokens]
+        gen = results[0].generation_id
+        leader = results[0].leader
+        ids = [r.member_id for r in results]
+        syncs = [self.sync(m, gen, {m2: m2.encode() for m2 in ids} if m == leader else None) for m in ids]
+        assert all(self.sync_result(s).error == 0 for s in syncs)
+        assert self.state() is GroupState.STABLE
+        return ids, gen
+
+    def commit(self, offsets: dict[tuple[str, int], int], member: str = "", generation: int = -1,
+               metadata: str | None = None, group: str = G) -> dict[tuple[str, int], int]:
+        plan = self.sm.commit_offsets(group, member, None, generation,
+                                      {tp: OffsetCommitIn(o, metadata=metadata) for tp, o in offsets.items()},
+                                      self.now)
+        self.writes += plan.writes
+        if plan.writes:
+            self.sm.offsets_written(plan, len(self.writes))
+        self.pump()
+        return plan.errors
+
+    def fetched(self, tps: list[tuple[str, int]] | None = None, stable: bool = False,
+                group: str = G) -> dict[tuple[str, int], tuple[int, int]]:
+        err, offs = self.sm.fetch_offsets(group, tps, stable)
+        assert err == 0
+        return {(o.topic, o.partition): (o.offset, o.error) for o in offs}
+
+
+# ---- partition choice -----------------------------------------------------------------------
+
+def test_java_string_hash_matches_java() -> None:
+    assert java_string_hash("") == 0
+    assert java_string_hash("hello") == 99162322
+    assert java_string_hash("polygenelubricants") == -(2**31)  # Integer.MIN_VALUE
+    assert java_string_hash("\u00e9") == 233
+    assert java_string_hash("\U0001f600") == 31 * 0xD83D + 0xDE00  # two UTF-16 code units
+
+
+def test_partition_for_follows_kafka() -> None:
+    assert partition_for("test", 50) == 3556498 % 50
+    assert partition_for("polygenelubricants", 50) == 0  # Utils.abs(MIN_VALUE) is 0
+    assert partition_for("Aa", 7) == partition_for("BB", 7)  # equal Java hashes
+    assert all(0 <= partition_for(f"g{i}", 50) < 50 for i in range(200))
+
+
+# ---- join and sync ---------------------------------------------------------------------------
+
+def test_member_id_required_then_join_sync_stable() -> None:
+    h = Harness()
+    t = h.new_member()
+    assert t not in h.replies  # parked until the join phase ends
+    h.advance(0)
+    r = h.join_result(t)
+    assert r.error == 0 and r.generation_id == 1 and r.leader == r.member_id
+    assert r.protocol_name == "range" and r.protocol_type == "consumer"
+    assert [m.member_id for m in r.members] == [r.member_id] and r.members[0].metadata == b"sub-1"
+    assert h.state() is GroupState.COMPLETING_REBALANCE
+    s = h.sync(r.member_id, 1, {r.member_id: b"assign"})
+    assert h.sync_result(s) == SyncResult(0, "consumer", "range", b"assign")
+    assert h.state() is GroupState.STABLE
+    group_writes = [w for w in h.writes if isinstance(rec.decode_key(w.key), rec.GroupKey)]
+    value = rec.decode_group_value(group_writes[-1].value or b"")
+    assert value.generation == 1 and value.members[0].assignment == b"assign"
+
+
+def test_pre_v4_join_gets_a_member_id_at_once() -> None:
+    h = Harness()
+    t = h.join(v4=False)
+    h.advance(0)
+    r = h.join_result(t)
+    assert r.error == 0 and r.member_id.startswith("c-")
+
+
+def test_initial_delay_gathers_members_into_one_generation() -> None:
+    h = Harness(delay=3000)
+    a = h.new_member(client="a")
+    h.advance(100)
+    b = h.new_member(client="b")
+    h.advance(2900)  # first delay over, but a member arrived meanwhile: extended
+    assert a not in h.replies and b not in h.replies
+    h.advance(3000)
+    ra, rb = h.join_result(a), h.join_result(b)
+    assert ra.generation_id == rb.generation_id == 1
+    assert ra.leader == rb.leader == ra.member_id
+    assert len(ra.members) == 2 and rb.members == ()
+
+
+def test_follower_sync_waits_for_the_leader() -> None:
+    h = Harness(delay=1000)
+    a, b = h.new_member(client="a"), h.new_member(client="b")
+    h.advance(1000)
+    h.advance(1000)
+    ra, rb = h.join_result(a), h.join_result(b)
+    fs = h.sync(rb.member_id, rb.generation_id)
+    assert fs not in h.replies
+    h.sync(ra.member_id, ra.generation_id, {ra.member_id: b"A", rb.member_id: b"B"})
+    assert h.sync_result(fs).assignment == b"B"
+
+
+def test_sync_errors() -> None:
+    h = Harness()
+    (m,), gen = h.stable_group(1)
+    assert h.sync_result(h.sync(m, gen + 1)).error == E.ILLEGAL_GENERATION
+    assert h.sync_result(h.sync("nobody", gen)).error == E.UNKNOWN_MEMBER_ID
+    assert h.sync_result(h.sync(m, gen, protocol_name="roundrobin")).error == E.INCONSISTENT_GROUP_PROTOCOL
+    h.join(m)  # the leader rejoins: a new rebalance
+    assert h.state() is GroupState.PREPARING_REBALANCE or h.state() is GroupState.COMPLETING_REBALANCE
+
+
+def test_sync_during_rebalance_is_rebalance_in_progress() -> None:
+    h = Harness()
+    (a, b), gen = h.stable_group(2)
+    h.join(a, client="c0")  # leader rejoins; b has not yet
+    assert h.state() is GroupState.PREPARING_REBALANCE
+    assert h.sync_result(h.sync(b, gen)).error == E.REBALANCE_IN_PROGRESS
+    assert h.sm.heartbeat(G, b, None, gen, h.now) == E.REBALANCE_IN_PROGRESS
+
+
+def test_join_errors() -> None:
+    h = Harness()
+    h.stable_group(1)
+    assert h.join_result(h.join("ghost")).error == E.UNKNOWN_MEMBER_ID
+    assert h.join_result(h.join(ptype="connect")).error == E.INCONSISTENT_GROUP_PROTOCOL
+    assert h.join_result(h.join(protocols=[("sticky", b"")])).error == E.INCONSISTENT_GROUP_PROTOCOL
+    assert h.join_result(h.join(group="new", ptype="")).error == E.INCONSISTENT_GROUP_PROTOCOL
+    assert h.join_result(h.join(group="")).error == E.INVALID_GROUP_ID
+    assert h.join_result(h.join(session=500)).error == E.INVALID_SESSION_TIMEOUT
+    assert h.join_result(h.join("someone", group="unknown-group")).error == E.UNKNOWN_MEMBER_ID
+    assert h.state() is GroupState.STABLE  # none of that disturbed the group
+
+
+def test_protocol_vote_picks_one_all_members_support() -> None:
+    h = Harness(delay=1000)
+    a = h.new_member(client="a", protocols=[("range", b"1"), ("roundrobin", b"2")])
+    b = h.new_member(client="b", protocols=[("roundrobin", b"3")])
+    h.advance(1000)
+    h.advance(1000)
+    ra = h.join_result(a)
+    assert ra.protocol_name == h.join_result(b).protocol_name == "roundrobin"
+    assert {m.metadata for m in ra.members} == {b"2", b"3"}
+
+
+# ---- heartbeats and timeouts -----------------------------------------------------------------
+
+def test_heartbeat_errors() -> None:
+    h = Harness()
+    (m,), gen = h.stable_group(1)
+    assert h.sm.heartbeat(G, m, None, gen, h.now) == 0
+    assert h.sm.heartbeat(G, "ghost", None, gen, h.now) == E.UNKNOWN_MEMBER_ID
+    assert h.sm.heartbeat(G, m, None, gen - 1, h.now) == E.ILLEGAL_GENERATION
+    assert h.sm.heartbeat("no-such-group", m, None, gen, h.now) == E.UNKNOWN_MEMBER_ID
+
+
+def test_session_timeout_removes_a_silent_member_and_rebalances() -> None:
+    h = Harness()
+    (a, b), gen = h.stable_group(2)
+    for _ in range(4):  # a keeps heartbeating, b is silent
+        h.advance(SESSION // 3)
+        assert h.sm.heartbeat(G, a, None, gen, h.now) in (0, E.REBALANCE_IN_PROGRESS)
+    assert b not in h.sm.groups[G].members
+    assert h.sm.heartbeat(G, a, None, gen, h.now) == E.REBALANCE_IN_PROGRESS
+    t = h.join(a, client="c0")
+    r = h.join_result(t)
+    assert r.generation_id == gen + 1 and [m.member_id for m in r.members] == [a]
+
+
+def test_rebalance_timeout_drops_members_that_do_not_rejoin() -> None:
+    h = Harness()
+    (a, b), gen = h.stable_group(2)
+    t = h.join(a, client="c0")
+    for _ in range(REBALANCE // 5000 - 1):  # b heartbeats (it is alive) but never rejoins
+        h.advance(5000)
+        assert h.sm.heartbeat(G, b, None, gen, h.now) == E.REBALANCE_IN_PROGRESS
+        assert t not in h.replies
+    h.advance(5000)
+    r = h.join_result(t)
+    assert r.error == 0 and r.generation_id == gen + 1 and [m.member_id for m in r.members] == [a]
+    assert h.sm.heartbeat(G, b, None, gen, h.now) == E.UNKNOWN_MEMBER_ID
+
+
+def test_pending_member_that_never_rejoins_expires() -> None:
+    h = Harness()
+    (a,), gen = h.stable_group(1)
+    first = h.join(client="late")
+    assert h.join_result(first).error == E.MEMBER_ID_REQUIRED
+    # a's own rejoin cannot complete while the pending member might still come
+    t = h.join(a, client="c0")
+    assert t not in h.replies
+    h.advance(SESSION)
+    assert h.join_result(t).generation_id == gen + 1
+
+
+def test_leader_that_never_syncs_is_dropped_after_rebalance_timeout() -> None:
+    h = Harness(delay=1000)
+    a, b = h.new_member(client="a"), h.new_member(client="b")
+    h.advance(1000)
+    h.advance(1000)
+    rb = h.join_result(b)
+    s = h.sync(rb.member_id, rb.generation_id)
+    h.advance(REBALANCE)
+    assert h.sync_result(s).error == E.REBALANCE_IN_PROGRESS
+    assert h.join_result(a).member_id not in h.sm.groups[G].members
+
+
+def test_last_member_leaving_empties_the_group() -> None:
+    h = Harness()
+    (a,), gen = h.stable_group(1)
+    top, errs = h.sm.leave_group(G, [(a, None), ("ghost", None)], h.now)
+    h.pump()
+    assert (top, errs) == (0, [0, E.UNKNOWN_MEMBER_ID])
+    assert h.state() is GroupState.EMPTY and h.sm.groups[G].generation == gen + 1
+    last = rec.decode_group_value(h.writes[-1].value or b"")
+    assert last.members == () and last.generation == gen + 1
+
+
+def test_leave_triggers_rebalance_for_the_rest() -> None:
+    h = Harness()
+    (a, b), gen = h.stable_group(2)
+    h.sm.leave_group(G, [(b, None)], h.now)
+    h.pump()
+    assert h.sm.heartbeat(G, a, None, gen, h.now) == E.REBALANCE_IN_PROGRESS
+    r = h.join_result(h.join(a, client="c0"))
+    assert r.generation_id == gen + 1 and len(r.members) == 1
+
+
+# ---- static membership -----------------------------------------------------------------------
+
+def test_static_member_restart_keeps_the_generation_and_fences_the_old_id() -> None:
+    h = Harness()
+    t = h.join(instance="i1")
+    h.advance(0)
+    r = h.join_result(t)
+    h.sync(r.member_id, r.generation_id, {r.member_id: b"mine"}, instance="i1")
+    assert h.state() is GroupState.STABLE
+    t2 = h.join(instance="i1")  # restarted: no member id, same instance id, same protocols
+    r2 = h.join_result(t2)
+    assert r2.error == 0 and r2.member_id != r.member_id and r2.generation_id == r.generation_id
+    assert r2.skip_assignment and r2.leader == r2.member_id
+    assert h.state() is GroupState.STABLE  # no rebalance
+    assert h.sm.heartbeat(G, r.member_id, "i1", r.generation_id, h.now) == E.FENCED_INSTANCE_ID
+    assert h.sync_result(h.sync(r2.member_id, r2.generation_id, instance="i1")).assignment == b"mine"
+
+
+def test_static_member_whose_vote_changes_the_protocol_triggers_rebalance() -> None:
+    h = Harness()
+    t = h.join(instance="i1", protocols=[("range", b"r"), ("roundrobin", b"x")])
+    h.advance(0)
+    r = h.join_result(t)
+    h.sync(r.member_id, r.generation_id, {}, instance="i1")
+    t2 = h.join(instance="i1", protocols=[("roundrobin", b"x"), ("range", b"r")])
+    h.advance(REBALANCE)
+    r2 = h.join_result(t2)
+    assert r2.generation_id == r.generation_id + 1 and r2.protocol_name == "roundrobin"
+
+
+def test_static_member_survives_a_rebalance_it_misses() -> None:
+    h = Harness(delay=1000)
+    a = h.new_member(client="a")
+    s = h.join(instance="s1", client="s")
+    h.advance(1000)
+    h.advance(1000)
+    ra, rs = h.join_result(a), h.join_result(s)
+    h.sync(ra.member_id, ra.generation_id, {})
+    h.sync(rs.member_id, rs.generation_id, {}, instance="s1")
+    ta = h.join(ra.member_id, client="a")  # the leader forces a rebalance; the static member
+    for _ in range(REBALANCE // 5000):  # stays alive (heartbeats) but does not rejoin
+        h.advance(5000)
+        h.sm.heartbeat(G, rs.member_id, "s1", rs.generation_id, h.now)
+    r = h.join_result(ta)
+    assert r.generation_id == ra.generation_id + 1
+    # a dynamic member would have been dropped; the static one keeps its place
+    assert {m.member_id for m in r.members} == {ra.member_id, rs.member_id}
+
+
+# ---- cooperative rebalancing: the broker only sees metadata changes ---------------------------
+
+def test_follower_rejoining_unchanged_in_stable_gets_current_generation() -> None:
+    h = Harness()
+    (a, b), gen = h.stable_group(2)
+    r = h.join_result(h.join(b, client="c1"))
+    assert r.error == 0 and r.generation_id == gen and r.members == ()
+    assert h.state() is GroupState.STABLE
+
+
+def test_follower_rejoining_with_new_metadata_in_stable_rebalances() -> None:
+    h = Harness()
+    (a, b), gen = h.stable_group(2)
+    owned_changed = [("range", b"sub-1+owned")]
+    tb = h.join(b, client="c1", protocols=owned_changed)
+    assert tb not in h.replies and h.state() is GroupState.PREPARING_REBALANCE
+    assert h.sm.heartbeat(G, a, None, gen, h.now) == E.REBALANCE_IN_PROGRESS
+    ta = h.join(a, client="c0")
+    ra, rb = h.join_result(ta), h.join_result(tb)
+    assert ra.generation_id == rb.generation_id == gen + 1
+    assert {m.member_id: m.metadata for m in ra.members}[b] == b"sub-1+owned"
+
+
+def test_retried_join_supersedes_the_parked_one() -> None:
+    h = Harness()
+    (a, b), gen = h.stable_group(2)
+    t1 = h.join(a, client="c0")
+    t2 = h.join(a, client="c0")
+    assert h.join_result(t1).error == E.REBALANCE_IN_PROGRESS
+    h.join(b, client="c1")
+    assert h.join_result(t2).generation_id == gen + 1
+
+
+# ---- offsets ---------------------------------------------------------------------------------
+
+def test_commit_and_fetch() -> None:
+    h = Harness()
+    (m,), gen = h.stable_group(1)
+    assert h.commit({("t", 0): 5, ("t", 1): 7}, m, gen, metadata="x") == {("t", 0): 0, ("t", 1): 0}
+    assert h.fetched([("t", 0), ("t", 1), ("t", 9)]) == {("t", 0): (5, 0), ("t", 1): (7, 0), ("t", 9): (-1, 0)}
+    assert h.fetched(None) == {("t", 0): (5, 0), ("t", 1): (7, 0)}
+    err, offs = h.sm.fetch_offsets(G, [("t", 0)], False)
+    assert offs[0].metadata == "x"
+
+
+def test_commit_to_unknown_partition_stores_nothing_for_it() -> None:
+    h = Harness()
+    before = len(h.writes)
+    errs = h.commit({("t", 0): 1, ("nope", 0): 3, ("t", 5): 4})
+    assert errs == {("t", 0): 0, ("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION, ("t", 5): E.UNKNOWN_TOPIC_OR_PARTITION}
+    keys = [rec.decode_key(w.key) for w in h.writes[before:]]
+    assert keys == [rec.OffsetKey(G, "t", 0)]
+    assert h.fetched([("nope", 0), ("t", 5)]) == {("nope", 0): (-1, 0), ("t", 5): (-1, 0)}
+
+
+def test_commit_with_too_much_metadata() -> None:
+    h = Harness()
+    errs = h.commit({("t", 0): 1}, metadata="x" * (h.settings.offset_metadata_max_bytes + 1))
+    assert errs == {("t", 0): E.OFFSET_METADATA_TOO_LARGE}
+    assert not h.writes and G not in h.sm.groups
+
+
+@pytest.mark.parametrize("case", ["unknown_member", "stale_generation", "completing", "no_group_with_generation",
+                                  "simple_commit_on_live_group"])
+def test_commit_rejections_store_nothing(case: str) -> None:
+    h = Harness()
+    if case == "no_group_with_generation":
+        assert h.commit({("t", 0): 1}, "m", 3) == {("t", 0): E.ILLEGAL_GENERATION}
+        assert not h.writes
+        return
+    (m,), gen = h.stable_group(1)
+    h.commit({("t", 0): 1}, m, gen)
+    n = len(h.writes)
+    if case == "unknown_member":
+        expect, errs = E.UNKNOWN_MEMBER_ID, h.commit({("t", 0): 9}, "ghost", gen)
+    elif case == "stale_generation":
+        expect, errs = E.ILLEGAL_GENERATION, h.commit({("t", 0): 9}, m, gen - 1)
+    elif case == "simple_commit_on_live_group":
+        expect, errs = E.UNKNOWN_MEMBER_ID, h.commit({("t", 0): 9})
+    else:
+        h.join(m, client="c0")  # leader rejoins -> completes at once (only member)
+        assert h.state() is GroupState.COMPLETING_REBALANCE
+        expect, errs = E.REBALANCE_IN_PROGRESS, h.commit({("t", 0): 9}, m, gen + 1)
+    assert errs == {("t", 0): expect}
+    assert len(h.writes) == n
+    assert h.fetched([("t", 0)]) == {("t", 0): (1, 0)}
+
+
+def test_commit_while_preparing_rebalance_with_current_generation_is_accepted() -> None:
+    # eager consumers commit in onPartitionsRevoked, after the rebalance began
+    h = Harness()
+    (a, b), gen = h.stable_group(2)
+    h.join(a, client="c0")
+    assert h.state() is GroupState.PREPARING_REBALANCE
+    assert h.commit({("t", 1): 4}, b, gen) == {("t", 1): 0}
+
+
+def test_coordinator_errors() -> None:
+    h = Harness()
+    h.sm.owned.discard(h.sm.partition_for("elsewhere"))
+    assert h.join_result(h.join(group="elsewhere")).error == E.NOT_COORDINATOR
+    assert h.commit({("t", 0): 1}, group="elsewhere") == {("t", 0): E.NOT_COORDINATOR}
+    h.sm.begin_loading(h.sm.partition_for("elsewhere"))
+    assert h.sm.heartbeat("elsewhere", "m", None, 1, 0) == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert h.sm.fetch_offsets("elsewhere", [("t", 0)], False)[0] == E.COORDINATOR_LOAD_IN_PROGRESS
+    h.sm.active = False
+    assert h.sm.describe_group(G)[0] == E.COORDINATOR_NOT_AVAILABLE
+
+
+# ---- transactional offsets -------------------------------------------------------------------
+
+def _txn(h: Harness, pid: int, offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    plan = h.sm.prepare_txn_offsets(G, pid, 0, {tp: OffsetCommitIn(o) for tp, o in offsets.items()}, h.now)
+    h.writes += plan.writes
+    if plan.writes:
+        h.sm.offsets_written(plan, len(h.writes))
+    return plan.errors
+
+
+def test_txn_offsets_invisible_until_commit_marker() -> None:
+    h = Harness()
+    h.commit({("t", 0): 1})
+    assert _txn(h, 42, {("t", 0): 10, ("t", 1): 20}) == {("t", 0): 0, ("t", 1): 0}
+    assert h.fetched([("t", 0), ("t", 1)]) == {("t", 0): (1, 0), ("t", 1): (-1, 0)}
+    assert h.fetched([("t", 0), ("t", 1)], stable=True) == {
+        ("t", 0): (-1, E.UNSTABLE_OFFSET_COMMIT), ("t", 1): (-1, E.UNSTABLE_OFFSET_COMMIT)}
+    h.sm.complete_txn(42, commit=True)
+    assert h.fetched([("t", 0), ("t", 1)], stable=True) == {("t", 0): (10, 0), ("t", 1): (20, 0)}
+
+
+def test_txn_abort_drops_pending_offsets() -> None:
+    h = Harness()
+    h.commit({("t", 0): 1})
+    _txn(h, 7, {("t", 0): 10})
+    h.sm.complete_txn(7, commit=False)
+    assert h.fetched([("t", 0)], stable=True) == {("t", 0): (1, 0)}
+
+
+def test_later_plain_commit_beats_an_earlier_txn_commit() -> None:
+    h = Harness()
+    _txn(h, 9, {("t", 0): 10})
+    h.commit({("t", 0): 11})
+    h.sm.complete_txn(9, commit=True)
+    assert h.fetched([("t", 0)]) == {("t", 0): (11, 0)}
+
+
+def test_txn_commit_to_unknown_partition_is_refused() -> None:
+    h = Harness()
+    assert _txn(h, 1, {("zz", 0): 1}) == {("zz", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
+    h.sm.complete_txn(1, commit=True)
+    assert h.fetched([("zz", 0)]) == {("zz", 0): (-1, 0)}
+
+
+# ---- delete, list, describe ------------------------------------------------------------------
+
+def test_delete_groups() -> None:
+    h = Harness()
+    (m,), gen = h.stable_group(1)
+    h.commit({("t", 0): 3}, m, gen)
+    h.commit({("t", 1): 3}, group="solo")
+    out = h.sm.delete_groups([G, "solo", "ghost"], h.now)
+    assert out == {G: E.NON_EMPTY_GROUP, "solo": 0, "ghost": E.GROUP_ID_NOT_FOUND}
+    tomb = [(rec.decode_key(w.key), w.value) for w in h.sm.drain().writes]
+    assert tomb == [(rec.OffsetKey("solo", "t", 1), None), (rec.GroupKey("solo"), None)]
+    assert "solo" not in h.sm.groups and h.fetched([("t", 1)], group="solo") == {("t", 1): (-1, 0)}
+    h.sm.leave_group(G, [(m, None)], h.now)
+    assert h.sm.delete_groups([G], h.now) == {G: 0}
+
+
+def test_list_and_describe() -> None:
+    h = Harness()
+    (m,), gen = h.stable_group(1)
+    h.commit({("t", 0): 1}, group="solo")
+    err, groups = h.sm.list_groups()
+    assert err == 0 and sorted(groups) == [(G, "consumer", "Stable"), ("solo", "", "Empty")]
+    assert h.sm.list_groups(["stable"])[1] == [(G, "consumer", "Stable")]
+    assert h.sm.list_groups(None, ["consumer"])[1] == []
+    err, d = h.sm.describe_group(G)
+    assert (d.state, d.protocol_type, d.protocol_name) == ("Stable", "consumer", "range")
+    assert d.members[0].member_id == m and d.members[0].assignment == m.encode()
+    assert h.sm.describe_group("ghost")[1].state == "Dead"
+
+
+# ---- retention -------------------------------------------------------------------------------
+
+def test_offsets_of_an_empty_group_expire_after_retention() -> None:
+    h = Harness(retention_ms=60_000)
+    (m,), gen = h.stable_group(1)
+    h.commit({("t", 0): 3}, m, gen)
+    h.advance(50_000)
+    h.sm.heartbeat(G, m, None, gen, h.now)
+    h.sm.leave_group(G, [(m, None)], h.now)  # Empty from now on
+    h.pump()
+    h.advance(59_000)
+    assert h.fetched([("t", 0)]) == {("t", 0): (3, 0)}
+    h.advance(2_000)
+    assert G not in h.sm.groups
+    assert (rec.OffsetKey(G, "t", 0), None) in [(rec.decode_key(w.key), w.value) for w in h.writes]
+
+
+def test_stable_group_offsets_do_not_expire() -> None:
+    h = Harness(retention_ms=5_000)
+    (m,), gen = h.stable_group(1)
+    h.commit({("t", 0): 3}, m, gen)
+    for _ in range(5):
+        h.advance(3_000)
+        assert h.sm.heartbeat(G, m, None, gen, h.now) == 0
+    assert h.fetched([("t", 0)]) == {("t", 0): (3, 0)}
+
+
+def test_simple_consumer_offsets_expire_by_commit_time() -> None:
+    h = Harness(retention_ms=10_000)
+    h.commit({("t", 0): 1})
+    h.advance(6_000)
+    h.commit({("t", 1): 2})
+    h.advance(5_000)
+    assert h.fetched(None) == {("t", 1): (2, 0)}
+    h.advance(6_000)
+    assert "grp" not in h.sm.groups
+
+
+# ---- reload from the log ---------------------------------------------------------------------
+
+def _reload(h: Harness, txn: dict[int, tuple[int, bool | None]] | None = None) -> GroupStateMachine:
+    """A fresh machine fed every record h wrote, as the loader would (log positions in order)."""
+    sm = GroupStateMachine(h.settings, lambda t, p: True)
+    for p in range(4):
+        sm.begin_loading(p)
+    for pos, w in enumerate(h.writes, start=1):
+        sm.load_record(w.partition, w.key, w.value, pos)
+    for p in range(4):
+        sm.finish_loading(p, h.now)
+    return sm
+
+
+def test_reload_restores_groups_offsets_and_tombstones() -> None:
+    h = Harness()
+    (a, b), gen = h.stable_group(2)
+    h.commit({("t", 0): 5, ("t", 1): 6}, a, gen)
+    h.commit({("t", 0): 8}, b, gen)
+    h.commit({("t", 1): 1}, group="gone")
+    h.sm.delete_groups(["gone"], h.now)
+    h.pump()
+    sm = _reload(h)
+    g = sm.groups[G]
+    assert g.state is GroupState.STABLE and g.generation == gen and set(g.members) == {a, b}
+    assert g.protocol_name == "range" and g.members[a].assignment == a.encode()
+    assert {tp: e.offset for tp, e in g.offsets.items()} == {("t", 0): 8, ("t", 1): 6}
+    assert "gone" not in sm.groups
+    assert sm.heartbeat(G, a, None, gen, h.now) == 0
+
+
+def test_reload_applies_transaction_markers() -> None:
+    sm = GroupStateMachine(Settings(num_partitions=1), lambda t, p: True)
+    sm.begin_loading(0)
+    key = rec.encode_key(rec.OffsetKey(G, "t", 0))
+    sm.load_record(0, key, rec.encode_offset_value(rec.OffsetValue(1)), 1)
+    sm.load_record(0, key, rec.encode_offset_value(rec.OffsetValue(50)), 2, producer_id=5)
+    sm.load_record(0, key, rec.encode_offset_value(rec.OffsetValue(60)), 3, producer_id=6)
+    sm.load_marker(0, 5, commit=True)
+    sm.load_record(0, key, rec.encode_offset_value(rec.OffsetValue(70)), 5, producer_id=7)
+    sm.load_marker(0, 7, commit=False)
+    sm.finish_loading(0, 0)
+    assert sm.fetch_offsets(G, [("t", 0)], False)[1][0].offset == 50
+    assert sm.fetch_offsets(G, [("t", 0)], True)[1][0].error == E.UNSTABLE_OFFSET_COMMIT  # pid 6 still open
+    sm.complete_txn(6, commit=True)
+    assert sm.fetch_offsets(G, [("t", 0)], True)[1][0].offset == 60

@@ -1,0 +1,281 @@
+"""The transaction coordinator's state machine, driven without I/O (broker/txn/machine.py)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from broker.txn.machine import Decision, TxnStateMachine
+from broker.txn.state import MAX_EPOCH, TxnState
+from protocol.errors import ErrorCode as E
+
+T0 = 1_000_000
+TP_A = ("a", 0)
+TP_B = ("b", 1)
+
+
+def machine(**kw: int) -> TxnStateMachine:
+    ids = itertools.count(100)
+    return TxnStateMachine(num_partitions=kw.get("num_partitions", 50), max_timeout_ms=kw.get("max_timeout", 60_000),
+                           id_expiration_ms=kw.get("expiration", 3_600_000), allocate_producer_id=lambda: next(ids))
+
+
+def run(m: TxnStateMachine, tid: str, d: Decision) -> Decision:
+    """What the shell does when the write succeeds: apply the record (returns the decision)."""
+    if d.writes:
+        m.complete(tid, d)
+    return d
+
+
+def init(m: TxnStateMachine, tid: str = "t", timeout: int = 10_000, now: int = T0) -> tuple[int, int]:
+    d = run(m, tid, m.init_producer_id(tid, timeout, -1, -1, now))
+    assert d.error == E.NONE, d
+    return d.producer_id, d.producer_epoch
+
+
+def ongoing(m: TxnStateMachine, tid: str = "t", parts: tuple[tuple[str, int], ...] = (TP_A, TP_B),
+            now: int = T0) -> tuple[int, int]:
+    pid, epoch = init(m, tid, now=now)
+    assert run(m, tid, m.add_partitions(tid, pid, epoch, parts, now)).error == E.NONE
+    return pid, epoch
+
+
+def test_first_init_allocates_id_and_epoch_zero_and_writes_empty() -> None:
+    m = machine()
+    d = m.init_producer_id("t", 10_000, -1, -1, T0)
+    assert d.record is not None and d.record.state == TxnState.EMPTY
+    assert (d.producer_id, d.producer_epoch) == (100, 0)
+    assert m.get("t").pending == TxnState.EMPTY  # type: ignore[union-attr]
+    # While the write is in flight the id is busy.
+    assert m.init_producer_id("t", 10_000, -1, -1, T0).error == E.CONCURRENT_TRANSACTIONS
+    m.complete("t", d)
+    assert m.get("t").state == TxnState.EMPTY and m.get("t").pending is None  # type: ignore[union-attr]
+
+
+def test_timeout_is_validated_against_max() -> None:
+    m = machine(max_timeout=5_000)
+    assert m.init_producer_id("t", 5_001, -1, -1, T0).error == E.INVALID_TRANSACTION_TIMEOUT
+    assert m.init_producer_id("t", 0, -1, -1, T0).error == E.INVALID_TRANSACTION_TIMEOUT
+    assert m.get("t") is None
+    assert m.init_producer_id("t", 5_000, -1, -1, T0).error == E.NONE
+
+
+def test_second_init_bumps_epoch_and_fences_the_first() -> None:
+    m = machine()
+    pid, e0 = init(m)
+    pid2, e1 = init(m)
+    assert (pid2, e1) == (pid, e0 + 1)
+    assert m.add_partitions("t", pid, e0, [TP_A], T0).error == E.PRODUCER_FENCED
+    assert m.end_txn("t", pid, e0, True, T0).error == E.PRODUCER_FENCED
+    assert m.verify("t", pid, e0, [TP_A]) == E.PRODUCER_FENCED
+
+
+def test_init_with_ongoing_transaction_aborts_it_first_under_a_bumped_epoch() -> None:
+    m = machine()
+    pid, epoch = ongoing(m)
+    d = m.init_producer_id("t", 10_000, -1, -1, T0 + 5)
+    assert d.error == E.CONCURRENT_TRANSACTIONS
+    assert d.record is not None and d.record.state == TxnState.PREPARE_ABORT
+    assert d.record.producer_epoch == epoch + 1
+    assert m.visible_state(m.get("t")) == TxnState.PREPARE_EPOCH_FENCE  # type: ignore[arg-type]
+    jobs = m.complete("t", d)
+    assert len(jobs) == 1 and not jobs[0].commit and jobs[0].partitions == {TP_A, TP_B}
+    assert jobs[0].producer_epoch == epoch + 1  # the markers themselves fence the old instance
+    # The retry answers CONCURRENT_TRANSACTIONS until the abort completed ...
+    assert m.init_producer_id("t", 10_000, -1, -1, T0 + 6).error == E.CONCURRENT_TRANSACTIONS
+    run(m, "t", m.markers_written(jobs[0], T0 + 7))  # type: ignore[arg-type]
+    assert m.get("t").state == TxnState.COMPLETE_ABORT  # type: ignore[union-attr]
+    # ... and then gets yet another epoch.
+    assert init(m) == (pid, epoch + 2)
+
+
+def test_exhausted_epoch_rotates_the_producer_id() -> None:
+    m = machine()
+    pid, _ = init(m)
+    meta = m.get("t")
+    assert meta is not None
+    meta.producer_epoch = MAX_EPOCH - 1
+    new_pid, epoch = init(m)
+    assert new_pid != pid and epoch == 0
+    assert m.get("t").last_producer_id == pid  # type: ignore[union-attr]
+
+
+def test_kip360_recovery_with_own_id_bumps_and_retry_is_idempotent() -> None:
+    m = machine()
+    pid, e0 = init(m)
+    d = run(m, "t", m.init_producer_id("t", 10_000, pid, e0, T0))
+    assert (d.error, d.producer_id, d.producer_epoch) == (E.NONE, pid, e0 + 1)
+    retry = run(m, "t", m.init_producer_id("t", 10_000, pid, e0, T0))
+    assert (retry.error, retry.producer_epoch) == (E.NONE, e0 + 1)
+    assert m.init_producer_id("t", 10_000, pid + 5, 0, T0).error == E.PRODUCER_FENCED
+    init(m)  # another instance takes over (no expected epoch) ...
+    assert m.init_producer_id("t", 10_000, pid, e0, T0).error == E.PRODUCER_FENCED  # ... the old one is out
+
+
+def test_add_partitions_errors_and_state() -> None:
+    m = machine()
+    assert m.add_partitions("nope", 1, 0, [TP_A], T0).error == E.INVALID_PRODUCER_ID_MAPPING
+    pid, epoch = init(m)
+    assert m.add_partitions("t", pid + 1, epoch, [TP_A], T0).error == E.INVALID_PRODUCER_ID_MAPPING
+    assert m.add_partitions("t", pid, epoch + 1, [TP_A], T0).error == E.PRODUCER_FENCED
+    d = run(m, "t", m.add_partitions("t", pid, epoch, [TP_A], T0 + 1))
+    assert d.record is not None and d.record.state == TxnState.ONGOING and d.record.start_ms == T0 + 1
+    # Already there: answered without a write.
+    assert not m.add_partitions("t", pid, epoch, [TP_A], T0 + 2).writes
+    d = run(m, "t", m.add_partitions("t", pid, epoch, [TP_B], T0 + 3))
+    assert d.record is not None and d.record.partitions == {TP_A, TP_B} and d.record.start_ms == T0 + 1
+
+
+def test_add_partitions_while_completing_is_concurrent_and_after_completion_starts_fresh() -> None:
+    m = machine()
+    pid, epoch = ongoing(m)
+    jobs = m.complete("t", m.end_txn("t", pid, epoch, True, T0 + 10))
+    assert m.add_partitions("t", pid, epoch, [TP_A], T0 + 11).error == E.CONCURRENT_TRANSACTIONS
+    assert m.verify("t", pid, epoch, [TP_A]) == E.CONCURRENT_TRANSACTIONS
+    run(m, "t", m.markers_written(jobs[0], T0 + 12))  # type: ignore[arg-type]
+    d = run(m, "t", m.add_partitions("t", pid, epoch, [TP_B], T0 + 13))
+    assert d.record is not None and d.record.partitions == {TP_B} and d.record.start_ms == T0 + 13
+
+
+def test_end_txn_without_add_partitions_is_invalid_txn_state() -> None:
+    m = machine()
+    pid, epoch = init(m)
+    assert m.end_txn("t", pid, epoch, True, T0) == Decision(error=E.INVALID_TXN_STATE)
+    assert m.end_txn("t", pid, epoch, False, T0) == Decision(error=E.INVALID_TXN_STATE)
+
+
+def test_end_txn_commit_flow_and_retries() -> None:
+    m = machine()
+    pid, epoch = ongoing(m)
+    d = m.end_txn("t", pid, epoch, True, T0 + 1)
+    assert d.error == E.NONE and d.record is not None and d.record.state == TxnState.PREPARE_COMMIT
+    jobs = m.complete("t", d)
+    assert [j.commit for j in jobs] == [True]
+    assert m.end_txn("t", pid, epoch, True, T0).error == E.CONCURRENT_TRANSACTIONS  # retry while completing
+    assert m.end_txn("t", pid, epoch, False, T0).error == E.INVALID_TXN_STATE  # abort after commit: no
+    done = m.markers_written(jobs[0], T0 + 2)
+    assert done is not None and done.record is not None and done.record.state == TxnState.COMPLETE_COMMIT
+    assert done.record.partitions == frozenset()
+    run(m, "t", done)
+    assert m.end_txn("t", pid, epoch, True, T0).error == E.NONE  # a retry of the commit
+    assert m.end_txn("t", pid, epoch, False, T0).error == E.INVALID_TXN_STATE
+    assert m.markers_written(jobs[0], T0 + 3) is None  # a second report changes nothing
+
+
+def test_end_txn_identity_errors() -> None:
+    m = machine()
+    assert m.end_txn("ghost", 1, 0, True, T0).error == E.INVALID_PRODUCER_ID_MAPPING
+    pid, epoch = ongoing(m)
+    assert m.end_txn("t", pid + 1, epoch, True, T0).error == E.INVALID_PRODUCER_ID_MAPPING
+    assert m.end_txn("t", pid, epoch - 1, True, T0).error == E.PRODUCER_FENCED
+    assert m.end_txn("t", pid, epoch + 1, True, T0).error == E.PRODUCER_FENCED
+    assert m.get("t").state == TxnState.ONGOING  # type: ignore[union-attr]
+
+
+def test_epoch_bump_end_txn_fences_a_late_end_of_the_previous_transaction() -> None:
+    m = machine()
+    pid, e0 = ongoing(m)
+    d = m.end_txn("t", pid, e0, True, T0 + 1, bump_epoch=True)
+    assert (d.producer_id, d.producer_epoch) == (pid, e0 + 1)
+    jobs = m.complete("t", d)
+    assert jobs[0].producer_epoch == e0 + 1  # markers under the new epoch
+    run(m, "t", m.markers_written(jobs[0], T0 + 2))  # type: ignore[arg-type]
+    # The client retries its EndTxn (old epoch): the same answer, nothing written.
+    retry = m.end_txn("t", pid, e0, True, T0 + 3, bump_epoch=True)
+    assert (retry.error, retry.producer_epoch, retry.writes) == (E.NONE, e0 + 1, False)
+    # A new transaction under the new epoch ...
+    assert run(m, "t", m.add_partitions("t", pid, e0 + 1, [TP_A], T0 + 4)).error == E.NONE
+    # ... cannot be ended by a late EndTxn of the previous one.
+    assert m.end_txn("t", pid, e0, True, T0 + 5, bump_epoch=True).error == E.PRODUCER_FENCED
+    assert m.end_txn("t", pid, e0, False, T0 + 5, bump_epoch=True).error == E.PRODUCER_FENCED
+    assert m.get("t").state == TxnState.ONGOING  # type: ignore[union-attr]
+
+
+def test_epoch_bump_end_txn_rotates_an_exhausted_id_at_completion() -> None:
+    m = machine()
+    pid, _ = ongoing(m)
+    m.get("t").producer_epoch = MAX_EPOCH - 2  # type: ignore[union-attr]
+    d = m.end_txn("t", pid, MAX_EPOCH - 2, False, T0, bump_epoch=True)
+    assert d.producer_epoch == 0 and d.producer_id != pid
+    jobs = m.complete("t", d)
+    assert jobs[0].producer_id == pid  # markers still for the id that wrote the data
+    # The client may already use its new id: it is told to wait, not that the id is unknown.
+    assert m.add_partitions("t", d.producer_id, 0, [TP_A], T0).error == E.CONCURRENT_TRANSACTIONS
+    run(m, "t", m.markers_written(jobs[0], T0 + 1))  # type: ignore[arg-type]
+    meta = m.get("t")
+    assert meta is not None and (meta.producer_id, meta.producer_epoch) == (d.producer_id, 0)
+    assert run(m, "t", m.add_partitions("t", d.producer_id, 0, [TP_A], T0 + 2)).error == E.NONE
+
+
+def test_verify_only_accepts_partitions_of_the_ongoing_transaction() -> None:
+    m = machine()
+    pid, epoch = init(m)
+    assert m.verify("t", pid, epoch, [TP_A]) == E.INVALID_TXN_STATE  # no transaction open
+    run(m, "t", m.add_partitions("t", pid, epoch, [TP_A], T0))
+    assert m.verify("t", pid, epoch, [TP_A]) == E.NONE
+    assert m.verify("t", pid, epoch, [TP_B]) == E.INVALID_TXN_STATE
+    assert m.verify("ghost", pid, epoch, [TP_A]) == E.INVALID_PRODUCER_ID_MAPPING
+
+
+def test_timed_out_transactions_are_fenced_and_aborted() -> None:
+    m = machine()
+    pid, epoch = ongoing(m, now=T0)
+    assert list(m.timed_out(T0 + 10_000)) == []  # exactly at the timeout: not yet
+    [(tid, d)] = list(m.timed_out(T0 + 10_001))
+    assert tid == "t" and d.record is not None and d.record.state == TxnState.PREPARE_ABORT
+    assert d.record.producer_epoch == epoch + 1
+    assert list(m.timed_out(T0 + 20_000)) == []  # in flight: not twice
+    jobs = m.complete("t", d)
+    run(m, "t", m.markers_written(jobs[0], T0 + 10_002))  # type: ignore[arg-type]
+    # The zombie's commit is refused.
+    assert m.end_txn("t", pid, epoch, True, T0 + 10_003).error == E.PRODUCER_FENCED
+
+
+def test_idle_ids_expire_but_not_with_a_transaction_open() -> None:
+    m = machine(expiration=1_000)
+    init(m, "idle", now=T0)
+    ongoing(m, "busy", now=T0)
+    [(tid, d)] = list(m.expired(T0 + 1_001))
+    assert tid == "idle" and d.remove
+    assert m.visible_state(m.get("idle")) == TxnState.DEAD  # type: ignore[arg-type]
+    m.complete("idle", d)
+    assert m.get("idle") is None and m.get("busy") is not None
+
+
+def test_abandon_forgets_a_never_written_id_and_clears_pending() -> None:
+    m = machine()
+    m.init_producer_id("new", 10_000, -1, -1, T0)
+    m.abandon("new")
+    assert m.get("new") is None
+    pid, epoch = init(m)
+    m.add_partitions("t", pid, epoch, [TP_A], T0)
+    m.abandon("t")
+    meta = m.get("t")
+    assert meta is not None and meta.pending is None and meta.state == TxnState.EMPTY
+
+
+def test_reload_rebuilds_cache_and_finds_prepared_transactions() -> None:
+    m = machine()
+    pid, epoch = ongoing(m, "t1")
+    prepared = m.end_txn("t1", pid, epoch, True, T0)
+    m.complete("t1", prepared)
+    init(m, "t2")
+    records = [(tid, meta.record()) for tid, meta in m.txns.items()]
+    fresh = machine()
+    for tid, rec in records:
+        fresh.load(tid, rec)
+    fresh.load("gone", records[0][1])
+    fresh.load("gone", None)  # a tombstone removes it again
+    assert set(fresh.txns) == {"t1", "t2"}
+    [job] = fresh.recovered_jobs()
+    assert (job.transactional_id, job.commit, job.partitions) == ("t1", True, {TP_A, TP_B})
+
+
+@pytest.mark.parametrize("state_after", ["commit", "abort"])
+def test_illegal_transitions_are_caught(state_after: str) -> None:
+    m = machine()
+    pid, epoch = init(m)
+    with pytest.raises(AssertionError):
+        m._begin(m.get("t"), m.get("t").record(state=TxnState.COMPLETE_COMMIT  # type: ignore[union-attr]
+                                               if state_after == "commit" else TxnState.COMPLETE_ABORT))

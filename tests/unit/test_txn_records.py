@@ -1,0 +1,129 @@
+"""`__transaction_state` record layout, Kafka's partitioning rule, and the marker bookkeeping."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from broker.txn.log_records import TxnLogFormatError, decode_key, decode_value, encode_key, encode_value
+from broker.txn.machine import MarkerJob
+from broker.txn.markers import DELETED, MarkerQueue, build_request, response_errors
+from broker.txn.partitioning import java_string_hash, partition_for
+from broker.txn.state import TxnRecord, TxnState
+from protocol.errors import ErrorCode as E
+from protocol.messages.write_txn_markers import (
+    WritableTxnMarkerPartitionResult,
+    WritableTxnMarkerResult,
+    WritableTxnMarkerTopicResult,
+    WriteTxnMarkersResponse,
+)
+
+records = st.builds(
+    TxnRecord,
+    producer_id=st.integers(-1, 2**63 - 1), producer_epoch=st.integers(-1, 2**15 - 1),
+    last_producer_id=st.integers(-1, 2**63 - 1), last_producer_epoch=st.integers(-1, 2**15 - 1),
+    next_producer_id=st.integers(-1, 2**63 - 1), timeout_ms=st.integers(1, 2**31 - 1),
+    state=st.sampled_from([s for s in TxnState if s not in (TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE)]),
+    partitions=st.frozensets(st.tuples(st.text(min_size=1, max_size=20), st.integers(0, 2**31 - 1)), max_size=8),
+    start_ms=st.integers(-1, 2**62), update_ms=st.integers(-1, 2**62),
+)
+
+
+@given(records)
+def test_value_round_trips(rec: TxnRecord) -> None:
+    assert decode_value(encode_value(rec)) == rec
+
+
+@given(st.text(max_size=100))
+def test_key_round_trips(tid: str) -> None:
+    assert decode_key(encode_key(tid)) == tid
+
+
+def test_version_comes_first_and_unknown_versions_are_refused() -> None:
+    rec = TxnRecord(1, 2, -1, -1, -1, 60_000, TxnState.ONGOING, frozenset({("t", 0)}), 5, 6)
+    data = encode_value(rec)
+    assert data[:2] == b"\x00\x00" and encode_key("x")[:2] == b"\x00\x00"
+    with pytest.raises(TxnLogFormatError):
+        decode_value(b"\x00\x01" + data[2:])
+    with pytest.raises(TxnLogFormatError):
+        decode_value(data + b"\x00")  # trailing bytes are damage, not slack
+    with pytest.raises(TxnLogFormatError):
+        decode_key(b"\x00\x07\x00\x01x")
+
+
+def test_java_hash_and_kafka_partition_rule() -> None:
+    assert java_string_hash("hello") == 99162322
+    assert java_string_hash("") == 0
+    assert java_string_hash("\U0001F600") == java_string_hash("\ud83d\ude00".encode("utf-16", "surrogatepass")
+                                                               .decode("utf-16"))
+    # Its hashCode is Integer.MIN_VALUE: Kafka's Utils.abs maps that to 0.
+    assert java_string_hash("polygenelubricants") == -(2**31)
+    assert partition_for("polygenelubricants", 50) == 0
+    assert java_string_hash("my-transactional-id") < 0  # a negative hash: Math.abs, not a mask
+    assert partition_for("my-transactional-id", 50) == abs(java_string_hash("my-transactional-id")) % 50
+
+
+def _job(tid: str, parts: set[tuple[str, int]], commit: bool = True, pid: int = 7) -> MarkerJob:
+    return MarkerJob(tid, pid, 3, commit, 0, frozenset(parts))
+
+
+def test_marker_queue_batches_per_broker_and_completes_only_when_all_written() -> None:
+    q = MarkerQueue(retry_backoff_ms=100)
+    q.add(_job("a", {("x", 0), ("x", 1)}, pid=1))
+    q.add(_job("b", {("y", 0)}, pid=2))
+    leaders = {("x", 0): 1, ("x", 1): 2, ("y", 0): 1}
+    sends = q.drain(0, leaders.__getitem__)
+    assert sorted(sends) == [1, 2]
+    assert {s.key[0] for s in sends[1]} == {"a", "b"}  # two transactions, one request to broker 1
+    assert q.drain(0, leaders.__getitem__) == {}  # everything is in flight
+    q.on_response(sends[1], {(1, "x", 0): E.NONE, (2, "y", 0): E.NONE}, 10)
+    assert [j.transactional_id for j in q.take_done()] == ["b"]
+    q.on_response(sends[2], {(1, "x", 1): E.NOT_LEADER_OR_FOLLOWER}, 10)
+    assert q.take_done() == []
+    assert q.drain(50, leaders.__getitem__) == {}  # backing off
+    assert q.next_retry_ms() == 110
+    retry = q.drain(110, leaders.__getitem__)
+    assert [s.partitions for s in retry[2]] == [(("x", 1),)]
+    q.on_response(retry[2], {(1, "x", 1): E.NONE}, 120)
+    assert [j.transactional_id for j in q.take_done()] == ["a"]
+    assert len(q) == 0
+
+
+def test_marker_queue_failure_retries_deleted_topics_count_as_done_and_fencing_abandons() -> None:
+    q = MarkerQueue(retry_backoff_ms=10)
+    q.add(_job("a", {("x", 0), ("gone", 0)}))
+    leaders = {("x", 0): 1, ("gone", 0): DELETED}
+    sends = q.drain(0, leaders.__getitem__)
+    assert [s.partitions for s in sends[1]] == [(("x", 0),)]
+    q.on_failure(sends[1], 0)
+    again = q.drain(10, leaders.__getitem__)
+    q.on_response(again[1], {(7, "x", 0): E.NONE}, 11)
+    assert [j.transactional_id for j in q.take_done()] == ["a"]
+
+    q.add(_job("f", {("x", 0)}))
+    s = q.drain(20, leaders.__getitem__)
+    q.on_response(s[1], {(7, "x", 0): E.TRANSACTION_COORDINATOR_FENCED}, 21)
+    assert q.take_done() == [] and len(q) == 0  # a newer coordinator finishes it, not us
+
+    q.add(_job("e", set()))  # nothing to mark: done at once
+    assert [j.transactional_id for j in q.take_done()] == ["e"]
+
+
+def test_marker_request_and_response_mapping() -> None:
+    q = MarkerQueue()
+    q.add(_job("a", {("x", 0), ("x", 2), ("y", 1)}, commit=False))
+    sends = q.drain(0, lambda tp: 1)[1]
+    req = build_request(sends)
+    [m] = req.markers
+    assert (m.producer_id, m.producer_epoch, m.transaction_result) == (7, 3, False)
+    assert {t.name: t.partition_indexes for t in m.topics} == {"x": [0, 2], "y": [1]}
+    resp = WriteTxnMarkersResponse(markers=[WritableTxnMarkerResult(producer_id=7, topics=[
+        WritableTxnMarkerTopicResult(name="x", partitions=[
+            WritableTxnMarkerPartitionResult(partition_index=0, error_code=0),
+            WritableTxnMarkerPartitionResult(partition_index=2, error_code=E.INVALID_PRODUCER_EPOCH)])])])
+    errors = response_errors(resp)
+    assert errors == {(7, "x", 0): 0, (7, "x", 2): E.INVALID_PRODUCER_EPOCH}
+    q.on_response(sends, errors, 1)
+    # y-1 was missing from the answer: it is retried; x-2 saw a newer epoch: its txn is over there.
+    assert q.pending_partitions(("a", 7, 3, False)) == {("y", 1)}
