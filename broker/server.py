@@ -251,6 +251,8 @@ class BrokerServer:
     async def _retention_loop(self) -> None:
         """Housekeeping on timers: retention, and checkpoints of recovery points (so that a restart
         after a crash re-reads only what came since, as Kafka does every minute)."""
+        from storage.cleaner import clean  # log compaction for cleanup.policy=compact
+
         interval = self.cfg.log_retention_check_interval_ms / 1000
         checkpoint_every = self.cfg.log_checkpoint_interval_ms / 1000
         loop = asyncio.get_running_loop()
@@ -266,6 +268,8 @@ class BrokerServer:
                     try:
                         p.log.checkpoint()
                         deleted = p.log.apply_retention(now) if retention_due else 0
+                        if retention_due and p.log.config.cleanup_policy == "compact":
+                            clean(p.log, now_ms=now)
                     except Exception as e:
                         log.error("housekeeping failed", topic=t.name, partition=p.index, exc_info=e)
                         continue

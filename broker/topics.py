@@ -41,6 +41,8 @@ TOPIC_CONFIGS = {
     "message.timestamp.type": "CreateTime",
     "min.insync.replicas": "1",
     "compression.type": "producer",
+    "delete.retention.ms": None,
+    "min.cleanable.dirty.ratio": None,
 }
 
 
@@ -86,6 +88,8 @@ class TopicTable:
             "message.timestamp.type": "CreateTime",
             "min.insync.replicas": "1",
             "compression.type": "producer",
+            "delete.retention.ms": "86400000",
+            "min.cleanable.dirty.ratio": "0.5",
         }
         defaults.update(configs)
         return defaults
@@ -104,6 +108,8 @@ class TopicTable:
             flush_ms=None if flush_ms >= big else flush_ms,
             cleanup_policy=e["cleanup.policy"],  # type: ignore[arg-type]
             message_timestamp_type=e["message.timestamp.type"],  # type: ignore[arg-type]
+            delete_retention_ms=int(e["delete.retention.ms"]),
+            min_cleanable_dirty_ratio=float(e["min.cleanable.dirty.ratio"]),
             producer_id_expiration_ms=self.cfg.producer_id_expiration_ms,
         )
 

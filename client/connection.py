@@ -227,6 +227,7 @@ class Connection:
         for p in pending.values():
             if not p.future.done():
                 p.future.set_exception(ConnectionLostError(str(err)))
+                p.future.exception()  # retrieved: its waiter may have timed out and gone
         if self._writer is not None:
             self._writer.close()
         task = self._read_task

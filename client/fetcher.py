@@ -63,6 +63,7 @@ class Fetcher:
         self._wake = asyncio.Event()
         self._in_flight: set[int] = set()
         self._task: asyncio.Task[None] | None = None
+        self._closing = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self.position_resolver: Any = None  # async callable(list[TopicPartition]) set by the consumer
 
@@ -74,6 +75,7 @@ class Fetcher:
         self._wake.set()
 
     async def close(self) -> None:
+        self._closing = True
         tasks = [t for t in (self._task, *self._tasks) if t is not None]
         for t in tasks:
             t.cancel()
@@ -124,7 +126,9 @@ class Fetcher:
 
     # ------------------------------------------------------------------ fetching
     async def _loop(self) -> None:
-        while True:
+        # the flag, not only the cancellation, ends the loop: Python 3.11's wait_for can swallow a
+        # cancel that arrives just as the awaited event fires
+        while not self._closing:
             try:
                 await self._fetch_round()
             except (RetriableError, OSError, TimeoutError):

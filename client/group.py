@@ -219,7 +219,7 @@ class GroupMember:
 
     # ------------------------------------------------------------------ heartbeats
     async def _heartbeat_loop(self) -> None:
-        while True:
+        while not self._leaving:
             await asyncio.sleep(self.heartbeat_interval)
             if self.need_rejoin or self.generation_id < 0:
                 continue
@@ -246,6 +246,7 @@ class GroupMember:
                 self.rejoin_event.set()
 
     _stale = False
+    _leaving = False
 
     async def handle_stale(self) -> None:
         """If the heartbeat found us expelled, tell the listener the partitions are lost."""
@@ -333,6 +334,7 @@ class GroupMember:
 
     # ------------------------------------------------------------------ leaving
     async def leave(self) -> None:
+        self._leaving = True
         if self._hb_task is not None:
             self._hb_task.cancel()
             with contextlib.suppress(BaseException):

@@ -148,6 +148,8 @@ class Producer:
                 await asyncio.wait_for(self._wait_incomplete(), timeout if timeout is not None else self.max_block)
             except TimeoutError:
                 pass
+        self._started = False
+        self._wake.set()
         if self._sender is not None:
             self._sender.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -250,7 +252,7 @@ class Producer:
         return t
 
     async def _send_loop(self) -> None:
-        while True:
+        while self._started:  # a flag as well as cancellation: 3.11's wait_for may swallow a cancel
             delay = self._run_once()
             self._wake.clear()
             try:

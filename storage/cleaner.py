@@ -138,7 +138,7 @@ def clean(plog: PartitionLog, *, now_ms: int, delete_retention_ms: int | None = 
                           0, 0, 0, 0, pending)
 
     aborted = [t for s in segments for t in s.txn_index.entries]
-    latest = _key_map(segments, first_dirty, plog.log_end_offset, aborted)
+    latest = _key_map(segments, first_dirty, stable, aborted)
     live = plog.producer_state.active_producers
     last_batch_of = {pid: base for pid, base in _last_batch_per_producer(segments).items() if pid in live}
     flt = BatchFilter(latest, TxnTracker(aborted), last_batch_of, now_ms, retention)

@@ -8,8 +8,10 @@ the partition directory and fsyncs them (files and directory). Then:
    (new base, old base) for every old segment a new segment replaces. Before the manifest exists
    nothing outside the staging directory has changed; once it exists the swap will be finished.
 2. install, per new segment: delete the old segments it replaces other than the one sharing its
-   base, then move the staged index files over the old ones, then the staged `.log` (the `.log`
-   is what makes a segment exist, so it moves last).
+   base, then move the staged files over the old ones of that base (os.replace, so each file is
+   old or new, never missing). The order inside this step does not matter for safety — once the
+   manifest exists recovery repeats the whole step — but deleting first keeps a crash from ever
+   showing a new segment next to an old one it overlaps.
 3. fsync the partition directory, remove the staging directory, delete the manifest, fsync again.
 
 `recover` runs when a partition is opened, before its segments are listed: with a readable
@@ -113,5 +115,6 @@ def _install(directory: Path, groups: Sequence[SwapGroup], hook: FaultHook) -> N
     fsync_dir(directory)
     hook("before-cleanup")
     shutil.rmtree(staged, ignore_errors=True)
+    hook("before-manifest-delete")
     (directory / MANIFEST_FILE).unlink(missing_ok=True)
     fsync_dir(directory)

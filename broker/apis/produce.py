@@ -25,6 +25,7 @@ from protocol.messages.produce import (
     TopicProduceResponse,
 )
 
+from ..topics import INTERNAL_TOPICS
 from ..txn import verification
 
 if TYPE_CHECKING:
@@ -115,6 +116,11 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
             elif part is None:
                 parts.append(PartitionProduceResponse(index=pd.index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                                       base_offset=-1))
+            elif name in INTERNAL_TOPICS:
+                # The coordinators' own logs: a client record there could stop the broker from
+                # loading them (Kafka refuses these writes the same way).
+                parts.append(PartitionProduceResponse(index=pd.index, error_code=ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                                      base_offset=-1, error_message="cannot write to an internal topic"))
             elif pd.records is None:
                 parts.append(PartitionProduceResponse(index=pd.index, error_code=ErrorCode.CORRUPT_MESSAGE,
                                                       base_offset=-1, error_message="null record set"))

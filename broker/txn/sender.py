@@ -21,7 +21,7 @@ import structlog
 
 from ..wire import BrokerConnection, WireError
 from .machine import MarkerJob
-from .markers import DELETED, NO_LEADER, MarkerQueue, MarkerSend, build_request, response_errors
+from .markers import DELETED, MarkerQueue, MarkerSend, build_request, response_errors
 from .state import TopicPartition
 
 if TYPE_CHECKING:
@@ -128,5 +128,3 @@ class MarkerSender:
         if done:
             self._on_done(done)
 
-
-__all__ = ["MarkerSender", "NO_LEADER"]

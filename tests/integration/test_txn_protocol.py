@@ -13,6 +13,13 @@ from protocol.errors import ErrorCode as E
 from protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 from protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
+from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic, OffsetFetchResponse
+from protocol.messages.txn_offset_commit import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+    TxnOffsetCommitResponse,
+)
 from protocol.records import decode_batches
 
 
@@ -235,3 +242,48 @@ def test_aborted_transactions_are_listed_when_the_fetch_spans_segments(broker: B
         assert [(a.producer_id, a.first_offset) for a in pd.aborted_transactions] == [(pid, 0)], start
     # Past the transaction nothing is listed.
     assert _fetch(conn, topic, 0, 13, True).aborted_transactions == []
+
+
+def test_clients_cannot_write_to_the_coordinators_log(conn: RawTxn) -> None:
+    end = conn.latest("__transaction_state", 0, committed=False)
+    err, _ = conn.produce("__transaction_state", 0, txn_batch(-1, -1, -1, 1, transactional=False), None)
+    assert err == E.INVALID_TOPIC_EXCEPTION
+    assert conn.latest("__transaction_state", 0, committed=False) == end
+
+
+def _txn_commit_offset(conn: RawTxn, tid: str, pid: int, epoch: int, group: str, topic: str, offset: int,
+                       version: int = 3) -> int:
+    resp = conn.request(TxnOffsetCommitRequest(
+        transactional_id=tid, group_id=group, producer_id=pid, producer_epoch=epoch, topics=[
+            TxnOffsetCommitRequestTopic(name=topic, partitions=[TxnOffsetCommitRequestPartition(
+                partition_index=0, committed_offset=offset, committed_metadata="m")])]), version)
+    assert isinstance(resp, TxnOffsetCommitResponse)
+    return resp.topics[0].partitions[0].error_code
+
+
+def _fetch_offset(conn: RawTxn, group: str, topic: str, require_stable: bool) -> tuple[int, int]:
+    resp = conn.request(OffsetFetchRequest(group_id=group, topics=[OffsetFetchRequestTopic(
+        name=topic, partition_indexes=[0])], require_stable=require_stable), 7)
+    assert isinstance(resp, OffsetFetchResponse)
+    p = resp.topics[0].partitions[0]
+    return p.error_code, p.committed_offset
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
+def test_transactional_offsets_are_pending_until_the_marker(conn: RawTxn, topic: str, commit: bool) -> None:
+    tid, group = f"tx-{topic}", f"g-{topic}"
+    pid, epoch = conn.init_ok(tid)
+    # TxnOffsetCommit before AddOffsetsToTxn: the offsets partition is not in the transaction.
+    assert _txn_commit_offset(conn, tid, pid, epoch, group, topic, 3) == E.INVALID_TXN_STATE
+    assert conn.add_offsets(tid, pid, epoch, group) == 0
+    assert _txn_commit_offset(conn, tid, pid, epoch, group, topic, 3) == 0
+    assert _fetch_offset(conn, group, topic, require_stable=True) == (E.UNSTABLE_OFFSET_COMMIT, -1)
+    assert _fetch_offset(conn, group, topic, require_stable=False) == (0, -1)  # not visible yet
+    assert conn.end(tid, pid, epoch, commit).error_code == 0
+    wait_until(lambda: _fetch_offset(conn, group, topic, require_stable=True)[0] == 0, message="marker applied")
+    assert _fetch_offset(conn, group, topic, require_stable=True) == (0, 3 if commit else -1)
+    # A fenced producer cannot commit offsets any more.
+    pid2, e2 = conn.init_ok(tid)
+    assert _txn_commit_offset(conn, tid, pid, epoch, group, topic, 9) == E.PRODUCER_FENCED
+    assert _txn_commit_offset(conn, tid, pid, epoch, group, topic, 9, version=2) == E.INVALID_PRODUCER_EPOCH
+    assert _fetch_offset(conn, group, topic, require_stable=True) == (0, 3 if commit else -1)

@@ -7,7 +7,8 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -327,6 +328,30 @@ def test_compressed_batches_stay_compressed_with_their_codec(tmp_path: Path) -> 
     assert seen == set(codecs)
 
 
+def test_stamping_a_horizon_keeps_codec_and_timestamps(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "c-0")
+    put(log, (b"a", b"1"), (b"b", None), (b"c", b"3"), ts=T0 - 5000, codec=compression.ZSTD)
+    log.roll()
+    before = [(r.offset, r.timestamp, r.key, r.value) for r in data_records(log)]
+    force(log, now=T0, delete_retention_ms=DAY)
+    [(h, recs)] = batches(log)
+    assert h.compression == compression.ZSTD and h.attributes & DELETE_HORIZON_FLAG
+    assert h.base_timestamp == T0 + DAY and h.max_timestamp == T0 - 5000 + 2
+    assert [(r.offset, r.timestamp, r.key, r.value) for r in recs] == before
+
+
+def test_log_append_time_batches_keep_their_time(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "c-0", message_timestamp_type="LogAppendTime")
+    put(log, (b"a", b"1"), (b"b", b"1"))
+    put(log, (b"a", b"2"))
+    log.roll()
+    force(log)
+    first, _ = batches(log)
+    h, recs = first
+    assert [(r.offset, r.key) for r in recs] == [(1, b"b")]
+    assert recs[0].timestamp == T0 and h.max_timestamp == T0 and h.last_offset_delta == 1
+
+
 def test_many_updates_of_few_keys_shrink_to_about_the_key_count(tmp_path: Path) -> None:
     log = open_log(tmp_path / "c-0", segment_bytes=4000)
     fill_updates(log, 3000, 5, per_batch=1)
@@ -372,22 +397,63 @@ def crash(log: PartitionLog) -> None:
     log._closed = True
 
 
-def build_swap_workload(d: Path) -> tuple[PartitionLog, dict[bytes | None, bytes], list[int]]:
-    log = open_log(d, segment_bytes=900)
+SWAP_SEGMENT_BYTES = 900
+
+
+def few_keys(d: Path) -> PartitionLog:
+    """Many updates of six keys: everything collapses into one cleaned segment."""
+    log = open_log(d, segment_bytes=SWAP_SEGMENT_BYTES)
     fill_updates(log, 200, 6)
     log.roll()
-    return log, state(data_records(log)), list(log.segment_base_offsets)
+    return log
 
 
-def test_crash_at_every_step_of_the_swap_leaves_old_or_new_segments(tmp_path: Path) -> None:
+def halves(d: Path) -> PartitionLog:
+    """120 keys, then new values for half of them: several cleaned segments, each replacing a run."""
+    log = open_log(d, segment_bytes=SWAP_SEGMENT_BYTES)
+    for i in range(120):
+        put(log, (key(i), b"first"))
+    for i in range(0, 120, 2):
+        put(log, (key(i), b"second"))
+    log.roll()
+    return log
+
+
+WORKLOADS: dict[str, Callable[[Path], PartitionLog]] = {"few_keys": few_keys, "halves": halves}
+
+
+def probe_swap(tmp_path: Path, workload: str) -> tuple[list[str], list[int], list[int], dict[bytes | None, bytes]]:
+    """(swap steps, segment bases before, after, key -> value) of an uninterrupted pass."""
+    log = WORKLOADS[workload](tmp_path / f"probe-{workload}")
+    expected = state(data_records(log))
+    old_bases = list(log.segment_base_offsets)
     steps: list[str] = []
-    log, expected, old_bases = build_swap_workload(tmp_path / "probe")
     force(log, fault=steps.append)
     new_bases = list(log.segment_base_offsets)
-    assert new_bases != old_bases and "before-manifest" in steps and len(steps) > 5
+    assert new_bases != old_bases and steps[0] == "before-manifest" and len(steps) > 5
+    assert state(data_records(log)) == expected
+    return steps, old_bases, new_bases, expected
+
+
+def check_after_crash(d: Path, step: str, old_bases: list[int], new_bases: list[int],
+                      expected: dict[bytes | None, bytes]) -> None:
+    log = open_log(d, segment_bytes=SWAP_SEGMENT_BYTES)
+    log.high_watermark = log.log_end_offset
+    # before the manifest exists the pass is rolled back; from then on it is finished
+    assert list(log.segment_base_offsets) == (old_bases if step == "before-manifest" else new_bases), step
+    assert state(data_records(log)) == expected, step
+    assert not segment_swap.staging_dir(d).exists() and not (d / segment_swap.MANIFEST_FILE).exists()
+    put(log, (b"after", b"crash"))  # and the log keeps working
+    assert state(data_records(log))[b"after"] == b"crash"
+    log.close()
+
+
+@pytest.mark.parametrize("workload", sorted(WORKLOADS))
+def test_crash_at_every_step_of_the_swap_leaves_old_or_new_segments(tmp_path: Path, workload: str) -> None:
+    steps, old_bases, new_bases, expected = probe_swap(tmp_path, workload)
     for i, step in enumerate(steps):
         d = tmp_path / f"c-{i}"
-        log, _, _ = build_swap_workload(d)
+        log = WORKLOADS[workload](d)
 
         def hook(name: str, at: str = step) -> None:
             if name == at:
@@ -396,34 +462,55 @@ def test_crash_at_every_step_of_the_swap_leaves_old_or_new_segments(tmp_path: Pa
         with pytest.raises(SimulatedCrash):
             force(log, fault=hook)
         crash(log)
-        log = open_log(d, segment_bytes=900)
-        log.high_watermark = log.log_end_offset
-        bases = list(log.segment_base_offsets)
-        assert bases in (old_bases, new_bases), step
-        assert bases == (old_bases if step == "before-manifest" else new_bases), step
-        assert state(data_records(log)) == expected, step
-        assert not segment_swap.staging_dir(d).exists() and not (d / segment_swap.MANIFEST_FILE).exists()
-        # the recovered log keeps working
-        put(log, (b"after", b"crash"))
-        assert state(data_records(log))[b"after"] == b"crash"
+        check_after_crash(d, step, old_bases, new_bases, expected)
+
+
+def test_sigkill_at_steps_of_the_swap(tmp_path: Path) -> None:
+    """The same as above with real process death: the cleaner SIGKILLs itself at a step."""
+    steps, old_bases, new_bases, expected = probe_swap(tmp_path, "halves")
+    chosen = sorted(set(steps[::3]) | {steps[0], steps[1], *steps[-5:]}, key=steps.index)
+    code = textwrap.dedent(f"""
+        import os, signal, sys
+        sys.path[:0] = [{str(REPO)!r}, {str(UNIT_DIR)!r}]
+        from pathlib import Path
+        import test_storage_cleaner as t
+        d, at = Path(sys.argv[1]), sys.argv[2]
+        log = t.halves(d)
+        def hook(name):
+            if name == at:
+                os.kill(os.getpid(), signal.SIGKILL)
+        t.force(log, fault=hook)
+    """)
+    procs = [(step, tmp_path / f"k-{i}") for i, step in enumerate(chosen)]
+    running = [subprocess.Popen([sys.executable, "-c", code, str(d), step], stdout=subprocess.DEVNULL)
+               for step, d in procs]
+    for proc in running:
+        assert proc.wait() == -signal.SIGKILL
+    for step, d in procs:
+        check_after_crash(d, step, old_bases, new_bases, expected)
 
 
 def test_io_error_during_swap_leaves_the_log_usable(tmp_path: Path) -> None:
-    log, expected, _ = build_swap_workload(tmp_path / "c-0")
+    log = halves(tmp_path / "c-0")
+    expected = state(data_records(log))
 
     def hook(name: str) -> None:
         if name.startswith("move-"):
             raise OSError("disk hiccup")
 
-    force(log, fault=hook)  # the committed swap is finished by recovery in place
+    force(log, fault=hook)  # the swap was committed, so it is finished in place
     assert state(data_records(log)) == expected
     assert not segment_swap.staging_dir(tmp_path / "c-0").exists()
+    log.close()
+    log = open_log(tmp_path / "c-0", segment_bytes=SWAP_SEGMENT_BYTES)
+    log.high_watermark = log.log_end_offset
+    assert state(data_records(log)) == expected
 
 
-def test_sigkill_while_cleaning_in_a_loop_leaves_a_consistent_log(tmp_path: Path) -> None:
+def test_sigkill_at_random_moments_of_a_write_and_clean_loop(tmp_path: Path) -> None:
     """A writer appends updates and cleans after every few appends; it is killed at a random
-    moment, several times. Each reopen must hold exactly the state of a prefix of the updates
-    at least as long as what the writer had reported done."""
+    moment (a random delay after it starts a pass), several times. Each reopen must hold exactly
+    the state of a prefix of the updates, at least as long as the writer had reported done."""
     d = tmp_path / "c-0"
     code = textwrap.dedent(f"""
         import sys
@@ -443,22 +530,24 @@ def test_sigkill_while_cleaning_in_a_loop_leaves_a_consistent_log(tmp_path: Path
                 log.high_watermark = log.log_end_offset
                 seq += 1
             log.roll()
+            print("cleaning", seq, flush=True)
             clean(log, now_ms=10_000, min_cleanable_ratio=0.0)
-            print(seq, flush=True)
     """)
     rng = random.Random(1234)
     done = 0
-    for _round in range(4):
+    for _round in range(6):
         proc = subprocess.Popen([sys.executable, "-c", code, str(done)], stdout=subprocess.PIPE, text=True)
         assert proc.stdout is not None
         reported = done
-        target = rng.randrange(3, 25)
+        passes = rng.randrange(3, 20)
         try:
             for line in proc.stdout:
-                if line.strip().isdigit():
-                    reported = int(line)
-                    target -= 1
-                    if target <= 0:
+                if line.startswith("cleaning"):
+                    reported = int(line.split()[1])
+                    passes -= 1
+                    if passes <= 0:
+                        # not synchronisation: a random kill moment, spread over a pass
+                        time.sleep(rng.uniform(0, 0.015))
                         break
         finally:
             proc.send_signal(signal.SIGKILL)
@@ -471,13 +560,12 @@ def test_sigkill_while_cleaning_in_a_loop_leaves_a_consistent_log(tmp_path: Path
         written = max(values.values()) + 1
         assert written >= reported
         assert values == {b"k%d" % (s % 9): s for s in range(max(0, written - 9), written)}
-        # offsets strictly increase and every record read is where its offset says
         offsets = [r.offset for r in recs]
         assert offsets == sorted(set(offsets))
         assert not segment_swap.staging_dir(d).exists()
         done = written
         log.close()
-    assert done > 20
+    assert done > 30
 
 
 def test_clean_without_anything_cleanable_is_a_no_op(tmp_path: Path) -> None:
