@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
-from protocol.primitives import ZERO_UUID
 from protocol.messages.metadata import (
     MetadataRequest,
     MetadataResponse,
@@ -14,6 +13,7 @@ from protocol.messages.metadata import (
     MetadataResponsePartition,
     MetadataResponseTopic,
 )
+from protocol.primitives import ZERO_UUID
 
 if TYPE_CHECKING:
     from ..server import BrokerServer, ClientInfo

@@ -11,7 +11,7 @@ coordinator to publish or drop the transaction's pending offsets.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -56,14 +56,8 @@ def _write_one(server: BrokerServer, topic: str, index: int, producer_id: int, p
     return ErrorCode.NONE
 
 
-def _group_coordinator(server: BrokerServer) -> Any:
-    return getattr(server, "groups", None)
-
-
 def _offsets_partition_loading(server: BrokerServer, index: int) -> bool:
-    groups = _group_coordinator(server)
-    sm = getattr(groups, "sm", None)
-    return sm is not None and index in getattr(sm, "loading", ())
+    return server.groups.is_loading(index)
 
 
 async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
@@ -88,8 +82,6 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
                 parts.append(WritableTxnMarkerPartitionResult(partition_index=index, error_code=code))
             topics.append(WritableTxnMarkerTopicResult(name=t.name, partitions=parts))
         if offsets_marked:
-            groups = _group_coordinator(server)
-            if groups is not None:
-                groups.complete_txn(m.producer_id, m.transaction_result)
+            server.groups.complete_txn(m.producer_id, m.transaction_result)
         results.append(WritableTxnMarkerResult(producer_id=m.producer_id, topics=topics))
     return WriteTxnMarkersResponse(markers=results)

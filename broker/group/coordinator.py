@@ -116,6 +116,11 @@ class GroupCoordinator:
         self._wake.set()
 
     # ---- loading -----------------------------------------------------------------------------
+    def is_loading(self, partition: int) -> bool:
+        """True while that `__consumer_offsets` partition is still being read back: a transaction
+        marker written meanwhile would be past the loader's end and leave offsets pending."""
+        return partition in self.sm.loading
+
     async def _load(self, topic: Topic) -> None:
         started = time.monotonic()
         records = 0

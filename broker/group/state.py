@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from protocol.errors import ErrorCode
 
+from ..partitioning import partition_for
 from . import records as rec
 from .model import (
     CommitPlan,
@@ -58,23 +59,6 @@ NO_OFFSET = -1
 # this long (Kafka's fixed value) instead of its session timeout before it is given up on.
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)  # READ, DELETE, DESCRIBE: all of them, no ACLs yet
-
-
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode (over UTF-16 code units, int32 wrap-around), so that our choice of
-    `__consumer_offsets` partition is the one Kafka's tooling computes for the same group id."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for(group_id: str, num_partitions: int) -> int:
-    """Kafka's Utils.abs (MIN_VALUE maps to 0, not to itself) then modulo."""
-    h = java_string_hash(group_id)
-    h = 0 if h == -(1 << 31) else abs(h)
-    return h % num_partitions
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from protocol.errors import ErrorCode
 
-from .partitioning import partition_for
+from ..partitioning import partition_for
 from .state import (
     MAX_EPOCH,
     NO_PRODUCER_EPOCH,

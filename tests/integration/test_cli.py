@@ -25,3 +25,33 @@ def test_topic_create_list_delete(broker: BrokerProcess) -> None:
     assert bad.returncode == 1 and "INVALID_CONFIG" in bad.stderr
     assert ketch(broker, "topic", "delete", "cli-t").returncode == 0
     assert all(t["topic"] != "cli-t" for t in json.loads(ketch(broker, "topic", "list", "--json").stdout))
+
+
+def test_group_list_describe_reset_delete(broker: BrokerProcess) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    assert ketch(broker, "topic", "create", "cli-g", "--partitions", "2").returncode == 0
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(10):
+        p.produce("cli-g", value=b"%d" % i, partition=i % 2)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "cli-group", "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition("cli-g", 0, 3), TopicPartition("cli-g", 1, 4)], asynchronous=False)
+    c.close()
+
+    groups = json.loads(ketch(broker, "group", "list", "--json").stdout)
+    assert {"group": "cli-group", "state": "Empty", "protocol_type": ""} in groups or any(
+        g["group"] == "cli-group" for g in groups)
+    d = json.loads(ketch(broker, "group", "describe", "cli-group", "--json").stdout)[0]
+    offsets = {(o["partition"], o["committed"], o["end"], o["lag"]) for o in d["offsets"]}
+    assert offsets == {(0, 3, 5, 2), (1, 4, 5, 1)}
+
+    r = ketch(broker, "group", "reset-offsets", "cli-group", "--topic", "cli-g", "--to", "earliest", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(ketch(broker, "group", "describe", "cli-group", "--json").stdout)[0]
+    assert {(o["partition"], o["committed"]) for o in d["offsets"]} == {(0, 0), (1, 0)}
+
+    assert ketch(broker, "group", "delete", "cli-group").returncode == 0
+    missing = ketch(broker, "group", "describe", "cli-group", "--json")
+    d = json.loads(missing.stdout)[0] if missing.returncode == 0 else None
+    assert d is None or (d["state"] == "Dead" and not d["offsets"])

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from protocol.records import Record, build_batch, build_control_batch
-
 from client.isolation import filter_fetched
 from client.structs import TopicPartition
+from protocol.records import Record, build_batch, build_control_batch
 
 TP = TopicPartition("t", 0)
 

@@ -16,7 +16,8 @@ from broker.group.model import (
     SyncResult,
     Write,
 )
-from broker.group.state import GroupStateMachine, Settings, java_string_hash, partition_for
+from broker.group.state import GroupStateMachine, Settings
+from broker.partitioning import java_string_hash, partition_for
 from protocol.errors import ErrorCode as E
 
 G = "grp"

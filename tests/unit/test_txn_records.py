@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from broker.partitioning import java_string_hash, partition_for
 from broker.txn.log_records import TxnLogFormatError, decode_key, decode_value, encode_key, encode_value
 from broker.txn.machine import MarkerJob
 from broker.txn.markers import DELETED, MarkerQueue, build_request, response_errors
-from broker.txn.partitioning import java_string_hash, partition_for
 from broker.txn.state import TxnRecord, TxnState
 from protocol.errors import ErrorCode as E
 from protocol.messages.write_txn_markers import (
