@@ -14,11 +14,12 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# kcat is a Debian package; the compat tests drive it.
+# kcat (compat tests) and a Java runtime (PySpark pipeline tests) are Debian packages.
+APT_PKGS := $(if $(shell command -v kcat),,kcat) $(if $(shell command -v java),,openjdk-17-jre-headless)
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 system-deps:
-	@command -v kcat >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq kcat >/dev/null; \
-	  else sudo apt-get update -qq && sudo apt-get install -y -qq kcat >/dev/null; fi; }
+	@if [ -n "$(strip $(APT_PKGS))" ]; then \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $(APT_PKGS) >/dev/null; fi
 
 run: install
 	$(BIN)/ketch broker --listen 0.0.0.0:9092 --data-dir ./data

@@ -55,8 +55,15 @@ def run_idempotent(target: Target, messages: int, timeout: float) -> dict[str, A
     from the first produce() to flush() returning."""
     topic = f"bench-idem-{uuid.uuid4().hex[:8]}"
     target.prepare_topic(topic)
-    p = Producer({"bootstrap.servers": target.bootstrap, "enable.idempotence": True, "acks": "all",
-                  "linger.ms": LINGER_MS, **QUIET})
+    p = Producer(
+        {
+            "bootstrap.servers": target.bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": LINGER_MS,
+            **QUIET,
+        }
+    )
     p.produce(topic, b"w" * MESSAGE_BYTES)
     if p.flush(30) != 0:
         raise RuntimeError("warm-up message not delivered")
@@ -65,17 +72,30 @@ def run_idempotent(target: Target, messages: int, timeout: float) -> dict[str, A
     if p.flush(timeout) != 0:
         raise TimeoutError(f"messages undelivered after {timeout}s")
     elapsed = time.perf_counter() - start
-    return {"messages": messages, "elapsed_s": round(elapsed, 4), "msgs_per_s": round(messages / elapsed, 1),
-            "partitions": target.partitions}
+    return {
+        "messages": messages,
+        "elapsed_s": round(elapsed, 4),
+        "msgs_per_s": round(messages / elapsed, 1),
+        "partitions": target.partitions,
+    }
 
 
-def run_transactions(target: Target, per_txn: int, messages: int, max_txns: int, timeout: float) -> dict[str, Any]:
+def run_transactions(
+    target: Target, per_txn: int, messages: int, max_txns: int, timeout: float
+) -> dict[str, Any]:
     """Transactions of `per_txn` messages; the clock runs from the first begin to the last commit."""
     topic = f"bench-txn-{per_txn}-{uuid.uuid4().hex[:8]}"
     target.prepare_topic(topic)
     txns = max(20, min(max_txns, messages // per_txn))
-    p = Producer({"bootstrap.servers": target.bootstrap, "transactional.id": f"bench-{uuid.uuid4().hex[:8]}",
-                  "acks": "all", "linger.ms": LINGER_MS, **QUIET})
+    p = Producer(
+        {
+            "bootstrap.servers": target.bootstrap,
+            "transactional.id": f"bench-{uuid.uuid4().hex[:8]}",
+            "acks": "all",
+            "linger.ms": LINGER_MS,
+            **QUIET,
+        }
+    )
     p.init_transactions(60)
     p.begin_transaction()  # warm-up: coordinator, metadata, connections
     p.produce(topic, b"w" * MESSAGE_BYTES)
@@ -95,13 +115,27 @@ def run_transactions(target: Target, per_txn: int, messages: int, max_txns: int,
             raise TimeoutError(f"only {t + 1} of {txns} transactions within {timeout}s")
     elapsed = now() - start
     n = txns * per_txn
-    return {"messages_per_txn": per_txn, "transactions": txns, "messages": n, "elapsed_s": round(elapsed, 4),
-            "txns_per_s": round(txns / elapsed, 1), "msgs_per_s": round(n / elapsed, 1),
-            "commit_ms": _percentiles(commit_ms), "partitions": target.partitions}
+    return {
+        "messages_per_txn": per_txn,
+        "transactions": txns,
+        "messages": n,
+        "elapsed_s": round(elapsed, 4),
+        "txns_per_s": round(txns / elapsed, 1),
+        "msgs_per_s": round(n / elapsed, 1),
+        "commit_ms": _percentiles(commit_ms),
+        "partitions": target.partitions,
+    }
 
 
-def run_target(name: str, partitions: int, sizes: list[int], messages: int, max_txns: int, timeout: float,
-               ketch_env: dict[str, str]) -> dict[str, Any]:
+def run_target(
+    name: str,
+    partitions: int,
+    sizes: list[int],
+    messages: int,
+    max_txns: int,
+    timeout: float,
+    ketch_env: dict[str, str],
+) -> dict[str, Any]:
     target: Target = MockCluster() if name == "mock" else KetchBroker(partitions, env=ketch_env)
     out: dict[str, Any] = {}
     try:
@@ -121,16 +155,19 @@ def run_target(name: str, partitions: int, sizes: list[int], messages: int, max_
             out[f"txn-{k}"] = res
             if "msgs_per_s" in res:
                 res["msgs_ratio_to_idempotent"] = round(res["msgs_per_s"] / base["msgs_per_s"], 4)
-                log(f"{name} txn-{k}: {res['txns_per_s']:.0f} txn/s, {res['msgs_per_s']:.0f} msg/s "
-                    f"({res['msgs_ratio_to_idempotent']:.2f} of idempotent)")
+                log(
+                    f"{name} txn-{k}: {res['txns_per_s']:.0f} txn/s, {res['msgs_per_s']:.0f} msg/s "
+                    f"({res['msgs_ratio_to_idempotent']:.2f} of idempotent)"
+                )
     finally:
         target.close()
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="bench.transactions", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="bench.transactions", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--out", default="bench/results-transactions.json")  # git-ignored
     ap.add_argument("--messages", type=int, default=100_000, help="messages per scenario (approximately)")
     ap.add_argument("--sizes", default="1,100,10000", help="messages per transaction, comma separated")
@@ -140,20 +177,31 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     env = dict(kv.split("=", 1) for kv in args.ketch_env)
-    results: dict[str, Any] = {"machine": machine_info(), "settings": {
-        "message_bytes": MESSAGE_BYTES, "linger_ms": LINGER_MS, "acks": "all", "messages": args.messages,
-        "sizes": sizes, "ketch_env": env}}
+    results: dict[str, Any] = {
+        "machine": machine_info(),
+        "settings": {
+            "message_bytes": MESSAGE_BYTES,
+            "linger_ms": LINGER_MS,
+            "acks": "all",
+            "messages": args.messages,
+            "sizes": sizes,
+            "ketch_env": env,
+        },
+    }
     failed = False
     partitions = 4
     for name in ("mock", "ketch"):
         try:
-            results[name] = run_target(name, partitions, sizes, args.messages, args.max_txns, args.timeout, env)
+            results[name] = run_target(
+                name, partitions, sizes, args.messages, args.max_txns, args.timeout, env
+            )
             partitions = results[name].get("partitions", partitions)
         except Exception as exc:
             results[name] = {"error": f"{type(exc).__name__}: {exc}"}
             log(f"{name} FAILED: {exc}")
-        failed |= "error" in results[name] or any("error" in v for v in results[name].values()
-                                                  if isinstance(v, dict))
+        failed |= "error" in results[name] or any(
+            "error" in v for v in results[name].values() if isinstance(v, dict)
+        )
     ratios = {}
     for k in ["idempotent", *(f"txn-{s}" for s in sizes)]:
         a, b = results.get("ketch", {}).get(k, {}), results.get("mock", {}).get(k, {})

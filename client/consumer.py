@@ -230,11 +230,8 @@ class Consumer:
     async def position(self, tp: TopicPartition) -> int:
         """Offset of the next record to be handed out (resolving a pending reset first)."""
         self._check()
-        s = self._subs.state(tp)
-        if s.position is None:
+        while (pos := self._subs.state(tp).position) is None:
             await self._resolve_positions([tp])
-        pos = self._subs.state(tp).position
-        assert pos is not None
         return pos
 
     async def committed(self, tp: TopicPartition) -> int | None:
@@ -259,24 +256,33 @@ class Consumer:
         return self._subs.state(tp).last_stable_offset
 
     async def _resolve_positions(self, tps: list[TopicPartition]) -> None:
-        """Committed offset where there is one (for a group), else the reset policy."""
-        pending = [tp for tp in tps if tp in self._subs.partitions and self._subs.partitions[tp].position is None]
-        if not pending:
+        """Committed offset where there is one (for a group), else the reset policy.
+
+        Each answer is applied only if the partition was not sought meanwhile (its epoch is
+        unchanged): the fetcher and position() may resolve concurrently, and a seek between the
+        question and the answer must win.
+        """
+        parts = self._subs.partitions
+        asked = {tp: parts[tp].epoch for tp in tps if tp in parts and parts[tp].position is None}
+        if not asked:
             return
+
+        def still(tp: TopicPartition) -> bool:
+            s = parts.get(tp)
+            return s is not None and s.position is None and s.epoch == asked.get(tp)
+
         if self._group is not None:
-            no_reset = [tp for tp in pending if self._subs.partitions[tp].reset is None]
+            no_reset = [tp for tp in asked if parts[tp].reset is None]
             if no_reset:
                 committed = await self._group.fetch_committed(no_reset, self.request_timeout)
                 for tp, om in committed.items():
-                    s = self._subs.partitions.get(tp)
-                    if s is not None and s.position is None and s.reset is None and om is not None:
-                        s.position = om.offset
+                    if om is not None and still(tp) and parts[tp].reset is None:
+                        parts[tp].position = om.offset
         by_strategy: dict[str, list[TopicPartition]] = {}
-        for tp in pending:
-            s = self._subs.partitions.get(tp)
-            if s is None or s.position is not None:
+        for tp in asked:
+            if not still(tp):
                 continue
-            strategy = s.reset or self._subs.auto_offset_reset
+            strategy = parts[tp].reset or self._subs.auto_offset_reset
             if strategy not in (EARLIEST, LATEST):
                 raise KafkaClientError(f"no committed offset for {tp} and auto_offset_reset is 'none'")
             by_strategy.setdefault(strategy, []).append(tp)
@@ -284,10 +290,8 @@ class Consumer:
             offsets = await self._fetcher.list_offsets(stps, EARLIEST_TIMESTAMP if strategy == EARLIEST
                                                        else LATEST_TIMESTAMP)
             for tp, off in offsets.items():
-                s = self._subs.partitions.get(tp)
-                if s is not None and s.position is None:
-                    s.position, s.reset = off, None
-                    s.epoch += 1
+                if still(tp) and (parts[tp].reset or self._subs.auto_offset_reset) == strategy:
+                    parts[tp].position, parts[tp].reset = off, None
 
     # ------------------------------------------------------------------ pause / resume
     def pause(self, *tps: TopicPartition) -> None:

@@ -106,6 +106,7 @@ class Producer:
         self._producer_id = -1
         self._producer_epoch = -1
         self._next_seq: dict[TopicPartition, int] = defaultdict(int)
+        self._seq_owner = (-1, -1)
         self._in_flight: dict[TopicPartition, int] = defaultdict(int)
         self._wake = asyncio.Event()
         self._space = asyncio.Event()
@@ -208,12 +209,12 @@ class Producer:
         fut: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
         if timestamp_ms is None:
             timestamp_ms = time.time_ns() // 1_000_000
-        _, full = self._acc.append(tp, key, value, hdrs, timestamp_ms, fut)
+        batch, full = self._acc.append(tp, key, value, hdrs, timestamp_ms, fut)
         if full:
             self._partitioner.batch_done(topic, partition, n)
             self._wake.set()
-        elif self.txn is not None and self.txn.has_partitions_to_add:
-            self._wake.set()
+        elif batch.count == 1 or (self.txn is not None and self.txn.has_partitions_to_add):
+            self._wake.set()  # a new batch: the sender must start its linger timer
         return fut
 
     async def send_and_wait(self, topic: str, value: bytes | None = None, **kw: Any) -> RecordMetadata:
@@ -342,11 +343,16 @@ class Producer:
         if n is not None and not b.is_retry:
             self._partitioner.batch_done(tp.topic, tp.partition, n)
         if b.encoded is None:
+            pid, epoch = self._pid_epoch()
+            if (pid, epoch) != self._seq_owner:
+                # sequences are per producer id and epoch: a new epoch (init, or the bump at the end
+                # of each transaction with EndTxn v5) starts every partition again at 0
+                self._next_seq.clear()
+                self._seq_owner = (pid, epoch)
             seq = -1
             if self.idempotent:
                 seq = self._next_seq[tp]
                 self._next_seq[tp] = (seq + b.count) & _SEQ_MASK
-            pid, epoch = self._pid_epoch()
             b.encode(producer_id=pid if self.idempotent else -1, producer_epoch=epoch if self.idempotent else -1,
                      base_sequence=seq, transactional=self.txn is not None, compression=self.compression)
         b.attempts += 1

@@ -88,11 +88,20 @@ class Member(threading.Thread):
             self.error = e
 
     def _run_confluent(self) -> None:
-        c = Consumer({
-            "bootstrap.servers": self.bootstrap, "group.id": self.group, "auto.offset.reset": "earliest",
-            "enable.auto.commit": False, "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": HEARTBEAT_MS,
-            "max.poll.interval.ms": MAX_POLL_MS, "fetch.wait.max.ms": 50, **QUIET, **self.conf,
-        })
+        c = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": self.group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "session.timeout.ms": SESSION_MS,
+                "heartbeat.interval.ms": HEARTBEAT_MS,
+                "max.poll.interval.ms": MAX_POLL_MS,
+                "fetch.wait.max.ms": 50,
+                **QUIET,
+                **self.conf,
+            }
+        )
         try:
             c.subscribe([self.topic])
             while not self.stopping.is_set():
@@ -109,13 +118,23 @@ class Member(threading.Thread):
 
     def _run_kafka_python(self) -> None:
         c = KafkaConsumer(
-            self.topic, bootstrap_servers=self.bootstrap, group_id=self.group, auto_offset_reset="earliest",
-            enable_auto_commit=False, session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS,
-            max_poll_interval_ms=MAX_POLL_MS, fetch_max_wait_ms=50,
+            self.topic,
+            bootstrap_servers=self.bootstrap,
+            group_id=self.group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=SESSION_MS,
+            heartbeat_interval_ms=HEARTBEAT_MS,
+            max_poll_interval_ms=MAX_POLL_MS,
+            fetch_max_wait_ms=50,
         )
         try:
             while not self.stopping.is_set():
-                out = [(r.partition, r.offset, r.value) for recs in c.poll(timeout_ms=2000).values() for r in recs]
+                out = [
+                    (r.partition, r.offset, r.value)
+                    for recs in c.poll(timeout_ms=2000).values()
+                    for r in recs
+                ]
                 if out:
                     c.commit()
                 self._record(out, {tp.partition for tp in c.assignment()})
@@ -124,9 +143,16 @@ class Member(threading.Thread):
 
     async def _run_aiokafka(self) -> None:
         c = AIOKafkaConsumer(
-            self.topic, bootstrap_servers=self.bootstrap, group_id=self.group, auto_offset_reset="earliest",
-            enable_auto_commit=False, session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS,
-            max_poll_interval_ms=MAX_POLL_MS, rebalance_timeout_ms=MAX_POLL_MS, fetch_max_wait_ms=50,
+            self.topic,
+            bootstrap_servers=self.bootstrap,
+            group_id=self.group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=SESSION_MS,
+            heartbeat_interval_ms=HEARTBEAT_MS,
+            max_poll_interval_ms=MAX_POLL_MS,
+            rebalance_timeout_ms=MAX_POLL_MS,
+            fetch_max_wait_ms=50,
         )
         await c.start()
         try:
@@ -174,21 +200,33 @@ def _share_take_over_and_consume_once(broker: BrokerProcess, kinds: list[str]) -
     members = [Member(kind, broker.bootstrap, group, topic) for kind in kinds]
     everyone = list(members)
     try:
-        wait_until(_settled(members, [2, 2, 2]), timeout=60,
-                   message=lambda: f"three members with two partitions each: {[m.assignment() for m in members]}")
+        wait_until(
+            _settled(members, [2, 2, 2]),
+            timeout=60,
+            message=lambda: f"three members with two partitions each: {[m.assignment() for m in members]}",
+        )
         produce(broker.bootstrap, topic, msgs[:PER_PHASE])
-        wait_until(lambda: _total(members) >= PER_PHASE, timeout=60,
-                   message=lambda: f"first {PER_PHASE} messages (have {_total(members)})")
+        wait_until(
+            lambda: _total(members) >= PER_PHASE,
+            timeout=60,
+            message=lambda: f"first {PER_PHASE} messages (have {_total(members)})",
+        )
         for m in members:  # each member read only from the partitions it owns
             assert {p for p, _, _ in m.consumed} <= m.assignment(), m.kind
         leaver = members.pop()
         leaver.close()
-        wait_until(_settled(members, [3, 3]), timeout=60,
-                   message=lambda: f"two members with three partitions each: {[m.assignment() for m in members]}")
+        wait_until(
+            _settled(members, [3, 3]),
+            timeout=60,
+            message=lambda: f"two members with three partitions each: {[m.assignment() for m in members]}",
+        )
         taken_over = leaver.assigned
         produce(broker.bootstrap, topic, msgs[PER_PHASE:])
-        wait_until(lambda: _total(everyone) >= 2 * PER_PHASE, timeout=60,
-                   message=lambda: f"all {2 * PER_PHASE} messages (have {_total(everyone)})")
+        wait_until(
+            lambda: _total(everyone) >= 2 * PER_PHASE,
+            timeout=60,
+            message=lambda: f"all {2 * PER_PHASE} messages (have {_total(everyone)})",
+        )
     finally:
         for m in members:
             m.close()
@@ -228,12 +266,18 @@ def test_cooperative_sticky_confluent_members(group_broker: BrokerProcess) -> No
     coop = {"partition.assignment.strategy": "cooperative-sticky"}
     members = [Member("confluent", group_broker.bootstrap, group, topic, **coop) for _ in range(2)]
     try:
-        wait_until(_settled(members, [3, 3]), timeout=60,
-                   message=lambda: f"two cooperative members: {[m.assignment() for m in members]}")
+        wait_until(
+            _settled(members, [3, 3]),
+            timeout=60,
+            message=lambda: f"two cooperative members: {[m.assignment() for m in members]}",
+        )
         before = [m.assignment() for m in members]
         members.append(Member("confluent", group_broker.bootstrap, group, topic, **coop))
-        wait_until(_settled(members, [2, 2, 2]), timeout=60,
-                   message=lambda: f"three cooperative members: {[m.assignment() for m in members]}")
+        wait_until(
+            _settled(members, [2, 2, 2]),
+            timeout=60,
+            message=lambda: f"three cooperative members: {[m.assignment() for m in members]}",
+        )
         # sticky: the first two kept two of their three partitions each
         assert all(len(members[i].assignment() & before[i]) == 2 for i in range(2))
     finally:

@@ -40,7 +40,9 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
 
 
 def produce(bootstrap: str, topic: str, msgs: list[Msg], **conf: object) -> dict[int, tuple[int, int]]:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, **conf)
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", linger_ms=5, max_block_ms=30_000, **conf
+    )
     try:
         futs = [producer.send(topic, key=m.key, value=m.value) for m in msgs]
         producer.flush(timeout=90)

@@ -28,8 +28,13 @@ async def _producer(bootstrap: str, tid: str) -> AIOKafkaProducer:
 
 async def _read(bootstrap: str, topic: str, isolation: str) -> list[bytes]:
     """Every value up to the end offsets (the LSO at read_committed)."""
-    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                         auto_offset_reset="earliest", isolation_level=isolation)
+    c = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        isolation_level=isolation,
+    )
     await c.start()
     try:
         tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
@@ -59,7 +64,10 @@ async def test_committed_visible_aborted_never_across_topics(module_broker: Brok
         for txn in range(9):
             await p.begin_transaction()
             values = [f"t{txn}-m{i}".encode() for i in range(27)]
-            futs = [await p.send(topics[i % 3], value=v, partition=(i // 3) % PARTITIONS) for i, v in enumerate(values)]
+            futs = [
+                await p.send(topics[i % 3], value=v, partition=(i // 3) % PARTITIONS)
+                for i, v in enumerate(values)
+            ]
             await asyncio.gather(*futs)  # written to the logs before the end
             if txn % 3 == 2:
                 await p.abort_transaction()
@@ -87,21 +95,28 @@ async def test_consume_transform_produce_exactly_once(module_broker: BrokerProce
     feeder = AIOKafkaProducer(bootstrap_servers=bs)
     await feeder.start()
     try:
-        await asyncio.gather(*[await feeder.send(src, value=f"in-{i}".encode(), partition=i % PARTITIONS)
-                               for i in range(n)])
+        await asyncio.gather(
+            *[await feeder.send(src, value=f"in-{i}".encode(), partition=i % PARTITIONS) for i in range(n)]
+        )
     finally:
         await feeder.stop()
 
     group = f"aio-ctp-{uuid.uuid4().hex[:8]}"
     rng = random.Random(3)
     tps = [TopicPartition(src, p) for p in range(PARTITIONS)]
-    consumer = AIOKafkaConsumer(bootstrap_servers=bs, group_id=group, enable_auto_commit=False,
-                                auto_offset_reset="earliest", isolation_level="read_committed")
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bs,
+        group_id=group,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        isolation_level="read_committed",
+    )
     await consumer.start()
     consumer.assign(tps)
     producer = await _producer(bs, f"aio-ctp-{uuid.uuid4().hex[:8]}")
     aborts = commits = 0
     try:
+
         async def committed_total() -> int:
             total = 0
             for tp in tps:
@@ -154,8 +169,11 @@ async def test_second_producer_fences_the_first(module_broker: BrokerProcess) ->
         with pytest.raises((ProducerFenced, KafkaError)) as err:
             await (await p1.send(topic, value=b"zombie-2", partition=1))
             await p1.commit_transaction()
-        assert isinstance(err.value, ProducerFenced) or "epoch" in repr(err.value).lower() or \
-            "fenced" in repr(err.value).lower(), repr(err.value)
+        assert (
+            isinstance(err.value, ProducerFenced)
+            or "epoch" in repr(err.value).lower()
+            or "fenced" in repr(err.value).lower()
+        ), repr(err.value)
         await p2.begin_transaction()
         await p2.send(topic, value=b"real", partition=2)
         await p2.commit_transaction()

@@ -78,8 +78,16 @@ def test_read_committed_consumer_waits_at_the_open_transaction(module_broker: Br
     assert plain.flush(30) == 0
 
     raw = RawTxn(module_broker.port)
-    c = Consumer({"bootstrap.servers": bs, "group.id": f"g-{uuid.uuid4().hex[:8]}", "isolation.level": "read_committed",
-                  "enable.auto.commit": False, "fetch.wait.max.ms": 100, **QUIET})
+    c = Consumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": f"g-{uuid.uuid4().hex[:8]}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+            **QUIET,
+        }
+    )
     try:
         assert raw.latest(topic, 0, committed=True) == 0 and raw.latest(topic, 0, committed=False) == 6
         c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
@@ -91,6 +99,7 @@ def test_read_committed_consumer_waits_at_the_open_transaction(module_broker: Br
         def drained() -> bool:
             got.extend(m.value() for m in c.consume(100, 0.2) if m.error() is None)
             return len(got) >= 6
+
         wait_until(drained, timeout=20, message="committed transaction and later data")
         assert got == [f"txn-{i}".encode() for i in range(5)] + [b"after"]
     finally:
@@ -111,14 +120,23 @@ def test_consume_transform_produce_is_exactly_once_with_random_aborts(module_bro
 
     group = f"ctp-{uuid.uuid4().hex[:8]}"
     rng = random.Random(7)
-    consumer = Consumer({"bootstrap.servers": bs, "group.id": group, "isolation.level": "read_committed",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest", "fetch.wait.max.ms": 50,
-                         **QUIET})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": group,
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 50,
+            **QUIET,
+        }
+    )
     producer = _producer(bs, f"ctp-{uuid.uuid4().hex[:8]}")
     parts = [TopicPartition(src, p) for p in range(PARTITIONS)]
     consumer.assign([TopicPartition(src, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
     commits = aborts = 0
     try:
+
         def all_committed() -> bool:
             done = consumer.committed(parts, timeout=10)
             return sum(max(tp.offset, 0) for tp in done) == n
@@ -130,14 +148,17 @@ def test_consume_transform_produce_is_exactly_once_with_random_aborts(module_bro
             producer.begin_transaction()
             for m in msgs:
                 producer.produce(dst, value=b"out-" + m.value(), partition=m.partition())
-            producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
-                                                 consumer.consumer_group_metadata(), 30)
+            producer.send_offsets_to_transaction(
+                consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 30
+            )
             if rng.random() < 1 / 3:
                 producer.abort_transaction(30)
                 aborts += 1
                 # Start again from what the group has committed (the aborted offsets never were).
                 for tp in consumer.committed(parts, timeout=10):
-                    consumer.seek(TopicPartition(src, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+                    consumer.seek(
+                        TopicPartition(src, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
+                    )
             else:
                 producer.commit_transaction(30)
                 commits += 1
@@ -164,8 +185,11 @@ def test_second_producer_fences_the_first(module_broker: BrokerProcess) -> None:
         p1.produce(topic, value=b"zombie-2", partition=1)
         p1.commit_transaction(30)
     e: KafkaError = err.value.args[0]
-    assert e.fatal() and e.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
-                                      KafkaError.INVALID_PRODUCER_EPOCH)
+    assert e.fatal() and e.code() in (
+        KafkaError._FENCED,
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+    )
     p2.begin_transaction()
     p2.produce(topic, value=b"real", partition=2)
     p2.commit_transaction(30)
@@ -191,8 +215,11 @@ def test_producer_that_disappears_is_aborted_after_its_timeout(broker_factory) -
     b: BrokerProcess = broker_factory(env={"KETCH_TRANSACTION_ABORT_TIMED_OUT_INTERVAL_MS": "100"})
     topic = unique_topic("txn-gone")
     create_topic(b.bootstrap, topic, 1)
-    proc = subprocess.Popen([sys.executable, "-c", PRODUCE_AND_HANG, b.bootstrap, f"gone-{uuid.uuid4().hex[:8]}",
-                             topic], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PRODUCE_AND_HANG, b.bootstrap, f"gone-{uuid.uuid4().hex[:8]}", topic],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         proc.kill()  # the producer vanishes mid-transaction; nothing aborts it client-side
@@ -203,8 +230,15 @@ def test_producer_that_disappears_is_aborted_after_its_timeout(broker_factory) -
     plain.produce(topic, value=b"after", partition=0)
     assert plain.flush(30) == 0
     # The read_committed consumer gets past the abandoned transaction once the coordinator aborted it.
-    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
-                  "isolation.level": "read_committed", "fetch.wait.max.ms": 100, **QUIET})
+    c = Consumer(
+        {
+            "bootstrap.servers": b.bootstrap,
+            "group.id": f"g-{uuid.uuid4().hex[:8]}",
+            "isolation.level": "read_committed",
+            "fetch.wait.max.ms": 100,
+            **QUIET,
+        }
+    )
     try:
         c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         found: list[bytes] = []
@@ -212,12 +246,17 @@ def test_producer_that_disappears_is_aborted_after_its_timeout(broker_factory) -
         def moved_on() -> bool:
             found.extend(m.value() for m in c.consume(10, 0.2) if m.error() is None)
             return bool(found)
-        wait_until(moved_on, timeout=20, message="read_committed consumer to move past the abandoned transaction")
+
+        wait_until(
+            moved_on, timeout=20, message="read_committed consumer to move past the abandoned transaction"
+        )
     finally:
         c.close()
     assert found == [b"after"]
     raw = RawTxn(b.port)
     try:
-        assert raw.latest(topic, 0, committed=True) == raw.latest(topic, 0, committed=False) == 12  # 10 + marker + 1
+        assert (
+            raw.latest(topic, 0, committed=True) == raw.latest(topic, 0, committed=False) == 12
+        )  # 10 + marker + 1
     finally:
         raw.close()

@@ -26,8 +26,14 @@ def _producer(bootstrap: str, tid: str) -> KafkaProducer:
 
 def _values(bootstrap: str, topic: str, isolation: str) -> list[bytes]:
     """Read back with kafka-python itself, to the end offsets (the LSO at read_committed)."""
-    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                      auto_offset_reset="earliest", isolation_level=isolation, consumer_timeout_ms=3000)
+    c = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        isolation_level=isolation,
+        consumer_timeout_ms=3000,
+    )
     try:
         tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
         c.assign(tps)
@@ -56,7 +62,9 @@ def test_committed_visible_aborted_never_across_topics(module_broker: BrokerProc
         for txn in range(6):
             p.begin_transaction()
             values = [f"t{txn}-m{i}".encode() for i in range(27)]
-            futs = [p.send(topics[i % 3], value=v, partition=(i // 3) % PARTITIONS) for i, v in enumerate(values)]
+            futs = [
+                p.send(topics[i % 3], value=v, partition=(i // 3) % PARTITIONS) for i, v in enumerate(values)
+            ]
             p.flush()
             for f in futs:
                 f.get(timeout=30)

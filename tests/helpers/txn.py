@@ -44,81 +44,143 @@ from .wait import wait_until
 CONCURRENT_TRANSACTIONS = 51
 
 
-def txn_batch(pid: int, epoch: int, seq: int, n: int = 1, *, transactional: bool = True,
-              value: bytes = b"v") -> bytes:
-    return build_batch([Record(i, 0, None, value + str(i).encode()) for i in range(n)], producer_id=pid,
-                       producer_epoch=epoch, base_sequence=seq, transactional=transactional)
+def txn_batch(
+    pid: int, epoch: int, seq: int, n: int = 1, *, transactional: bool = True, value: bytes = b"v"
+) -> bytes:
+    return build_batch(
+        [Record(i, 0, None, value + str(i).encode()) for i in range(n)],
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        transactional=transactional,
+    )
 
 
 class RawTxn(Raw):
     """A Raw connection with one method per transactional request (tests assert the codes)."""
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> None:
-        resp = self.request(CreateTopicsRequest(topics=[CreatableTopic(
-            name=name, num_partitions=partitions, replication_factor=1,
-            configs=[CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()])],
-            timeout_ms=5000), 4)
+        resp = self.request(
+            CreateTopicsRequest(
+                topics=[
+                    CreatableTopic(
+                        name=name,
+                        num_partitions=partitions,
+                        replication_factor=1,
+                        configs=[CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()],
+                    )
+                ],
+                timeout_ms=5000,
+            ),
+            4,
+        )
         assert isinstance(resp, CreateTopicsResponse) and resp.topics[0].error_code == 0, resp
 
-    def init_pid(self, tid: str | None, timeout_ms: int = 60_000, *, version: int = 4, pid: int = -1,
-                 epoch: int = -1) -> InitProducerIdResponse:
-        resp = self.request(InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=timeout_ms,
-                                                  producer_id=pid, producer_epoch=epoch), version)
+    def init_pid(
+        self, tid: str | None, timeout_ms: int = 60_000, *, version: int = 4, pid: int = -1, epoch: int = -1
+    ) -> InitProducerIdResponse:
+        resp = self.request(
+            InitProducerIdRequest(
+                transactional_id=tid, transaction_timeout_ms=timeout_ms, producer_id=pid, producer_epoch=epoch
+            ),
+            version,
+        )
         assert isinstance(resp, InitProducerIdResponse)
         return resp
 
     def init_ok(self, tid: str, timeout_ms: int = 60_000) -> tuple[int, int]:
         """InitProducerId until it is not CONCURRENT_TRANSACTIONS (a previous instance's abort)."""
+
         def attempt() -> InitProducerIdResponse | None:
             r = self.init_pid(tid, timeout_ms)
             return None if r.error_code == CONCURRENT_TRANSACTIONS else r
+
         resp = wait_until(attempt, timeout=15, message=f"InitProducerId for {tid}")
         assert resp.error_code == 0, resp
         return resp.producer_id, resp.producer_epoch
 
-    def add_partitions(self, tid: str, pid: int, epoch: int, parts: dict[str, list[int]],
-                       version: int = 3) -> dict[tuple[str, int], int]:
-        resp = self.request(AddPartitionsToTxnRequest(
-            v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
-            v3_and_below_topics=[AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in parts.items()]), version)
+    def add_partitions(
+        self, tid: str, pid: int, epoch: int, parts: dict[str, list[int]], version: int = 3
+    ) -> dict[tuple[str, int], int]:
+        resp = self.request(
+            AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=tid,
+                v3_and_below_producer_id=pid,
+                v3_and_below_producer_epoch=epoch,
+                v3_and_below_topics=[
+                    AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in parts.items()
+                ],
+            ),
+            version,
+        )
         assert isinstance(resp, AddPartitionsToTxnResponse)
-        return {(t.name, p.partition_index): p.partition_error_code
-                for t in resp.results_by_topic_v3_and_below for p in t.results_by_partition}
+        return {
+            (t.name, p.partition_index): p.partition_error_code
+            for t in resp.results_by_topic_v3_and_below
+            for p in t.results_by_partition
+        }
 
     def add_offsets(self, tid: str, pid: int, epoch: int, group: str, version: int = 3) -> int:
-        resp = self.request(AddOffsetsToTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch,
-                                                   group_id=group), version)
+        resp = self.request(
+            AddOffsetsToTxnRequest(
+                transactional_id=tid, producer_id=pid, producer_epoch=epoch, group_id=group
+            ),
+            version,
+        )
         assert isinstance(resp, AddOffsetsToTxnResponse)
         return resp.error_code
 
-    def produce(self, topic: str, partition: int, records: bytes, tid: str | None,
-                version: int = 7) -> tuple[int, int]:
-        resp = self.request(ProduceRequest(transactional_id=tid, acks=-1, timeout_ms=5000, topic_data=[
-            TopicProduceData(name=topic, partition_data=[PartitionProduceData(index=partition, records=records)])]),
-            version)
+    def produce(
+        self, topic: str, partition: int, records: bytes, tid: str | None, version: int = 7
+    ) -> tuple[int, int]:
+        resp = self.request(
+            ProduceRequest(
+                transactional_id=tid,
+                acks=-1,
+                timeout_ms=5000,
+                topic_data=[
+                    TopicProduceData(
+                        name=topic, partition_data=[PartitionProduceData(index=partition, records=records)]
+                    )
+                ],
+            ),
+            version,
+        )
         assert isinstance(resp, ProduceResponse)
         p = resp.responses[0].partition_responses[0]
         return p.error_code, p.base_offset
 
     def end(self, tid: str, pid: int, epoch: int, commit: bool, version: int = 3) -> EndTxnResponse:
-        resp = self.request(EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch,
-                                          committed=commit), version)
+        resp = self.request(
+            EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit),
+            version,
+        )
         assert isinstance(resp, EndTxnResponse)
         return resp
 
     def latest(self, topic: str, partition: int, *, committed: bool) -> int:
         """ListOffsets latest: the LSO at read_committed, the high watermark otherwise."""
-        resp = self.request(ListOffsetsRequest(replica_id=-1, isolation_level=1 if committed else 0, topics=[
-            ListOffsetsTopic(name=topic, partitions=[ListOffsetsPartition(partition_index=partition,
-                                                                          timestamp=-1)])]), 2)
+        resp = self.request(
+            ListOffsetsRequest(
+                replica_id=-1,
+                isolation_level=1 if committed else 0,
+                topics=[
+                    ListOffsetsTopic(
+                        name=topic, partitions=[ListOffsetsPartition(partition_index=partition, timestamp=-1)]
+                    )
+                ],
+            ),
+            2,
+        )
         assert isinstance(resp, ListOffsetsResponse)
         p = resp.topics[0].partitions[0]
         assert p.error_code == 0, p
         return p.offset
 
     def producers(self, topic: str, partition: int) -> list[ProducerState]:
-        resp = self.request(DescribeProducersRequest(topics=[TopicRequest(name=topic, partition_indexes=[partition])]),
-                            0)
+        resp = self.request(
+            DescribeProducersRequest(topics=[TopicRequest(name=topic, partition_indexes=[partition])]), 0
+        )
         assert isinstance(resp, DescribeProducersResponse)
         p = resp.topics[0].partitions[0]
         assert p.error_code == 0, p
@@ -129,9 +191,14 @@ class RawTxn(Raw):
         assert isinstance(resp, DescribeTransactionsResponse)
         return resp.transaction_states[0]
 
-    def list_txns(self, states: list[str] | None = None, pids: list[int] | None = None,
-                  duration: int = -1) -> ListTransactionsResponse:
-        resp = self.request(ListTransactionsRequest(state_filters=states or [], producer_id_filters=pids or [],
-                                                    duration_filter=duration), 1)
+    def list_txns(
+        self, states: list[str] | None = None, pids: list[int] | None = None, duration: int = -1
+    ) -> ListTransactionsResponse:
+        resp = self.request(
+            ListTransactionsRequest(
+                state_filters=states or [], producer_id_filters=pids or [], duration_filter=duration
+            ),
+            1,
+        )
         assert isinstance(resp, ListTransactionsResponse)
         return resp
