@@ -113,13 +113,17 @@ class Connection:
             assert isinstance(body, bytes)
             error = _SIZE.unpack_from(b"\x00\x00" + body[:2])[0]
             if error == ErrorCode.UNSUPPORTED_VERSION:
-                # KIP-511: the answer is a v0 body whatever we asked; it lists what the broker speaks
-                resp = ApiVersionsResponse.decode(body, 0)
-                theirs = {k.api_key: k.max_version for k in resp.api_keys}
-                best = min(theirs.get(API_VERSIONS_KEY, 0), version - 1)
-                if best < 0:
+                if version == 0:
                     break
-                version = best
+                # KIP-511: the answer should be a v0 body listing what the broker speaks. Not every
+                # implementation gets that body right (librdkafka's mock encodes it differently), so
+                # when it does not parse we fall back to v0, which every broker answers.
+                try:
+                    resp = ApiVersionsResponse.decode(body, 0)
+                    theirs = {k.api_key: k.max_version for k in resp.api_keys}
+                    version = max(0, min(theirs.get(API_VERSIONS_KEY, 0), version - 1))
+                except Exception:
+                    version = 0
                 continue
             resp = ApiVersionsResponse.decode(body, version)
             if resp.error_code:

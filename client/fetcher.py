@@ -15,7 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
 from protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 
@@ -176,6 +176,9 @@ class Fetcher:
             await asyncio.sleep(self._cluster.retry_backoff)
         except KafkaClientError as e:
             self.errors.append(e)
+            self.data_ready.set()
+        except KafkaError as e:  # a batch that does not decode (CRC, truncation): the caller must know
+            self.errors.append(error_from_code(e.code, e.message))
             self.data_ready.set()
         finally:
             self._in_flight.discard(node)

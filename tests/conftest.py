@@ -26,6 +26,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "chaos: crash/fault-injection tests against real brokers (tests/chaos)"
     )
+    config.addinivalue_line("markers", "spark: runs Apache Spark (tests/spark); deselect with -m 'not spark'")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -40,6 +40,7 @@ async def _one_transaction(bootstrap: str, txn_id: str, topic: str, orders: list
         if commit:
             await p.commit_transaction()
         else:
+            await p.flush()  # put the junk in the log: abort alone drops what is unsent
             await p.abort_transaction()
 
 
