@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
+from ..checkpoint import remove_incomplete_writes
 from ..session import local_session
 from .generate_orders import TOPICS
 from .model import customers
@@ -64,7 +65,7 @@ def totals(orders: DataFrame) -> DataFrame:
 def start(spark: SparkSession, *, bootstrap: str, checkpoint: Path, source_topic: str = TOPICS["orders"],
           enriched_topic: str = TOPICS["enriched"], totals_topic: str = TOPICS["totals"],
           max_offsets_per_trigger: int | None = None, available_now: bool = False,
-          use_arrow: bool = True) -> list[StreamingQuery]:
+          use_arrow: bool = True, transaction_timeout_ms: int = 60_000) -> list[StreamingQuery]:
     """Start both queries; returns them running."""
     reader = (spark.readStream.format("ketch").option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", source_topic).option("startingOffsets", "earliest")
@@ -74,11 +75,14 @@ def start(spark: SparkSession, *, bootstrap: str, checkpoint: Path, source_topic
     orders = parse_orders(reader.load())
     dim = spark.createDataFrame(customers(), "customer string, tier string")
     queries = []
+    for name in ("enriched", "totals"):
+        remove_incomplete_writes(checkpoint / name)
     for name, df, topic, mode in (("enriched", enriched(orders, dim), enriched_topic, "append"),
                                   ("totals", totals(orders), totals_topic, "complete")):
         w = (df.writeStream.queryName(f"orders-{name}").format("ketch").outputMode(mode)
              .option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
              .option("useArrow", str(use_arrow).lower())
+             .option("transactionTimeoutMs", str(transaction_timeout_ms))
              .option("checkpointLocation", str(checkpoint / name)))
         w = w.trigger(availableNow=True) if available_now else w.trigger(processingTime="1 second")
         queries.append(w.start())
@@ -95,12 +99,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-offsets-per-trigger", type=int, default=None)
     ap.add_argument("--trigger", choices=("continuous", "available-now"), default="continuous")
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--transaction-timeout-ms", type=int, default=60_000,
+                    help="how long a crashed task's open transaction can hold back read_committed readers")
     args = ap.parse_args(argv)
     spark = local_session("ketch-orders", master=args.master)
     queries = start(spark, bootstrap=args.bootstrap, checkpoint=args.checkpoint, source_topic=args.source_topic,
                     enriched_topic=args.enriched_topic, totals_topic=args.totals_topic,
                     max_offsets_per_trigger=args.max_offsets_per_trigger,
-                    available_now=args.trigger == "available-now")
+                    available_now=args.trigger == "available-now",
+                    transaction_timeout_ms=args.transaction_timeout_ms)
     print(f"orders job running: {[q.name for q in queries]}, checkpoint {args.checkpoint}", flush=True)
     for q in queries:
         q.awaitTermination()

@@ -32,12 +32,12 @@ async def _txn(bootstrap: str, topic: str, txn_id: str, items: Sequence[tuple[by
 
 
 async def produce_with_aborts(bootstrap: str, topic: str, n: int, *, txn_size: int = 50,
-                              abort_every: int = 3) -> list[tuple[bytes, bytes]]:
+                              abort_every: int = 3, first: int = 0) -> list[tuple[bytes, bytes]]:
     """Commit n keyed messages in transactions; every `abort_every`-th transaction is an aborted
     one full of poison values. Returns the committed (key, value) pairs."""
     committed: list[tuple[bytes, bytes]] = []
     txns = 0
-    i = 0
+    i, n = first, first + n
     while i < n:
         txns += 1
         if txns % abort_every == 0:
