@@ -25,14 +25,16 @@ from .structs import RecordMetadata, TopicPartition
 RECORD_OVERHEAD = 22  # length, attributes, deltas, key/value lengths, header count: a fair upper estimate
 BATCH_OVERHEAD = 61
 
+Message = tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]], int | None]
+
 
 @dataclass(eq=False)
 class ProducerBatch:
     tp: TopicPartition
     created: float
     deadline: float
-    messages: list[tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]], int | None]] = field(
-        default_factory=list)
+    loop: asyncio.AbstractEventLoop
+    messages: list[Message] = field(default_factory=list)
     futures: list[asyncio.Future[RecordMetadata]] = field(default_factory=list)
     size: int = BATCH_OVERHEAD
     closed: bool = False  # no more appends (full, or drained once)
@@ -43,6 +45,7 @@ class ProducerBatch:
     attempts: int = 0
     retry_at: float = 0.0
     done: asyncio.Future[None] | None = None
+    finished: bool = False
 
     @property
     def count(self) -> int:
@@ -61,16 +64,34 @@ class ProducerBatch:
                 base_sequence=base_sequence, transactional=transactional, compression=compression)
         return self.encoded
 
+    def reset_sequence(self) -> None:
+        """Forget the encoding: the broker lost our sequence state (KIP-360), so the batch is
+        encoded again under the new epoch and a new sequence at its next drain. Only safe for a
+        batch the broker is known not to have written."""
+        self.encoded = None
+        self.base_sequence = self.producer_id = self.producer_epoch = -1
+
     def complete(self, base_offset: int, log_append_time: int = -1) -> None:
+        """Resolve every record's future. One RecordMetadata per record is unavoidable (it is the
+        future's result), so it is built with tuple.__new__ straight from the values: the
+        NamedTuple constructor adds a Python call per record, a measurable share of the
+        producer's CPU at high rates."""
+        if self.finished:
+            return
         topic, partition = self.tp
-        for i, (fut, msg) in enumerate(zip(self.futures, self.messages, strict=True)):
-            if not fut.done():
-                ts = log_append_time if log_append_time >= 0 else (msg[3] if msg[3] is not None else -1)
-                fut.set_result(RecordMetadata(topic, partition, base_offset + i if base_offset >= 0 else -1, ts,
-                                              log_append_time))
+        new, rm = tuple.__new__, RecordMetadata
+        offset = base_offset if base_offset >= 0 else -1
+        step = 1 if base_offset >= 0 else 0
+        for fut, msg in zip(self.futures, self.messages, strict=True):
+            if not fut.done():  # the caller may have cancelled it: the record is delivered anyway
+                ts = log_append_time if log_append_time >= 0 else msg[3]
+                fut.set_result(new(rm, (topic, partition, offset, -1 if ts is None else ts, log_append_time)))
+            offset += step
         self._finish()
 
     def fail(self, error: BaseException) -> None:
+        if self.finished:
+            return
         for fut in self.futures:
             if not fut.done():
                 fut.set_exception(error)
@@ -78,8 +99,10 @@ class ProducerBatch:
         self._finish()
 
     def _finish(self) -> None:
+        self.finished = True
         self.closed = True
         self.messages = []
+        self.futures = []
         self.encoded = None
         if self.done is not None and not self.done.done():
             self.done.set_result(None)
@@ -94,33 +117,33 @@ class Accumulator:
         self.buffered_bytes = 0
         self.incomplete: set[ProducerBatch] = set()
 
-    def append(self, tp: TopicPartition, key: bytes | None, value: bytes | None,
-               headers: Sequence[tuple[str, bytes | None]], timestamp: int | None,
-               future: asyncio.Future[RecordMetadata]) -> tuple[ProducerBatch, bool]:
-        """Add one message; returns its batch and whether that batch is now full."""
-        size = RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
-        for hk, hv in headers:
-            size += len(hk) + (len(hv) if hv else 0) + 4
+    def append(self, tp: TopicPartition, message: Message, size: int, loop: asyncio.AbstractEventLoop
+               ) -> tuple[asyncio.Future[RecordMetadata], bool, bool]:
+        """Add one message of `size` (estimated) bytes; returns its delivery future, whether its
+        batch is new (the sender must start the linger timer) and whether it is now full."""
         q = self.queues.get(tp)
         if q is None:
             q = self.queues[tp] = deque()
         batch = q[-1] if q else None
-        if batch is None or batch.closed or (batch.count and batch.size + size > self.batch_size):
+        new = batch is None or batch.closed or (bool(batch.messages) and batch.size + size > self.batch_size)
+        if new:
             if batch is not None:
                 batch.closed = True
             now = time.monotonic()
-            batch = ProducerBatch(tp, now, now + self.delivery_timeout)
-            batch.done = future.get_loop().create_future()
+            batch = ProducerBatch(tp, now, now + self.delivery_timeout, loop)
+            batch.done = loop.create_future()
             q.append(batch)
             self.incomplete.add(batch)
-        batch.messages.append((key, value, headers, timestamp))
-        batch.futures.append(future)
+        assert batch is not None
+        fut: asyncio.Future[RecordMetadata] = loop.create_future()
+        batch.messages.append(message)
+        batch.futures.append(fut)
         batch.size += size
         self.buffered_bytes += size
         full = batch.size >= self.batch_size
         if full:
             batch.closed = True
-        return batch, full
+        return fut, new, full
 
     def pop(self, tp: TopicPartition) -> ProducerBatch:
         batch = self.queues[tp].popleft()
@@ -140,7 +163,9 @@ class Accumulator:
         retries = [b for b in q if b.is_retry]
         fresh = [b for b in q if not b.is_retry]
         retries.append(batch)
-        retries.sort(key=lambda b: b.base_sequence)
+        # sequenced batches in sequence order; those waiting for a new sequence (reset_sequence)
+        # after them, in the order they had
+        retries.sort(key=lambda b: (b.base_sequence < 0, b.base_sequence))
         q.clear()
         q.extend(retries)
         q.extend(fresh)

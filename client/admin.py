@@ -271,12 +271,22 @@ class Admin:
         return out
 
     async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, KafkaClientError | None]:
+        """Delete empty groups and their offsets; per group None, or the error (NON_EMPTY_GROUP,
+        GROUP_ID_NOT_FOUND, ...). A coordinator that moved or is still loading is retried."""
         out: dict[str, KafkaClientError | None] = {}
         for gid in group_ids:
-            node = await self._cluster.coordinator(gid, COORDINATOR_GROUP)
-            resp = await self._cluster.request(node, DeleteGroupsRequest(groups_names=[gid]))
-            for r in resp.results:
-                out[r.group_id] = error_from_code(r.error_code) if r.error_code else None
+            async def attempt(gid: str = gid) -> int:
+                node = await self._cluster.coordinator(gid, COORDINATOR_GROUP)
+                resp = await self._cluster.request(node, DeleteGroupsRequest(groups_names=[gid]))
+                code = next((r.error_code for r in resp.results if r.group_id == gid), ErrorCode.UNKNOWN_SERVER_ERROR)
+                if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+                    self._cluster.forget_coordinator(gid, COORDINATOR_GROUP)
+                if code and ErrorCode(code).retriable:
+                    raise error_from_code(code, f"group {gid}")
+                return int(code)
+
+            code = await self._retrying("DeleteGroups", attempt)
+            out[gid] = error_from_code(code, f"group {gid}") if code else None
         return out
 
     # ------------------------------------------------------------------ transactions

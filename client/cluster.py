@@ -121,6 +121,7 @@ class Cluster:
         self._connecting: dict[int | tuple[str, int], asyncio.Future[Connection]] = {}
         self._backoff: dict[int | tuple[str, int], _Backoff] = {}
         self._coordinators: dict[tuple[int, str], int] = {}
+        self._finding: dict[tuple[int, str], asyncio.Task[int]] = {}
         self._refresh: asyncio.Future[None] | None = None
         self._last_refresh = 0.0
         self.metadata_version = 0  # bumped on every refresh; waiters compare it
@@ -319,11 +320,28 @@ class Cluster:
         """Node id of the group (key_type 0) or transaction (1) coordinator for `key`.
 
         Retries the retriable answers (COORDINATOR_NOT_AVAILABLE while the internal topic is being
-        created, load in progress) until `timeout`.
+        created, load in progress) until `timeout`. Concurrent callers for the same key (the
+        heartbeat and a commit, after the coordinator moved) share one lookup.
         """
         cached = self._coordinators.get((key_type, key))
         if cached is not None:
             return cached
+        running = self._finding.get((key_type, key))
+        if running is None or running.done():
+            running = asyncio.get_running_loop().create_task(self._find_coordinator(key, key_type, timeout))
+            self._finding[(key_type, key)] = running
+            running.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved: callers may be gone
+        try:
+            return await asyncio.wait_for(asyncio.shield(running), timeout)
+        except TimeoutError:
+            raise KafkaTimeoutError(f"no coordinator for {key!r} within {timeout}s") from None
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if running.cancelled() and me is not None and not me.cancelling():
+                raise ConnectionLostError("client is closed") from None  # close() stopped the lookup, not us
+            raise
+
+    async def _find_coordinator(self, key: str, key_type: int, timeout: float | None) -> int:
         deadline = time.monotonic() + (timeout if timeout is not None else self.request_timeout)
         last: Exception | None = None
         while True:
@@ -360,6 +378,8 @@ class Cluster:
     # ------------------------------------------------------------------ lifecycle
     async def close(self) -> None:
         self._closed = True
+        for task in self._finding.values():
+            task.cancel()
         for conn in list(self._conns.values()):
             conn.close()
         self._conns.clear()

@@ -173,6 +173,11 @@ class GroupMember:
         code = sresp.error_code
         if code == E.REBALANCE_IN_PROGRESS:
             return
+        if code == E.COORDINATOR_LOAD_IN_PROGRESS:
+            # the same coordinator, still loading the group: join again after a backoff (a sync is
+            # only valid for the generation it belongs to, so it is not resent on its own)
+            await asyncio.sleep(self.retry_backoff)
+            return
         if code in (E.UNKNOWN_MEMBER_ID, E.ILLEGAL_GENERATION, E.FENCED_INSTANCE_ID):
             await self._lose()
             return

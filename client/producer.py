@@ -31,7 +31,7 @@ from protocol.messages.init_producer_id import InitProducerIdRequest, InitProduc
 from protocol.messages.produce import PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData
 from protocol.schema import Message
 
-from .accumulator import Accumulator, ProducerBatch
+from .accumulator import BATCH_OVERHEAD, RECORD_OVERHEAD, Accumulator, ProducerBatch
 from .cluster import COORDINATOR_GROUP, COORDINATOR_TRANSACTION, Cluster
 from .errors import (
     ConnectionLostError,
@@ -49,6 +49,9 @@ from .transactions import Decision, Outcome, TransactionManager, TxnState
 
 _ACKS = {"all": -1, "-1": -1, -1: -1, 1: 1, "1": 1, 0: 0, "0": 0}
 _SEQ_MASK = 0x7FFFFFFF
+_SEQ_HALF = 1 << 30
+# the broker has no (or other) sequence state for us: see Producer._recover_sequences
+_LOST_SEQUENCE = frozenset({ErrorCode.UNKNOWN_PRODUCER_ID, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER})
 
 
 class Producer:
@@ -106,7 +109,14 @@ class Producer:
         self._producer_id = -1
         self._producer_epoch = -1
         self._next_seq: dict[TopicPartition, int] = defaultdict(int)
-        self._seq_owner = (-1, -1)
+        # the (producer id, epoch) each partition's sequences belong to: a partition moves to a new
+        # epoch (and restarts at sequence 0) only once nothing of the old one is in flight
+        self._seq_owner: dict[TopicPartition, tuple[int, int]] = {}
+        # KIP-360 recovery of the idempotent producer: partitions whose unacknowledged batches must
+        # be re-sequenced under a new epoch, and whether that epoch is still to be fetched
+        self._rewrite: set[TopicPartition] = set()
+        self._bump_needed = False
+        self._bump_task: asyncio.Task[None] | None = None
         self._in_flight: dict[TopicPartition, int] = defaultdict(int)
         self._wake = asyncio.Event()
         self._space = asyncio.Event()
@@ -119,6 +129,8 @@ class Producer:
         self._add_task: asyncio.Task[None] | None = None
         self._pid_task: asyncio.Task[None] | None = None
         self._fatal: KafkaClientError | None = None
+        self._topics: dict[str, tuple[int, list[TopicPartition]]] = {}  # see send()
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -127,7 +139,8 @@ class Producer:
             return
         await self._cluster.refresh_metadata()
         self._started = True
-        self._sender = asyncio.get_running_loop().create_task(self._send_loop())
+        self._loop = asyncio.get_running_loop()
+        self._sender = self._loop.create_task(self._send_loop())
 
     async def __aenter__(self) -> Producer:
         await self.start()
@@ -183,22 +196,58 @@ class Producer:
 
         Waits only for metadata of a new topic and when `buffer_memory` is full. In a transactional
         producer the record belongs to the open transaction (begin_transaction first).
+
+        This runs once per record, so the common case (started, known topic, room in the buffer)
+        is kept to a few lookups: the topic's partition count and TopicPartition objects are
+        cached per metadata version instead of being rebuilt for every record.
         """
-        self._check_usable()
-        n = self._cluster.partitions_for(topic)
-        if n is None:
-            n = await self._cluster.wait_for_topic(topic, self.max_block)
+        if not self._started or self._closing or self._fatal is not None:
+            self._check_usable()
+        cached = self._topics.get(topic)
+        if cached is None or cached[0] != self._cluster.metadata_version:
+            cached = await self._topic_partitions(topic)
+        tps = cached[1]
+        n = len(tps)
         if partition is None:
             partition = self._partitioner.partition(topic, key, n)
         elif not 0 <= partition < n:
             raise ValueError(f"partition {partition} out of range for {topic} ({n} partitions)")
-        hdrs = tuple(headers) if headers else ()
-        size = (len(key) if key else 0) + (len(value) if value else 0)
-        if size + 61 + 22 > self.max_request_size:
+        size = RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
+        if headers:
+            headers = tuple(headers)
+            for hk, hv in headers:
+                size += len(hk) + (len(hv) if hv else 0) + 4
+        else:
+            headers = ()
+        if size + BATCH_OVERHEAD > self.max_request_size:
             raise error_from_code(ErrorCode.MESSAGE_TOO_LARGE, f"record of {size} bytes > max_request_size")
-        tp = TopicPartition(topic, partition)
+        tp = tps[partition]
         if self.txn is not None:
             self.txn.add_partition(tp)
+        if self._acc.buffered_bytes + size > self.buffer_memory:
+            await self._wait_for_space(size)
+        if timestamp_ms is None:
+            timestamp_ms = time.time_ns() // 1_000_000
+        loop = self._loop
+        assert loop is not None  # set by start(), which _check_usable demanded
+        fut, new, full = self._acc.append(tp, (key, value, headers, timestamp_ms), size, loop)
+        if full:
+            self._partitioner.batch_done(topic, partition, n)
+            self._wake.set()
+        elif new or (self.txn is not None and self.txn.has_partitions_to_add):
+            self._wake.set()  # a new batch: the sender must start its linger timer
+        return fut
+
+    async def _topic_partitions(self, topic: str) -> tuple[int, list[TopicPartition]]:
+        """(metadata version, one TopicPartition per partition) of `topic`, waiting for its metadata."""
+        n = self._cluster.partitions_for(topic)
+        if n is None:
+            n = await self._cluster.wait_for_topic(topic, self.max_block)
+        cached = (self._cluster.metadata_version, [TopicPartition(topic, p) for p in range(n)])
+        self._topics[topic] = cached
+        return cached
+
+    async def _wait_for_space(self, size: int) -> None:
         while self._acc.buffered_bytes + size > self.buffer_memory and self._acc.incomplete:
             self._space.clear()
             self._wake.set()
@@ -206,16 +255,6 @@ class Producer:
                 await asyncio.wait_for(self._space.wait(), self.max_block)
             except TimeoutError:
                 raise KafkaTimeoutError(f"buffer_memory full for {self.max_block}s") from None
-        fut: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
-        if timestamp_ms is None:
-            timestamp_ms = time.time_ns() // 1_000_000
-        batch, full = self._acc.append(tp, key, value, hdrs, timestamp_ms, fut)
-        if full:
-            self._partitioner.batch_done(topic, partition, n)
-            self._wake.set()
-        elif batch.count == 1 or (self.txn is not None and self.txn.has_partitions_to_add):
-            self._wake.set()  # a new batch: the sender must start its linger timer
-        return fut
 
     async def send_and_wait(self, topic: str, value: bytes | None = None, **kw: Any) -> RecordMetadata:
         """send() and wait for the acknowledgement."""
@@ -275,6 +314,12 @@ class Producer:
             if self._pid_task is None or self._pid_task.done():
                 self._pid_task = self._spawn(self._init_idempotent())
             return None
+        if self._bump_needed:
+            # nothing goes out until every in-flight batch has its answer and the new epoch is here
+            if not any(self._in_flight.values()) and (self._bump_task is None or self._bump_task.done()):
+                self._bump_task = self._spawn(self._bump_epoch())
+            return None
+        owner = self._pid_epoch()
         if txn is not None:
             if txn.state in (TxnState.ABORTABLE_ERROR, TxnState.FATAL_ERROR):
                 # partitions that never made it into the transaction cannot be sent; fail their batches
@@ -310,6 +355,8 @@ class Producer:
                     continue
             elif inflight >= self.max_in_flight:
                 continue
+            elif inflight and self.idempotent and self._seq_owner.get(tp, owner) != owner:
+                continue  # the first batch of a new epoch waits for the old epoch's batches
             elif not (first.closed or len(q) > 1 or urgent or now - first.created >= linger):
                 due = first.created + linger - now
                 wake = due if wake is None else min(wake, due)
@@ -334,7 +381,7 @@ class Producer:
             b.fail(err)
             self._acc.released(b)
             if self.txn is not None:
-                self.txn.on_produce_failure(err)
+                self.txn.on_produce_failure(err, sequenced=False)
         self._space.set()
 
     def _drain(self, tp: TopicPartition) -> ProducerBatch:
@@ -344,13 +391,13 @@ class Producer:
             self._partitioner.batch_done(tp.topic, tp.partition, n)
         if b.encoded is None:
             pid, epoch = self._pid_epoch()
-            if (pid, epoch) != self._seq_owner:
-                # sequences are per producer id and epoch: a new epoch (init, or the bump at the end
-                # of each transaction with EndTxn v5) starts every partition again at 0
-                self._next_seq.clear()
-                self._seq_owner = (pid, epoch)
             seq = -1
             if self.idempotent:
+                if self._seq_owner.get(tp) != (pid, epoch):
+                    # sequences are per producer id and epoch: a new one (init, the bump at the end
+                    # of each transaction with EndTxn v5, a KIP-360 recovery) starts again at 0
+                    self._seq_owner[tp] = (pid, epoch)
+                    self._next_seq[tp] = 0
                 seq = self._next_seq[tp]
                 self._next_seq[tp] = (seq + b.count) & _SEQ_MASK
             b.encode(producer_id=pid if self.idempotent else -1, producer_epoch=epoch if self.idempotent else -1,
@@ -414,17 +461,42 @@ class Producer:
             if ec in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                       ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH):
                 self._refresh_metadata_soon()
-            if ec.retriable or (ec is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and self._earlier_retry(b)):
+            if ec in _LOST_SEQUENCE and b.base_sequence >= 0:
+                if ec is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and self._earlier_unresolved(b):
+                    self._retry_or_fail(b, perr, code=code)  # our own gap: it closes when that one lands
+                elif self.txn is None:
+                    self._recover_sequences(b, perr, code)
+                else:
+                    self._finish_failed(b, perr, code)  # abortable; the abort bumps the epoch
+            elif ec.retriable:
                 self._retry_or_fail(b, perr, code=code)
             else:
                 self._finish_failed(b, perr, code)
         self._wake.set()
 
-    def _earlier_retry(self, b: ProducerBatch) -> bool:
-        """Is a batch before `b` of the same partition being retried? Then the broker's gap
-        complaint about `b` is our own doing, and `b` will fit once its predecessor lands."""
-        q = self._acc.queues.get(b.tp)
-        return bool(q) and any(x.is_retry and x.base_sequence < b.base_sequence for x in q)  # type: ignore[union-attr]
+    def _earlier_unresolved(self, b: ProducerBatch) -> bool:
+        """Is a batch before `b` of the same partition and epoch still unanswered (in flight, or
+        queued for a retry)? Then the broker's gap complaint about `b` is our own doing, and `b`
+        will fit once its predecessor lands."""
+        for x in self._acc.incomplete:
+            if (x is not b and x.tp == b.tp and x.base_sequence >= 0 and x.producer_id == b.producer_id
+                    and x.producer_epoch == b.producer_epoch
+                    and 0 < (b.base_sequence - x.base_sequence) & _SEQ_MASK < _SEQ_HALF):
+                return True
+        return False
+
+    def _recover_sequences(self, b: ProducerBatch, err: KafkaClientError, code: int) -> None:
+        """KIP-360 for the idempotent producer: the broker lost our state for the partition
+        (UNKNOWN_PRODUCER_ID) or has a gap we did not cause (a batch before `b` failed for good, so
+        OUT_OF_ORDER_SEQUENCE_NUMBER). Nothing from `b` on was written, so it is safe to send it
+        again under a new epoch, from sequence 0; the bump waits until nothing is in flight."""
+        self._in_flight[b.tp] -= 1
+        if time.monotonic() >= b.deadline or self._fatal is not None:
+            self._fail_batch(b, err, code)
+            return
+        self._rewrite.add(b.tp)
+        self._bump_needed = True
+        self._acc.reenqueue(b, time.monotonic())
 
     def _retry_or_fail(self, b: ProducerBatch, err: KafkaClientError, code: int | None) -> None:
         self._in_flight[b.tp] -= 1
@@ -455,6 +527,48 @@ class Producer:
             self._fatal = FatalError(str(err), code)
         b.fail(err)
         self._acc.released(b)
+        self._space.set()
+
+    async def _bump_epoch(self) -> None:
+        """A new epoch (or producer id) for the idempotent producer: InitProducerId v3+ with the
+        current id and epoch, as librdkafka does (Java bumps the epoch locally; the broker accepts
+        both). Kafka and Ketch answer an idempotent producer with a fresh producer id, epoch 0.
+        Then the partitions that lost their sequences are re-sequenced from 0; every other
+        partition moves to the new id when its in-flight batches are done."""
+        deadline = time.monotonic() + self.max_block
+        while True:
+            try:
+                conn = await self._cluster.any_connection()
+                v = conn.version_for(InitProducerIdRequest)
+                req = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1,
+                                            producer_id=self._producer_id if v >= 3 else -1,
+                                            producer_epoch=self._producer_epoch if v >= 3 else -1)
+                resp: InitProducerIdResponse = await conn.request(req, version=v)
+                if resp.error_code == 0:
+                    self._producer_id, self._producer_epoch = resp.producer_id, resp.producer_epoch
+                    break
+                if not ErrorCode(resp.error_code).retriable:
+                    self._fail_all(FatalError("InitProducerId (epoch bump) failed", resp.error_code))
+                    return
+            except (RetriableError, OSError, TimeoutError):
+                pass
+            if time.monotonic() > deadline:
+                self._fail_all(KafkaTimeoutError("could not bump the producer epoch"))
+                return
+            await asyncio.sleep(self.retry_backoff)
+        for tp in self._rewrite:
+            for b in self._acc.queues.get(tp, ()):
+                b.reset_sequence()  # encoded again, under the new epoch, at its next drain
+            self._seq_owner.pop(tp, None)
+        self._rewrite.clear()
+        self._bump_needed = False
+        self._wake.set()
+
+    def _fail_all(self, err: KafkaClientError) -> None:
+        """The producer cannot go on: every record not yet acknowledged fails with `err`."""
+        self._fatal = err
+        self._bump_needed = False
+        self._acc.drop_undrained(err)
         self._space.set()
 
     async def _init_idempotent(self) -> None:
@@ -520,6 +634,7 @@ class Producer:
 
         await self._txn_call(txn.transactional_id, COORDINATOR_TRANSACTION, lambda: req, handle, "init_transactions")
         self._next_seq.clear()
+        self._seq_owner.clear()
 
     async def begin_transaction(self) -> None:
         self._require_txn().begin()
@@ -597,8 +712,16 @@ class Producer:
         await self._wait_incomplete()
         if not need:
             txn.complete()
-            return
-        await self._end_txn(txn, "abort_transaction")
+        else:
+            await self._end_txn(txn, "abort_transaction")
+        if txn.state is TxnState.INITIALIZING:
+            # a failed batch left the sequences in doubt and EndTxn (before v5) kept the epoch:
+            # bump it now, so the next transaction starts every partition at sequence 0
+            def handle(resp: InitProducerIdResponse) -> Decision:
+                return txn.handle_init(resp.error_code, resp.producer_id, resp.producer_epoch)
+
+            await self._txn_call(txn.transactional_id, COORDINATOR_TRANSACTION, txn.bump_request, handle,
+                                 "abort_transaction (epoch bump)")
 
     async def _end_txn(self, txn: TransactionManager, what: str) -> None:
         def handle(resp: Any) -> Decision:

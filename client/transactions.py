@@ -112,6 +112,10 @@ class TransactionManager:
         self._pending: set[TopicPartition] = set()  # AddPartitionsToTxn in flight
         self._added: set[TopicPartition] = set()  # confirmed by the coordinator
         self.transaction_started = False  # something was added: the coordinator needs an EndTxn
+        # A produce of this transaction failed, so the partition's sequence numbers no longer match
+        # the broker's (the failed batch left a gap, or the broker lost the producer): once the
+        # transaction is aborted, a new epoch must restart them at 0 (KIP-360, as Java does).
+        self.epoch_bump_required = False
 
     # ------------------------------------------------------------------ transitions
     def _to(self, target: TxnState, error: KafkaClientError | None = None) -> None:
@@ -185,9 +189,19 @@ class TransactionManager:
         return InitProducerIdRequest(transactional_id=self.transactional_id,
                                      transaction_timeout_ms=self.transaction_timeout_ms)
 
+    def bump_request(self) -> InitProducerIdRequest:
+        """InitProducerId carrying our current id and epoch (v3+, KIP-360): the coordinator bumps the
+        epoch of *this* producer instead of treating us as a new instance. Older versions drop the
+        two fields, and the coordinator bumps the epoch anyway (it fences the previous instance,
+        which is us)."""
+        return InitProducerIdRequest(transactional_id=self.transactional_id,
+                                     transaction_timeout_ms=self.transaction_timeout_ms,
+                                     producer_id=self.producer_id, producer_epoch=self.producer_epoch)
+
     def handle_init(self, code: int, producer_id: int, producer_epoch: int) -> Decision:
         if code == 0:
             self.producer_id, self.producer_epoch = producer_id, producer_epoch
+            self.epoch_bump_required = False
             self._to(TxnState.READY)
             return DONE
         if code in _COORDINATOR_MOVED:
@@ -347,6 +361,7 @@ class TransactionManager:
         if code == 0:
             if new_producer_id >= 0 and new_epoch >= 0:  # EndTxn v5+: the coordinator bumped the epoch
                 self.producer_id, self.producer_epoch = new_producer_id, new_epoch
+                self.epoch_bump_required = False
             self.complete()
             return DONE
         if code in _COORDINATOR_MOVED:
@@ -358,16 +373,25 @@ class TransactionManager:
         return self._fail_code(code, "EndTxn")
 
     def complete(self) -> None:
-        """The transaction is over (committed, aborted, or empty): back to READY."""
+        """The transaction is over (committed, aborted, or empty): back to READY, or to INITIALIZING
+        when an aborted transaction left sequences to reset and the end did not bump the epoch
+        (EndTxn before v5): the producer then sends `bump_request()`."""
         self._new.clear()
         self._pending.clear()
         self._added.clear()
         self.transaction_started = False
+        if self.state is TxnState.ABORTING_TRANSACTION and self.epoch_bump_required:
+            self._to(TxnState.INITIALIZING)
+            return
         self._to(TxnState.READY)
 
     # ------------------------------------------------------------------ produce results
     def on_produce_error(self, code: int, tp: TopicPartition) -> KafkaClientError:
-        """A batch of this transaction failed for good: the transaction cannot commit."""
+        """A batch of this transaction failed for good: the transaction cannot commit.
+
+        UNKNOWN_PRODUCER_ID and OUT_OF_ORDER_SEQUENCE_NUMBER land here too: an idempotent producer
+        recovers from them by itself, but a transactional one cannot re-send a batch under a new
+        epoch in the middle of a transaction, so they are abortable (Java does the same)."""
         ec = ErrorCode(code)
         err = error_from_code(code, f"produce to {tp.topic}-{tp.partition} failed")
         if ec in _FENCED:
@@ -378,12 +402,16 @@ class TransactionManager:
             self.fatal(err)
             assert self.last_error is not None
             return self.last_error
+        self.epoch_bump_required = True  # the batch left a gap in the partition's sequences
         if self.state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING_TRANSACTION, TxnState.ABORTABLE_ERROR):
             self.abortable(err)
         return err
 
-    def on_produce_failure(self, error: KafkaClientError) -> None:
-        """A batch failed without a code (timed out, client closed)."""
+    def on_produce_failure(self, error: KafkaClientError, *, sequenced: bool = True) -> None:
+        """A batch failed without a code (timed out, client closed). If it had been sent
+        (`sequenced`), nobody knows whether the broker wrote it, so its sequence is in doubt."""
+        if sequenced and self.state is not TxnState.FATAL_ERROR:
+            self.epoch_bump_required = True
         if self.state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING_TRANSACTION):
             self.abortable(error)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator
 from typing import TypeVar
 
 from client import Admin, Consumer, ConsumerRecord, TopicPartition
@@ -60,7 +60,8 @@ def bounds(opts: SourceOptions, tps: list[Tp]) -> tuple[Offsets, Offsets]:
     return asyncio.run(_bounds(opts.bootstrap, tps, opts.read_committed))
 
 
-async def _read_range(opts: SourceOptions, tp: Tp, start: int, end: int) -> AsyncIterator[list[ConsumerRecord]]:
+async def _read_range(opts: SourceOptions, tp: Tp, start: int, end: int
+                      ) -> AsyncGenerator[list[ConsumerRecord], None]:
     """Chunks of the records at offsets [start, end) of one partition, in offset order.
 
     At read_committed, aborted records and transaction markers are never handed out but still

@@ -177,7 +177,7 @@ def _encode_record(
 
 
 def _assemble(
-    records: list[bytes], count: int, *, base_offset: int, last_offset_delta: int, base_timestamp: int,
+    records: Sequence[BytesLike], count: int, *, base_offset: int, last_offset_delta: int, base_timestamp: int,
     max_timestamp: int, producer_id: int, producer_epoch: int, base_sequence: int, transactional: bool,
     control: bool, compression_type: int, partition_leader_epoch: int, timestamp_type: int,
 ) -> bytes:
@@ -250,12 +250,21 @@ def build_batch_from_messages(
 
     The producer's path: no Record objects are made. As in Java, the batch's base timestamp is the
     first message's timestamp; a None timestamp means now (read once per batch).
+
+    Speed: a record without headers whose lengths and deltas are all below _SMALL (the usual case)
+    is not built as its own bytes object: its pieces, length prefix included (the length is
+    summed from the pieces' sizes), go straight into the one list the batch is joined from. That
+    saves two allocations and a join per record, which the producer pays for every record.
     """
-    encoded: list[bytes] = []
-    append = encoded.append
+    small = _VARINT
+    parts: list[BytesLike] = []
+    extend = parts.extend
+    append = parts.append
     now: int | None = None
     base_ts = max_ts = 0
+    count = 0
     for od, (key, value, headers, ts) in enumerate(messages):
+        count += 1
         if ts is None:
             if now is None:
                 now = now_ms()
@@ -264,11 +273,32 @@ def build_batch_from_messages(
             base_ts = max_ts = ts
         elif ts > max_ts:
             max_ts = ts
-        append(_encode_record(od, ts - base_ts, key, value, headers))
-    if not encoded:
+        td = ts - base_ts
+        if not headers and 0 <= td < _SMALL and od < _SMALL:
+            tdv, odv = small[td], small[od]
+            kn = -1 if key is None else len(key)
+            vn = -1 if value is None else len(value)
+            if kn < _SMALL and vn < _SMALL:
+                # attributes(1) + deltas + key/value lengths and bytes + header count(1)
+                size = 2 + len(tdv) + len(odv) + (1 if kn < 0 else len(small[kn]) + kn) + (
+                    1 if vn < 0 else len(small[vn]) + vn)
+                if size < _SMALL:
+                    extend((small[size], _ZERO_ATTR, tdv, odv))
+                    if key is None:
+                        append(_NULL)
+                    else:
+                        extend((small[kn], key))
+                    if value is None:
+                        append(_NULL)
+                    else:
+                        extend((small[vn], value))
+                    append(_NO_HEADERS)
+                    continue
+        append(_encode_record(od, td, key, value, headers))
+    if not count:
         base_ts = max_ts = now_ms()
     return _assemble(
-        encoded, len(encoded), base_offset=base_offset, last_offset_delta=max(len(encoded) - 1, 0),
+        parts, count, base_offset=base_offset, last_offset_delta=max(count - 1, 0),
         base_timestamp=base_ts, max_timestamp=max_ts, producer_id=producer_id, producer_epoch=producer_epoch,
         base_sequence=base_sequence, transactional=transactional, control=False,
         compression_type=compression, partition_leader_epoch=partition_leader_epoch,

@@ -1,14 +1,17 @@
 """Failure handling of the bundled client against real broker processes: a broker restart in the
-middle of an idempotent produce (nothing lost, nothing duplicated), and transactional calls right
-after a restart, while the coordinator reloads its state (retried until they succeed)."""
+middle of an idempotent produce (nothing lost, nothing duplicated), transactional calls right
+after a restart, while the coordinator reloads its state (retried until they succeed), and the
+KIP-360 recovery of a producer whose sequences the broker no longer agrees with."""
 
 from __future__ import annotations
 
 import asyncio
 
+import pytest
 from helpers import BrokerProcess, unique_topic
 
-from client import Admin, Consumer, Producer, TopicPartition
+from client import Admin, BrokerResponseError, Consumer, Producer, TopicPartition, TransactionAbortableError
+from protocol.errors import ErrorCode
 
 
 async def read_values(bs: str, topic: str, partitions: int, isolation: str = "read_uncommitted") -> list[bytes]:
@@ -64,3 +67,82 @@ async def test_transactions_right_after_a_restart_are_retried_until_the_coordina
         async with p.transaction():
             await p.send(topic, b"after")
     assert sorted(await read_values(b.bootstrap, topic, 2, "read_committed")) == [b"after", b"before"]
+
+
+async def test_idempotent_producer_recovers_from_a_gap_left_by_a_rejected_batch(broker: BrokerProcess) -> None:
+    """A batch the broker refuses for good (MESSAGE_TOO_LARGE) leaves a hole in the partition's
+    sequences, so the broker answers the next batch OUT_OF_ORDER_SEQUENCE_NUMBER. That is not our
+    retry's doing: the producer gets a new producer id (KIP-360) and sends on, from sequence 0,
+    with nothing lost and nothing written twice."""
+    bs = broker.bootstrap
+    topic = unique_topic("gap")
+    async with Admin(bs) as admin:
+        await admin.create_topic(topic, 3, config={"max.message.bytes": "2000"})
+    async with Producer(bs, linger_ms=2, batch_size=1000) as p:
+        before = [await p.send(topic, b"a%04d" % i, partition=i % 3) for i in range(300)]
+        await p.flush()
+        big = await p.send(topic, b"x" * 5000, partition=0)
+        await p.flush()
+        with pytest.raises(BrokerResponseError) as refused:
+            await big
+        assert refused.value.code is ErrorCode.MESSAGE_TOO_LARGE
+        after = [await p.send(topic, b"b%04d" % i, partition=i % 3) for i in range(3000)]
+        await asyncio.wait_for(asyncio.gather(*before, *after), 60)
+    sent = [b"a%04d" % i for i in range(300)] + [b"b%04d" % i for i in range(3000)]
+    async with Consumer(bs, auto_offset_reset="earliest") as c:
+        tp0 = TopicPartition(topic, 0)
+        c.assign([tp0])
+        end = (await c.end_offsets([tp0]))[tp0]
+        p0: list[bytes] = []
+        while len(p0) < end:
+            p0 += [r.value or b"" for r in (await c.getmany(timeout_ms=1000)).get(tp0, [])]
+    assert p0 == sent[0::3]  # partition 0, where the hole was: everything, once, in order
+    assert sorted(await read_values(bs, topic, 3)) == sorted(sent)
+    async with Admin(bs) as admin:
+        producers = await admin.describe_producers(tp0)
+    assert len({s.producer_id for s in producers}) == 2  # the first id, and the one it recovered with
+
+
+async def test_failed_batch_in_a_transaction_is_aborted_and_the_next_transaction_commits(broker: BrokerProcess) -> None:
+    bs = broker.bootstrap
+    topic = unique_topic("txn-gap")
+    async with Admin(bs) as admin:
+        await admin.create_topic(topic, 1, config={"max.message.bytes": "2000"})
+    async with Producer(bs, transactional_id=unique_topic("tx"), batch_size=1000) as p:
+        await p.init_transactions()
+        async with p.transaction():
+            for i in range(50):
+                await p.send(topic, b"one-%d" % i)
+        await p.begin_transaction()
+        for i in range(10):
+            await p.send(topic, b"two-%d" % i)
+        await p.flush()
+        await p.send(topic, b"x" * 5000)
+        with pytest.raises(TransactionAbortableError):
+            await p.commit_transaction()
+        await p.abort_transaction()
+        async with p.transaction():
+            for i in range(50):
+                await p.send(topic, b"three-%d" % i)
+    values = await read_values(bs, topic, 1, "read_committed")
+    assert values == [b"one-%d" % i for i in range(50)] + [b"three-%d" % i for i in range(50)]
+
+
+async def test_broker_that_forgot_the_producer_accepts_it_again(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    """Producer state expired while the broker was down (producer.id.expiration.ms): the broker
+    accepts our next sequence as a new producer's (KIP-360 brokers do), and nothing is lost or
+    written twice."""
+    b: BrokerProcess = broker_factory(env={"KETCH_FLUSH_MESSAGES": "1", "KETCH_PRODUCER_ID_EXPIRATION_MS": "1"})
+    topic = unique_topic("expired")
+    async with Admin(b.bootstrap) as admin:
+        await admin.create_topic(topic, 2)
+    async with Producer(b.bootstrap, retry_backoff_ms=50, request_timeout_ms=5_000) as p:
+        first = [await p.send(topic, b"a%04d" % i, partition=i % 2) for i in range(500)]
+        await p.flush()
+        await asyncio.to_thread(b.restart)
+        async with Admin(b.bootstrap) as admin:
+            assert await admin.describe_producers(TopicPartition(topic, 0)) == []  # forgotten
+        second = [await p.send(topic, b"b%04d" % i, partition=i % 2) for i in range(500)]
+        await asyncio.wait_for(asyncio.gather(*first, *second), 60)
+    values = await read_values(b.bootstrap, topic, 2)
+    assert sorted(values) == sorted([b"a%04d" % i for i in range(500)] + [b"b%04d" % i for i in range(500)])

@@ -1,6 +1,7 @@
 """Consumer groups with the bundled client against a real Ketch broker: range and cooperative-sticky
-rebalances with the listener, commits, admin views of the group, and a mixed group with a
-confluent-kafka member (the ConsumerProtocol bytes must be understood both ways)."""
+rebalances with the listener, commits, admin views of the group, a mixed group with a
+confluent-kafka member (the ConsumerProtocol bytes must be understood both ways), static
+membership across a restart, and deleting groups."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import confluent_kafka
 from helpers import BrokerProcess, unique_topic
 
 from client import Admin, Consumer, Producer, TopicPartition
+from protocol.errors import ErrorCode
 
 
 async def setup(bs: str, topic: str, partitions: int, n: int = 0) -> None:
@@ -127,3 +129,81 @@ async def test_mixed_group_with_confluent_kafka(module_broker: BrokerProcess) ->
             assert ck_assigned | ours.assignment() == {TopicPartition(topic, p) for p in range(4)}
     finally:
         ck.close()
+
+
+async def test_static_member_restart_keeps_its_partitions_without_a_rebalance(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    """KIP-345: a member with a group_instance_id that restarts within its session timeout takes
+    its old place. The coordinator hands it the same partitions at the same generation, and the
+    other member is never asked to rebalance. Done for the leader, then for the follower."""
+    bs = broker_factory(env={"KETCH_GROUP_INITIAL_REBALANCE_DELAY_MS": "0"}).bootstrap
+    topic, group = unique_topic("grp-static"), unique_topic("g")
+    await setup(bs, topic, 4, 40)
+
+    def static(instance: str) -> Consumer:
+        return Consumer(bs, group_id=group, group_instance_id=instance, auto_offset_reset="earliest",
+                        assignors=("range",), heartbeat_interval_ms=200, session_timeout_ms=20_000)
+
+    recorders = {"a": Recorder(), "b": Recorder()}
+    members = {"a": static("a"), "b": static("b")}
+    await members["a"].start()
+    members["a"].subscribe([topic], listener=recorders["a"])
+    await poll_until([members["a"]], lambda: len(members["a"].assignment()) == 4)  # a joins first: the leader
+    await members["b"].start()
+    members["b"].subscribe([topic], listener=recorders["b"])
+    try:
+        await poll_until(list(members.values()), lambda: all(len(c.assignment()) == 2 for c in members.values()))
+        generation = members["a"].group_metadata().generation_id
+        assert members["b"].group_metadata().generation_id == generation
+        held = {name: set(c.assignment()) for name, c in members.items()}
+        async with Admin(bs) as admin:
+            ids_before = {m.group_instance_id: m.member_id for m in (await admin.describe_groups([group]))[group].members}
+        for name, other in (("a", "b"), ("b", "a")):
+            await members[name].close()  # a static member sends no LeaveGroup: its place is kept
+            events_of_other = list(recorders[other].events)
+            recorders[name] = Recorder()
+            members[name] = static(name)
+            await members[name].start()
+            members[name].subscribe([topic], listener=recorders[name])
+            await poll_until(list(members.values()), lambda n=name: len(members[n].assignment()) == 2)  # type: ignore[misc]
+            assert members[name].assignment() == held[name]
+            # the join answered at the old generation: had it started a rebalance, the answer would
+            # have waited for the other member to rejoin and carried a new generation
+            assert members[name].group_metadata().generation_id == generation
+            assert recorders[name].events == [("assigned", held[name])]
+            assert recorders[other].events == events_of_other  # nothing revoked, nothing reassigned
+            assert members[other].assignment() == held[other]
+            assert members[other].group_metadata().generation_id == generation
+        async with Admin(bs) as admin:
+            desc = (await admin.describe_groups([group]))[group]
+        assert desc.state == "Stable"
+        ids_after = {m.group_instance_id: m.member_id for m in desc.members}
+        assert set(ids_after) == {"a", "b"}
+        assert all(ids_after[i] != ids_before[i] for i in ("a", "b"))  # replaced in place, new member ids
+        assert {m.group_instance_id: set(m.assignment) for m in desc.members} == held
+    finally:
+        for c in members.values():
+            await c.close()
+
+
+async def test_delete_groups(module_broker: BrokerProcess) -> None:
+    bs = module_broker.bootstrap
+    topic, group, busy = unique_topic("grp-del"), unique_topic("g"), unique_topic("g-busy")
+    await setup(bs, topic, 2, 10)
+    tp = TopicPartition(topic, 0)
+    async with Consumer(bs, group_id=group, enable_auto_commit=False) as c:
+        await c.commit({tp: 5})
+    async with Consumer(bs, group_id=busy, heartbeat_interval_ms=200, session_timeout_ms=6000,
+                        auto_offset_reset="earliest") as member:
+        member.subscribe([topic])
+        await poll_until([member], lambda: len(member.assignment()) == 2)
+        async with Admin(bs) as admin:
+            assert group in {g.group_id for g in await admin.list_groups()}
+            result = await admin.delete_groups([group, busy, unique_topic("never-existed")])
+            assert result[group] is None
+            assert result[busy] is not None and result[busy].code is ErrorCode.NON_EMPTY_GROUP
+            unknown = [e for g, e in result.items() if g not in (group, busy)]
+            assert len(unknown) == 1 and unknown[0] is not None and unknown[0].code is ErrorCode.GROUP_ID_NOT_FOUND
+            listed = {g.group_id for g in await admin.list_groups()}
+            assert group not in listed and busy in listed
+    async with Consumer(bs, group_id=group) as c:
+        assert await c.committed(tp) is None  # its offsets went with it

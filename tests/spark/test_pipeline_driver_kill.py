@@ -31,7 +31,7 @@ from pipeline.jobs.model import customer_tier, expected_totals, make_order
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 
 SEED = 11
-ORDERS = 1200
+ORDERS = 800
 KILLS = 3
 
 
@@ -73,7 +73,7 @@ def test_orders_job_is_exactly_once_across_driver_kills(broker, topic: str, tmp_
     ck, log = tmp_path / "ck", tmp_path / "driver.log"
     cmd = [sys.executable, "-m", "pipeline.jobs.orders", "--bootstrap", b, "--checkpoint", str(ck),
            "--source-topic", src, "--enriched-topic", enriched_t, "--totals-topic", totals_t,
-           "--trigger", "available-now", "--max-offsets-per-trigger", "150", "--transaction-timeout-ms", "20000"]
+           "--trigger", "available-now", "--max-offsets-per-trigger", "120", "--transaction-timeout-ms", "20000"]
     rng = random.Random()
     seed = rng.randrange(1 << 30)
     rng.seed(seed)

@@ -151,6 +151,27 @@ def test_failed_produce_makes_the_transaction_abortable() -> None:
     assert tm.state is TxnState.ABORTABLE_ERROR and err.code is E.MESSAGE_TOO_LARGE
     assert tm.begin_abort() is True
     assert tm.end_txn_request().committed is False
+    # EndTxn before v5 keeps the epoch, but the failed batch left a gap in TP0's sequences: the
+    # producer must bump the epoch (KIP-360) before the next transaction
+    assert tm.handle_end_txn(0).outcome is Outcome.DONE and tm.state is TxnState.INITIALIZING
+    bump = tm.bump_request()
+    assert (bump.transactional_id, bump.producer_id, bump.producer_epoch) == ("tx", 42, 3)
+    assert tm.handle_init(0, 42, 4).outcome is Outcome.DONE
+    assert (tm.state, tm.producer_epoch, tm.epoch_bump_required) == (TxnState.READY, 4, False)
+
+
+def test_end_txn_v5_bump_makes_a_separate_bump_unnecessary() -> None:
+    tm = in_txn_with(TP0)
+    tm.on_produce_error(E.OUT_OF_ORDER_SEQUENCE_NUMBER, TP0)
+    assert tm.state is TxnState.ABORTABLE_ERROR and tm.epoch_bump_required
+    tm.begin_abort()
+    assert tm.handle_end_txn(0, 42, 4).outcome is Outcome.DONE
+    assert (tm.state, tm.producer_epoch, tm.epoch_bump_required) == (TxnState.READY, 4, False)
+
+
+def test_committed_transaction_needs_no_bump() -> None:
+    tm = in_txn_with(TP0)
+    assert tm.begin_commit() is True
     assert tm.handle_end_txn(0).outcome is Outcome.DONE and tm.state is TxnState.READY
 
 
