@@ -34,8 +34,12 @@ test: install system-deps lint
 unit: install
 	$(BIN)/pytest -q tests/unit
 
-bench: install
+# Benchmarks write their figures to bench/*.json (git-ignored); see docs/bench.md.
+bench: install system-deps
 	$(BIN)/python -m bench.throughput --out bench/results.json
+	$(BIN)/python -m bench.transactions --out bench/results-transactions.json
+	$(BIN)/python -m bench.client --out bench/client-results.json
+	$(BIN)/python -m bench.pipeline --out bench/results-pipeline.json
 
 soak: install system-deps
 	$(BIN)/pytest -q -m slow tests
