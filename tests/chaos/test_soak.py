@@ -2,8 +2,8 @@
 freezing. Marked ``slow``: excluded from ``make test``, run by ``make soak``.
 
 Bounds: ``KETCH_SOAK_SECONDS`` (default 300) of fault injection, then a bounded drain with the broker
-healthy; ``KETCH_SOAK_MESSAGES`` input messages (default 400 per soak second); ``KETCH_SOAK_SEED``
-makes a run repeatable (the seed is printed in every failure message).
+healthy; ``KETCH_SOAK_MESSAGES`` input messages (default 150 per soak second); ``KETCH_SOAK_SEED``
+makes the fault schedule repeatable (the seed is printed in every failure message).
 
 The broker listens on 127.0.0.1 only and runs with ``KETCH_FLUSH_MESSAGES=1``: every acknowledged
 write is fsynced, so a SIGKILL must lose nothing that a client was told is durable.
@@ -60,7 +60,7 @@ def test_transactional_pipeline_is_exactly_once_under_kills_and_freezes(broker_f
     src, dst = unique_topic("soak-in"), unique_topic("soak-out")
     create_topic(bs, src, PARTITIONS)
     create_topic(bs, dst, PARTITIONS)
-    n = env_int("KETCH_SOAK_MESSAGES", 400 * SOAK_SECONDS)
+    n = env_int("KETCH_SOAK_MESSAGES", 150 * SOAK_SECONDS)
     ends = prefill(bs, src, n, PARTITIONS)
     assert list_offsets(bs, src, PARTITIONS) == {p: (0, ends[p]) for p in range(PARTITIONS)}
 
@@ -108,7 +108,7 @@ def test_transactional_pipeline_is_exactly_once_under_kills_and_freezes(broker_f
     assert worker.crashed is None, status()
     assert worker.done and not worker.is_alive(), status()
     assert faults.log.kills >= 1 and faults.log.stops >= 1, f"too few faults for a soak: {status()}"
-    assert worker.commits > 0 and worker.aborts > 0, status()
+    assert worker.commits > 0 and worker.aborts > 0 and worker.crashes > 0, status()
 
     # ---- every input exactly once at read_committed, nothing from an aborted transaction
     committed_out = consume_all(bs, dst, PARTITIONS, {"isolation.level": "read_committed"},
@@ -183,7 +183,7 @@ def test_idempotent_producer_loses_and_duplicates_nothing_across_kills(broker_fa
     bs = b.bootstrap
     topic = unique_topic("soak-idem")
     create_topic(bs, topic, PARTITIONS)
-    kills = env_int("KETCH_SOAK_KILLS", 8)
+    kills = env_int("KETCH_SOAK_KILLS", max(8, SOAK_SECONDS // 10))
     stream = IdempotentStream(bs, topic, PARTITIONS, max_messages=env_int("KETCH_SOAK_IDEMPOTENT_MAX", 2_000_000))
     faults = FaultInjector(b, rng)
     deadline = time.monotonic() + max(SOAK_SECONDS / 2, 30)
@@ -195,14 +195,14 @@ def test_idempotent_producer_loses_and_duplicates_nothing_across_kills(broker_fa
 
     stream.start()
     try:
-        for _ in range(kills):
+        while faults.log.kills < kills and time.monotonic() < deadline:
             goal = len(stream.acked) + rng.randint(200, 3000)
             wait_until(
                 lambda goal=goal: len(stream.acked) >= goal or not stream.is_alive(),
                 timeout=RECOVERY_TIMEOUT,
                 message=lambda: f"acknowledgements to resume after a restart: {status()}",
             )
-            if not stream.is_alive() or time.monotonic() > deadline:
+            if not stream.is_alive():
                 break
             faults.kill_and_restart()
         goal = len(stream.acked) + 1000
@@ -215,7 +215,7 @@ def test_idempotent_producer_loses_and_duplicates_nothing_across_kills(broker_fa
     print(status())
     assert stream.crashed is None, status()
     assert not stream.is_alive() and stream.unflushed == 0, status()
-    assert faults.log.kills == kills, f"the producer stalled before every kill was done: {status()}"
+    assert faults.log.kills >= min(kills, 3), f"too few restarts for a soak: {status()}"
     assert not stream.fatal, status()
 
     got = consume_all(bs, topic, PARTITIONS, {"isolation.level": "read_uncommitted"}, timeout=300,

@@ -29,6 +29,13 @@ from .confluent import QUIET
 
 OP_TIMEOUT = 30.0  # seconds librdkafka gets for one transactional call before it reports a timeout
 
+# librdkafka >= 2.10 re-bootstraps as soon as every known broker is down at once -- with one broker,
+# on every crash -- and decommissions the broker object, which can stay cached as the group
+# coordinator: send_offsets_to_transaction() then blocks forever, ignoring its timeout (client bug
+# https://github.com/confluentinc/librdkafka/issues/5511, fix pending in PR #5512; reproduced here by
+# this soak before the setting below). With "none" the client keeps reconnecting to the same broker.
+NO_REBOOTSTRAP = {"metadata.recovery.strategy": "none"}
+
 
 def env_int(name: str, default: int) -> int:
     value = os.environ.get(name)
@@ -154,6 +161,9 @@ class TxnPipeline(threading.Thread):
       create new ones (init_transactions fences the old instance and ends its transaction), and rewind
       to the committed offsets.
 
+    Now and then (``crash_ratio``) the application "crashes" in the middle of a transaction: it drops
+    its clients without ending it, and a new instance with the same transactional.id takes over.
+
     Each transaction attempt gets a number that is written into every output value, and its outcome as
     the client saw it is recorded (``committed``, ``aborted``, or unknown), so the final read can check
     that aborted data never shows and committed data never vanishes.
@@ -171,6 +181,7 @@ class TxnPipeline(threading.Thread):
         max_txns: int,
         max_batch: int = 60,
         abort_ratio: float = 1 / 3,
+        crash_ratio: float = 0.03,
         producer_conf: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(name="txn-pipeline", daemon=True)
@@ -183,6 +194,7 @@ class TxnPipeline(threading.Thread):
         self.max_txns = max_txns
         self.max_batch = max_batch
         self.abort_ratio = abort_ratio
+        self.crash_ratio = crash_ratio
         self.producer_conf = dict(producer_conf or {})
         self.group = f"soak-{uuid.uuid4().hex[:8]}"
         self.tid = f"soak-{uuid.uuid4().hex[:8]}"
@@ -190,6 +202,7 @@ class TxnPipeline(threading.Thread):
         self.txn_no = 0
         self.commits = 0
         self.aborts = 0  # deliberate aborts that the broker confirmed
+        self.crashes = 0  # instances abandoned mid-transaction (an application crash)
         self.committed_txns: dict[int, int] = {}  # txn number -> records in it
         self.aborted_txns: dict[int, int] = {}
         self.unknown_txns: set[int] = set()
@@ -221,7 +234,7 @@ class TxnPipeline(threading.Thread):
     def summary(self) -> str:
         return (
             f"pipeline: {self.processed}/{self.total} input committed, {self.txn_no} txn attempts, "
-            f"{self.commits} commits, {self.aborts} deliberate aborts, {len(self.unknown_txns)} unknown, "
+            f"{self.commits} commits, {self.aborts} deliberate aborts, {self.crashes} crashes, {len(self.unknown_txns)} unknown, "
             f"{self.producers_created} producers, {self.consumers_created} consumers, {self.rewinds} rewinds, "
             f"done={self.done}; errors {dict(self.errors.most_common(12))}"
         )
@@ -285,6 +298,7 @@ class TxnPipeline(threading.Thread):
         self.txn_no += 1
         no = self.txn_no
         abort = self.rng.random() < self.abort_ratio
+        crash = not abort and self.rng.random() < self.crash_ratio
         positions = dict(self._positions)
         for m in msgs:
             positions[m.partition()] = m.offset() + 1
@@ -300,6 +314,18 @@ class TxnPipeline(threading.Thread):
                 consumer.consumer_group_metadata(),
                 OP_TIMEOUT,
             )
+            if crash:
+                stage = "flush"
+                if producer.flush(OP_TIMEOUT) != 0:
+                    raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "flush before crash timed out"))
+                # The application dies here: no abort, no commit. The next instance's
+                # init_transactions must fence this one and abort what it left open.
+                self.crashes += 1
+                self.aborted_txns[no] = len(msgs)
+                self._need_rewind = True
+                self._discard_producer()
+                self._discard_consumer()
+                return
             if abort:
                 stage = "flush"
                 # The aborted records must really reach the log, not be dropped client-side.
@@ -370,6 +396,7 @@ class TxnPipeline(threading.Thread):
                 "transactional.id": self.tid,
                 "linger.ms": 5,
                 "transaction.timeout.ms": 30_000,
+                **NO_REBOOTSTRAP,
                 **QUIET,
                 **self.producer_conf,
             }
@@ -398,6 +425,7 @@ class TxnPipeline(threading.Thread):
                 "enable.auto.offset.store": False,
                 "auto.offset.reset": "earliest",
                 "fetch.wait.max.ms": 50,
+                **NO_REBOOTSTRAP,
                 **QUIET,
             }
         )
