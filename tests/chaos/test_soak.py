@@ -3,7 +3,11 @@ freezing. Marked ``slow``: excluded from ``make test``, run by ``make soak``.
 
 Bounds: ``KETCH_SOAK_SECONDS`` (default 300) of fault injection, then a bounded drain with the broker
 healthy; ``KETCH_SOAK_MESSAGES`` input messages (default 150 per soak second); ``KETCH_SOAK_SEED``
-makes the fault schedule repeatable (the seed is printed in every failure message).
+fixes the random choices (fault kinds, freeze lengths, batch sizes, which transactions abort or
+crash); the timing of faults still varies. The seed is printed in every failure message.
+
+The transactional soak's client also "crashes" now and then (drops its producer mid-transaction and
+a new instance takes over), so fencing and coordinator-side aborts are exercised as well.
 
 The broker listens on 127.0.0.1 only and runs with ``KETCH_FLUSH_MESSAGES=1``: every acknowledged
 write is fsynced, so a SIGKILL must lose nothing that a client was told is durable.
