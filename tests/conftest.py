@@ -16,6 +16,7 @@ if str(TESTS_DIR) not in sys.path:  # makes `import helpers` work whatever the r
     sys.path.insert(0, str(TESTS_DIR))
 
 from helpers import BrokerError, BrokerProcess, unique_topic  # noqa: E402
+from helpers.raw import Raw  # noqa: E402
 
 SUITES = ("unit", "integration", "compat", "chaos")
 
@@ -117,6 +118,14 @@ def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPr
     b = make()
     yield b
     _teardown(made)
+
+
+@pytest.fixture
+def conn(broker: BrokerProcess) -> Iterator[Raw]:
+    """A raw protocol connection to `broker` (a module may override `broker` with a shared one)."""
+    c = Raw(broker.port)
+    yield c
+    c.close()
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ and the broker keeps serving everyone else with no damage to any log."""
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,18 +27,9 @@ from protocol.records import build_batch_from_messages
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path_factory.mktemp("bad-input") / "data")
-    b.start()
-    yield b
-    b.stop()
-
-
-@pytest.fixture
-def conn(broker: BrokerProcess) -> Iterator[Raw]:
-    c = Raw(broker.port)
-    yield c
-    c.close()
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """These tests share one broker (unique topics each); `conn` (tests/conftest.py) talks to it."""
+    return module_broker
 
 
 def _healthy(broker: BrokerProcess) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 from helpers import BrokerProcess, wait_until
@@ -28,18 +27,9 @@ from protocol.records import build_batch_from_messages, decode_batches
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path_factory.mktemp("server") / "data")
-    b.start()
-    yield b
-    b.stop()
-
-
-@pytest.fixture
-def conn(broker: BrokerProcess) -> Iterator[Raw]:
-    c = Raw(broker.port)
-    yield c
-    c.close()
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """These tests share one broker (unique topics each); `conn` (tests/conftest.py) talks to it."""
+    return module_broker
 
 
 def create(conn: Raw, name: str, partitions: int = 1) -> None:
