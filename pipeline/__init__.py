@@ -11,6 +11,6 @@ Guarantees and limits: docs/pipeline.md.
 
 from .datasource import KetchDataSource
 from .schema import SOURCE_SCHEMA
-from .session import local_session, register
+from .session import local_session, query_session, register
 
-__all__ = ["SOURCE_SCHEMA", "KetchDataSource", "local_session", "register"]
+__all__ = ["SOURCE_SCHEMA", "KetchDataSource", "local_session", "query_session", "register"]

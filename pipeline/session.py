@@ -33,6 +33,33 @@ def register(spark: SparkSession) -> SparkSession:
     return spark
 
 
+def query_session(spark: SparkSession) -> SparkSession:
+    """A session of its own for one streaming query that reads `ketch`, sharing `spark`'s SparkContext.
+
+    Spark (4.x) hands every function made from a registered Python data source the registration's
+    one java.util.HashMap of worker environment variables, and each streaming source's runner adds
+    keys to that map when its query starts. Two queries starting at once in one session therefore
+    put into the same unsynchronised HashMap from two threads; when both insert the same new key
+    its size count ends up one too high, every task serialized from then on carries a HashMap that
+    cannot be read back, and both queries die with java.io.OptionalDataException. A registration
+    per query (a new session each) means no two threads ever write one map.
+    """
+    session = spark.newSession()
+    jvm_sessions = spark.sparkContext._jvm.org.apache.spark.sql.SparkSession  # type: ignore[union-attr]
+    previous = jvm_sessions.getActiveSession()
+    # Spark refuses a registration whose name the *active* session already resolves, so the new
+    # session is made active (on this thread's JVM peer) while `ketch` is registered in it.
+    jvm_sessions.setActiveSession(session._jsparkSession)
+    try:
+        register(session)
+    finally:
+        if previous.isDefined():
+            jvm_sessions.setActiveSession(previous.get())
+        else:
+            jvm_sessions.clearActiveSession()
+    return session
+
+
 def local_session(app: str = "ketch-pipeline", master: str = "local[2]",
                   conf: Mapping[str, str] | None = None) -> SparkSession:
     """A local SparkSession for jobs, tests and benchmarks (one per process)."""

@@ -6,12 +6,13 @@ Two streaming queries over the same input topic (each with its own checkpoint an
 
 * enriched: every committed order once, with its amount and the customer's tier (a stream-static
   join with the customer dimension), keyed by order id -> `orders-enriched`;
-* totals: per customer, order count and total amount, re-emitted each time a micro-batch changes
-  them (update mode; the state lives in Spark's checkpoint), keyed by customer -> `customer-totals`.
+* totals: per customer, order count and total amount, all customers re-emitted after every
+  micro-batch (complete mode; the state lives in Spark's checkpoint), keyed by customer -> `customer-totals`.
 
 Both read at read_committed and write through the exactly-once sink, so after any number of
-crashes and restarts from the checkpoint every order appears once in `orders-enriched`, and the
-`orders` counter of each customer's totals goes up without repeating a value.
+crashes and restarts from the checkpoint every order appears once in `orders-enriched`, and
+`customer-totals` holds exactly one snapshot per committed micro-batch, the last one equal to the
+totals of all committed orders.
 `--trigger available-now` processes what is there and exits; the default keeps running.
 """
 
@@ -26,7 +27,7 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from ..checkpoint import remove_incomplete_writes
-from ..session import local_session
+from ..session import local_session, query_session
 from .generate_orders import TOPICS
 from .model import customers
 
@@ -66,19 +67,22 @@ def start(spark: SparkSession, *, bootstrap: str, checkpoint: Path, source_topic
           enriched_topic: str = TOPICS["enriched"], totals_topic: str = TOPICS["totals"],
           max_offsets_per_trigger: int | None = None, available_now: bool = False,
           use_arrow: bool = True, transaction_timeout_ms: int = 60_000) -> list[StreamingQuery]:
-    """Start both queries; returns them running."""
-    reader = (spark.readStream.format("ketch").option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", source_topic).option("startingOffsets", "earliest")
-              .option("useArrow", str(use_arrow).lower()))
-    if max_offsets_per_trigger:
-        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
-    orders = parse_orders(reader.load())
-    dim = spark.createDataFrame(customers(), "customer string, tier string")
-    queries = []
+    """Start both queries, each in a session of its own (see query_session); returns them running."""
     for name in ("enriched", "totals"):
         remove_incomplete_writes(checkpoint / name)
-    for name, df, topic, mode in (("enriched", enriched(orders, dim), enriched_topic, "append"),
-                                  ("totals", totals(orders), totals_topic, "complete")):
+    queries = []
+    for name, topic, mode in (("enriched", enriched_topic, "append"), ("totals", totals_topic, "complete")):
+        session = query_session(spark)
+        reader = (session.readStream.format("ketch").option("kafka.bootstrap.servers", bootstrap)
+                  .option("subscribe", source_topic).option("startingOffsets", "earliest")
+                  .option("useArrow", str(use_arrow).lower()))
+        if max_offsets_per_trigger:
+            reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
+        orders = parse_orders(reader.load())
+        if name == "enriched":
+            df = enriched(orders, session.createDataFrame(customers(), "customer string, tier string"))
+        else:
+            df = totals(orders)
         w = (df.writeStream.queryName(f"orders-{name}").format("ketch").outputMode(mode)
              .option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
              .option("useArrow", str(use_arrow).lower())
