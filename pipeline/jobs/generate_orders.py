@@ -29,19 +29,15 @@ async def ensure_topics(bootstrap: str, names: list[str], partitions: int) -> No
                 pass
 
 
-async def _one_transaction(bootstrap: str, txn_id: str, topic: str, orders: list[Order], commit: bool) -> None:
-    # A fresh producer per transaction: the client's producer cannot yet run a second transaction
-    # after the broker bumps the epoch at EndTxn (see docs/pipeline.md, "Known client issues").
-    async with Producer(bootstrap, transactional_id=txn_id, linger_ms=5, batch_size=262_144) as p:
-        await p.init_transactions()
-        await p.begin_transaction()
-        for o in orders:
-            await p.send(topic, o.to_json(), key=o.customer.encode())
-        if commit:
-            await p.commit_transaction()
-        else:
-            await p.flush()  # put the junk in the log: abort alone drops what is unsent
-            await p.abort_transaction()
+async def _one_transaction(p: Producer, topic: str, orders: list[Order], commit: bool) -> None:
+    await p.begin_transaction()
+    for o in orders:
+        await p.send(topic, o.to_json(), key=o.customer.encode())
+    if commit:
+        await p.commit_transaction()
+    else:
+        await p.flush()  # put the junk in the log: abort alone drops what is unsent
+        await p.abort_transaction()
 
 
 async def generate(bootstrap: str, topic: str, *, seed: int, start: int, count: int, txn_size: int,
@@ -50,15 +46,17 @@ async def generate(bootstrap: str, topic: str, *, seed: int, start: int, count: 
     aborted = 0
     n_txn = 0
     i = start
-    while i < start + count:
-        n_txn += 1
-        if abort_every and n_txn % abort_every == 0:
-            junk = [make_order(seed + 7919, j) for j in range(i, i + txn_size)]
-            await _one_transaction(bootstrap, txn_id, topic, junk, commit=False)
-            aborted += 1
-        batch = [make_order(seed, j) for j in range(i, min(i + txn_size, start + count))]
-        await _one_transaction(bootstrap, txn_id, topic, batch, commit=True)
-        i += len(batch)
+    async with Producer(bootstrap, transactional_id=txn_id, linger_ms=5, batch_size=262_144) as p:
+        await p.init_transactions()
+        while i < start + count:
+            n_txn += 1
+            if abort_every and n_txn % abort_every == 0:
+                junk = [make_order(seed + 7919, j) for j in range(i, i + txn_size)]
+                await _one_transaction(p, topic, junk, commit=False)
+                aborted += 1
+            batch = [make_order(seed, j) for j in range(i, min(i + txn_size, start + count))]
+            await _one_transaction(p, topic, batch, commit=True)
+            i += len(batch)
     return aborted
 
 

@@ -17,20 +17,6 @@ async def create_topics(bootstrap: str, names: Sequence[str], partitions: int = 
             await admin.create_topic(n, partitions)
 
 
-async def _txn(bootstrap: str, topic: str, txn_id: str, items: Sequence[tuple[bytes, bytes]], commit: bool) -> None:
-    # one producer per transaction: the client cannot yet run two transactions on one producer
-    async with Producer(bootstrap, transactional_id=txn_id) as p:
-        await p.init_transactions()
-        await p.begin_transaction()
-        for k, v in items:
-            await p.send(topic, v, key=k)
-        if commit:
-            await p.commit_transaction()
-        else:
-            await p.flush()  # the records must reach the log: abort drops what is unsent
-            await p.abort_transaction()
-
-
 async def produce_with_aborts(bootstrap: str, topic: str, n: int, *, txn_size: int = 50,
                               abort_every: int = 3, first: int = 0) -> list[tuple[bytes, bytes]]:
     """Commit n keyed messages in transactions; every `abort_every`-th transaction is an aborted
@@ -38,15 +24,23 @@ async def produce_with_aborts(bootstrap: str, topic: str, n: int, *, txn_size: i
     committed: list[tuple[bytes, bytes]] = []
     txns = 0
     i, n = first, first + n
-    while i < n:
-        txns += 1
-        if txns % abort_every == 0:
-            poison = [(b"k%d" % j, b"ABORTED-%d" % j) for j in range(i, i + txn_size)]
-            await _txn(bootstrap, topic, f"{topic}-gen", poison, commit=False)
-        items = [(b"k%d" % (j % 17), b"m%06d" % j) for j in range(i, min(n, i + txn_size))]
-        await _txn(bootstrap, topic, f"{topic}-gen", items, commit=True)
-        committed += items
-        i += len(items)
+    async with Producer(bootstrap, transactional_id=f"{topic}-gen") as p:
+        await p.init_transactions()
+        while i < n:
+            txns += 1
+            if txns % abort_every == 0:
+                await p.begin_transaction()
+                for j in range(i, i + txn_size):
+                    await p.send(topic, b"ABORTED-%d" % j, key=b"k%d" % j)
+                await p.flush()  # the records must reach the log: abort drops what is unsent
+                await p.abort_transaction()
+            items = [(b"k%d" % (j % 17), b"m%06d" % j) for j in range(i, min(n, i + txn_size))]
+            await p.begin_transaction()
+            for k, v in items:
+                await p.send(topic, v, key=k)
+            await p.commit_transaction()
+            committed += items
+            i += len(items)
     return committed
 
 
