@@ -10,7 +10,7 @@ COPY broker broker
 COPY client client
 COPY pipeline pipeline
 RUN python3 -m pip install --no-cache-dir .
-EXPOSE 9092
+EXPOSE 9092 9464
 VOLUME /data
 ENV KETCH_LOG_FORMAT=json
 ENTRYPOINT ["ketch", "broker", "--data-dir", "/data"]

@@ -22,7 +22,7 @@ system-deps:
 	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $(APT_PKGS) >/dev/null; fi
 
 run: install
-	$(BIN)/ketch broker --listen 0.0.0.0:9092 --data-dir ./data
+	$(BIN)/ketch broker --listen 0.0.0.0:9092 --metrics-listen 127.0.0.1:9464 --data-dir ./data
 
 lint: install
 	$(BIN)/ruff check protocol storage broker client pipeline tests bench

@@ -19,6 +19,7 @@ def _broker(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.config, overrides={
         "listen": args.listen, "advertise": args.advertise, "data_dir": args.data_dir, "node_id": args.node_id,
+        "metrics_listen": args.metrics_listen,
     })
     configure(cfg.log_format, cfg.log_level)
 
@@ -43,6 +44,8 @@ def main(argv: list[str] | None = None) -> None:
     b = sub.add_parser("broker", help="run a broker")
     b.add_argument("--listen", help="HOST:PORT to listen on (default 0.0.0.0:9092)")
     b.add_argument("--advertise", help="HOST:PORT given to clients (default: the listen address)")
+    b.add_argument("--metrics-listen", dest="metrics_listen",
+                   help="HOST:PORT for Prometheus metrics at /metrics (default: none)")
     b.add_argument("--data-dir", dest="data_dir", help="where logs live (default ./data)")
     b.add_argument("--node-id", dest="node_id", type=int, help="this broker's node id (default 1)")
     b.add_argument("--config", help="TOML file of settings (see docs/configuration.md)")

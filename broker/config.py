@@ -22,6 +22,7 @@ class BrokerConfig:
     node_id: int = 1
     listen: str = "0.0.0.0:9092"
     advertise: str | None = None  # host:port given to clients; defaults to listen (0.0.0.0 -> localhost)
+    metrics_listen: str = ""  # host:port of the Prometheus /metrics endpoint; empty: no endpoint
     data_dir: str = "./data"
     cluster_id: str = "ketch-cluster"
     rack: str | None = None

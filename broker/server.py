@@ -34,6 +34,8 @@ from protocol.supported import API_NAMES, SUPPORTED
 from .apis import HANDLERS
 from .config import BrokerConfig
 from .group import GroupCoordinator
+from .metrics import BrokerMetrics, render
+from .metrics_http import MetricsEndpoint
 from .producer_ids import ProducerIdAllocator
 from .topics import TopicTable
 from .txn.coordinator import TransactionCoordinator
@@ -92,6 +94,7 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.info.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.server.connections.add(self)
+        self.server.metrics.connections_accepted += 1
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -100,6 +103,7 @@ class Connection(asyncio.Protocol):
             t.cancel()
 
     def data_received(self, data: bytes) -> None:
+        self.server.metrics.bytes_received += len(data)
         buf = self.buf
         buf += data
         pos = 0
@@ -129,6 +133,7 @@ class Connection(asyncio.Protocol):
             return
         log.warning("closing connection: " + reason, conn=self.info.conn_id, peer=self.info.peer,
                     client_id=self.info.client_id, **kw)
+        self.server.metrics.connections_aborted[reason] += 1
         self.closed = True
         if self.transport:
             self.transport.close()
@@ -171,7 +176,8 @@ class Connection(asyncio.Protocol):
         self.slots.append(slot)
         task: asyncio.Task[Any] = asyncio.get_running_loop().create_task(handler(self.server, self.info, header, req))
         self.tasks.add(task)
-        task.add_done_callback(lambda t: self._finished(t, slot, header))
+        started = time.perf_counter()
+        task.add_done_callback(lambda t: self._finished(t, slot, header, started))
 
     def _queue_done(self, frame: bytes | None) -> None:
         slot = _Slot()
@@ -180,8 +186,11 @@ class Connection(asyncio.Protocol):
         self.slots.append(slot)
         self._flush()
 
-    def _finished(self, task: asyncio.Task[Any], slot: _Slot, header: RequestHeader) -> None:
+    def _finished(self, task: asyncio.Task[Any], slot: _Slot, header: RequestHeader, started: float) -> None:
         self.tasks.discard(task)
+        m = self.server.metrics
+        m.requests[header.api_key] += 1
+        m.request_seconds[header.api_key] += time.perf_counter() - started
         if task.cancelled() or self.closed:
             return
         exc = task.exception()
@@ -209,6 +218,7 @@ class Connection(asyncio.Protocol):
             frame = slots.popleft().frame
             if frame is not None and transport is not None and not self.closed:
                 transport.write(frame)
+                self.server.metrics.bytes_sent += len(frame)
         if self.reading_paused and len(slots) < self.server.cfg.max_pipelined_requests // 2 and transport:
             self.reading_paused = False
             transport.resume_reading()
@@ -224,6 +234,8 @@ class BrokerServer:
         self.groups = GroupCoordinator(cfg, self.topics)
         self.txn = TransactionCoordinator(self)
         self.connections: set[Connection] = set()
+        self.metrics = BrokerMetrics()
+        self._metrics_endpoint: MetricsEndpoint | None = None
         self._server: asyncio.Server | None = None
         self._retention_task: asyncio.Task[None] | None = None
         self.started_ms = int(time.time() * 1000)
@@ -238,6 +250,10 @@ class BrokerServer:
         self.topics.load()
         await self.groups.start()  # loads __consumer_offsets in the background
         self.txn.load()  # rebuilt from __transaction_state before any request can reach it
+        if self.cfg.metrics_listen:  # up before the Kafka port: ready means both
+            m_host, _, m_port = self.cfg.metrics_listen.rpartition(":")
+            self._metrics_endpoint = MetricsEndpoint(lambda: render(self), m_host or "0.0.0.0", int(m_port))
+            await self._metrics_endpoint.start()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: Connection(self), self.cfg.listen_host, self.cfg.listen_port, reuse_address=True, backlog=1024
@@ -246,7 +262,7 @@ class BrokerServer:
         await self.txn.start()  # marker sender (talks to our own listener) and reaper
         host, port = self.cfg.advertised_host_port
         log.info("broker started", node_id=self.cfg.node_id, listen=self.cfg.listen, advertise=f"{host}:{port}",
-                 data_dir=str(Path(self.cfg.data_dir).resolve()))
+                 data_dir=str(Path(self.cfg.data_dir).resolve()), metrics=self.cfg.metrics_listen or None)
 
     async def _retention_loop(self) -> None:
         """Housekeeping on timers: retention, and checkpoints of recovery points (so that a restart
@@ -279,6 +295,8 @@ class BrokerServer:
     async def stop(self) -> None:
         if self._retention_task:
             self._retention_task.cancel()
+        if self._metrics_endpoint:
+            await self._metrics_endpoint.stop()
         if self._server:
             self._server.close()
         for c in list(self.connections):

@@ -452,6 +452,10 @@ class PartitionLog:
     def size_in_bytes(self) -> int:
         return sum(s.size for s in self._segments)
 
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
     def update_config(self, config: LogConfig) -> None:
         """Apply changed topic settings (they take effect from the next append/retention run)."""
         self.config = config

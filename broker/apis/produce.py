@@ -36,11 +36,14 @@ KEY = 0
 log = structlog.get_logger()
 
 
-def check_batches(records: memoryview | bytes, max_message_bytes: int, transactional: bool) -> None:
-    """Everything a broker checks before it stores client bytes; raises KafkaError."""
+def check_batches(records: memoryview | bytes, max_message_bytes: int, transactional: bool) -> int:
+    """Everything a broker checks before it stores client bytes; raises KafkaError. Returns the
+    number of batches."""
     if not records:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "empty record set")
+    n = 0
     for pos, h in rb.iter_batches(records, strict=True):
+        n += 1
         size = h.size
         if size > max_message_bytes:
             raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE, f"batch of {size} bytes over max.message.bytes")
@@ -50,6 +53,7 @@ def check_batches(records: memoryview | bytes, max_message_bytes: int, transacti
         if h.is_transactional and not transactional:
             raise KafkaError(ErrorCode.INVALID_TXN_STATE,
                              "transactional batch in a produce request without a transactional id")
+    return n
 
 
 def produce_to(server: BrokerServer, part: Partition, records: memoryview | bytes,
@@ -58,14 +62,21 @@ def produce_to(server: BrokerServer, part: Partition, records: memoryview | byte
         topic = server.topics.get(part.topic)
         max_bytes = int(topic.configs.get("max.message.bytes", server.cfg.message_max_bytes)) if topic else \
             server.cfg.message_max_bytes
-        check_batches(records, max_bytes, transactional)
+        batches = check_batches(records, max_bytes, transactional)
         res = part.append(records)
     except KafkaError as e:
+        server.metrics.produce_errors[e.code.name] += 1
         if e.code not in (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.INVALID_PRODUCER_EPOCH):
             log.info("produce rejected", topic=part.topic, partition=part.index, error=e.code.name,
                      reason=e.message)
         return PartitionProduceResponse(index=part.index, error_code=e.code, base_offset=-1,
                                         error_message=e.message or None, log_start_offset=part.log.log_start_offset)
+    m = server.metrics
+    if res.duplicate:
+        m.duplicate_batches += batches
+    else:
+        m.batches_produced += batches
+        m.records_produced += res.last_offset - res.first_offset + 1
     return PartitionProduceResponse(index=part.index, error_code=0, base_offset=res.first_offset,
                                     log_append_time_ms=res.log_append_time, log_start_offset=res.log_start_offset)
 

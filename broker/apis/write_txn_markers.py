@@ -53,6 +53,7 @@ def _write_one(server: BrokerServer, topic: str, index: int, producer_id: int, p
         log.info("transaction marker refused", topic=topic, partition=index, producer_id=producer_id,
                  error=e.code.name, reason=e.message)
         return e.code
+    server.metrics.markers_written["commit" if commit else "abort"] += 1
     return ErrorCode.NONE
 
 

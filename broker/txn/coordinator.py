@@ -263,6 +263,8 @@ class TransactionCoordinator:
         if d is None:
             return
         done = await self._execute(job.transactional_id, d)
+        if not done.error:
+            self.server.metrics.transactions_ended["commit" if job.commit else "abort"] += 1
         if done.error:
             # The markers are in place; only the completion record is missing. Try again later
             # (the id stays in PrepareX meanwhile, answering CONCURRENT_TRANSACTIONS).
@@ -290,7 +292,8 @@ class TransactionCoordinator:
         """Abort transactions past their timeout; remove transactional ids idle past expiry."""
         for tid, d in list(self.machine.timed_out(now)):
             log.info("aborting timed-out transaction", transactional_id=tid)
-            await self._execute(tid, d)
+            if not (await self._execute(tid, d)).error:
+                self.server.metrics.transactions_timed_out += 1
         for tid, d in list(self.machine.expired(now)):
             log.info("removing expired transactional id", transactional_id=tid)
             await self._execute(tid, d)
