@@ -39,6 +39,7 @@ class BrokerConfig:
     group_initial_rebalance_delay_ms: int = 3000
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1800000
+    group_max_size: int = 2_147_483_647  # Kafka's group.max.size: joins past it get GROUP_MAX_SIZE_REACHED
     offsets_retention_minutes: int = 10080
     offsets_retention_check_interval_ms: int = 600000
     offset_metadata_max_bytes: int = 4096

@@ -61,6 +61,13 @@ class UnknownTopicError(RetriableBrokerError):
     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
+class GroupMaxSizeReachedError(BrokerResponseError):
+    """The group already has `group.max.size` members, so the coordinator turned this one away.
+    Fatal as in Java: joining again is refused the same way until a member leaves."""
+
+    code = ErrorCode.GROUP_MAX_SIZE_REACHED
+
+
 class CommitFailedError(KafkaClientError):
     """An offset commit was refused because the group rebalanced; the partitions may be someone else's."""
 
@@ -97,6 +104,7 @@ _SPECIFIC: dict[ErrorCode, type[KafkaClientError]] = {
     ErrorCode.PRODUCER_FENCED: ProducerFencedError,
     ErrorCode.INVALID_PRODUCER_EPOCH: ProducerFencedError,
     ErrorCode.TRANSACTION_COORDINATOR_FENCED: ProducerFencedError,
+    ErrorCode.GROUP_MAX_SIZE_REACHED: GroupMaxSizeReachedError,
 }
 
 
@@ -118,8 +126,8 @@ def check(code: int, message: str | None = None) -> None:
 
 __all__ = [
     "BrokerResponseError", "CommitFailedError", "ConnectionLostError", "ConsumerStoppedError", "FatalError",
-    "IllegalStateError", "KafkaClientError", "KafkaTimeoutError", "NoBrokersAvailableError",
-    "ProducerFencedError", "RequestTimedOutError", "RetriableBrokerError", "RetriableError",
-    "TopicAlreadyExistsError", "TransactionAbortableError", "UnknownTopicError", "UnsupportedVersionError",
-    "check", "error_from_code",
+    "GroupMaxSizeReachedError", "IllegalStateError", "KafkaClientError", "KafkaTimeoutError",
+    "NoBrokersAvailableError", "ProducerFencedError", "RequestTimedOutError", "RetriableBrokerError",
+    "RetriableError", "TopicAlreadyExistsError", "TransactionAbortableError", "UnknownTopicError",
+    "UnsupportedVersionError", "check", "error_from_code",
 ]

@@ -150,6 +150,11 @@ class GroupMember:
         if code in (E.UNKNOWN_MEMBER_ID, E.ILLEGAL_GENERATION, E.FENCED_INSTANCE_ID):
             await self._lose()
             return
+        if code == E.GROUP_MAX_SIZE_REACHED:
+            # the coordinator dropped whatever place we had; a later poll starts afresh, but
+            # retrying here would only be refused again, so the application is told (as in Java)
+            await self._lose()
+            raise error_from_code(code, f"JoinGroup {self.group_id}")
         if code in _COORDINATOR_GONE:
             self._coordinator_gone()
             return

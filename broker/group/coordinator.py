@@ -65,6 +65,7 @@ def settings_from(cfg: BrokerConfig) -> Settings:
         offsets_retention_ms=cfg.offsets_retention_minutes * 60 * 1000,
         offsets_retention_check_interval_ms=cfg.offsets_retention_check_interval_ms,
         offset_metadata_max_bytes=cfg.offset_metadata_max_bytes,
+        max_group_size=cfg.group_max_size,
     )
 
 

@@ -70,6 +70,7 @@ class Settings:
     offsets_retention_ms: int = 10080 * 60 * 1000
     offsets_retention_check_interval_ms: int = 600000
     offset_metadata_max_bytes: int = 4096
+    max_group_size: int = 2_147_483_647  # Kafka's group.max.size; its default is Integer.MAX_VALUE
 
 
 @dataclass(slots=True)
@@ -246,6 +247,10 @@ class GroupStateMachine:
                         g.leader = next(iter(g.members))
                     for m in g.members.values():
                         self._heartbeat(g, m, now)
+                    if len(g.members) > self.settings.max_group_size:
+                        # the limit was lowered while the group was away: every member must rejoin,
+                        # and those past the limit are turned away then (as Kafka does on load)
+                        self._prepare_rebalance(g, now)
             self.groups[gid] = g
         for pid, by_group in ld.txn.items():
             for gid, offs in by_group.items():
@@ -281,6 +286,10 @@ class GroupStateMachine:
             g = self.groups[req.group_id] = Group(req.group_id, self.partition_for(req.group_id), state_timestamp=now)
         if g.state is DEAD:
             return fail(E.COORDINATOR_NOT_AVAILABLE)
+        member = self._joining_member(g, req)
+        if not self._accepts_joining(g, member):
+            self._turn_away(g, req.member_id, member, now)
+            return fail(E.GROUP_MAX_SIZE_REACHED, "")
         if not self._supports_protocols(g, req.protocol_type, req.protocols):
             return fail(E.INCONSISTENT_GROUP_PROTOCOL)
         if unknown:
@@ -289,6 +298,40 @@ class GroupStateMachine:
             self._join_known_member(g, token, req, now)
         if g.state is PREPARING:
             self._maybe_complete_join(g, now)
+
+    def _joining_member(self, g: Group, req: JoinRequest) -> Member | None:
+        """The member that already holds a place for this JoinGroup. A static member restarting
+        without its member id would replace its own place, so it is not counted as a newcomer
+        (Kafka's classic coordinator counts it; KAFKA-20601 stopped that for the new protocol)."""
+        if req.member_id:
+            return g.members.get(req.member_id)
+        if req.group_instance_id is not None:
+            return g.members.get(g.static_members.get(req.group_instance_id, ""))
+        return None
+
+    def _accepts_joining(self, g: Group, member: Member | None) -> bool:
+        """Kafka's group.max.size rule. While rebalancing, the members that have already rejoined
+        are counted, not the group's size: the size may exceed a lowered limit, and counting the
+        rejoined ones turns away the last members to come back, which shrinks the group to the limit."""
+        limit = self.settings.max_group_size
+        if g.state in (EMPTY, DEAD):
+            return True
+        if g.state is PREPARING:
+            if member is not None and member.join_token is not None:
+                return True
+            return sum(1 for m in g.members.values() if m.join_token is not None) < limit
+        return member is not None or len(g.members) < limit
+
+    def _turn_away(self, g: Group, member_id: str, member: Member | None, now: int) -> None:
+        """A member refused for the size limit gives up whatever place it had, so that it does not
+        hold a slot (or the join phase) for a member that will not come back."""
+        if member_id in g.pending_members:
+            g.pending_members.discard(member_id)
+            self._cancel(("pending", g.group_id, member_id))
+            self._maybe_complete_join(g, now)
+        if member is not None:
+            self._remove_member(g, member)
+            self._after_member_removed(g, now)
 
     def _supports_protocols(self, g: Group, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
         if not g.members:

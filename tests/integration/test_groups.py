@@ -1,11 +1,12 @@
-"""The group coordinator in a real broker process: durability, session expiry and bad input.
+"""The group coordinator in a real broker process: durability, session expiry, bad input, size limit.
 
-Raw protocol requests (helpers.raw) where the exact error code matters; confluent-kafka where a real
-consumer's behaviour is the point.
+Raw protocol requests (helpers.raw) where the exact error code matters; confluent-kafka (or the
+bundled client) where a real consumer's behaviour is the point.
 """
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import threading
@@ -19,6 +20,7 @@ from helpers import BrokerProcess, make_messages, unique_topic, wait_until
 from helpers.confluent import QUIET, create_topic, list_offsets, produce
 from helpers.raw import Raw
 
+import client
 from protocol.errors import ErrorCode as E
 from protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
@@ -368,3 +370,48 @@ def test_static_member_restart_over_the_wire(raw: Raw) -> None:
                                         group_instance_id="inst-1"), 3)
     assert isinstance(resp, HeartbeatResponse) and resp.error_code == E.FENCED_INSTANCE_ID
     assert sync(raw, "static", again.generation_id, again.member_id).assignment == b"kept"
+
+
+# ---- group.max.size --------------------------------------------------------------------------
+
+async def test_group_max_size_turns_away_a_third_consumer(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    broker = broker_factory(env={**FAST, "KETCH_GROUP_MAX_SIZE": "2"})
+    bs = broker.bootstrap
+    topic, group = unique_topic("max-size"), f"g-{uuid.uuid4().hex[:8]}"
+    async with client.Admin(bs) as admin:
+        await admin.create_topic(topic, 2)
+    kw = dict(group_id=group, assignors=("range",), heartbeat_interval_ms=200, session_timeout_ms=6000,
+              rebalance_timeout_ms=10_000, enable_auto_commit=False)
+    async with client.Consumer(bs, **kw) as a, client.Consumer(bs, **kw) as b:  # type: ignore[arg-type]
+        a.subscribe([topic])
+        b.subscribe([topic])
+        split = asyncio.Event()
+
+        async def poll(c: client.Consumer) -> None:
+            # each member polls on its own, so one parked in JoinGroup does not hold up the other
+            while not split.is_set():
+                await c.getmany(timeout_ms=100)
+                if len(a.assignment()) == len(b.assignment()) == 1:
+                    split.set()
+
+        tasks = [asyncio.ensure_future(poll(c)) for c in (a, b)]
+        try:
+            await asyncio.wait_for(split.wait(), 30)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        owned = a.assignment() | b.assignment()
+
+        async with client.Consumer(bs, **kw) as third:  # type: ignore[arg-type]
+            third.subscribe([topic])
+            with pytest.raises(client.GroupMaxSizeReachedError) as info:
+                await asyncio.wait_for(third.getmany(timeout_ms=5_000), 30)
+            assert info.value.code == E.GROUP_MAX_SIZE_REACHED
+            assert third.assignment() == set()
+
+        # the two members were not disturbed: still Stable, the same two, the same partitions
+        async with client.Admin(bs) as admin:
+            desc = (await admin.describe_groups([group]))[group]
+        assert desc.state == "Stable" and len(desc.members) == 2
+        assert {tp for m in desc.members for tp in m.assignment} == owned

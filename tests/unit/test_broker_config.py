@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from broker.config import load_config
+from broker.group.coordinator import settings_from
 
 
 def test_defaults() -> None:
@@ -34,3 +35,11 @@ def test_unknown_file_setting_is_an_error(tmp_path: Path) -> None:
     f.write_text("no_such_setting = 1\n")
     with pytest.raises(ValueError, match="no_such_setting"):
         load_config(f, env={})
+
+
+def test_group_max_size_defaults_to_kafkas_and_reaches_the_coordinator(tmp_path: Path) -> None:
+    assert load_config(env={}).group_max_size == 2_147_483_647  # Kafka's Integer.MAX_VALUE
+    assert settings_from(load_config(env={"KETCH_GROUP_MAX_SIZE": "2"})).max_group_size == 2
+    f = tmp_path / "k.toml"
+    f.write_text("group_max_size = 5\n")
+    assert settings_from(load_config(f, env={})).max_group_size == 5

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -30,11 +31,11 @@ class Harness:
     """One state machine plus a recorder of everything it asked for."""
 
     def __init__(self, delay: int = 0, partitions: frozenset[tuple[str, int]] = frozenset({("t", 0), ("t", 1)}),
-                 retention_ms: int = 60_000) -> None:
+                 retention_ms: int = 60_000, max_size: int = Settings().max_group_size) -> None:
         ids = itertools.count(1)
         self.settings = Settings(num_partitions=4, initial_rebalance_delay_ms=delay, min_session_timeout_ms=1000,
                                  max_session_timeout_ms=60_000, offsets_retention_ms=retention_ms,
-                                 offsets_retention_check_interval_ms=1000)
+                                 offsets_retention_check_interval_ms=1000, max_group_size=max_size)
         self.sm = GroupStateMachine(self.settings, lambda t, p: (t, p) in partitions,
                                     new_member_id=lambda prefix: f"{prefix}-{next(ids)}")
         self.sm.own_partitions(range(4), 0)
@@ -602,9 +603,10 @@ def test_simple_consumer_offsets_expire_by_commit_time() -> None:
 
 # ---- reload from the log ---------------------------------------------------------------------
 
-def _reload(h: Harness, txn: dict[int, tuple[int, bool | None]] | None = None) -> GroupStateMachine:
+def _reload(h: Harness, txn: dict[int, tuple[int, bool | None]] | None = None,
+            settings: Settings | None = None) -> GroupStateMachine:
     """A fresh machine fed every record h wrote, as the loader would (log positions in order)."""
-    sm = GroupStateMachine(h.settings, lambda t, p: True)
+    sm = GroupStateMachine(settings or h.settings, lambda t, p: True)
     for p in range(4):
         sm.begin_loading(p)
     for pos, w in enumerate(h.writes, start=1):
@@ -646,3 +648,99 @@ def test_reload_applies_transaction_markers() -> None:
     assert sm.fetch_offsets(G, [("t", 0)], True)[1][0].error == E.UNSTABLE_OFFSET_COMMIT  # pid 6 still open
     sm.complete_txn(6, commit=True)
     assert sm.fetch_offsets(G, [("t", 0)], True)[1][0].offset == 60
+
+
+# ---- group.max.size --------------------------------------------------------------------------
+
+def test_max_size_turns_away_a_newcomer_to_a_full_stable_group() -> None:
+    h = Harness(max_size=2)
+    (a, b), gen = h.stable_group(2)
+    refused = JoinResult(E.GROUP_MAX_SIZE_REACHED, member_id="")
+    assert h.join_result(h.join(client="c2")) == refused
+    # without the MEMBER_ID_REQUIRED step (before v4), and as a new static member: the same
+    assert h.join_result(h.join(client="c3", v4=False)) == refused
+    assert h.join_result(h.join(client="c4", instance="s9")) == refused
+    g = h.sm.groups[G]
+    assert set(g.members) == {a, b} and not g.pending_members and not g.static_members
+    assert h.state() is GroupState.STABLE and g.generation == gen
+    assert h.sm.heartbeat(G, a, None, gen, h.now) == 0  # the members noticed nothing
+
+
+def test_max_size_turns_away_newcomers_while_preparing_rebalance() -> None:
+    # the first join phase of a new group: two members are waiting in it, a third may not
+    h = Harness(delay=1000, max_size=2)
+    a, b = h.new_member(client="a"), h.new_member(client="b")
+    assert h.state() is GroupState.PREPARING_REBALANCE
+    assert h.join_result(h.join(client="c")) == JoinResult(E.GROUP_MAX_SIZE_REACHED, member_id="")
+    h.advance(1000)
+    h.advance(1000)
+    ra = h.join_result(a)
+    assert ra.generation_id == h.join_result(b).generation_id == 1 and len(ra.members) == 2
+
+
+def test_max_size_turns_away_a_pending_member_whose_place_filled_meanwhile() -> None:
+    h = Harness(max_size=2)
+    (a, b), gen = h.stable_group(2)
+    ta = h.join(a, client="c0")  # the leader rejoins: PreparingRebalance with one member back
+    first = h.join_result(h.join(client="late"))
+    assert first.error == E.MEMBER_ID_REQUIRED  # only one member back: below the limit
+    tb = h.join(b, client="c1")  # both back now; the pending member keeps the join phase open
+    assert h.state() is GroupState.PREPARING_REBALANCE and ta not in h.replies
+    late = h.join_result(h.join(first.member_id, client="late"))
+    assert late == JoinResult(E.GROUP_MAX_SIZE_REACHED, member_id="")
+    # it gave up its pending place, so the join phase completes without it
+    assert not h.sm.groups[G].pending_members
+    ra, rb = h.join_result(ta), h.join_result(tb)
+    assert ra.generation_id == rb.generation_id == gen + 1
+    assert {m.member_id for m in ra.members} == {a, b}
+
+
+def test_members_of_a_full_group_may_still_rejoin() -> None:
+    h = Harness(max_size=2)
+    (a, b), gen = h.stable_group(2)
+    r = h.join_result(h.join(b, client="c1"))  # Stable, unchanged metadata: the current generation
+    assert r.error == 0 and r.generation_id == gen
+    ta = h.join(a, client="c0")  # the leader forces a rebalance
+    tb = h.join(b, client="c1")
+    assert h.state() is GroupState.COMPLETING_REBALANCE
+    assert h.join_result(h.join(client="c2")).error == E.GROUP_MAX_SIZE_REACHED
+    again = h.join_result(h.join(b, client="c1"))  # b lost its answer: it gets the same one again
+    assert again.error == 0 and again.generation_id == h.join_result(tb).generation_id == gen + 1
+    ra = h.join_result(ta)
+    assert h.sync_result(h.sync(a, ra.generation_id, {a: b"A", b: b"B"})).error == 0
+    assert h.state() is GroupState.STABLE and set(h.sm.groups[G].members) == {a, b}
+
+
+def test_static_member_restarting_in_a_full_group_takes_its_own_place() -> None:
+    h = Harness(max_size=1)
+    t = h.join(instance="i1")
+    h.advance(0)
+    r = h.join_result(t)
+    h.sync(r.member_id, r.generation_id, {r.member_id: b"mine"}, instance="i1")
+    assert h.state() is GroupState.STABLE
+    r2 = h.join_result(h.join(instance="i1"))  # restarted without its member id
+    assert r2.error == 0 and r2.generation_id == r.generation_id and r2.member_id != r.member_id
+    assert h.join_result(h.join(client="other", instance="i2")).error == E.GROUP_MAX_SIZE_REACHED
+    assert list(h.sm.groups[G].members) == [r2.member_id]
+
+
+def test_lowered_max_size_at_load_rebalances_the_group_down_to_the_limit() -> None:
+    h = Harness()
+    (a, b, c), gen = h.stable_group(3)
+    at_limit = _reload(h, settings=dataclasses.replace(h.settings, max_group_size=3))
+    assert at_limit.groups[G].state is GroupState.STABLE  # not over the limit: left alone
+    h.sm = _reload(h, settings=dataclasses.replace(h.settings, max_group_size=2))
+    h.pump()
+    g = h.sm.groups[G]
+    assert g.state is GroupState.PREPARING_REBALANCE and set(g.members) == {a, b, c}
+    assert h.sm.heartbeat(G, c, None, gen, h.now) == E.REBALANCE_IN_PROGRESS
+    ta = h.join(a, client="c0")
+    tb = h.join(b, client="c1")
+    tb2 = h.join(b, client="c1")  # a retry of a member already back is accepted at the limit
+    assert h.join_result(tb).error == E.REBALANCE_IN_PROGRESS
+    assert h.join_result(h.join(c, client="c2")) == JoinResult(E.GROUP_MAX_SIZE_REACHED, member_id="")
+    # the last to come back was removed, and with it gone everyone left has rejoined
+    ra, rb = h.join_result(ta), h.join_result(tb2)
+    assert ra.error == rb.error == 0 and ra.generation_id == rb.generation_id == gen + 1
+    assert {m.member_id for m in ra.members} == {a, b} and set(g.members) == {a, b}
+    assert h.sm.heartbeat(G, c, None, gen, h.now) == E.UNKNOWN_MEMBER_ID
