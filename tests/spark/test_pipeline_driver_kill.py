@@ -36,11 +36,13 @@ KILLS = 3
 
 
 def _driver(cmd: list[str], log: Path) -> subprocess.Popen[bytes]:
+    # A SIGKILLed driver cannot remove its scratch directories: keep them in the test's tmp dir.
+    env = {**os.environ, "SPARK_LOCAL_DIRS": str(log.parent / "spark-local")}
     with open(log, "ab") as out:
         out.write(f"===== driver start: {' '.join(cmd)}\n".encode())
         out.flush()
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+                                start_new_session=True, env=env)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
