@@ -15,13 +15,20 @@ import time
 from typing import Any
 
 from protocol.errors import ErrorCode
+from protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsTopic
 from protocol.messages.create_topics import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
 from protocol.messages.delete_groups import DeleteGroupsRequest
 from protocol.messages.delete_topics import DeleteTopicsRequest
+from protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
 from protocol.messages.describe_groups import DescribeGroupsRequest
 from protocol.messages.describe_producers import DescribeProducersRequest, TopicRequest
 from protocol.messages.describe_transactions import DescribeTransactionsRequest
 from protocol.messages.find_coordinator import FindCoordinatorRequest
+from protocol.messages.incremental_alter_configs import (
+    AlterableConfig,
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+)
 from protocol.messages.list_groups import ListGroupsRequest
 from protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from protocol.messages.list_transactions import ListTransactionsRequest
@@ -116,6 +123,56 @@ async def topic_delete(bootstrap: str, name: str) -> None:
     finally:
         conn.close()
     _check(resp.responses[0].error_code, f"deleting {name!r}")
+
+
+async def topic_add_partitions(bootstrap: str, name: str, partitions: int, validate_only: bool) -> None:
+    conn = await _connect(bootstrap)
+    try:
+        resp = await conn.request(CreatePartitionsRequest(
+            topics=[CreatePartitionsTopic(name=name, count=partitions, assignments=None)], timeout_ms=30000,
+            validate_only=validate_only))
+    finally:
+        conn.close()
+    r = resp.results[0]
+    _check(r.error_code, f"adding partitions to {name!r} ({r.error_message or ''})")
+
+
+TOPIC_RESOURCE = 2
+CONFIG_SET, CONFIG_DELETE = 0, 1
+
+
+async def topic_alter_config(bootstrap: str, name: str, sets: dict[str, str], deletes: list[str],
+                             validate_only: bool) -> None:
+    """IncrementalAlterConfigs: only the named keys change, as kafka-configs --alter does."""
+    if not sets and not deletes:
+        raise AdminError("nothing to change: give --set KEY=VALUE and/or --delete KEY")
+    ops = [AlterableConfig(name=k, config_operation=CONFIG_SET, value=v) for k, v in sets.items()]
+    ops += [AlterableConfig(name=k, config_operation=CONFIG_DELETE, value=None) for k in deletes]
+    conn = await _connect(bootstrap)
+    try:
+        resp = await conn.request(IncrementalAlterConfigsRequest(
+            resources=[AlterConfigsResource(resource_type=TOPIC_RESOURCE, resource_name=name, configs=ops)],
+            validate_only=validate_only))
+    finally:
+        conn.close()
+    r = resp.responses[0]
+    _check(r.error_code, f"altering configs of {name!r} ({r.error_message or ''})")
+
+
+_SOURCES = {1: "topic", 4: "broker", 5: "default"}
+
+
+async def topic_configs(bootstrap: str, name: str) -> list[dict[str, Any]]:
+    conn = await _connect(bootstrap)
+    try:
+        resp = await conn.request(DescribeConfigsRequest(resources=[DescribeConfigsResource(
+            resource_type=TOPIC_RESOURCE, resource_name=name, configuration_keys=None)]), version=1)
+    finally:
+        conn.close()
+    r = resp.results[0]
+    _check(r.error_code, f"describing configs of {name!r}")
+    return [{"config": c.name, "value": c.value, "source": _SOURCES.get(c.config_source, str(c.config_source))}
+            for c in r.configs]
 
 
 # ---- groups ----------------------------------------------------------------------------------------
@@ -325,7 +382,7 @@ def add_parsers(sub: Any) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--bootstrap", default="localhost:9092", help="HOST:PORT of a broker")
     common.add_argument("--json", action="store_true", help="print JSON")
-    t = sub.add_parser("topic", help="list, create or delete topics")
+    t = sub.add_parser("topic", help="list, create, delete topics, add partitions, show or alter configs")
     tsub = t.add_subparsers(dest="action", required=True)
     tsub.add_parser("list", parents=[common])
     c = tsub.add_parser("create", parents=[common])
@@ -334,6 +391,18 @@ def add_parsers(sub: Any) -> None:
     c.add_argument("--config", action="append", default=[], help="KEY=VALUE, repeatable")
     d = tsub.add_parser("delete", parents=[common])
     d.add_argument("name")
+    ap = tsub.add_parser("add-partitions", parents=[common], help="raise the partition count")
+    ap.add_argument("name")
+    ap.add_argument("--partitions", type=int, required=True, help="the new total (larger than now)")
+    ap.add_argument("--validate-only", action="store_true", help="check, change nothing")
+    ac = tsub.add_parser("alter-config", parents=[common], help="set or delete topic config overrides")
+    ac.add_argument("name")
+    ac.add_argument("--set", action="append", default=[], dest="sets", metavar="KEY=VALUE", help="repeatable")
+    ac.add_argument("--delete", action="append", default=[], dest="deletes", metavar="KEY",
+                    help="back to the default; repeatable")
+    ac.add_argument("--validate-only", action="store_true", help="check, change nothing")
+    dc = tsub.add_parser("configs", parents=[common], help="effective configs and where each comes from")
+    dc.add_argument("name")
     t.set_defaults(func=_run_topic)
 
     g = sub.add_parser("group", help="list, describe, delete consumer groups or reset their offsets")
@@ -389,7 +458,24 @@ def _run_topic(args: argparse.Namespace) -> int:
     elif args.action == "delete":
         _run(topic_delete(args.bootstrap, args.name))
         print(f"deleted {args.name}")
+    elif args.action == "add-partitions":
+        _run(topic_add_partitions(args.bootstrap, args.name, args.partitions, args.validate_only))
+        print(f"{'valid' if args.validate_only else 'now'}: {args.name} with {args.partitions} partitions")
+    elif args.action == "alter-config":
+        sets = _pairs(args.sets)
+        _run(topic_alter_config(args.bootstrap, args.name, sets, args.deletes, args.validate_only))
+        print(f"{'valid' if args.validate_only else 'altered'}: {args.name}")
+    elif args.action == "configs":
+        _print(_run(topic_configs(args.bootstrap, args.name)), args.json)
     return 0
+
+
+def _pairs(items: list[str]) -> dict[str, str]:
+    bad = [kv for kv in items if "=" not in kv]
+    if bad:
+        print(f"error: expected KEY=VALUE, got {', '.join(bad)}", file=sys.stderr)
+        sys.exit(2)
+    return dict(kv.split("=", 1) for kv in items)
 
 
 def _run_group(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,22 +29,26 @@ LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_LEN = 249
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
-# Topic-level settings we understand, with the broker-level setting that gives the default.
+# Topic-level settings we understand, with Kafka's type for each: how a value is parsed, and
+# whether IncrementalAlterConfigs may APPEND to or SUBTRACT from it (LIST only).
 TOPIC_CONFIGS = {
-    "cleanup.policy": "delete",
-    "retention.ms": None,
-    "retention.bytes": None,
-    "segment.bytes": None,
-    "segment.ms": None,
-    "max.message.bytes": None,
-    "flush.messages": None,
-    "flush.ms": None,
-    "message.timestamp.type": "CreateTime",
-    "min.insync.replicas": "1",
-    "compression.type": "producer",
-    "delete.retention.ms": None,
-    "min.cleanable.dirty.ratio": None,
+    "cleanup.policy": "LIST",
+    "retention.ms": "LONG",
+    "retention.bytes": "LONG",
+    "segment.bytes": "INT",
+    "segment.ms": "LONG",
+    "max.message.bytes": "INT",
+    "flush.messages": "LONG",
+    "flush.ms": "LONG",
+    "message.timestamp.type": "STRING",
+    "min.insync.replicas": "INT",
+    "compression.type": "STRING",
+    "delete.retention.ms": "LONG",
+    "min.cleanable.dirty.ratio": "DOUBLE",
 }
+_INT_RANGES = {"INT": (-(2**31), 2**31 - 1), "LONG": (-(2**63), 2**63 - 1)}
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+MAX_PARTITIONS = 100_000
 
 
 def validate_topic_name(name: str | None) -> None:
@@ -168,21 +173,38 @@ class TopicTable:
         rf = self.cfg.default_replication_factor if replication_factor == -1 else replication_factor
         if n <= 0:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"number of partitions must be positive, got {n}")
-        if n > 100_000:
+        if n > MAX_PARTITIONS:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"{n} partitions is more than this broker allows")
         if rf <= 0 or rf > 1:
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
                              f"replication factor {rf} is larger than the 1 available broker")
+        self.check_configs(configs)
+        return n, rf
+
+    def check_configs(self, configs: Mapping[str, str | None]) -> LogConfig:
+        """Validate a complete set of topic overrides (names, types, ranges) as CreateTopics and
+        both AlterConfigs APIs need it; returns the log settings they amount to."""
         for k, v in configs.items():
-            if k not in TOPIC_CONFIGS:
-                raise KafkaError(ErrorCode.INVALID_CONFIG, f"unknown topic config {k!r}")
+            kind = TOPIC_CONFIGS.get(k)
+            if kind is None:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {k}")
             if v is None:
                 raise KafkaError(ErrorCode.INVALID_CONFIG, f"config {k!r} has no value")
+            _check_type(k, v, kind)
+        for k, least in (("max.message.bytes", 0), ("min.insync.replicas", 1)):
+            v = configs.get(k)
+            if v is not None and int(v) < least:
+                raise KafkaError(ErrorCode.INVALID_CONFIG,
+                                 f"Invalid value {v} for configuration {k}: Value must be at least {least}")
+        compression = configs.get("compression.type")
+        if compression is not None and compression not in COMPRESSION_TYPES:
+            raise KafkaError(ErrorCode.INVALID_CONFIG,
+                             f"Invalid value {compression} for configuration compression.type: "
+                             f"String must be one of: {', '.join(COMPRESSION_TYPES)}")
         try:
-            self.log_config(configs)
+            return self.log_config({k: v for k, v in configs.items() if v is not None})
         except ValueError as e:
             raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
-        return n, rf
 
     def create(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
                configs: dict[str, str] | None = None) -> Topic:
@@ -194,6 +216,85 @@ class TopicTable:
         self._index(topic)
         self._save()
         log.info("topic created", topic=name, partitions=n)
+        return topic
+
+    def _existing(self, name: str) -> Topic:
+        topic = self.by_name.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        return topic
+
+    def check_add_partitions(self, name: str, count: int, assignments: list[list[int]] | None) -> Topic:
+        """Validate raising a topic's partition count to `count`, with Kafka's errors and messages."""
+        topic = self._existing(name)
+        if topic.is_internal:
+            # The group and transaction coordinators map keys to partitions by this count, fixed
+            # at startup; records already written would be looked for in the wrong partition.
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"The number of partitions of the internal topic {name} cannot be changed.")
+        current = len(topic.partitions)
+        if count < current:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                             f"Topic currently has {current} partitions, which is higher than the requested {count}.")
+        if count == current:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+        if count > MAX_PARTITIONS:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"{count} partitions is more than this broker allows")
+        if assignments is not None:
+            added = count - current
+            if len(assignments) != added:
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Attempted to add {added} additional partition(s), but only "
+                                 f"{len(assignments)} assignment(s) were specified.")
+            for replicas in assignments:
+                _check_assignment(replicas, self.cfg.node_id)
+        return topic
+
+    def add_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None) -> Topic:
+        """Open the new partitions' logs, then commit the new count to topics.json: a partition
+        becomes visible (and writable) only once the table that names it is on disk."""
+        topic = self.check_add_partitions(name, count, assignments)
+        lc = self.log_config(topic.configs)
+        first = len(topic.partitions)
+        added = []
+        for i in range(first, count):
+            # A directory already there was left by an add that crashed before topics.json named
+            # it; nobody could have written to it, so it starts over empty.
+            shutil.rmtree(self.data_dir / f"{name}-{i}", ignore_errors=True)
+            added.append(Partition.open(self.data_dir, name, i, lc))
+        topic.partitions.extend(added)
+        try:
+            self._save()
+        except BaseException:
+            del topic.partitions[first:]
+            for p in added:
+                p.log.close()
+            raise
+        log.info("partitions added", topic=name, partitions=count, was=first)
+        return topic
+
+    def check_alter_configs(self, name: str, configs: Mapping[str, str | None]) -> Topic:
+        topic = self._existing(name)
+        self.check_configs(configs)
+        return topic
+
+    def set_configs(self, name: str, configs: Mapping[str, str]) -> Topic:
+        """Replace a topic's overrides (what AlterConfigs means; IncrementalAlterConfigs computes the
+        whole new set first), persist them, then hand the new settings to every partition log."""
+        topic = self._existing(name)
+        lc = self.check_configs(configs)
+        new = dict(configs)
+        if new == topic.configs:
+            return topic
+        old, topic.configs = topic.configs, new
+        try:
+            self._save()
+        except BaseException:
+            topic.configs = old
+            raise
+        for p in topic.partitions:
+            p.log.update_config(lc)
+        log.info("topic configs altered", topic=name, configs=new)
         return topic
 
     def delete(self, name: str) -> Topic:
@@ -214,3 +315,30 @@ class TopicTable:
         for t in self.by_name.values():
             for p in t.partitions:
                 p.log.close()
+
+
+def _check_type(name: str, value: str, kind: str) -> None:
+    """Parse a value as Kafka's ConfigDef would, with its wording for a value of the wrong type."""
+    try:
+        if kind in _INT_RANGES:
+            lo, hi = _INT_RANGES[kind]
+            if not lo <= int(value.strip()) <= hi:
+                raise ValueError
+        elif kind == "DOUBLE":
+            float(value.strip())
+    except ValueError:
+        raise KafkaError(ErrorCode.INVALID_CONFIG,
+                         f"Invalid value {value} for configuration {name}: Not a number of type {kind}") from None
+
+
+def _check_assignment(replicas: list[int], node_id: int) -> None:
+    if not replicas:
+        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                         "The manual partition assignment includes an empty replica list.")
+    for b in replicas:
+        if replicas.count(b) > 1:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"The manual partition assignment includes the broker {b} more than once.")
+        if b != node_id:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"The manual partition assignment includes broker {b}, but no such broker is registered.")

@@ -17,12 +17,18 @@ from types import TracebackType
 from typing import Any
 
 from protocol.errors import ErrorCode
+from protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsTopic
 from protocol.messages.create_topics import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
 from protocol.messages.delete_groups import DeleteGroupsRequest
 from protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicState
 from protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from protocol.messages.describe_producers import DescribeProducersRequest, TopicRequest
 from protocol.messages.describe_transactions import DescribeTransactionsRequest
+from protocol.messages.incremental_alter_configs import (
+    AlterableConfig,
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+)
 from protocol.messages.list_groups import ListGroupsRequest
 from protocol.messages.list_transactions import ListTransactionsRequest
 from protocol.messages.write_txn_markers import (
@@ -42,6 +48,21 @@ class NewTopic:
     num_partitions: int = 1
     replication_factor: int = 1
     config: Mapping[str, str] = field(default_factory=dict)
+
+
+# IncrementalAlterConfigs operations (Kafka's AlterConfigOp.OpType ids)
+CONFIG_SET, CONFIG_DELETE, CONFIG_APPEND, CONFIG_SUBTRACT = 0, 1, 2, 3
+RESOURCE_TOPIC = 2
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigOp:
+    """One key's change: SET to value, DELETE (back to the default), or APPEND/SUBTRACT items of
+    a list-valued config (cleanup.policy)."""
+
+    name: str
+    value: str | None = None
+    op: int = CONFIG_SET
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +226,38 @@ class Admin:
         err = (await self.delete_topics([name])).get(name)
         if err is not None:
             raise err
+
+    async def create_partitions(self, counts: Mapping[str, int], *, validate_only: bool = False,
+                                timeout: float = 30.0) -> dict[str, KafkaClientError | None]:
+        """Raise each topic's partition count to the given total (partitions are never removed)."""
+        req = CreatePartitionsRequest(
+            topics=[CreatePartitionsTopic(name=n, count=c, assignments=None) for n, c in counts.items()],
+            timeout_ms=int(timeout * 1000), validate_only=validate_only)
+
+        async def attempt() -> Any:
+            resp = await self._controller_request(req)
+            for r in resp.results:
+                if r.error_code == ErrorCode.NOT_CONTROLLER:
+                    raise error_from_code(r.error_code)
+            return resp
+
+        resp = await self._retrying("CreatePartitions", attempt)
+        out: dict[str, KafkaClientError | None] = {
+            r.name: (error_from_code(r.error_code, r.error_message) if r.error_code else None) for r in resp.results}
+        if not validate_only:
+            await self._cluster.refresh_metadata([n for n in counts if out.get(n) is None])
+        return out
+
+    async def incremental_alter_configs(self, changes: Mapping[str, Iterable[AlterConfigOp]], *,
+                                        validate_only: bool = False) -> dict[str, KafkaClientError | None]:
+        """Change single config keys of topics; every other override stays as it is."""
+        req = IncrementalAlterConfigsRequest(resources=[
+            AlterConfigsResource(resource_type=RESOURCE_TOPIC, resource_name=topic, configs=[
+                AlterableConfig(name=o.name, config_operation=o.op, value=o.value) for o in ops])
+            for topic, ops in changes.items()], validate_only=validate_only)
+        resp = await self._retrying("IncrementalAlterConfigs", lambda: self._cluster.request_any(req))
+        return {r.resource_name: (error_from_code(r.error_code, r.error_message) if r.error_code else None)
+                for r in resp.responses}
 
     async def list_topics(self, *, internal: bool = False) -> set[str]:
         await self._cluster.refresh_metadata(all_topics=True)

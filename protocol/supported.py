@@ -30,7 +30,10 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     27: (0, 1),   # WriteTxnMarkers
     28: (0, 3),   # TxnOffsetCommit
     32: (0, 4),   # DescribeConfigs
+    33: (0, 2),   # AlterConfigs (topics; broker configs are static)
+    37: (0, 3),   # CreatePartitions
     42: (0, 2),   # DeleteGroups
+    44: (0, 1),   # IncrementalAlterConfigs (topics; broker configs are static)
     61: (0, 0),   # DescribeProducers
     65: (0, 0),   # DescribeTransactions
     66: (0, 1),   # ListTransactions
@@ -41,6 +44,7 @@ API_NAMES: dict[int, str] = {
     10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup",
     15: "DescribeGroups", 16: "ListGroups", 17: "SaslHandshake", 18: "ApiVersions", 19: "CreateTopics",
     20: "DeleteTopics", 22: "InitProducerId", 24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn",
-    26: "EndTxn", 27: "WriteTxnMarkers", 28: "TxnOffsetCommit", 32: "DescribeConfigs", 42: "DeleteGroups",
+    26: "EndTxn", 27: "WriteTxnMarkers", 28: "TxnOffsetCommit", 32: "DescribeConfigs", 33: "AlterConfigs",
+    37: "CreatePartitions", 42: "DeleteGroups", 44: "IncrementalAlterConfigs",
     61: "DescribeProducers", 65: "DescribeTransactions", 66: "ListTransactions",
 }

@@ -12,7 +12,9 @@ from typing import Any
 from . import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    alter_configs,
     api_versions,
+    create_partitions,
     create_topics,
     delete_groups,
     delete_topics,
@@ -24,6 +26,7 @@ from . import (
     fetch,
     find_coordinator,
     heartbeat,
+    incremental_alter_configs,
     init_producer_id,
     join_group,
     leave_group,
@@ -44,7 +47,8 @@ Handler = Callable[[Any, Any, Any, Any], Coroutine[Any, Any, Any]]
 HANDLERS: dict[int, Handler] = {
     m.KEY: m.handle
     for m in (produce, fetch, list_offsets, metadata, find_coordinator, api_versions, create_topics,
-              delete_topics, init_producer_id, describe_configs,
+              delete_topics, init_producer_id, describe_configs, create_partitions, alter_configs,
+              incremental_alter_configs,
               # consumer groups (broker/group)
               join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch, describe_groups,
               list_groups, delete_groups,

@@ -55,3 +55,44 @@ def test_group_list_describe_reset_delete(broker: BrokerProcess) -> None:
     missing = ketch(broker, "group", "describe", "cli-group", "--json")
     d = json.loads(missing.stdout)[0] if missing.returncode == 0 else None
     assert d is None or (d["state"] == "Dead" and not d["offsets"])
+
+
+def test_topic_add_partitions_alter_config_and_configs(broker: BrokerProcess) -> None:
+    assert ketch(broker, "topic", "create", "cli-a", "--partitions", "2", "--config", "retention.ms=60000").returncode == 0
+
+    def partitions() -> int:
+        listed = json.loads(ketch(broker, "topic", "list", "--json").stdout)
+        return next(t["partitions"] for t in listed if t["topic"] == "cli-a")
+
+    def configs() -> dict[str, tuple[str, str]]:
+        r = ketch(broker, "topic", "configs", "cli-a", "--json")
+        assert r.returncode == 0, r.stderr
+        return {c["config"]: (c["value"], c["source"]) for c in json.loads(r.stdout)}
+
+    r = ketch(broker, "topic", "add-partitions", "cli-a", "--partitions", "5", "--validate-only")
+    assert r.returncode == 0, r.stderr
+    assert partitions() == 2
+    r = ketch(broker, "topic", "add-partitions", "cli-a", "--partitions", "5")
+    assert r.returncode == 0, r.stderr
+    assert partitions() == 5
+    fewer = ketch(broker, "topic", "add-partitions", "cli-a", "--partitions", "3")
+    assert fewer.returncode == 1 and "INVALID_PARTITIONS" in fewer.stderr and "higher than the requested 3" in fewer.stderr
+    missing = ketch(broker, "topic", "add-partitions", "cli-none", "--partitions", "3")
+    assert missing.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in missing.stderr
+
+    r = ketch(broker, "topic", "alter-config", "cli-a", "--set", "segment.bytes=1048576", "--set", "max.message.bytes=5000",
+              "--delete", "retention.ms")
+    assert r.returncode == 0, r.stderr
+    c = configs()
+    assert c["segment.bytes"] == ("1048576", "topic") and c["max.message.bytes"] == ("5000", "topic")
+    assert c["retention.ms"][1] == "default"
+    r = ketch(broker, "topic", "alter-config", "cli-a", "--set", "segment.bytes=2048", "--validate-only")
+    assert r.returncode == 0, r.stderr
+    assert configs()["segment.bytes"] == ("1048576", "topic")
+    bad = ketch(broker, "topic", "alter-config", "cli-a", "--set", "retention.ms=soon")
+    assert bad.returncode == 1 and "INVALID_CONFIG" in bad.stderr and "Not a number" in bad.stderr
+    unknown = ketch(broker, "topic", "alter-config", "cli-a", "--set", "no.such=1")
+    assert unknown.returncode == 1 and "INVALID_CONFIG" in unknown.stderr
+    nothing = ketch(broker, "topic", "alter-config", "cli-a")
+    assert nothing.returncode == 1 and "nothing to change" in nothing.stderr
+    assert configs()["max.message.bytes"] == ("5000", "topic")

@@ -1,0 +1,29 @@
+"""AlterConfigs (33): replace a topic's whole set of config overrides (broker/topic_configs.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.headers import RequestHeader
+from protocol.messages.alter_configs import (
+    AlterConfigsRequest,
+    AlterConfigsResourceResponse,
+    AlterConfigsResponse,
+)
+
+from ..topic_configs import ConfigOp, ConfigResource, alter
+
+if TYPE_CHECKING:
+    from ..server import BrokerServer, ClientInfo
+
+KEY = 33
+
+
+async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+                 req: AlterConfigsRequest) -> AlterConfigsResponse:
+    resources = [ConfigResource(r.resource_type, r.resource_name, tuple(ConfigOp(c.name, c.value) for c in r.configs))
+                 for r in req.resources]
+    results = alter(server.topics, server.node_id, resources, incremental=False, validate_only=req.validate_only)
+    return AlterConfigsResponse(throttle_time_ms=0, responses=[
+        AlterConfigsResourceResponse(error_code=code, error_message=msg, resource_type=r.type, resource_name=r.name)
+        for r, (code, msg) in zip(resources, results, strict=True)])

@@ -1,0 +1,42 @@
+"""CreatePartitions (37): raise topics' partition counts (kafka-topics --alter --partitions)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from protocol.errors import ErrorCode, KafkaError
+from protocol.headers import RequestHeader
+from protocol.messages.create_partitions import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
+)
+
+if TYPE_CHECKING:
+    from ..server import BrokerServer, ClientInfo
+
+KEY = 37
+
+
+async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+                 req: CreatePartitionsRequest) -> CreatePartitionsResponse:
+    named = Counter(t.name for t in req.topics)
+    # As Kafka: a name given twice is answered once, with an error, and grows by neither entry.
+    results = [CreatePartitionsTopicResult(name=n, error_code=ErrorCode.INVALID_REQUEST,
+                                           error_message="Duplicate topic name.")
+               for n, times in named.items() if times > 1]
+    for t in req.topics:
+        if named[t.name] > 1:
+            continue
+        assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
+        try:
+            if req.validate_only:
+                server.topics.check_add_partitions(t.name, t.count, assignments)
+            else:
+                server.topics.add_partitions(t.name, t.count, assignments)
+        except KafkaError as e:
+            results.append(CreatePartitionsTopicResult(name=t.name, error_code=e.code, error_message=e.message))
+        else:
+            results.append(CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None))
+    return CreatePartitionsResponse(throttle_time_ms=0, results=results)

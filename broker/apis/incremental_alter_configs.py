@@ -1,0 +1,30 @@
+"""IncrementalAlterConfigs (44): SET/DELETE/APPEND/SUBTRACT topic config keys (broker/topic_configs.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.headers import RequestHeader
+from protocol.messages.incremental_alter_configs import (
+    AlterConfigsResourceResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+
+from ..topic_configs import ConfigOp, ConfigResource, alter
+
+if TYPE_CHECKING:
+    from ..server import BrokerServer, ClientInfo
+
+KEY = 44
+
+
+async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+                 req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
+    resources = [ConfigResource(r.resource_type, r.resource_name,
+                                tuple(ConfigOp(c.name, c.value, c.config_operation) for c in r.configs))
+                 for r in req.resources]
+    results = alter(server.topics, server.node_id, resources, incremental=True, validate_only=req.validate_only)
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=[
+        AlterConfigsResourceResponse(error_code=code, error_message=msg, resource_type=r.type, resource_name=r.name)
+        for r, (code, msg) in zip(resources, results, strict=True)])

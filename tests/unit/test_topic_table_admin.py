@@ -1,0 +1,89 @@
+"""The topic table's add-partitions and alter-configs logic in process: the rules of
+IncrementalAlterConfigs operations, validation, persistence, and rollback when the table cannot be
+written (a client must never be told about partitions or configs that a restart would lose)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from broker.config import BrokerConfig
+from broker.topic_configs import APPEND, DELETE, SET, SUBTRACT, ConfigOp, apply_ops
+from broker.topics import TopicTable
+from protocol.errors import ErrorCode, KafkaError
+
+DEFAULTS = {"cleanup.policy": "delete", "retention.ms": "604800000"}
+
+
+def test_apply_ops_set_delete_append_subtract() -> None:
+    assert apply_ops({"retention.ms": "1"}, DEFAULTS, [ConfigOp("segment.ms", "5", SET),
+                                                       ConfigOp("retention.ms", None, DELETE)]) == {"segment.ms": "5"}
+    # APPEND starts from the default when the topic has no override, and never duplicates
+    assert apply_ops({}, DEFAULTS, [ConfigOp("cleanup.policy", "compact,delete", APPEND)]) == {
+        "cleanup.policy": "delete,compact"}
+    assert apply_ops({"cleanup.policy": "compact,delete"}, DEFAULTS,
+                     [ConfigOp("cleanup.policy", "delete", SUBTRACT)]) == {"cleanup.policy": "compact"}
+    assert apply_ops({}, DEFAULTS, [ConfigOp("cleanup.policy", "delete", SUBTRACT)]) == {"cleanup.policy": ""}
+    with pytest.raises(KafkaError) as e:
+        apply_ops({}, DEFAULTS, [ConfigOp("retention.ms", "1", APPEND)])
+    assert e.value.code == ErrorCode.INVALID_CONFIG and "not LIST" in e.value.message
+
+
+def _table(tmp_path: Path) -> TopicTable:
+    t = TopicTable(BrokerConfig(data_dir=str(tmp_path)))
+    t.load()
+    return t
+
+
+@pytest.mark.parametrize(("configs", "fragment"), [
+    ({"retention.ms": "1.5"}, "Not a number of type LONG"),
+    ({"segment.bytes": str(2**31)}, "Not a number of type INT"),
+    ({"min.cleanable.dirty.ratio": "half"}, "Not a number of type DOUBLE"),
+    ({"compression.type": "brotli"}, "String must be one of"),
+    ({"min.insync.replicas": "0"}, "at least 1"),
+    ({"message.timestamp.type": "Whenever"}, "message_timestamp_type"),
+    ({"unclean.leader.election.enable": "true"}, "Unknown topic config name"),
+])
+def test_check_configs_refuses_bad_values(tmp_path: Path, configs: dict[str, str], fragment: str) -> None:
+    with pytest.raises(KafkaError) as e:
+        _table(tmp_path).check_configs(configs)
+    assert e.value.code == ErrorCode.INVALID_CONFIG and fragment in e.value.message
+
+
+def test_added_partitions_and_configs_are_reloaded(tmp_path: Path) -> None:
+    table = _table(tmp_path)
+    table.create("t", 2, configs={"retention.ms": "60000"})
+    (tmp_path / "t-3").mkdir()
+    (tmp_path / "t-3" / "leftover.log").write_bytes(b"x")  # from an add that never reached topics.json
+    table.add_partitions("t", 4)
+    assert not (tmp_path / "t-3" / "leftover.log").exists()
+    table.set_configs("t", {"segment.bytes": "4096"})
+    assert all(p.log.config.segment_bytes == 4096 and p.log.config.retention_ms == 604800000
+               for p in table.by_name["t"].partitions)
+    table.close()
+
+    again = _table(tmp_path)
+    topic = again.by_name["t"]
+    assert [p.index for p in topic.partitions] == [0, 1, 2, 3]
+    assert topic.configs == {"segment.bytes": "4096"}
+    assert all(p.log.config.segment_bytes == 4096 for p in topic.partitions)
+    again.close()
+
+
+def test_nothing_changes_when_the_table_cannot_be_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    table = _table(tmp_path)
+    table.create("t", 1, configs={"retention.ms": "60000"})
+
+    def full_disk() -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(table, "_save", full_disk)
+    with pytest.raises(OSError):
+        table.add_partitions("t", 3)
+    with pytest.raises(OSError):
+        table.set_configs("t", {"retention.ms": "1000"})
+    topic = table.by_name["t"]
+    assert len(topic.partitions) == 1 and topic.configs == {"retention.ms": "60000"}
+    assert topic.partitions[0].log.config.retention_ms == 60000
+    table.close()
