@@ -129,8 +129,22 @@ class TopicTable:
             lc = self.log_config(topic.configs)
             topic.partitions = [Partition.open(self.data_dir, topic.name, i, lc) for i in range(t["partitions"])]
             self._index(topic)
+        self._remove_orphans()
         log.info("topics loaded", topics=len(self.by_name),
                  partitions=sum(len(t.partitions) for t in self.by_name.values()))
+
+    def _remove_orphans(self) -> None:
+        """Delete partition directories topics.json does not name. A topic delete commits by
+        rewriting topics.json and only then removes the directories; a crash in between leaves
+        them behind, and a topic created later under the same name must not find that data."""
+        for d in self.data_dir.iterdir():
+            name, _, index = d.name.rpartition("-")
+            if not (d.is_dir() and name and index.isdigit()):
+                continue
+            topic = self.by_name.get(name)
+            if topic is None or int(index) >= len(topic.partitions):
+                log.warning("removing the directory of a deleted partition", directory=d.name)
+                shutil.rmtree(d, ignore_errors=True)
 
     def _save(self) -> None:
         data = {"version": 1, "topics": [
@@ -257,10 +271,7 @@ class TopicTable:
         lc = self.log_config(topic.configs)
         first = len(topic.partitions)
         added = []
-        for i in range(first, count):
-            # A directory already there was left by an add that crashed before topics.json named
-            # it; nobody could have written to it, so it starts over empty.
-            shutil.rmtree(self.data_dir / f"{name}-{i}", ignore_errors=True)
+        for i in range(first, count):  # (an earlier add that crashed before _save: see _remove_orphans)
             added.append(Partition.open(self.data_dir, name, i, lc))
         topic.partitions.extend(added)
         try:

@@ -54,10 +54,12 @@ def test_check_configs_refuses_bad_values(tmp_path: Path, configs: dict[str, str
 def test_added_partitions_and_configs_are_reloaded(tmp_path: Path) -> None:
     table = _table(tmp_path)
     table.create("t", 2, configs={"retention.ms": "60000"})
+    table.close()
     (tmp_path / "t-3").mkdir()
     (tmp_path / "t-3" / "leftover.log").write_bytes(b"x")  # from an add that never reached topics.json
+    table = _table(tmp_path)
+    assert not (tmp_path / "t-3").exists()
     table.add_partitions("t", 4)
-    assert not (tmp_path / "t-3" / "leftover.log").exists()
     table.set_configs("t", {"segment.bytes": "4096"})
     assert all(p.log.config.segment_bytes == 4096 and p.log.config.retention_ms == 604800000
                for p in table.by_name["t"].partitions)
@@ -87,3 +89,29 @@ def test_nothing_changes_when_the_table_cannot_be_written(tmp_path: Path, monkey
     assert len(topic.partitions) == 1 and topic.configs == {"retention.ms": "60000"}
     assert topic.partitions[0].log.config.retention_ms == 60000
     table.close()
+
+
+def test_a_topic_deleted_just_before_a_crash_does_not_come_back_in_a_new_topic(tmp_path: Path) -> None:
+    """Delete commits by rewriting topics.json, then removes the directories: a crash in between
+    leaves them behind. A topic created later under the same name must start empty."""
+    from protocol.records import Record, build_batch
+
+    table = _table(tmp_path)
+    table.create("t", 2)
+    table.create("keep", 1)
+    for p in table.by_name["t"].partitions:
+        p.append(build_batch([Record(0, 0, b"k", b"old")]))
+    table.by_name["keep"].partitions[0].append(build_batch([Record(0, 0, b"k", b"kept")]))
+    # the first half of delete("t") only, as if the process died before removing the directories
+    del table.by_id[table.by_name["t"].topic_id]
+    del table.by_name["t"]
+    table._save()
+    table.close()
+    assert (tmp_path / "t-0").is_dir()
+
+    again = _table(tmp_path)
+    assert not (tmp_path / "t-0").exists() and not (tmp_path / "t-1").exists()
+    assert again.by_name["keep"].partitions[0].log.log_end_offset == 1
+    fresh = again.create("t", 2)
+    assert [p.log.log_end_offset for p in fresh.partitions] == [0, 0]
+    again.close()
