@@ -32,11 +32,13 @@ def _one(server: BrokerServer, key: str, key_type: int) -> Coordinator:
             return Coordinator(key=key, node_id=-1, host="", port=-1,
                                error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message="shutting down")
         server.groups.ensure_topic()
-    elif not server.txn.owns(key):
+    else:
         # the leader of __transaction_state partition partition_for(key) coordinates the id; on one
-        # broker that is this broker once the topic is loaded
-        return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                           error_message="transaction state not loaded")
+        # broker that is this broker once the topic (created on this first need) is loaded
+        server.txn.ensure_topic()
+        if not server.txn.owns(key):
+            return Coordinator(key=key, node_id=-1, host="", port=-1,
+                               error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message="transaction state not loaded")
     return Coordinator(key=key, node_id=server.node_id, host=host, port=port, error_code=0, error_message=None)
 
 

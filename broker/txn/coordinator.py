@@ -35,6 +35,7 @@ from .state import TopicPartition, TxnMetadata, TxnState
 if TYPE_CHECKING:
     from ..partition import Partition
     from ..server import BrokerServer
+    from ..topics import Topic
 
 log = structlog.get_logger()
 
@@ -77,12 +78,21 @@ class TransactionCoordinator:
 
     # ---- lifecycle ----------------------------------------------------------------------------
     def load(self) -> None:
-        """Create `__transaction_state` if needed and rebuild the cache from it (before the
-        listener opens, so no request ever sees a half-loaded coordinator)."""
+        """Rebuild the cache from `__transaction_state` (before the listener opens, so no request
+        ever sees a half-loaded coordinator). A broker that never saw a transaction has no such
+        topic yet: ensure_topic creates it on first need."""
         topic = self.server.topics.get(TOPIC)
-        if topic is None:
-            topic = self.server.topics.create(TOPIC, self.server.cfg.transaction_state_num_partitions,
-                                              configs=dict(TOPIC_CONFIGS))
+        if topic is not None:
+            self._load_topic(topic)
+
+    def ensure_topic(self) -> None:
+        """Create `__transaction_state` when a transactional id first looks for its coordinator,
+        as Kafka does, so brokers that never run transactions carry no 50 idle partitions."""
+        if self.server.topics.get(TOPIC) is None:
+            self._load_topic(self.server.topics.create(TOPIC, self.server.cfg.transaction_state_num_partitions,
+                                                       configs=dict(TOPIC_CONFIGS)))
+
+    def _load_topic(self, topic: Topic) -> None:
         if len(topic.partitions) != self.machine.num_partitions:
             # The records already sit where the old count put them: keep using it.
             log.warning("__transaction_state has a different partition count than configured; using it",

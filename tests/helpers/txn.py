@@ -27,6 +27,7 @@ from protocol.messages.describe_transactions import (
     TransactionState,
 )
 from protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
+from protocol.messages.find_coordinator import FindCoordinatorRequest
 from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from protocol.messages.list_offsets import (
     ListOffsetsPartition,
@@ -79,6 +80,9 @@ class RawTxn(Raw):
     def init_pid(
         self, tid: str | None, timeout_ms: int = 60_000, *, version: int = 4, pid: int = -1, epoch: int = -1
     ) -> InitProducerIdResponse:
+        if tid is not None:
+            # as clients do: the coordinator is looked up first, which creates __transaction_state
+            self.request(FindCoordinatorRequest(key=tid, key_type=1), 3)
         resp = self.request(
             InitProducerIdRequest(
                 transactional_id=tid, transaction_timeout_ms=timeout_ms, producer_id=pid, producer_epoch=epoch

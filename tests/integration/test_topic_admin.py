@@ -34,6 +34,7 @@ from protocol.messages.describe_configs import (
     DescribeConfigsResponse,
 )
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
+from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from protocol.messages.incremental_alter_configs import (
     AlterableConfig,
     AlterConfigsResource,
@@ -219,8 +220,30 @@ def test_create_partitions_refusals(conn: Raw) -> None:
     assert partition_count(conn, t) == 4
 
 
+def _find_txn_coordinator(conn: Raw, tid: str) -> None:
+    resp = conn.request(FindCoordinatorRequest(key=tid, key_type=1), 3)
+    assert isinstance(resp, FindCoordinatorResponse) and resp.error_code == 0, resp
+
+
+def test_transaction_state_topic_is_created_on_first_coordinator_lookup(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    b = broker_factory()
+    c = Raw(b.port)
+    md = c.request(MetadataRequest(topics=[MetadataRequestTopic(name="__transaction_state")],
+                                   allow_auto_topic_creation=False), 12)
+    assert isinstance(md, MetadataResponse) and md.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert not list(b.data_dir.glob("__transaction_state-*"))
+    _find_txn_coordinator(c, unique_topic("tx-first"))
+    assert partition_count(c, "__transaction_state") == 50
+    c.close()
+    b.restart(kill=True)
+    c = Raw(b.port)
+    assert partition_count(c, "__transaction_state") == 50
+    c.close()
+
+
 def test_create_partitions_refuses_internal_topics(conn: Raw) -> None:
-    n = partition_count(conn, "__transaction_state")  # created at startup
+    _find_txn_coordinator(conn, unique_topic("tx-internal"))  # __transaction_state exists from then on
+    n = partition_count(conn, "__transaction_state")
     code, msg = grow(conn, ("__transaction_state", n + 1))["__transaction_state"]
     assert code == ErrorCode.INVALID_REQUEST and "internal topic" in (msg or "")
     assert partition_count(conn, "__transaction_state") == n
