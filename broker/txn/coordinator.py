@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger()
 
 TOPIC = "__transaction_state"
-TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
 CONCURRENT_WAIT_S = 2.0
 _LOAD_READ_BYTES = 1024 * 1024
 
@@ -89,8 +88,9 @@ class TransactionCoordinator:
         """Create `__transaction_state` when a transactional id first looks for its coordinator,
         as Kafka does, so brokers that never run transactions carry no 50 idle partitions."""
         if self.server.topics.get(TOPIC) is None:
-            self._load_topic(self.server.topics.create(TOPIC, self.server.cfg.transaction_state_num_partitions,
-                                                       configs=dict(TOPIC_CONFIGS)))
+            cfg = self.server.cfg
+            configs = {"cleanup.policy": "compact", "segment.bytes": str(cfg.transaction_state_segment_bytes)}
+            self._load_topic(self.server.topics.create(TOPIC, cfg.transaction_state_num_partitions, configs=configs))
 
     def _load_topic(self, topic: Topic) -> None:
         if len(topic.partitions) != self.machine.num_partitions:

@@ -87,3 +87,69 @@ def test_coordinator_state_survives_sigkill(broker_factory) -> None:  # type: ig
         assert c.latest("t", 1, committed=True) == c.latest("t", 1, committed=False) == 3
     finally:
         c.close()
+
+
+def _txn_state_counts(c: RawTxn) -> tuple[int, int]:
+    """(records still in __transaction_state, offsets ever used): compaction makes the first smaller."""
+    from protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
+    from protocol.records import decode_batches
+
+    present = used = 0
+    for p in range(50):
+        end = c.latest("__transaction_state", p, committed=False)
+        used += end
+        offset = 0
+        while offset < end:
+            resp = c.request(FetchRequest(
+                replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+                topics=[FetchTopic(topic="__transaction_state", partitions=[
+                    FetchPartition(partition=p, fetch_offset=offset, partition_max_bytes=1 << 20)])]), 4)
+            assert isinstance(resp, FetchResponse)
+            part = resp.responses[0].partitions[0]
+            assert part.error_code == 0, part
+            batches = list(decode_batches(part.records or b""))
+            assert batches, f"no progress reading __transaction_state-{p} at {offset}"
+            for h, records in batches:
+                present += len(records)
+                offset = h.base_offset + h.last_offset_delta + 1
+    return present, used
+
+
+def test_coordinator_reloads_a_compacted_transaction_log_after_sigkill(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    """__transaction_state is compacted like __consumer_offsets: only the latest state of each id
+    survives. A coordinator rebuilt from the compacted log after SIGKILL must know every id's
+    producer id and epoch, and abort the transaction that was open."""
+    b: BrokerProcess = broker_factory(env={**FAST_REAPER, "KETCH_TRANSACTION_STATE_SEGMENT_BYTES": "1024",
+                                           "KETCH_LOG_RETENTION_CHECK_INTERVAL_MS": "200"})
+    c = RawTxn(b.port)
+    try:
+        c.create_topic("t", 1)
+        pid, epoch = c.init_ok("busy")
+        for seq in range(30):
+            c.add_partitions("busy", pid, epoch, {"t": [0]})
+            assert c.produce("t", 0, txn_batch(pid, epoch, seq), "busy")[0] == 0
+            assert c.end("busy", pid, epoch, True).error_code == 0
+            wait_until(lambda: c.describe("busy").transaction_state == "CompleteCommit", timeout=15,
+                       message="commit completed")
+        open_pid, open_epoch = c.init_ok("open")
+        c.add_partitions("open", open_pid, open_epoch, {"t": [0]})
+        assert c.produce("t", 0, txn_batch(open_pid, open_epoch, 0, 2, value=b"ABORTED"), "open")[0] == 0
+
+        def compacted() -> bool:
+            present, used = _txn_state_counts(c)
+            return present < used // 2
+
+        wait_until(compacted, timeout=60, message="the log cleaner to compact __transaction_state")
+        b.restart(kill=True)
+        c.close()
+        c = RawTxn(b.port)
+
+        desc = c.describe("busy")
+        assert (desc.transaction_state, desc.producer_id, desc.producer_epoch) == ("CompleteCommit", pid, epoch)
+        assert c.init_ok("busy") == (pid, epoch + 1)
+        # the open transaction is fenced and aborted: read_committed moves past its records
+        assert c.init_ok("open") == (open_pid, open_epoch + 2)  # +1 to fence and abort, +1 for the new session
+        wait_until(lambda: c.latest("t", 0, committed=True) == c.latest("t", 0, committed=False), timeout=15,
+                   message="the open transaction aborted")
+    finally:
+        c.close()
