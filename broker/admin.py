@@ -38,6 +38,11 @@ from protocol.messages.offset_commit import (
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
 )
+from protocol.messages.offset_delete import (
+    OffsetDeleteRequest,
+    OffsetDeleteRequestPartition,
+    OffsetDeleteRequestTopic,
+)
 from protocol.messages.offset_fetch import OffsetFetchRequest
 from protocol.messages.write_txn_markers import (
     WritableTxnMarker,
@@ -259,6 +264,26 @@ async def group_reset_offsets(bootstrap: str, group: str, topic: str, to: str) -
     return [{"topic": t, "partition": p, "offset": targets[(t, p)]} for t, p in parts]
 
 
+async def group_delete_offsets(bootstrap: str, group: str, topic: str, partitions: list[int]) -> list[dict[str, Any]]:
+    """Drop committed offsets (kafka-consumer-groups --delete-offsets): the broker refuses those of
+    topics the group's members still subscribe to. No partitions given: every partition of the topic."""
+    conn = await _coordinator(bootstrap, group)
+    try:
+        if not partitions:
+            md = await conn.request(MetadataRequest(topics=[MetadataRequestTopic(name=topic)],
+                                                    allow_auto_topic_creation=False), version=4)
+            _check(md.topics[0].error_code, f"topic {topic!r}")
+            partitions = sorted(p.partition_index for p in md.topics[0].partitions)
+        resp = await conn.request(OffsetDeleteRequest(group_id=group, topics=[OffsetDeleteRequestTopic(
+            name=topic, partitions=[OffsetDeleteRequestPartition(partition_index=p) for p in partitions])]), version=0)
+    finally:
+        conn.close()
+    _check(resp.error_code, f"deleting offsets of {group!r}")
+    return [{"topic": t.name, "partition": p.partition_index,
+             "status": ErrorCode(p.error_code).name if p.error_code else "deleted"}
+            for t in resp.topics for p in t.partitions]
+
+
 # ---- transactions ----------------------------------------------------------------------------------
 
 async def _brokers(bootstrap: str) -> list[tuple[str, int]]:
@@ -382,7 +407,8 @@ def add_parsers(sub: Any) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--bootstrap", default="localhost:9092", help="HOST:PORT of a broker")
     common.add_argument("--json", action="store_true", help="print JSON")
-    t = sub.add_parser("topic", help="list, create, delete topics, add partitions, show or alter configs")
+    t = sub.add_parser("topic", help="list, create, delete topics, add partitions, show or alter configs, "
+                                             "delete records, show sizes")
     tsub = t.add_subparsers(dest="action", required=True)
     tsub.add_parser("list", parents=[common])
     c = tsub.add_parser("create", parents=[common])
@@ -403,9 +429,12 @@ def add_parsers(sub: Any) -> None:
     ac.add_argument("--validate-only", action="store_true", help="check, change nothing")
     dc = tsub.add_parser("configs", parents=[common], help="effective configs and where each comes from")
     dc.add_argument("name")
+    from . import admin_logs  # imports this module's helpers: loaded once they exist
+
+    admin_logs.add_parsers(tsub, common)
     t.set_defaults(func=_run_topic)
 
-    g = sub.add_parser("group", help="list, describe, delete consumer groups or reset their offsets")
+    g = sub.add_parser("group", help="list, describe, delete consumer groups, reset or delete their offsets")
     gsub = g.add_subparsers(dest="action", required=True)
     gsub.add_parser("list", parents=[common])
     gd = gsub.add_parser("describe", parents=[common])
@@ -416,6 +445,11 @@ def add_parsers(sub: Any) -> None:
     gr.add_argument("group")
     gr.add_argument("--topic", required=True)
     gr.add_argument("--to", required=True, help="earliest, latest, or an offset")
+    go = gsub.add_parser("delete-offsets", parents=[common], help="drop committed offsets of a topic")
+    go.add_argument("group")
+    go.add_argument("--topic", required=True)
+    go.add_argument("--partition", type=int, action="append", default=[], dest="partitions",
+                    help="repeatable; default: every partition of the topic")
     g.set_defaults(func=_run_group)
 
     x = sub.add_parser("txn", help="list, describe, find hanging or abort transactions")
@@ -467,6 +501,10 @@ def _run_topic(args: argparse.Namespace) -> int:
         print(f"{'valid' if args.validate_only else 'altered'}: {args.name}")
     elif args.action == "configs":
         _print(_run(topic_configs(args.bootstrap, args.name)), args.json)
+    else:
+        from . import admin_logs
+
+        admin_logs.run(args)
     return 0
 
 
@@ -494,6 +532,13 @@ def _run_group(args: argparse.Namespace) -> int:
         print(f"deleted {args.group}")
     elif args.action == "reset-offsets":
         _print(_run(group_reset_offsets(args.bootstrap, args.group, args.topic, args.to)), args.json)
+    elif args.action == "delete-offsets":
+        rows = _run(group_delete_offsets(args.bootstrap, args.group, args.topic, args.partitions))
+        _print(rows, args.json)
+        failed = [f"{r['topic']}-{r['partition']}: {r['status']}" for r in rows if r["status"] != "deleted"]
+        if failed:
+            print(f"error: offsets kept for {', '.join(failed)}", file=sys.stderr)
+            return 1
     return 0
 
 

@@ -23,7 +23,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     18: (0, 3),   # ApiVersions
     19: (0, 7),   # CreateTopics
     20: (0, 6),   # DeleteTopics
+    21: (0, 2),   # DeleteRecords
     22: (0, 5),   # InitProducerId
+    23: (0, 4),   # OffsetForLeaderEpoch (Kafka 4.0 dropped v0-1, KIP-896; older clients still send them)
     24: (0, 4),   # AddPartitionsToTxn (v4: broker-to-broker batches and verify_only, KIP-890)
     25: (0, 3),   # AddOffsetsToTxn
     26: (0, 5),   # EndTxn (v5: epoch bumped at every transaction end, KIP-890)
@@ -31,9 +33,12 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     28: (0, 3),   # TxnOffsetCommit
     32: (0, 4),   # DescribeConfigs
     33: (0, 2),   # AlterConfigs (topics; broker configs are static)
+    35: (0, 4),   # DescribeLogDirs (the schema reaches v5: is_cordoned, KIP-1066)
     37: (0, 3),   # CreatePartitions
     42: (0, 2),   # DeleteGroups
     44: (0, 1),   # IncrementalAlterConfigs (topics; broker configs are static)
+    47: (0, 0),   # OffsetDelete
+    60: (0, 2),   # DescribeCluster
     61: (0, 0),   # DescribeProducers
     65: (0, 0),   # DescribeTransactions
     66: (0, 1),   # ListTransactions
@@ -43,8 +48,11 @@ API_NAMES: dict[int, str] = {
     0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit", 9: "OffsetFetch",
     10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup",
     15: "DescribeGroups", 16: "ListGroups", 17: "SaslHandshake", 18: "ApiVersions", 19: "CreateTopics",
-    20: "DeleteTopics", 22: "InitProducerId", 24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn",
+    20: "DeleteTopics", 21: "DeleteRecords", 22: "InitProducerId",
+    23: "OffsetForLeaderEpoch", 24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn",
     26: "EndTxn", 27: "WriteTxnMarkers", 28: "TxnOffsetCommit", 32: "DescribeConfigs", 33: "AlterConfigs",
+    35: "DescribeLogDirs",
     37: "CreatePartitions", 42: "DeleteGroups", 44: "IncrementalAlterConfigs",
+    47: "OffsetDelete", 60: "DescribeCluster",
     61: "DescribeProducers", 65: "DescribeTransactions", 66: "ListTransactions",
 }

@@ -9,6 +9,7 @@ the append path.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import structlog
@@ -19,6 +20,28 @@ log = structlog.get_logger(__name__)
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
+
+
+def end_offset_for(entries: Sequence[tuple[int, int]], epoch: int, log_end_offset: int) -> tuple[int, int]:
+    """(epoch, end offset) as OffsetsForLeaderEpoch answers it from an (epoch, start) history.
+
+    The end offset of `epoch` is the start of the first later epoch (or the log end for the
+    latest); the epoch returned is the largest known epoch <= the requested one. A module-level
+    function so a leader can answer for a history plus the epoch it leads in but has not yet
+    written anything under.
+    """
+    if epoch == UNDEFINED_EPOCH or not entries:
+        return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+    if epoch == entries[-1][0]:
+        return epoch, log_end_offset
+    floor = None
+    for e, start in entries:
+        if e > epoch:
+            if floor is None:
+                return epoch, start
+            return floor, start
+        floor = e
+    return UNDEFINED_EPOCH, UNDEFINED_OFFSET
 
 
 class LeaderEpochCache:
@@ -57,23 +80,8 @@ class LeaderEpochCache:
         return True
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """(epoch, end offset) as OffsetsForLeaderEpoch answers it.
-
-        The end offset of `epoch` is the start of the first later epoch (or the log end for the
-        latest); the epoch returned is the largest known epoch <= the requested one.
-        """
-        if epoch == UNDEFINED_EPOCH or not self.entries:
-            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
-        if epoch == self.entries[-1][0]:
-            return epoch, log_end_offset
-        floor = None
-        for e, start in self.entries:
-            if e > epoch:
-                if floor is None:
-                    return epoch, start
-                return floor, start
-            floor = e
-        return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        """(epoch, end offset) as OffsetsForLeaderEpoch answers it (see `end_offset_for`)."""
+        return end_offset_for(self.entries, epoch, log_end_offset)
 
     def truncate_from_end(self, end_offset: int) -> None:
         """Forget epochs starting at or after `end_offset` (the log was truncated there)."""

@@ -915,18 +915,23 @@ class PartitionLog:
 
         Segments wholly below it are deleted now; the rest of the first segment stays on disk
         but is no longer readable.
+
+        The checkpoint is written (fsynced) before any segment goes and before the caller
+        answers: a crash at any point reopens with the new start or, if the checkpoint did not
+        make it, with the old one and every old segment still there — never with a start that
+        fell back to the base of some middle segment.
         """
         self._check_open()
-        if offset > self._hw:
+        if offset < 0 or offset > self._hw:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
-                             f"cannot delete records up to {offset}: beyond high watermark {self._hw}")
+                             f"cannot delete records up to {offset}: outside [0, high watermark {self._hw}]")
         if offset <= self._log_start:
             return self._log_start
+        self._log_start_file.write(offset, durable=True)
+        self._written[LOG_START_OFFSET_FILE] = offset
         self._log_start = offset
         self._delete_below_log_start()
         self._after_head_deletion()
-        self._log_start_file.write(self._log_start, durable=True)
-        self._written[LOG_START_OFFSET_FILE] = self._log_start
         return self._log_start
 
     def expire_producers(self, now_ms: int | None = None) -> int:

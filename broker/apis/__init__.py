@@ -17,9 +17,12 @@ from . import (
     create_partitions,
     create_topics,
     delete_groups,
+    delete_records,
     delete_topics,
+    describe_cluster,
     describe_configs,
     describe_groups,
+    describe_log_dirs,
     describe_producers,
     describe_transactions,
     end_txn,
@@ -35,7 +38,9 @@ from . import (
     list_transactions,
     metadata,
     offset_commit,
+    offset_delete,
     offset_fetch,
+    offset_for_leader_epoch,
     produce,
     sync_group,
     txn_offset_commit,
@@ -48,10 +53,12 @@ HANDLERS: dict[int, Handler] = {
     m.KEY: m.handle
     for m in (produce, fetch, list_offsets, metadata, find_coordinator, api_versions, create_topics,
               delete_topics, init_producer_id, describe_configs, create_partitions, alter_configs,
-              incremental_alter_configs,
+              incremental_alter_configs, describe_cluster, offset_for_leader_epoch,
+              # logs: record deletion, log directories
+              delete_records, describe_log_dirs,
               # consumer groups (broker/group)
               join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch, describe_groups,
-              list_groups, delete_groups,
+              list_groups, delete_groups, offset_delete,
               # transactions (broker/txn)
               add_partitions_to_txn, add_offsets_to_txn, end_txn, write_txn_markers, txn_offset_commit,
               describe_transactions, list_transactions, describe_producers)

@@ -32,7 +32,7 @@ READ_COMMITTED = 1
 
 def _error(index: int, code: ErrorCode) -> PartitionData:
     return PartitionData(partition_index=index, error_code=code, high_watermark=-1, last_stable_offset=-1,
-                         log_start_offset=-1, records=None)
+                         log_start_offset=-1, records=b"")
 
 
 def _read(part: Partition, offset: int, max_bytes: int, committed: bool, first: bool) -> tuple[PartitionData, int]:
@@ -47,7 +47,7 @@ def _read(part: Partition, offset: int, max_bytes: int, committed: bool, first: 
             data = plog.read(offset, max_bytes, upper_bound=upper).data
     except KafkaError as e:
         return PartitionData(partition_index=part.index, error_code=e.code, high_watermark=hw,
-                             last_stable_offset=lso, log_start_offset=plog.log_start_offset, records=None), 0
+                             last_stable_offset=lso, log_start_offset=plog.log_start_offset, records=b""), 0
     if not first and len(data) > max_bytes:
         data = b""  # only the first partition may exceed the budget (Kafka's min-one-message rule)
     aborted = None
@@ -61,11 +61,17 @@ def _read(part: Partition, offset: int, max_bytes: int, committed: bool, first: 
                          preferred_read_replica=-1, records=data), len(data)
 
 
-def _collect(server: BrokerServer, req: FetchRequest, version: int) -> tuple[FetchResponse, int, list[Partition]]:
+def _collect(server: BrokerServer, req: FetchRequest,
+             version: int) -> tuple[FetchResponse, int, list[Partition], bool]:
+    """The response as it stands, the bytes in it, the partitions to wait on, and whether reading
+    a partition failed (an offset out of range, a fenced epoch): then, like Kafka
+    (`errorReadingData`), the fetch is answered at once instead of waiting. Unknown topics and
+    partitions do not count: Kafka sets them aside before reading and waits for the rest."""
     committed = version >= 4 and req.isolation_level == READ_COMMITTED
     budget = req.max_bytes if version >= 3 else 0x7FFFFFFF
     total = 0
     first = True
+    failed = False
     watched: list[Partition] = []
     topics: list[FetchableTopicResponse] = []
     for ft in req.topics:
@@ -86,18 +92,21 @@ def _collect(server: BrokerServer, req: FetchRequest, version: int) -> tuple[Fet
             watched.append(part)
             if fp.current_leader_epoch >= 0 and fp.current_leader_epoch > part.leader_epoch:
                 out.append(_error(fp.partition, ErrorCode.UNKNOWN_LEADER_EPOCH))
+                failed = True
                 continue
             if 0 <= fp.current_leader_epoch < part.leader_epoch:
                 out.append(_error(fp.partition, ErrorCode.FENCED_LEADER_EPOCH))
+                failed = True
                 continue
             limit = min(fp.partition_max_bytes, max(budget - total, 0))
             pd, n = _read(part, fp.fetch_offset, limit, committed, first)
+            failed = failed or pd.error_code != 0
             if n:
                 first = False
             total += n
             out.append(pd)
         topics.append(FetchableTopicResponse(topic=name, topic_id=ft.topic_id, partitions=out))
-    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics), total, watched
+    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics), total, watched, failed
 
 
 async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader, req: FetchRequest) -> FetchResponse:
@@ -105,9 +114,9 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
     deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
     loop = asyncio.get_running_loop()
     while True:
-        resp, total, watched = _collect(server, req, version)
+        resp, total, watched, failed = _collect(server, req, version)
         remaining = deadline - time.monotonic()
-        if total >= max(req.min_bytes, 1) or remaining <= 0 or not watched:
+        if total >= max(req.min_bytes, 1) or remaining <= 0 or not watched or failed:
             return resp
         fut: asyncio.Future[None] = loop.create_future()
         for p in watched:

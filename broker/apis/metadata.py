@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
+from protocol.messages.describe_cluster import AUTHORIZED_OPERATIONS_OMITTED
 from protocol.messages.metadata import (
     MetadataRequest,
     MetadataResponse,
@@ -14,6 +15,8 @@ from protocol.messages.metadata import (
     MetadataResponseTopic,
 )
 from protocol.primitives import ZERO_UUID
+
+from .describe_cluster import CLUSTER_OPERATIONS
 
 if TYPE_CHECKING:
     from ..server import BrokerServer, ClientInfo
@@ -72,4 +75,7 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
         cluster_id=server.cfg.cluster_id,
         controller_id=server.node_id,
         topics=topics,
+        # v8-10 (librdkafka's describe_cluster asks through Metadata v10, not DescribeCluster)
+        cluster_authorized_operations=(CLUSTER_OPERATIONS if req.include_cluster_authorized_operations
+                                       else AUTHORIZED_OPERATIONS_OMITTED),
     )

@@ -279,6 +279,12 @@ class GroupCoordinator:
         self._apply(self.sm.drain())
         return out
 
+    def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> tuple[int, dict[TopicPartition, int]]:
+        self.ensure_topic()
+        out = self.sm.delete_offsets(group_id, partitions)
+        self._apply(self.sm.drain())
+        return out
+
     # ---- the transactions' hooks (TxnOffsetCommit and the commit/abort markers) --------------
     def prepare_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
                             offsets: dict[TopicPartition, OffsetCommitIn], *, member_id: str = "",

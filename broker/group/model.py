@@ -87,6 +87,9 @@ class Group:
     pending_sync: set[str] = field(default_factory=set)  # joined this generation, not synced yet
     offsets: dict[TopicPartition, OffsetEntry] = field(default_factory=dict)
     txn_pending: dict[int, dict[TopicPartition, OffsetEntry]] = field(default_factory=dict)  # producer id ->
+    # the members' topics as of the current generation (consumer protocol); None: unknown, which
+    # OffsetDelete takes as "every topic" for a consumer group and "none" for any other
+    subscribed_topics: frozenset[str] | None = None
     in_initial_delay: bool = False
     initial_delay_remaining: int = 0
     new_member_added: bool = False

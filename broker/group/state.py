@@ -48,6 +48,7 @@ from .model import (
     TopicPartition,
     Write,
 )
+from .subscriptions import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 
 E = ErrorCode
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
@@ -203,6 +204,11 @@ class GroupStateMachine:
             if entry is not None:
                 ld.txn.setdefault(producer_id, {}).setdefault(k.group, {})[tp] = entry
             return
+        if entry is None:
+            # a tombstone also cancels the partition's pending transactional offsets, as
+            # delete_offsets did in memory: a later commit marker must not bring them back
+            for by_group in ld.txn.values():
+                by_group.get(k.group, {}).pop(tp, None)
         ld.offsets.setdefault(k.group, {})[tp] = entry
 
     def load_marker(self, partition: int, producer_id: int, commit: bool) -> None:
@@ -251,6 +257,7 @@ class GroupStateMachine:
                         # the limit was lowered while the group was away: every member must rejoin,
                         # and those past the limit are turned away then (as Kafka does on load)
                         self._prepare_rebalance(g, now)
+                self._snapshot_subscriptions(g)
             self.groups[gid] = g
         for pid, by_group in ld.txn.items():
             for gid, offs in by_group.items():
@@ -508,10 +515,12 @@ class GroupStateMachine:
         g.generation += 1
         if not g.members:
             g.protocol_name = None
+            self._snapshot_subscriptions(g)
             self._transition(g, EMPTY, now)
             self._write_group(g)
             return
         g.protocol_name = self._select_protocol(g)
+        self._snapshot_subscriptions(g)
         self._transition(g, COMPLETING, now)
         for m in g.members.values():
             if m.join_token is not None:
@@ -981,6 +990,54 @@ class GroupStateMachine:
         del self.groups[g.group_id]
         self._cancel(("join", g.group_id))
         self._cancel(("sync", g.group_id))
+
+    # ==========================================================================================
+    # OffsetDelete
+    # ==========================================================================================
+    def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> tuple[int, dict[TopicPartition, int]]:
+        """(group error, error per partition). Kafka's rules (KIP-496): a group with members that is
+        not of the consumer protocol refuses as a whole (NON_EMPTY_GROUP); a consumer group with
+        members keeps the offsets of topics it subscribes to (GROUP_SUBSCRIBED_TO_TOPIC); every
+        other offset is tombstoned, committed or still pending in a transaction, so that it stays
+        gone after a restart. A group left Empty without offsets goes at the next retention check,
+        as in Kafka 4 (whose coordinator deletes such groups in the same periodic cleanup)."""
+        if not group_id:
+            return E.INVALID_GROUP_ID, {}
+        err = self.coordinator_error(group_id)
+        if err:
+            return err, {}
+        g = self.groups.get(group_id)
+        if g is None or g.state is DEAD:
+            return E.GROUP_ID_NOT_FOUND, {}
+        if g.state is not EMPTY and g.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return E.NON_EMPTY_GROUP, {}
+        out: dict[TopicPartition, int] = {}
+        for tp in partitions:
+            if not self._partition_exists(*tp):
+                out[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
+            elif g.state is not EMPTY and self._subscribed(g, tp[0]):
+                out[tp] = E.GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                out[tp] = 0
+                had = g.offsets.pop(tp, None) is not None
+                for pending in g.txn_pending.values():
+                    had = pending.pop(tp, None) is not None or had
+                if had:
+                    self._fx.writes.append(Write(g.partition, rec.encode_key(rec.OffsetKey(group_id, *tp)), None))
+        return 0, out
+
+    def _subscribed(self, g: Group, topic: str) -> bool:
+        """Kafka's ClassicGroup.isSubscribedToTopic: unknown subscriptions count as "all topics"
+        for the consumer protocol (it cannot rule any out) and as "none" for any other."""
+        if g.subscribed_topics is None:
+            return g.protocol_type == CONSUMER_PROTOCOL_TYPE
+        return topic in g.subscribed_topics
+
+    def _snapshot_subscriptions(self, g: Group) -> None:
+        """Taken when a generation starts (and at load), as Kafka does: during a rebalance the
+        subscriptions of the generation still assigned are the ones that count."""
+        g.subscribed_topics = subscribed_topics(g.group_id, g.protocol_type, g.protocol_name,
+                                                (m.metadata(g.protocol_name) for m in g.members.values()))
 
     # ==========================================================================================
     # helpers

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -96,3 +97,79 @@ def test_topic_add_partitions_alter_config_and_configs(broker: BrokerProcess) ->
     nothing = ketch(broker, "topic", "alter-config", "cli-a")
     assert nothing.returncode == 1 and "nothing to change" in nothing.stderr
     assert configs()["max.message.bytes"] == ("5000", "topic")
+
+
+def test_topic_delete_records_and_sizes(broker: BrokerProcess) -> None:
+    from confluent_kafka import Producer
+
+    assert ketch(broker, "topic", "create", "cli-dr", "--partitions", "2").returncode == 0
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(20):
+        p.produce("cli-dr", value=b"%d" % i, partition=i % 2)
+    assert p.flush(30) == 0
+
+    def sizes() -> list[dict[str, object]]:
+        r = ketch(broker, "topic", "sizes", "cli-dr", "--json")
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    rows = sizes()
+    assert [(s["topic"], s["partition"], s["offset_lag"]) for s in rows] == [("cli-dr", 0, 0), ("cli-dr", 1, 0)]
+    assert all(isinstance(s["size_bytes"], int) and s["size_bytes"] > 0 for s in rows)
+    assert {s["log_dir"] for s in rows} == {os.path.abspath(broker.data_dir)}
+    everything = ketch(broker, "topic", "sizes", "--json")
+    assert everything.returncode == 0 and {"cli-dr"} <= {s["topic"] for s in json.loads(everything.stdout)}
+
+    r = ketch(broker, "topic", "delete-records", "cli-dr", "--partition", "0", "--before", "4", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == [{"topic": "cli-dr", "partition": 0, "log_start_offset": 4}]
+    r = ketch(broker, "topic", "delete-records", "cli-dr", "--before", "-1", "--json")  # every partition
+    assert r.returncode == 0, r.stderr
+    assert [(x["partition"], x["log_start_offset"]) for x in json.loads(r.stdout)] == [(0, 10), (1, 10)]
+    assert sizes() == rows  # inside the one segment: nothing freed yet
+
+    beyond = ketch(broker, "topic", "delete-records", "cli-dr", "--partition", "1", "--before", "11")
+    assert beyond.returncode == 1 and "OFFSET_OUT_OF_RANGE" in beyond.stderr
+    missing = ketch(broker, "topic", "delete-records", "cli-none", "--before", "1")
+    assert missing.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in missing.stderr
+
+
+def test_group_delete_offsets(broker: BrokerProcess) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+    from helpers import wait_until
+
+    for t in ("cli-d", "cli-s"):
+        assert ketch(broker, "topic", "create", t, "--partitions", "3").returncode == 0
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "cli-od", "enable.auto.commit": False,
+                  "log_level": 3})
+    c.commit(offsets=[TopicPartition(t, p, 7) for t in ("cli-d", "cli-s") for p in range(3)], asynchronous=False)
+
+    def committed() -> set[tuple[str, int]]:
+        d = json.loads(ketch(broker, "group", "describe", "cli-od", "--json").stdout)[0]
+        return {(o["topic"], o["partition"]) for o in d["offsets"]}
+
+    r = ketch(broker, "group", "delete-offsets", "cli-od", "--topic", "cli-d", "--partition", "0",
+              "--partition", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == [{"topic": "cli-d", "partition": 0, "status": "deleted"},
+                                    {"topic": "cli-d", "partition": 2, "status": "deleted"}]
+    assert committed() == {("cli-d", 1)} | {("cli-s", p) for p in range(3)}
+
+    # a member subscribed to cli-s: its offsets are refused, the rest of the topic list goes
+    c.subscribe(["cli-s"])
+    wait_until(lambda: c.poll(0.2) is None and bool(c.assignment()), timeout=60, interval=0,
+               message="the consumer to get its partitions")
+    try:
+        kept = ketch(broker, "group", "delete-offsets", "cli-od", "--topic", "cli-s")
+        assert kept.returncode == 1 and "GROUP_SUBSCRIBED_TO_TOPIC" in kept.stdout
+        assert "cli-s-0: GROUP_SUBSCRIBED_TO_TOPIC" in kept.stderr
+        r = ketch(broker, "group", "delete-offsets", "cli-od", "--topic", "cli-d")  # every partition
+        assert r.returncode == 0, r.stderr
+        assert committed() == {("cli-s", p) for p in range(3)}
+    finally:
+        c.close()
+
+    missing = ketch(broker, "group", "delete-offsets", "cli-nobody", "--topic", "cli-d")
+    assert missing.returncode == 1 and "GROUP_ID_NOT_FOUND" in missing.stderr
+    no_topic = ketch(broker, "group", "delete-offsets", "cli-od", "--topic", "cli-none")
+    assert no_topic.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in no_topic.stderr

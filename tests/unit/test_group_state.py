@@ -19,6 +19,7 @@ from broker.group.model import (
 )
 from broker.group.state import GroupStateMachine, Settings
 from broker.partitioning import java_string_hash, partition_for
+from client.assignors import Subscription, encode_subscription
 from protocol.errors import ErrorCode as E
 
 G = "grp"
@@ -94,9 +95,9 @@ class Harness:
     def state(self, group: str = G) -> GroupState:
         return self.sm.groups[group].state
 
-    def stable_group(self, n: int) -> tuple[list[str], int]:
+    def stable_group(self, n: int, protocols: list | None = None) -> tuple[list[str], int]:
         """n members through join and sync; returns (member ids, generation)."""
-        tokens = [self.new_member(client=f"c{i}") for i in range(n)]
+        tokens = [self.new_member(client=f"c{i}", protocols=protocols) for i in range(n)]
         self.advance(0)
         # the first member completed alone (no delay); later ones forced a rebalance: rejoin all
         while not all(t in self.replies and self.join_result(t).error == 0 for t in tokens) or \
@@ -105,7 +106,7 @@ class Harness:
                 r = self.replies.get(t)
                 if r is not None:
                     assert isinstance(r, JoinResult)
-                    tokens[i] = self.join(r.member_id, client=f"c{i}")
+                    tokens[i] = self.join(r.member_id, client=f"c{i}", protocols=protocols)
             self.advance(0)
         results = [self.join_result(t) for t in tokens]
         gen = results[0].generation_id
@@ -744,3 +745,125 @@ def test_lowered_max_size_at_load_rebalances_the_group_down_to_the_limit() -> No
     assert ra.error == rb.error == 0 and ra.generation_id == rb.generation_id == gen + 1
     assert {m.member_id for m in ra.members} == {a, b} and set(g.members) == {a, b}
     assert h.sm.heartbeat(G, c, None, gen, h.now) == E.UNKNOWN_MEMBER_ID
+
+
+# ---- OffsetDelete ----------------------------------------------------------------------------
+
+TU = frozenset({("t", 0), ("t", 1), ("u", 0)})
+
+
+def _subscribing(*topics: str) -> list[tuple[str, bytes]]:
+    """Real consumer-protocol metadata (the bundled client's encoder, v3) for the range assignor."""
+    return [("range", encode_subscription(Subscription(topics)))]
+
+
+def _deleted(h: Harness, tps: list[tuple[str, int]], group: str = G) -> tuple[int, dict[tuple[str, int], int]]:
+    out = h.sm.delete_offsets(group, tps)
+    h.pump()
+    return out
+
+
+def _tombstones(h: Harness, since: int) -> list[rec.OffsetKey | rec.GroupKey]:
+    return [rec.decode_key(w.key) for w in h.writes[since:] if w.value is None]
+
+
+def test_offset_delete_of_an_empty_group_writes_tombstones_that_survive_reload() -> None:
+    h = Harness(partitions=TU)
+    h.commit({("t", 0): 5, ("t", 1): 6, ("u", 0): 7}, group="solo")
+    before = len(h.writes)
+    assert _deleted(h, [("t", 0), ("u", 0), ("t", 9), ("nope", 0)], "solo") == (0, {
+        ("t", 0): 0, ("u", 0): 0, ("t", 9): E.UNKNOWN_TOPIC_OR_PARTITION, ("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION})
+    assert _tombstones(h, before) == [rec.OffsetKey("solo", "t", 0), rec.OffsetKey("solo", "u", 0)]
+    assert h.fetched([("t", 0), ("t", 1), ("u", 0)], group="solo") == {
+        ("t", 0): (-1, 0), ("t", 1): (6, 0), ("u", 0): (-1, 0)}
+    # deleting what is already gone succeeds and writes nothing
+    before = len(h.writes)
+    assert _deleted(h, [("t", 0)], "solo") == (0, {("t", 0): 0})
+    assert h.writes[before:] == []
+    sm = _reload(h)
+    assert {tp: e.offset for tp, e in sm.groups["solo"].offsets.items()} == {("t", 1): 6}
+
+
+def test_offset_delete_keeps_the_offsets_of_topics_a_consumer_group_subscribes_to() -> None:
+    h = Harness(partitions=TU)
+    (m,), gen = h.stable_group(1, protocols=_subscribing("t"))
+    h.commit({("t", 0): 1, ("t", 1): 2, ("u", 0): 3}, m, gen)
+    before = len(h.writes)
+    assert _deleted(h, [("t", 0), ("t", 1), ("u", 0)]) == (0, {
+        ("t", 0): E.GROUP_SUBSCRIBED_TO_TOPIC, ("t", 1): E.GROUP_SUBSCRIBED_TO_TOPIC, ("u", 0): 0})
+    assert _tombstones(h, before) == [rec.OffsetKey(G, "u", 0)]
+    assert h.fetched([("t", 0), ("t", 1), ("u", 0)]) == {("t", 0): (1, 0), ("t", 1): (2, 0), ("u", 0): (-1, 0)}
+    assert h.state() is GroupState.STABLE  # the members are not disturbed
+    assert h.sm.heartbeat(G, m, None, gen, h.now) == 0
+    # once the last member has left, the group is Empty and nothing is subscribed
+    h.sm.leave_group(G, [(m, None)], h.now)
+    h.pump()
+    assert h.state() is GroupState.EMPTY
+    assert _deleted(h, [("t", 0)]) == (0, {("t", 0): 0})
+
+
+def test_offset_delete_uses_the_subscriptions_of_the_current_generation() -> None:
+    """As Kafka: the topics are taken when a generation starts, so a member that rejoins with a new
+    subscription changes the answer only once that rebalance has completed."""
+    h = Harness(partitions=TU)
+    (m,), gen = h.stable_group(1, protocols=_subscribing("t"))
+    h.commit({("t", 0): 1, ("u", 0): 2}, m, gen)
+    t = h.join(m, client="c0", protocols=_subscribing("u"))
+    h.advance(0)
+    assert h.join_result(t).generation_id == gen + 1 and h.state() is GroupState.COMPLETING_REBALANCE
+    assert _deleted(h, [("t", 0), ("u", 0)]) == (0, {("t", 0): 0, ("u", 0): E.GROUP_SUBSCRIBED_TO_TOPIC})
+
+
+def test_offset_delete_with_unreadable_subscriptions_keeps_everything() -> None:
+    h = Harness()
+    (m,), gen = h.stable_group(1)  # RANGE's metadata is not a ConsumerProtocolSubscription
+    h.commit({("t", 0): 1}, m, gen)
+    assert h.sm.groups[G].subscribed_topics is None
+    assert _deleted(h, [("t", 0)]) == (0, {("t", 0): E.GROUP_SUBSCRIBED_TO_TOPIC})
+    assert h.fetched([("t", 0)]) == {("t", 0): (1, 0)}
+
+
+def test_offset_delete_refuses_a_non_consumer_group_with_members() -> None:
+    h = Harness()
+    h.new_member(ptype="connect")
+    h.advance(0)
+    assert h.state() is GroupState.COMPLETING_REBALANCE
+    before = len(h.writes)
+    assert _deleted(h, [("t", 0)]) == (E.NON_EMPTY_GROUP, {})
+    assert h.writes[before:] == []
+
+
+def test_offset_delete_group_errors() -> None:
+    h = Harness()
+    assert h.sm.delete_offsets("", [("t", 0)]) == (E.INVALID_GROUP_ID, {})
+    assert h.sm.delete_offsets("ghost", [("t", 0)]) == (E.GROUP_ID_NOT_FOUND, {})
+    h.commit({("t", 0): 1}, group="gone")
+    h.sm.delete_groups(["gone"], h.now)
+    assert h.sm.delete_offsets("gone", [("t", 0)]) == (E.GROUP_ID_NOT_FOUND, {})
+    h.sm.owned.discard(h.sm.partition_for("elsewhere"))
+    assert h.sm.delete_offsets("elsewhere", [("t", 0)]) == (E.NOT_COORDINATOR, {})
+    h.sm.begin_loading(h.sm.partition_for("elsewhere"))
+    assert h.sm.delete_offsets("elsewhere", [("t", 0)]) == (E.COORDINATOR_LOAD_IN_PROGRESS, {})
+    h.sm.active = False
+    assert h.sm.delete_offsets(G, [("t", 0)]) == (E.COORDINATOR_NOT_AVAILABLE, {})
+
+
+def test_offset_delete_cancels_a_pending_transactional_offset_in_memory_and_on_reload() -> None:
+    h = Harness()
+    h.commit({("t", 1): 4})
+    _txn(h, 42, {("t", 0): 10, ("t", 1): 11})
+    before = len(h.writes)
+    assert _deleted(h, [("t", 0)]) == (0, {("t", 0): 0})
+    assert _tombstones(h, before) == [rec.OffsetKey(G, "t", 0)]
+    assert h.fetched([("t", 0)], stable=True) == {("t", 0): (-1, 0)}  # nothing pending any more
+    h.sm.complete_txn(42, commit=True)
+    assert h.fetched([("t", 0), ("t", 1)]) == {("t", 0): (-1, 0), ("t", 1): (11, 0)}
+    # the loader sees the same log: transactional records, the tombstone, then the commit marker
+    sm = GroupStateMachine(h.settings, lambda t, p: True)
+    p = h.sm.partition_for(G)
+    sm.begin_loading(p)
+    for pos, w in enumerate(h.writes, start=1):
+        sm.load_record(p, w.key, w.value, pos, producer_id=42 if before - 2 <= pos - 1 < before else -1)
+    sm.load_marker(p, 42, commit=True)
+    sm.finish_loading(p, h.now)
+    assert {tp: e.offset for tp, e in sm.groups[G].offsets.items()} == {("t", 1): 11}

@@ -11,6 +11,7 @@ from _batches import make_batch
 from protocol.batch import TIMESTAMP_TYPE_MASK, compute_crc, iter_batches
 from protocol.errors import ErrorCode, KafkaError
 from storage import LogConfig, PartitionLog, UnexpectedAppendOffsetError
+from storage.segment import LogSegment
 
 
 class Clock:
@@ -237,6 +238,46 @@ def test_truncate_fully_and_delete_records(tmp_path: Path) -> None:
     log.close()
     log = open_log(tmp_path / "t-0", segment_bytes=200)
     assert (log.log_start_offset, log.log_end_offset) == (100, 101)
+
+
+class Crash(Exception):
+    """The process dying at a chosen point (the object is then abandoned, never closed)."""
+
+
+def test_delete_records_start_is_durable_before_any_segment_goes(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    size = len(make_batch(1))
+    log = open_log(tmp_path / "t-0", segment_bytes=size * 3, index_interval_bytes=1)
+    append_n(log, 12)  # segments at 0, 3, 6, 9
+    with pytest.raises(KafkaError) as e:
+        log.delete_records_before(-1)  # the API's -1 is the caller's to resolve
+    assert e.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
+    # crash after the first covered segment is removed, before the second
+    real_delete = LogSegment.delete
+    deleted: list[int] = []
+
+    def delete_then_crash(seg: LogSegment) -> None:
+        if deleted:
+            raise Crash
+        deleted.append(seg.base_offset)
+        real_delete(seg)
+
+    monkeypatch.setattr(LogSegment, "delete", delete_then_crash)
+    with pytest.raises(Crash):
+        log.delete_records_before(7)
+    monkeypatch.undo()
+    assert deleted == [0]
+    # without a close: what a SIGKILL leaves. The start is 7, not the base of the first segment left.
+    again = open_log(tmp_path / "t-0", segment_bytes=size * 3, index_interval_bytes=1)
+    assert again.log_start_offset == 7
+    assert again.segment_base_offsets == [3, 6, 9]
+    with pytest.raises(KafkaError):
+        again.read(6, 1000)
+    assert bases(again.read(7, 1000).data)[0] == 7
+    # retention finishes what the crash interrupted
+    again.high_watermark = again.log_end_offset
+    assert again.apply_retention() == 1
+    assert again.segment_base_offsets == [6, 9] and again.log_start_offset == 7
 
 
 def test_follower_append_keeps_offsets_and_epochs(tmp_path: Path) -> None:

@@ -1,0 +1,62 @@
+"""DescribeCluster (60): the cluster id, the controller and the brokers, as AdminClient.describeCluster
+asks for them. The values are Metadata's: one broker that is also the controller.
+
+Kafka answers a request for the controllers' endpoint (KIP-919) on a broker listener with
+MISMATCHED_ENDPOINT_TYPE, and an unknown endpoint type with UNSUPPORTED_ENDPOINT_TYPE; v0 has no
+endpoint type, so neither can happen there (Kafka would use INVALID_REQUEST).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.errors import ErrorCode
+from protocol.headers import RequestHeader
+from protocol.messages.describe_cluster import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    ENDPOINT_BROKERS,
+    ENDPOINT_CONTROLLERS,
+    DescribeClusterBroker,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+)
+
+if TYPE_CHECKING:
+    from ..server import BrokerServer, ClientInfo
+
+KEY = 60
+
+# Without an authorizer Kafka grants every operation the cluster resource supports: CREATE, ALTER,
+# DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE (AclOperation codes).
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+_ENDPOINT_NAMES = {ENDPOINT_BROKERS: "BROKER", ENDPOINT_CONTROLLERS: "CONTROLLER"}
+
+
+def _endpoint_error(version: int, endpoint_type: int) -> DescribeClusterResponse | None:
+    wanted = _ENDPOINT_NAMES.get(endpoint_type)
+    if wanted is None:
+        return DescribeClusterResponse(
+            error_code=ErrorCode.INVALID_REQUEST if version == 0 else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+            error_message=f"Unsupported endpoint type {endpoint_type}")
+    if endpoint_type != ENDPOINT_BROKERS:
+        return DescribeClusterResponse(
+            error_code=ErrorCode.INVALID_REQUEST if version == 0 else ErrorCode.MISMATCHED_ENDPOINT_TYPE,
+            error_message=f"The request was sent to an endpoint of type BROKER, but we wanted an endpoint of "
+                          f"type {wanted}")
+    return None
+
+
+async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+                 req: DescribeClusterRequest) -> DescribeClusterResponse:
+    err = _endpoint_error(header.api_version, req.endpoint_type)
+    if err is not None:
+        return err
+    host, port = server.cfg.advertised_host_port
+    return DescribeClusterResponse(
+        endpoint_type=ENDPOINT_BROKERS,
+        cluster_id=server.cfg.cluster_id,
+        controller_id=server.node_id,
+        brokers=[DescribeClusterBroker(broker_id=server.node_id, host=host, port=port, rack=server.cfg.rack)],
+        cluster_authorized_operations=(CLUSTER_OPERATIONS if req.include_cluster_authorized_operations
+                                       else AUTHORIZED_OPERATIONS_OMITTED),
+    )

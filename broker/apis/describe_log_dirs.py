@@ -1,0 +1,63 @@
+"""DescribeLogDirs (35): the data directory, its partitions' sizes and the volume's space
+(kafka-log-dirs.sh, KafkaAdminClient.describe_log_dirs).
+
+One log directory (the broker's data dir, as an absolute path, as Kafka answers). topics null
+means every partition, internal topics included; otherwise only the named partitions that exist
+here, and a topic with none of them is left out, as in Kafka. Sizes are the segments' .log bytes
+(indexes and checkpoints are not counted, like Kafka's log.size); the offset lag is the high
+watermark minus the log end, 0 on a leader.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from protocol.errors import ErrorCode
+from protocol.headers import RequestHeader
+from protocol.messages.describe_log_dirs import (
+    DescribeLogDirsPartition,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+    DescribeLogDirsResult,
+    DescribeLogDirsTopic,
+)
+
+if TYPE_CHECKING:
+    from ..server import BrokerServer, ClientInfo
+
+KEY = 35
+
+
+def _space(path: str) -> tuple[int, int]:
+    """(total, usable) bytes of the volume: Java's FileStore getTotalSpace / getUsableSpace."""
+    st = os.statvfs(path)
+    return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+
+
+async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+                 req: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+    log_dir = os.path.abspath(server.cfg.data_dir)
+    wanted: dict[str, set[int]] | None = None
+    if req.topics is not None:
+        wanted = {}
+        for t in req.topics:
+            wanted.setdefault(t.topic, set()).update(t.partitions)
+    topics = []
+    for name, topic in server.topics.by_name.items():
+        if wanted is not None and name not in wanted:
+            continue
+        parts = [DescribeLogDirsPartition(partition_index=p.index, partition_size=p.log.size_in_bytes,
+                                          offset_lag=max(p.log.high_watermark - p.log.log_end_offset, 0),
+                                          is_future_key=False)
+                 for p in topic.partitions if wanted is None or p.index in wanted[name]]
+        if parts:
+            topics.append(DescribeLogDirsTopic(name=name, partitions=parts))
+    try:
+        total, usable = _space(log_dir)
+    except OSError:
+        result = DescribeLogDirsResult(error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=log_dir, topics=[])
+    else:
+        result = DescribeLogDirsResult(error_code=0, log_dir=log_dir, topics=topics, total_bytes=total,
+                                       usable_bytes=usable)
+    return DescribeLogDirsResponse(throttle_time_ms=0, error_code=0, results=[result])

@@ -1,0 +1,36 @@
+"""OffsetDelete (47): drop a group's committed offsets for some partitions (kafka-consumer-groups
+--delete-offsets). The rules live in the group state machine (GroupStateMachine.delete_offsets);
+a group-level error answers alone, without topics, as Kafka's does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.headers import RequestHeader
+from protocol.messages.offset_delete import (
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+)
+
+if TYPE_CHECKING:
+    from ..server import BrokerServer, ClientInfo
+
+KEY = 47
+
+
+async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+                 req: OffsetDeleteRequest) -> OffsetDeleteResponse:
+    partitions = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    err, results = server.groups.delete_offsets(req.group_id, partitions)
+    if err:
+        return OffsetDeleteResponse(error_code=err)
+    return OffsetDeleteResponse(topics=[
+        OffsetDeleteResponseTopic(name=t.name, partitions=[
+            OffsetDeleteResponsePartition(partition_index=p.partition_index,
+                                          error_code=results[(t.name, p.partition_index)])
+            for p in t.partitions])
+        for t in req.topics
+    ])

@@ -1,0 +1,60 @@
+"""A leader's answers to OffsetForLeaderEpoch, from its log's epoch history plus its current epoch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from broker.partition import Partition
+from protocol.records import Record, build_batch
+from storage.config import LogConfig
+
+UNDEFINED = (-1, -1)
+
+
+def _batch(n: int) -> bytes:
+    return build_batch(Record(i, 0, None, b"v%d" % i) for i in range(n))
+
+
+def _open(data: Path) -> Partition:
+    return Partition.open(data, "t", 0, LogConfig())
+
+
+def test_an_empty_log_answers_for_the_epoch_it_is_led_in(tmp_path: Path) -> None:
+    p = _open(tmp_path)
+    try:
+        assert p.leader_epoch == 0 and p.log.leader_epochs == []
+        assert p.end_offset_for_epoch(0) == (0, 0)  # Kafka's leader has (0, 0) in its cache already
+        assert p.end_offset_for_epoch(1) == UNDEFINED
+        assert p.end_offset_for_epoch(-1) == UNDEFINED
+        p.append(_batch(3))
+        assert p.end_offset_for_epoch(0) == (0, 3)
+    finally:
+        p.log.close()
+
+
+def test_a_history_of_several_epochs(tmp_path: Path) -> None:
+    p = _open(tmp_path)
+    for epoch, n in ((0, 3), (2, 2), (5, 4)):
+        p.leader_epoch = epoch
+        p.append(_batch(n))
+    assert p.log.leader_epochs == [(0, 0), (2, 3), (5, 5)] and p.log.log_end_offset == 9
+    answers = {e: p.end_offset_for_epoch(e) for e in range(-1, 7)}
+    assert answers == {-1: UNDEFINED, 0: (0, 3), 1: (0, 3), 2: (2, 5), 3: (2, 5), 4: (2, 5), 5: (5, 9),
+                       6: UNDEFINED}
+    # a new leader epoch that has written nothing yet starts at the log end
+    p.leader_epoch = 7
+    assert [p.end_offset_for_epoch(e) for e in (5, 6, 7, 8)] == [(5, 9), (5, 9), (7, 9), UNDEFINED]
+    p.log.close()
+
+    # the history is on disk, and the partition comes back led at no lower epoch than its log holds
+    again = _open(tmp_path)
+    try:
+        assert again.leader_epoch == 5 and again.log.leader_epochs == [(0, 0), (2, 3), (5, 5)]
+        assert again.end_offset_for_epoch(3) == (2, 5)
+        # records deleted from the start: an epoch below the oldest left ends where the history begins
+        again.log.delete_records_before(4)
+        assert again.log.leader_epochs == [(2, 4), (5, 5)]
+        assert again.end_offset_for_epoch(0) == (0, 4)
+        assert again.end_offset_for_epoch(2) == (2, 5)
+    finally:
+        again.log.close()
