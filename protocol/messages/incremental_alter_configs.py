@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..schema import BOOL, INT8, INT16, INT32, STRING, Array, Message, Struct, f, schema
+from ..schema import BOOL, INT8, INT32, STRING, Array, Message, Struct, f, schema
+from .alter_configs import AlterConfigsResourceResponse  # the same per-resource answer
 
 KEY = 44
 
@@ -28,14 +29,6 @@ class IncrementalAlterConfigsRequest(Message):
     FLEXIBLE = 1
     resources: list[AlterConfigsResource] = f(Array(AlterConfigsResource))
     validate_only: bool = f(BOOL)
-
-
-@schema
-class AlterConfigsResourceResponse(Struct):
-    error_code: int = f(INT16)
-    error_message: str | None = f(STRING, default=None)
-    resource_type: int = f(INT8)
-    resource_name: str = f(STRING)
 
 
 @schema
