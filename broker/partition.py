@@ -54,7 +54,7 @@ class Partition:
         Only a topic whose cleanup.policy includes delete may lose records this way: on a compacted
         topic the log start is the cleaner's business, and Kafka refuses with POLICY_VIOLATION.
         """
-        if self.log.config.cleanup_policy != "delete":
+        if not self.log.config.deletes:
             raise KafkaError(ErrorCode.POLICY_VIOLATION,
                              f"Records of partition {self.topic}-{self.index} can not be deleted due to the "
                              f"configured policy")

@@ -284,7 +284,7 @@ class BrokerServer:
                     try:
                         p.log.checkpoint()
                         deleted = p.log.apply_retention(now) if retention_due else 0
-                        if retention_due and p.log.config.cleanup_policy == "compact":
+                        if retention_due and p.log.config.compacts:
                             clean(p.log, now_ms=now)
                     except Exception as e:
                         log.error("housekeeping failed", topic=t.name, partition=p.index, exc_info=e)

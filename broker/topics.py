@@ -111,7 +111,7 @@ class TopicTable:
             retention_bytes=int(e["retention.bytes"]),
             flush_messages=None if flush_messages >= big else flush_messages,
             flush_ms=None if flush_ms >= big else flush_ms,
-            cleanup_policy=e["cleanup.policy"],  # type: ignore[arg-type]
+            cleanup_policy=e["cleanup.policy"],
             message_timestamp_type=e["message.timestamp.type"],  # type: ignore[arg-type]
             delete_retention_ms=int(e["delete.retention.ms"]),
             min_cleanable_dirty_ratio=float(e["min.cleanable.dirty.ratio"]),

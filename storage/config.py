@@ -12,7 +12,6 @@ from typing import Literal
 
 DAY_MS = 24 * 60 * 60 * 1000
 
-CleanupPolicy = Literal["delete", "compact"]
 TimestampType = Literal["CreateTime", "LogAppendTime"]
 
 
@@ -31,7 +30,9 @@ class LogConfig:
                            with nothing acknowledged lost).
     flush_ms               fsync when this long has passed since the last fsync; None = never.
     cleanup_policy         'delete' applies retention; 'compact' turns size/time retention off
-                           and lets storage.cleaner.clean keep only the latest record per key.
+                           and lets storage.cleaner.clean keep only the latest record per key;
+                           'compact,delete' (either order) does both: compaction, and segments
+                           past retention deleted all the same.
     delete_retention_ms    compaction keeps tombstones and transaction markers this long after
                            the cleaner first saw them removable (delete.retention.ms).
     min_cleanable_dirty_ratio  compaction runs once this share of the cleanable bytes was
@@ -49,7 +50,7 @@ class LogConfig:
     max_index_size: int = 10 * 1024 * 1024
     flush_messages: int | None = None
     flush_ms: int | None = None
-    cleanup_policy: CleanupPolicy = "delete"
+    cleanup_policy: str = "delete"
     message_timestamp_type: TimestampType = "CreateTime"
     producer_id_expiration_ms: int = DAY_MS
     delete_retention_ms: int = DAY_MS
@@ -69,7 +70,8 @@ class LogConfig:
             raise ValueError("flush_messages must be >= 1 or None")
         if self.flush_ms is not None and self.flush_ms < 0:
             raise ValueError("flush_ms must be >= 0 or None")
-        if self.cleanup_policy not in ("delete", "compact"):
+        parts = self.cleanup_policy.split(",")
+        if not parts or len(set(parts)) != len(parts) or not set(parts) <= {"delete", "compact"}:
             raise ValueError(f"unknown cleanup_policy {self.cleanup_policy!r}")
         if self.delete_retention_ms < 0:
             raise ValueError("delete_retention_ms must be >= 0")
@@ -77,6 +79,16 @@ class LogConfig:
             raise ValueError("min_cleanable_dirty_ratio must be in [0, 1]")
         if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
             raise ValueError(f"unknown message_timestamp_type {self.message_timestamp_type!r}")
+
+    @property
+    def deletes(self) -> bool:
+        """Retention (and DeleteRecords) may remove old segments."""
+        return "delete" in self.cleanup_policy.split(",")
+
+    @property
+    def compacts(self) -> bool:
+        """The log cleaner keeps only the latest record per key."""
+        return "compact" in self.cleanup_policy.split(",")
 
     @property
     def max_index_entries(self) -> int:

@@ -865,7 +865,7 @@ class PartitionLog:
         self._check_open()
         now = self._now() if now_ms is None else now_ms
         count = self._delete_below_log_start()
-        if self.config.cleanup_policy == "delete":
+        if self.config.deletes:
             if self.config.retention_ms >= 0:
                 while self._oldest_deletable():
                     seg = self._segments[0]

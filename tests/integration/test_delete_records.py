@@ -195,6 +195,10 @@ def test_refusals_get_kafkas_codes(conn: Raw) -> None:
     create(conn, compacted, configs={"cleanup.policy": "compact"})
     produce(conn, compacted, 0, build_batch_from_messages([(b"k", b"v", [], None)]))
     assert delete_one(conn, compacted, 1) == (-1, ErrorCode.POLICY_VIOLATION)
+    both = unique_topic("dr-compact-delete")  # a policy that includes delete allows it, as in Kafka
+    create(conn, both, configs={"cleanup.policy": "compact,delete"})
+    produce(conn, both, 0, build_batch_from_messages([(b"k", b"v", [], None), (b"k", b"w", [], None)]))
+    assert delete_one(conn, both, 1) == (1, 0)
 
     fc = conn.request(FindCoordinatorRequest(key=unique_topic("dr-group"), key_type=0), 1)  # makes __consumer_offsets
     assert isinstance(fc, FindCoordinatorResponse) and fc.error_code == 0

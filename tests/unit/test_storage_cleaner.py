@@ -575,3 +575,33 @@ def test_clean_without_anything_cleanable_is_a_no_op(tmp_path: Path) -> None:
     assert not s.cleaned and s.segments_before == 0  # type: ignore[attr-defined]
     assert [r.value for r in data_records(log)] == [b"1", b"2"]
 
+
+
+def test_compact_delete_policy_compacts_and_applies_retention(tmp_path: Path) -> None:
+    """cleanup.policy=compact,delete: the cleaner keeps the latest value per key, and retention
+    still drops segments older than retention.ms (which a compact-only log never does)."""
+    clock = Clock()
+    cfg = {"segment_bytes": 1500, "retention_ms": DAY, "index_interval_bytes": 100}
+    logs = {p: PartitionLog.open(tmp_path / f"{p.replace(',', '_')}-0", LogConfig(cleanup_policy=p, **cfg),  # type: ignore[arg-type]
+                                 now_ms=clock)
+            for p in ("compact", "compact,delete", "delete,compact")}
+    for log in logs.values():
+        fill_updates(log, 120, 5)
+        log.roll()
+        assert log.config.compacts
+        before = data_records(log)
+        force(log)
+        assert state(data_records(log)) == state(before) and len(data_records(log)) < len(before)
+    later = T0 + 2 * DAY  # every record is older than retention.ms now
+    for policy, log in logs.items():
+        segments = len(log.segments)
+        log.apply_retention(later)
+        if policy == "compact":
+            assert len(log.segments) == segments and not log.config.deletes
+        else:
+            assert log.config.deletes and len(log.segments) == 1 and log.log_start_offset == log.log_end_offset
+        log.close()
+    with pytest.raises(ValueError):
+        LogConfig(cleanup_policy="compact,compact")
+    with pytest.raises(ValueError):
+        LogConfig(cleanup_policy="shred")
