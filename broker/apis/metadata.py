@@ -23,12 +23,16 @@ if TYPE_CHECKING:
     from ..topics import Topic
 
 KEY = 3
+# Without ACLs every topic operation is allowed, and Kafka then reports all of them: READ, WRITE,
+# CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (AclOperation codes).
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 
 
-def topic_entry(server: BrokerServer, topic: Topic) -> MetadataResponseTopic:
+def topic_entry(server: BrokerServer, topic: Topic, ops: int = AUTHORIZED_OPERATIONS_OMITTED) -> MetadataResponseTopic:
     node = server.node_id
     return MetadataResponseTopic(
         error_code=0, name=topic.name, topic_id=topic.topic_id, is_internal=topic.is_internal,
+        topic_authorized_operations=ops,
         partitions=[
             MetadataResponsePartition(error_code=0, partition_index=p.index, leader_id=node,
                                       leader_epoch=p.leader_epoch, replica_nodes=[node], isr_nodes=[node],
@@ -43,9 +47,10 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
     host, port = server.cfg.advertised_host_port
     topics: list[MetadataResponseTopic] = []
     table = server.topics
+    ops = TOPIC_OPERATIONS if req.include_topic_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
     if req.topics is None or (header.api_version == 0 and not req.topics):
         # null (v1+) or empty (v0) means every topic
-        topics = [topic_entry(server, t) for t in table.by_name.values()]
+        topics = [topic_entry(server, t, ops) for t in table.by_name.values()]
     else:
         for rt in req.topics:
             name = rt.name
@@ -68,7 +73,7 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
                 if t is None:
                     topics.append(MetadataResponseTopic(error_code=code, name=name, is_internal=False))
                     continue
-            topics.append(topic_entry(server, t))
+            topics.append(topic_entry(server, t, ops))
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=[MetadataResponseBroker(node_id=server.node_id, host=host, port=port, rack=server.cfg.rack)],

@@ -11,7 +11,7 @@ from helpers.raw import Raw
 from broker.apis.describe_cluster import CLUSTER_OPERATIONS
 from protocol.errors import ErrorCode as E
 from protocol.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
-from protocol.messages.metadata import MetadataRequest, MetadataResponse
+from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 
 MIN_INT32 = -(2**31)
 ENV = {"KETCH_CLUSTER_ID": "describe-me", "KETCH_NODE_ID": "7", "KETCH_RACK": "rack-a"}
@@ -72,6 +72,20 @@ def test_metadata_reports_the_same_cluster_operations(raw: Raw, version: int) ->
     assert isinstance(asked, MetadataResponse) and isinstance(plain, MetadataResponse)
     assert (asked.cluster_authorized_operations, plain.cluster_authorized_operations) == (CLUSTER_OPERATIONS,
                                                                                          MIN_INT32)
+
+
+@pytest.mark.parametrize("version", [8, 9, 10, 12])
+def test_metadata_reports_topic_operations_when_asked(raw: Raw, version: int) -> None:
+    """confluent_kafka describe_topics(include_authorized_operations=True) and Java's
+    describeTopics ask for them; without ACLs every topic operation is allowed."""
+    topic = MetadataRequestTopic(name="__ketch_ops_probe")
+    asked = raw.request(MetadataRequest(topics=[topic], include_topic_authorized_operations=True), version)
+    plain = raw.request(MetadataRequest(topics=[topic]), version)
+    assert isinstance(asked, MetadataResponse) and isinstance(plain, MetadataResponse)
+    assert asked.topics[0].error_code == 0
+    # READ WRITE CREATE DELETE ALTER DESCRIBE DESCRIBE_CONFIGS ALTER_CONFIGS (AclOperation 3-8, 10, 11)
+    assert (asked.topics[0].topic_authorized_operations, plain.topics[0].topic_authorized_operations) == (
+        0b1101_1111_1000, MIN_INT32)
 
 
 @pytest.mark.parametrize("version", [1, 2])
