@@ -7,8 +7,10 @@ Built on protocol/ only; works against Ketch and against any Kafka-compatible br
 
 from .admin import (
     Admin,
+    ClusterDescription,
     GroupDescription,
     GroupListing,
+    LogDirDescription,
     MemberDescription,
     NewTopic,
     PartitionDescription,
@@ -44,10 +46,10 @@ from .structs import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, R
 from .transactions import TxnState
 
 __all__ = [
-    "Admin", "BrokerResponseError", "CommitFailedError", "ConnectionLostError", "Consumer",
+    "Admin", "BrokerResponseError", "ClusterDescription", "CommitFailedError", "ConnectionLostError", "Consumer",
     "ConsumerGroupMetadata", "ConsumerRecord", "ConsumerStoppedError", "DefaultPartitioner", "FatalError",
     "GroupDescription", "GroupListing", "GroupMaxSizeReachedError", "IllegalStateError", "KafkaClientError",
-    "KafkaTimeoutError", "MemberDescription", "NewTopic", "NoBrokersAvailableError", "OffsetAndMetadata",
+    "KafkaTimeoutError", "LogDirDescription", "MemberDescription", "NewTopic", "NoBrokersAvailableError", "OffsetAndMetadata",
     "PartitionDescription", "Producer", "ProducerFencedError", "ProducerStateDescription",
     "RebalanceListener", "RecordMetadata", "RequestTimedOutError", "RetriableError",
     "TopicAlreadyExistsError", "TopicDescription", "TopicPartition", "TransactionAbortableError",

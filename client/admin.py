@@ -1,8 +1,9 @@
-"""Admin operations: topics, consumer groups, transactions.
+"""Admin operations: topics, records, log dirs, the cluster, consumer groups, transactions.
 
 Each call routes its request where Kafka wants it (CreateTopics to the controller, DescribeGroups
-to the group's coordinator, ListGroups/ListTransactions to every broker, WriteTxnMarkers to the
-partition leader) and turns error codes into exceptions. Calls that act on several names return a
+and OffsetDelete to the group's coordinator, ListGroups/ListTransactions/DescribeLogDirs to every
+broker, WriteTxnMarkers and DeleteRecords to the partition leader) and turns error codes into
+exceptions. Calls that act on several names return a
 dict name -> error (None for success) rather than raising on the first failure, because one bad
 name in a batch should not hide what happened to the others; the single-name helpers raise.
 """
@@ -20,8 +21,11 @@ from protocol.errors import ErrorCode
 from protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsTopic
 from protocol.messages.create_topics import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
 from protocol.messages.delete_groups import DeleteGroupsRequest
+from protocol.messages.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicState
+from protocol.messages.describe_cluster import DescribeClusterRequest
 from protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from protocol.messages.describe_log_dirs import DescribableLogDirTopic, DescribeLogDirsRequest
 from protocol.messages.describe_producers import DescribeProducersRequest, TopicRequest
 from protocol.messages.describe_transactions import DescribeTransactionsRequest
 from protocol.messages.incremental_alter_configs import (
@@ -31,6 +35,11 @@ from protocol.messages.incremental_alter_configs import (
 )
 from protocol.messages.list_groups import ListGroupsRequest
 from protocol.messages.list_transactions import ListTransactionsRequest
+from protocol.messages.offset_delete import (
+    OffsetDeleteRequest,
+    OffsetDeleteRequestPartition,
+    OffsetDeleteRequestTopic,
+)
 from protocol.messages.write_txn_markers import (
     WritableTxnMarker,
     WritableTxnMarkerTopic,
@@ -38,8 +47,14 @@ from protocol.messages.write_txn_markers import (
 )
 
 from .assignors import decode_assignment
-from .cluster import COORDINATOR_GROUP, COORDINATOR_TRANSACTION, Cluster, TopicPartition
-from .errors import KafkaClientError, KafkaTimeoutError, RetriableError, error_from_code
+from .cluster import COORDINATOR_GROUP, COORDINATOR_TRANSACTION, BrokerNode, Cluster, TopicPartition
+from .errors import (
+    KafkaClientError,
+    KafkaTimeoutError,
+    RetriableError,
+    UnsupportedVersionError,
+    error_from_code,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +93,27 @@ class TopicDescription:
     name: str
     internal: bool
     partitions: tuple[PartitionDescription, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterDescription:
+    cluster_id: str | None
+    controller_id: int  # -1: none known
+    brokers: tuple[BrokerNode, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirDescription:
+    """One log directory of one broker: the size in bytes of each partition stored in it (only the
+    asked-for topics' if describe_log_dirs was given some). total/usable bytes are -1 when the
+    broker does not report them (DescribeLogDirs before v4)."""
+
+    broker_id: int
+    path: str
+    error: KafkaClientError | None
+    partition_sizes: Mapping[TopicPartition, int]
+    total_bytes: int = -1
+    usable_bytes: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,6 +317,101 @@ class Admin:
                 for _, p in sorted(t.partitions.items())))
         return out
 
+    async def delete_records(self, offsets: Mapping[TopicPartition, int], *, timeout: float = 30.0
+                             ) -> dict[TopicPartition, int | KafkaClientError]:
+        """Delete each partition's records below the given offset (-1: its high watermark), asking
+        each partition's leader. Per partition the new low watermark, or the error (an offset
+        past the high watermark: OFFSET_OUT_OF_RANGE; an unknown partition: UnknownTopicError).
+        A leader that moved is found again and retried."""
+        out: dict[TopicPartition, int | KafkaClientError] = {}
+        pending = dict(offsets)
+        if not pending:
+            return out
+
+        async def attempt() -> None:
+            await self._cluster.refresh_metadata(sorted({tp.topic for tp in pending}))
+            by_leader: dict[int, dict[str, list[DeleteRecordsPartition]]] = {}
+            retry: KafkaClientError | None = None
+            for tp, offset in list(pending.items()):
+                t = self._cluster.topics.get(tp.topic)
+                if t is None or t.error or tp.partition not in t.partitions:
+                    out[tp] = error_from_code(t.error if t is not None and t.error
+                                              else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp}")
+                    del pending[tp]
+                    continue
+                leader = self._cluster.leader_for(tp)
+                if leader is None:
+                    retry = error_from_code(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp}")
+                    continue
+                by_leader.setdefault(leader, {}).setdefault(tp.topic, []).append(
+                    DeleteRecordsPartition(partition_index=tp.partition, offset=offset))
+            for leader, topics in by_leader.items():
+                resp = await self._cluster.request(leader, DeleteRecordsRequest(
+                    topics=[DeleteRecordsTopic(name=n, partitions=ps) for n, ps in topics.items()],
+                    timeout_ms=int(timeout * 1000)))
+                for rt in resp.topics:
+                    for rp in rt.partitions:
+                        tp = TopicPartition(rt.name, rp.partition_index)
+                        if tp not in pending:
+                            continue
+                        if rp.error_code and ErrorCode(rp.error_code).retriable \
+                                and rp.error_code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                            retry = error_from_code(rp.error_code, f"{tp}")
+                            continue
+                        out[tp] = error_from_code(rp.error_code, f"{tp}") if rp.error_code else rp.low_watermark
+                        del pending[tp]
+            if pending:
+                raise retry or error_from_code(ErrorCode.UNKNOWN_SERVER_ERROR, f"no answer for {sorted(pending)}")
+
+        await self._retrying("DeleteRecords", attempt)
+        return out
+
+    async def describe_log_dirs(self, topics: Iterable[str] | None = None) -> list[LogDirDescription]:
+        """Every broker's log directories with the size of each partition in them; with `topics`,
+        only those topics' partitions (an unknown name raises UnknownTopicError)."""
+        wanted: list[DescribableLogDirTopic] | None = None
+        if topics is not None:
+            names = list(topics)
+            await self._cluster.refresh_metadata(names)
+            wanted = []
+            for n in names:
+                t = self._cluster.topics.get(n)
+                if t is None or t.error:
+                    raise error_from_code(t.error if t is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, n)
+                wanted.append(DescribableLogDirTopic(topic=n, partitions=sorted(t.partitions)))
+        else:
+            await self._cluster.refresh_metadata(all_topics=True)
+        out: list[LogDirDescription] = []
+        for node in sorted(self._cluster.brokers):
+            conn = await self._cluster.connection(node)
+            v = conn.version_for(DescribeLogDirsRequest)
+            resp = await conn.request(DescribeLogDirsRequest(topics=wanted), version=v)
+            if v >= 3 and resp.error_code:
+                raise error_from_code(resp.error_code, f"DescribeLogDirs on broker {node}")
+            for r in resp.results:
+                sizes = {TopicPartition(t.name, p.partition_index): p.partition_size
+                         for t in r.topics for p in t.partitions if not p.is_future_key}
+                out.append(LogDirDescription(
+                    node, r.log_dir, error_from_code(r.error_code, r.log_dir) if r.error_code else None, sizes,
+                    r.total_bytes if v >= 4 else -1, r.usable_bytes if v >= 4 else -1))
+        return out
+
+    # ------------------------------------------------------------------ cluster
+    async def describe_cluster(self) -> ClusterDescription:
+        """Cluster id, controller and brokers (DescribeCluster; Metadata where the broker lacks it)."""
+        conn = await self._cluster.any_connection()
+        try:
+            v = conn.version_for(DescribeClusterRequest)
+        except UnsupportedVersionError:
+            await self._cluster.refresh_metadata()
+            return ClusterDescription(self._cluster.cluster_id, self._cluster.controller_id,
+                                      tuple(b for _, b in sorted(self._cluster.brokers.items())))
+        resp = await conn.request(DescribeClusterRequest(), version=v)
+        if resp.error_code:
+            raise error_from_code(resp.error_code, resp.error_message)
+        return ClusterDescription(resp.cluster_id, resp.controller_id, tuple(
+            BrokerNode(b.broker_id, b.host, b.port, b.rack) for b in sorted(resp.brokers, key=lambda b: b.broker_id)))
+
     # ------------------------------------------------------------------ groups
     async def list_groups(self) -> list[GroupListing]:
         """Every group on every broker (each broker lists the groups it coordinates)."""
@@ -341,6 +472,34 @@ class Admin:
             code = await self._retrying("DeleteGroups", attempt)
             out[gid] = error_from_code(code, f"group {gid}") if code else None
         return out
+
+    async def delete_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition]
+                                   ) -> dict[TopicPartition, KafkaClientError | None]:
+        """Delete a group's committed offsets for some partitions (KIP-496), asking its coordinator.
+        Per partition None, or the error (GROUP_SUBSCRIBED_TO_TOPIC, UNKNOWN_TOPIC_OR_PARTITION);
+        a group-level error (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, ...) raises."""
+        topics: dict[str, list[int]] = {}
+        for tp in partitions:
+            if tp.partition not in topics.setdefault(tp.topic, []):
+                topics[tp.topic].append(tp.partition)
+        req = OffsetDeleteRequest(group_id=group_id, topics=[
+            OffsetDeleteRequestTopic(name=n, partitions=[OffsetDeleteRequestPartition(partition_index=p) for p in ps])
+            for n, ps in topics.items()])
+
+        async def attempt() -> Any:
+            node = await self._cluster.coordinator(group_id, COORDINATOR_GROUP)
+            resp = await self._cluster.request(node, req)
+            code = resp.error_code
+            if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+                self._cluster.forget_coordinator(group_id, COORDINATOR_GROUP)
+            if code:
+                raise error_from_code(code, f"group {group_id}")
+            return resp
+
+        resp = await self._retrying("OffsetDelete", attempt)
+        return {TopicPartition(t.name, p.partition_index):
+                (error_from_code(p.error_code, f"{t.name}-{p.partition_index}") if p.error_code else None)
+                for t in resp.topics for p in t.partitions}
 
     # ------------------------------------------------------------------ transactions
     async def list_transactions(self, *, states: Iterable[str] = (), producer_ids: Iterable[int] = ()
