@@ -11,8 +11,9 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as AioTP
 from helpers import BrokerProcess, unique_topic
+from helpers.consume import read_values
 
-from client import Admin, Consumer, Producer, TopicPartition
+from client import Admin, Producer
 
 pytestmark = pytest.mark.compat
 PARTS = 3
@@ -77,19 +78,7 @@ async def write_aiokafka(bs: str, topic: str) -> None:
 
 
 async def read_ours(bs: str, topic: str) -> list[bytes]:
-    async with Consumer(bs, isolation_level="read_committed", auto_offset_reset="earliest") as c:
-        tps = [TopicPartition(topic, p) for p in range(PARTS)]
-        c.assign(tps)
-        end = await c.end_offsets(tps)
-        out: list[bytes] = []
-
-        async def drain() -> None:
-            while any([await c.position(tp) < end[tp] for tp in tps]):
-                for recs in (await c.getmany(timeout_ms=500)).values():
-                    out.extend(r.value or b"" for r in recs)
-
-        await asyncio.wait_for(drain(), 60)
-        return out
+    return await read_values(bs, topic, PARTS, "read_committed")
 
 
 def read_confluent(bs: str, topic: str) -> list[bytes]:

@@ -9,25 +9,10 @@ import asyncio
 
 import pytest
 from helpers import BrokerProcess, unique_topic
+from helpers.consume import read_values
 
 from client import Admin, BrokerResponseError, Consumer, Producer, TopicPartition, TransactionAbortableError
 from protocol.errors import ErrorCode
-
-
-async def read_values(bs: str, topic: str, partitions: int, isolation: str = "read_uncommitted") -> list[bytes]:
-    async with Consumer(bs, isolation_level=isolation, auto_offset_reset="earliest") as c:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        c.assign(tps)
-        end = await c.end_offsets(tps)
-        out: list[bytes] = []
-
-        async def drain() -> None:
-            while any([await c.position(tp) < end[tp] for tp in tps]):
-                for recs in (await c.getmany(timeout_ms=500)).values():
-                    out.extend(r.value or b"" for r in recs)
-
-        await asyncio.wait_for(drain(), 60)
-        return out
 
 
 async def test_broker_restart_during_idempotent_produce_loses_and_duplicates_nothing(broker_factory) -> None:  # type: ignore[no-untyped-def]

@@ -4,10 +4,9 @@ manager, and commit waiting for in-flight sends."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from helpers import BrokerProcess, unique_topic
+from helpers.consume import read_records
 
 from client import (
     Admin,
@@ -15,7 +14,6 @@ from client import (
     IllegalStateError,
     Producer,
     ProducerFencedError,
-    TopicPartition,
     TxnState,
 )
 
@@ -29,19 +27,7 @@ async def create(bootstrap: str, *topics: tuple[str, int]) -> None:
 async def read_all(bootstrap: str, topic: str, partitions: int, isolation: str = "read_committed"
                    ) -> list[tuple[int, int, bytes | None]]:
     """(partition, offset, value) of everything visible at `isolation`, to the end offsets."""
-    async with Consumer(bootstrap, isolation_level=isolation, auto_offset_reset="earliest") as c:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        c.assign(tps)
-        end = await c.end_offsets(tps)
-        out = []
-
-        async def drain() -> None:
-            while any([await c.position(tp) < end[tp] for tp in tps]):
-                for tp, recs in (await c.getmany(timeout_ms=500)).items():
-                    out.extend((tp.partition, r.offset, r.value) for r in recs)
-
-        await asyncio.wait_for(drain(), 60)
-        return out
+    return [(r.partition, r.offset, r.value) for r in await read_records(bootstrap, topic, partitions, isolation)]
 
 
 async def test_committed_visible_aborted_not(module_broker: BrokerProcess) -> None:
