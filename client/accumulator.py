@@ -15,17 +15,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from protocol.records import build_batch_from_messages
+from protocol.records import RecordFields, build_batch_from_messages
 
 from .structs import RecordMetadata, TopicPartition
 
 RECORD_OVERHEAD = 22  # length, attributes, deltas, key/value lengths, header count: a fair upper estimate
 BATCH_OVERHEAD = 61
-
-Message = tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]], int | None]
 
 
 @dataclass(eq=False)
@@ -34,7 +32,7 @@ class ProducerBatch:
     created: float
     deadline: float
     loop: asyncio.AbstractEventLoop
-    messages: list[Message] = field(default_factory=list)
+    messages: list[RecordFields] = field(default_factory=list)
     futures: list[asyncio.Future[RecordMetadata]] = field(default_factory=list)
     size: int = BATCH_OVERHEAD
     closed: bool = False  # no more appends (full, or drained once)
@@ -117,7 +115,7 @@ class Accumulator:
         self.buffered_bytes = 0
         self.incomplete: set[ProducerBatch] = set()
 
-    def append(self, tp: TopicPartition, message: Message, size: int, loop: asyncio.AbstractEventLoop
+    def append(self, tp: TopicPartition, message: RecordFields, size: int, loop: asyncio.AbstractEventLoop
                ) -> tuple[asyncio.Future[RecordMetadata], bool, bool]:
         """Add one message of `size` (estimated) bytes; returns its delivery future, whether its
         batch is new (the sender must start the linger timer) and whether it is now full."""

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from protocol.topic_partition import TopicPartition
 
-class TopicPartition(NamedTuple):
-    """A partition of a topic: the unit of ordering, assignment and offsets."""
-
-    topic: str
-    partition: int
+__all__ = ["ConsumerGroupMetadata", "ConsumerRecord", "OffsetAndMetadata", "RecordMetadata", "TopicPartition"]
 
 
 class OffsetAndMetadata(NamedTuple):

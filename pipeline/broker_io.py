@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from client import Admin, Consumer, ConsumerRecord, TopicPartition
 
-from .offsets import Offsets, Tp
+from .offsets import Offsets
 from .options import SourceOptions
 
 T = TypeVar("T")
@@ -29,13 +29,13 @@ class ReadTimeout(TimeoutError):
     """A partition range that the broker said exists could not be read to its end in time."""
 
 
-async def _partitions(bootstrap: str, topics: Iterable[str]) -> list[Tp]:
+async def _partitions(bootstrap: str, topics: Iterable[str]) -> list[TopicPartition]:
     async with Admin(bootstrap) as admin:
         described = await admin.describe_topics(list(topics))
-    return sorted((name, p.partition) for name, d in described.items() for p in d.partitions)
+    return sorted(TopicPartition(name, p.partition) for name, d in described.items() for p in d.partitions)
 
 
-async def _bounds(bootstrap: str, tps: list[Tp], read_committed: bool) -> tuple[Offsets, Offsets]:
+async def _bounds(bootstrap: str, tps: list[TopicPartition], read_committed: bool) -> tuple[Offsets, Offsets]:
     """(earliest, latest) per partition; latest is the last stable offset at read_committed,
     so a range never ends inside a transaction that is still undecided."""
     if not tps:
@@ -45,22 +45,22 @@ async def _bounds(bootstrap: str, tps: list[Tp], read_committed: bool) -> tuple[
         keys = [TopicPartition(t, p) for t, p in tps]
         first = await c.beginning_offsets(keys)
         last = await c.end_offsets(keys)
-    return ({(tp.topic, tp.partition): o for tp, o in first.items()},
-            {(tp.topic, tp.partition): o for tp, o in last.items()})
+    return (dict(first),
+            dict(last))
 
 
-def discover(opts: SourceOptions) -> list[Tp]:
+def discover(opts: SourceOptions) -> list[TopicPartition]:
     """Partitions the source reads now (subscribed topics can grow partitions between calls)."""
     if opts.assign:
         return list(opts.assign)
     return asyncio.run(_partitions(opts.bootstrap, opts.topics))
 
 
-def bounds(opts: SourceOptions, tps: list[Tp]) -> tuple[Offsets, Offsets]:
+def bounds(opts: SourceOptions, tps: list[TopicPartition]) -> tuple[Offsets, Offsets]:
     return asyncio.run(_bounds(opts.bootstrap, tps, opts.read_committed))
 
 
-async def _read_range(opts: SourceOptions, tp: Tp, start: int, end: int
+async def _read_range(opts: SourceOptions, tp: TopicPartition, start: int, end: int
                       ) -> AsyncGenerator[list[ConsumerRecord], None]:
     """Chunks of the records at offsets [start, end) of one partition, in offset order.
 
@@ -86,7 +86,7 @@ async def _read_range(opts: SourceOptions, tp: Tp, start: int, end: int
                                   f"range ends at {end}")
 
 
-def read_range(opts: SourceOptions, tp: Tp, start: int, end: int,
+def read_range(opts: SourceOptions, tp: TopicPartition, start: int, end: int,
                convert: Callable[[list[ConsumerRecord]], Iterable[T]]) -> Iterator[T]:
     """The synchronous face of `_read_range` that Spark's read() can return from.
 

@@ -11,18 +11,19 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 
+from client import TopicPartition
+
 EARLIEST = -2
 LATEST = -1
 
-Tp = tuple[str, int]
-Offsets = dict[Tp, int]
+Offsets = dict[TopicPartition, int]
 
 
 class OffsetSpecError(ValueError):
     """A startingOffsets/endingOffsets value is neither earliest, latest nor well-formed JSON."""
 
 
-def to_json_dict(offsets: Mapping[Tp, int]) -> dict[str, dict[str, int]]:
+def to_json_dict(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
     """The checkpoint form. Keys are strings because Spark stores offsets as JSON objects."""
     out: dict[str, dict[str, int]] = {}
     for (topic, partition), off in sorted(offsets.items()):
@@ -32,7 +33,7 @@ def to_json_dict(offsets: Mapping[Tp, int]) -> dict[str, dict[str, int]]:
 
 def from_json_dict(data: Mapping[str, Mapping[str, int]]) -> Offsets:
     try:
-        return {(str(t), int(p)): int(o) for t, ps in data.items() for p, o in ps.items()}
+        return {TopicPartition(str(t), int(p)): int(o) for t, ps in data.items() for p, o in ps.items()}
     except (AttributeError, TypeError, ValueError):
         raise OffsetSpecError(f"not a per-partition offset map: {data!r}") from None
 
@@ -56,8 +57,8 @@ def parse_spec(spec: str) -> str | Offsets:
     return offsets
 
 
-def resolve(spec: str | Offsets, tps: Iterable[Tp], earliest: Mapping[Tp, int],
-            latest: Mapping[Tp, int]) -> Offsets:
+def resolve(spec: str | Offsets, tps: Iterable[TopicPartition], earliest: Mapping[TopicPartition, int],
+            latest: Mapping[TopicPartition, int]) -> Offsets:
     """Concrete offsets for `tps`. A partition a JSON spec does not name starts at its earliest
     offset (it is taken to be new, as Spark's Kafka source does); an explicit offset is clamped into
     the partition's current range, so a spec written before retention kicked in still works."""
@@ -79,7 +80,7 @@ def resolve(spec: str | Offsets, tps: Iterable[Tp], earliest: Mapping[Tp, int],
     return out
 
 
-def cap(start: Mapping[Tp, int], end: Mapping[Tp, int], max_offsets: int) -> Offsets:
+def cap(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int], max_offsets: int) -> Offsets:
     """Move from `start` towards `end` by at most `max_offsets` offsets in total.
 
     Each partition gets a share proportional to its backlog (rounded down), then what rounding

@@ -12,6 +12,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from protocol.topic_partition import TopicPartition
+
 READ_COMMITTED = "read_committed"
 READ_UNCOMMITTED = "read_uncommitted"
 
@@ -57,7 +59,7 @@ class SourceOptions:
 
     bootstrap: str
     topics: tuple[str, ...]  # subscribe=
-    assign: tuple[tuple[str, int], ...]  # assign= (a JSON {"topic": [partitions]})
+    assign: tuple[TopicPartition, ...]  # assign= (a JSON {"topic": [partitions]})
     starting: str  # "earliest" | "latest" | JSON per partition
     ending: str  # batch only: "latest" | JSON per partition
     isolation_level: str
@@ -97,7 +99,7 @@ def source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOpti
     if bool(subscribe) == bool(assign_json):
         raise OptionError("exactly one of the options subscribe (topic list) or assign (JSON) is required")
     topics: tuple[str, ...] = ()
-    assign: tuple[tuple[str, int], ...] = ()
+    assign: tuple[TopicPartition, ...] = ()
     if subscribe:
         topics = tuple(t.strip() for t in subscribe.split(",") if t.strip())
         if not topics:
@@ -106,7 +108,7 @@ def source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOpti
         assert assign_json is not None
         try:
             parsed = json.loads(assign_json)
-            assign = tuple(sorted((str(t), int(p)) for t, ps in parsed.items() for p in ps))
+            assign = tuple(sorted(TopicPartition(str(t), int(p)) for t, ps in parsed.items() for p in ps))
         except (ValueError, AttributeError, TypeError):
             raise OptionError(f'assign must look like {{"topic": [0, 1]}}, not {assign_json!r}') from None
     isolation = (_get(options, "kafka.isolation.level", "isolation.level", default=READ_COMMITTED)

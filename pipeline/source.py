@@ -28,7 +28,7 @@ from pyspark.sql.streaming.datasource import (
 from client import ConsumerRecord
 
 from . import broker_io
-from .offsets import Offsets, Tp, cap, from_json_dict, parse_spec, resolve, to_json_dict
+from .offsets import Offsets, TopicPartition, cap, from_json_dict, parse_spec, resolve, to_json_dict
 from .options import OptionError, SourceOptions
 from .schema import record_to_tuple, records_to_arrow
 
@@ -43,7 +43,7 @@ class RangePartition(InputPartition):
 
 def _read(opts: SourceOptions, part: InputPartition) -> Iterator[Any]:
     assert isinstance(part, RangePartition), part
-    tp = (part.topic, part.partition)
+    tp = TopicPartition(part.topic, part.partition)
     if opts.use_arrow:
         def to_arrow(chunk: list[ConsumerRecord]) -> Iterable[Any]:
             return (records_to_arrow(chunk),)
@@ -52,8 +52,8 @@ def _read(opts: SourceOptions, part: InputPartition) -> Iterator[Any]:
 
 
 def _ranges(start: Offsets, end: Offsets) -> list[InputPartition]:
-    return [RangePartition(t, p, start[(t, p)], end[(t, p)])
-            for (t, p) in sorted(end) if end[(t, p)] > start[(t, p)]]
+    return [RangePartition(t, p, start[TopicPartition(t, p)], end[TopicPartition(t, p)])
+            for (t, p) in sorted(end) if end[TopicPartition(t, p)] > start[TopicPartition(t, p)]]
 
 
 class KetchBatchReader(DataSourceReader):
@@ -124,7 +124,7 @@ class KetchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begin, stop = from_json_dict(start), from_json_dict(end)
-        missing: list[Tp] = [tp for tp in stop if tp not in begin]
+        missing: list[TopicPartition] = [tp for tp in stop if tp not in begin]
         if missing:
             begin.update(broker_io.bounds(self.opts, missing)[0])
         return _ranges(begin, stop)

@@ -89,7 +89,7 @@ class Record:
     headers: tuple[Header, ...] = ()
 
 
-class ConsumerRecord(NamedTuple):
+class DecodedRecord(NamedTuple):
     """A decoded record with its absolute offset and timestamp (what a consumer hands out).
 
     A NamedTuple rather than a dataclass because decoding creates one per record and a tuple is
@@ -238,11 +238,12 @@ def build_batch(
     )
 
 
-Message = tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]], int | None]
+# What a producer hands over per record before it is framed: (key, value, headers, timestamp ms).
+RecordFields = tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]], int | None]
 
 
 def build_batch_from_messages(
-    messages: Iterable[Message], *, base_offset: int = 0, producer_id: int = -1, producer_epoch: int = -1,
+    messages: Iterable[RecordFields], *, base_offset: int = 0, producer_id: int = -1, producer_epoch: int = -1,
     base_sequence: int = -1, transactional: bool = False, compression: int = 0,
     partition_leader_epoch: int = -1, timestamp_type: int = 0,
 ) -> bytes:
@@ -356,7 +357,7 @@ def parse_control_record(key: bytes | None, value: bytes | None) -> ControlRecor
 def _decode_records(
     data: bytes, pos: int, end: int, count: int, base_offset: int, base_timestamp: int,
     log_append_time: int | None,
-) -> list[ConsumerRecord]:
+) -> list[DecodedRecord]:
     """Decode `count` records from data[pos:end], which they must fill exactly.
 
     Varints of one or two bytes (every length under 8 KiB, every delta under 8192) are read inline;
@@ -365,10 +366,10 @@ def _decode_records(
     each record's fields must add up to its length prefix, which must fit before `end`.
     Reading past the end of `data` raises IndexError, which the caller turns into CORRUPT_MESSAGE.
     """
-    out: list[ConsumerRecord] = []
+    out: list[DecodedRecord] = []
     append = out.append
     new = tuple.__new__
-    cls = ConsumerRecord
+    cls = DecodedRecord
     dv = decode_varint
     for _ in range(count):
         b = data[pos]
@@ -479,7 +480,7 @@ def _decode_headers(data: bytes, pos: int, end: int) -> tuple[tuple[Header, ...]
 
 def decode_batch(
     buf: BytesLike, pos: int = 0, *, check_crc: bool = True,
-) -> tuple[BatchHeader, list[ConsumerRecord]]:
+) -> tuple[BatchHeader, list[DecodedRecord]]:
     """Decode the whole batch at `pos`: header and records, decompressed.
 
     With check_crc (the default, as a Java consumer's check.crcs) the batch goes through
@@ -525,7 +526,7 @@ def decode_batch(
 
 def decode_batches(
     buf: BytesLike, *, check_crc: bool = True, strict: bool = False,
-) -> Iterator[tuple[BatchHeader, list[ConsumerRecord]]]:
+) -> Iterator[tuple[BatchHeader, list[DecodedRecord]]]:
     """Decode every whole batch in a concatenation (a fetch response's records field).
 
     Not strict by default: a fetch response may end with a partial batch (the broker cuts at
@@ -537,7 +538,7 @@ def decode_batches(
 
 def iter_records(
     buf: BytesLike, *, check_crc: bool = True, strict: bool = False, include_control: bool = False,
-) -> Iterator[ConsumerRecord]:
+) -> Iterator[DecodedRecord]:
     """The records of every batch in `buf`, in order. Control batches (transaction markers) are
     not application data and are skipped unless include_control; a consumer that has to filter
     aborted transactions needs the headers too and should use decode_batches."""
@@ -549,8 +550,8 @@ def iter_records(
 
 __all__ = [
     "CONTROL_ABORT", "CONTROL_COMMIT", "CONTROL_LEADER_CHANGE", "CONTROL_SNAPSHOT_FOOTER",
-    "CONTROL_SNAPSHOT_HEADER", "CREATE_TIME", "LOG_APPEND_TIME", "ConsumerRecord", "ControlRecord", "Header",
-    "Message", "Record", "build_batch", "build_batch_from_messages", "build_control_batch",
+    "CONTROL_SNAPSHOT_HEADER", "CREATE_TIME", "LOG_APPEND_TIME", "DecodedRecord", "ControlRecord", "Header",
+    "Record", "RecordFields", "build_batch", "build_batch_from_messages", "build_control_batch",
     "control_record_key", "control_record_value", "decode_batch", "decode_batches", "iter_records",
     "now_ms", "parse_control_record",
 ]

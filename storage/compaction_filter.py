@@ -50,7 +50,7 @@ from protocol.batch import (
     read_header,
 )
 from protocol.errors import KafkaError
-from protocol.records import ConsumerRecord, Record, build_batch, decode_batch, parse_control_record
+from protocol.records import DecodedRecord, Record, build_batch, decode_batch, parse_control_record
 
 from .txn_index import AbortedTxn
 
@@ -67,7 +67,7 @@ def delete_horizon(h: BatchHeader) -> int | None:
     return h.base_timestamp if h.attributes & DELETE_HORIZON_FLAG else None
 
 
-def rebuild_batch(h: BatchHeader, records: Sequence[ConsumerRecord], horizon: int | None) -> bytes:
+def rebuild_batch(h: BatchHeader, records: Sequence[DecodedRecord], horizon: int | None) -> bytes:
     """The batch `h` holding only `records`, with its header otherwise unchanged."""
     base_ts = horizon if horizon is not None else h.base_timestamp
     batch = bytearray(build_batch(
@@ -174,7 +174,7 @@ class BatchFilter:
             return Outcome(original, True, 0, 0, 0, False, None, None)
         horizon = delete_horizon(h)
         expired = horizon is not None and horizon <= self._now
-        kept: list[ConsumerRecord] = []
+        kept: list[DecodedRecord] = []
         tombstones = removed_tombstones = 0
         latest = self._latest
         for r in records:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
+from protocol.topic_partition import TopicPartition
 
 from ..group import OFFSETS_TOPIC
 from ..txn.wire_errors import for_version
@@ -27,6 +28,6 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
     if not req.group_id:
         return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID)
     server.groups.ensure_topic()
-    tp = (OFFSETS_TOPIC, server.groups.partition_for(req.group_id))
+    tp = TopicPartition(OFFSETS_TOPIC, server.groups.partition_for(req.group_id))
     code = await server.txn.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch, [tp])
     return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=for_version(code, KEY, header.api_version))

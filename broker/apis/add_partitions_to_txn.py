@@ -21,6 +21,7 @@ from protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnTopic,
     AddPartitionsToTxnTopicResult,
 )
+from protocol.topic_partition import TopicPartition
 
 from ..txn.wire_errors import for_version
 
@@ -30,16 +31,16 @@ if TYPE_CHECKING:
 KEY = 24
 
 
-def _results(topics: list[AddPartitionsToTxnTopic], code_for: dict[tuple[str, int], int],
+def _results(topics: list[AddPartitionsToTxnTopic], code_for: dict[TopicPartition, int],
              default: int) -> list[AddPartitionsToTxnTopicResult]:
     return [AddPartitionsToTxnTopicResult(name=t.name, results_by_partition=[
-        AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=code_for.get((t.name, p), default))
+        AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=code_for.get(TopicPartition(t.name, p), default))
         for p in t.partitions]) for t in topics]
 
 
 async def _one(server: BrokerServer, tid: str, pid: int, epoch: int, topics: list[AddPartitionsToTxnTopic],
                verify_only: bool, version: int) -> list[AddPartitionsToTxnTopicResult]:
-    wanted = [(t.name, p) for t in topics for p in t.partitions]
+    wanted = [TopicPartition(t.name, p) for t in topics for p in t.partitions]
     unknown = {tp: int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for tp in wanted
                if server.topics.partition(tp[0], tp[1]) is None}
     if unknown:

@@ -11,8 +11,9 @@ from protocol.messages.offset_commit import (
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
 )
+from protocol.topic_partition import TopicPartition
 
-from ..group.model import OffsetCommitIn, TopicPartition
+from ..group.model import OffsetCommitIn
 
 if TYPE_CHECKING:
     from ..server import BrokerServer, ClientInfo
@@ -26,7 +27,7 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
     offsets: dict[TopicPartition, OffsetCommitIn] = {}
     for t in req.topics:
         for p in t.partitions:
-            offsets[(t.name, p.partition_index)] = OffsetCommitIn(
+            offsets[TopicPartition(t.name, p.partition_index)] = OffsetCommitIn(
                 offset=p.committed_offset,
                 leader_epoch=p.committed_leader_epoch if v >= 6 else -1,
                 metadata=p.committed_metadata,
@@ -43,7 +44,7 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
     return OffsetCommitResponse(topics=[
         OffsetCommitResponseTopic(name=t.name, partitions=[
             OffsetCommitResponsePartition(partition_index=p.partition_index,
-                                          error_code=errors[(t.name, p.partition_index)])
+                                          error_code=errors[TopicPartition(t.name, p.partition_index)])
             for p in t.partitions
         ])
         for t in req.topics

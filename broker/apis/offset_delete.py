@@ -14,6 +14,7 @@ from protocol.messages.offset_delete import (
     OffsetDeleteResponsePartition,
     OffsetDeleteResponseTopic,
 )
+from protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from ..server import BrokerServer, ClientInfo
@@ -23,14 +24,14 @@ KEY = 47
 
 async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
                  req: OffsetDeleteRequest) -> OffsetDeleteResponse:
-    partitions = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    partitions = [TopicPartition(t.name, p.partition_index) for t in req.topics for p in t.partitions]
     err, results = server.groups.delete_offsets(req.group_id, partitions)
     if err:
         return OffsetDeleteResponse(error_code=err)
     return OffsetDeleteResponse(topics=[
         OffsetDeleteResponseTopic(name=t.name, partitions=[
             OffsetDeleteResponsePartition(partition_index=p.partition_index,
-                                          error_code=results[(t.name, p.partition_index)])
+                                          error_code=results[TopicPartition(t.name, p.partition_index)])
             for p in t.partitions])
         for t in req.topics
     ])

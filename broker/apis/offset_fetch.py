@@ -21,8 +21,9 @@ from protocol.messages.offset_fetch import (
     OffsetFetchResponseTopic,
     OffsetFetchResponseTopics,
 )
+from protocol.topic_partition import TopicPartition
 
-from ..group.model import FetchedOffset, TopicPartition
+from ..group.model import FetchedOffset
 
 if TYPE_CHECKING:
     from ..server import BrokerServer, ClientInfo
@@ -52,7 +53,7 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
     if v >= 8:
         groups = []
         for g in req.groups:
-            parts = None if g.topics is None else [(t.name, p) for t in g.topics for p in t.partition_indexes]
+            parts = None if g.topics is None else [TopicPartition(t.name, p) for t in g.topics for p in t.partition_indexes]
             err, offsets = _fetch(server, g.group_id, parts, stable)
             groups.append(OffsetFetchResponseGroup(group_id=g.group_id, error_code=err, topics=[] if err else [
                 OffsetFetchResponseTopics(name=name, partitions=[
@@ -63,7 +64,7 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
                 for name, offs in _by_topic(offsets).items()
             ]))
         return OffsetFetchResponse(groups=groups)
-    parts = None if req.topics is None else [(t.name, p) for t in req.topics for p in t.partition_indexes]
+    parts = None if req.topics is None else [TopicPartition(t.name, p) for t in req.topics for p in t.partition_indexes]
     err, offsets = _fetch(server, req.group_id, parts, stable)
     topics = [
         OffsetFetchResponseTopic(name=name, partitions=[

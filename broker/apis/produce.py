@@ -24,6 +24,7 @@ from protocol.messages.produce import (
     ProduceResponse,
     TopicProduceResponse,
 )
+from protocol.topic_partition import TopicPartition
 
 from ..topics import INTERNAL_TOPICS
 from ..txn import verification
@@ -81,9 +82,9 @@ def produce_to(server: BrokerServer, part: Partition, records: memoryview | byte
                                     log_append_time_ms=res.log_append_time, log_start_offset=res.log_start_offset)
 
 
-async def _verify_transactional(server: BrokerServer, req: ProduceRequest) -> dict[tuple[str, int], ErrorCode]:
+async def _verify_transactional(server: BrokerServer, req: ProduceRequest) -> dict[TopicPartition, ErrorCode]:
     """Coordinator verdicts for the partitions where a transactional batch opens a transaction."""
-    by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    by_producer: dict[tuple[int, int], list[TopicPartition]] = {}
     for td in req.topic_data:
         for pd in td.partition_data:
             part = server.topics.partition(td.name, pd.index)
@@ -94,8 +95,8 @@ async def _verify_transactional(server: BrokerServer, req: ProduceRequest) -> di
             except (KafkaError, ValueError):
                 continue  # check_batches rejects it with the right error
             if verification.needs_verification(part, h):
-                by_producer.setdefault((h.producer_id, h.producer_epoch), []).append((td.name, pd.index))
-    verdicts: dict[tuple[str, int], ErrorCode] = {}
+                by_producer.setdefault((h.producer_id, h.producer_epoch), []).append(TopicPartition(td.name, pd.index))
+    verdicts: dict[TopicPartition, ErrorCode] = {}
     assert req.transactional_id is not None
     for (pid, epoch), tps in by_producer.items():
         verdicts.update(await verification.verify(server, req.transactional_id, pid, epoch, tps))
@@ -113,7 +114,7 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
         parts = []
         for pd in td.partition_data:
             part = server.topics.partition(name, pd.index)
-            refused = verdicts.get((name, pd.index), ErrorCode.NONE)
+            refused = verdicts.get(TopicPartition(name, pd.index), ErrorCode.NONE)
             if refused:
                 log.info("transactional produce refused by the coordinator check", topic=name, partition=pd.index,
                          transactional_id=req.transactional_id, error=refused.name)

@@ -20,9 +20,10 @@ from protocol.messages.txn_offset_commit import (
     TxnOffsetCommitResponsePartition,
     TxnOffsetCommitResponseTopic,
 )
+from protocol.topic_partition import TopicPartition
 
 from ..group import OFFSETS_TOPIC
-from ..group.model import OffsetCommitIn, TopicPartition
+from ..group.model import OffsetCommitIn
 from ..txn.wire_errors import for_version
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ def _answer(req: TxnOffsetCommitRequest, code_for: dict[TopicPartition, int]) ->
     return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
         TxnOffsetCommitResponseTopic(name=t.name, partitions=[
             TxnOffsetCommitResponsePartition(partition_index=p.partition_index,
-                                             error_code=code_for.get((t.name, p.partition_index), 0))
+                                             error_code=code_for.get(TopicPartition(t.name, p.partition_index), 0))
             for p in t.partitions])
         for t in req.topics])
 
@@ -50,12 +51,12 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
                  req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     v = header.api_version
     offsets: dict[TopicPartition, OffsetCommitIn] = {
-        (t.name, p.partition_index): OffsetCommitIn(offset=p.committed_offset,
+        TopicPartition(t.name, p.partition_index): OffsetCommitIn(offset=p.committed_offset,
                                                     leader_epoch=p.committed_leader_epoch if v >= 2 else -1,
                                                     metadata=p.committed_metadata)
         for t in req.topics for p in t.partitions}
     server.groups.ensure_topic()
-    offsets_partition = (OFFSETS_TOPIC, server.groups.partition_for(req.group_id))
+    offsets_partition = TopicPartition(OFFSETS_TOPIC, server.groups.partition_for(req.group_id))
     verdict = server.txn.verify(req.transactional_id, req.producer_id, req.producer_epoch, [offsets_partition])
     if verdict:
         code = for_version(_VERIFY_ERRORS.get(ErrorCode(verdict), verdict), KEY, v)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-TopicPartition = tuple[str, int]
+from protocol.topic_partition import TopicPartition
 
 
 class GroupState(enum.Enum):

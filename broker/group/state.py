@@ -194,7 +194,7 @@ class GroupStateMachine:
         if isinstance(k, rec.GroupKey):
             ld.groups[k.group] = None if value is None else rec.decode_group_value(value)
             return
-        tp = (k.topic, k.partition)
+        tp = TopicPartition(k.topic, k.partition)
         entry = None
         if value is not None:
             v = rec.decode_offset_value(value)

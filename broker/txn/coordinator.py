@@ -25,12 +25,13 @@ import structlog
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import Record, build_batch, decode_batches
+from protocol.topic_partition import TopicPartition
 
 from .faults import crash_point
 from .log_records import TxnLogFormatError, decode_key, decode_value, encode_key, encode_value
 from .machine import Decision, MarkerJob, TxnStateMachine
 from .sender import MarkerSender
-from .state import TopicPartition, TxnMetadata, TxnState
+from .state import TxnMetadata, TxnState
 
 if TYPE_CHECKING:
     from ..partition import Partition

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import construct as c
 
-from .state import TopicPartition, TxnRecord, TxnState
+from protocol.topic_partition import TopicPartition
+
+from .state import TxnRecord, TxnState
 
 KEY_VERSION = 0
 VALUE_VERSION = 0
@@ -86,6 +88,6 @@ def decode_value(data: bytes) -> TxnRecord:
         state = TxnState(v.state)
     except (c.ConstructError, ValueError) as e:
         raise TxnLogFormatError(f"unreadable transaction log value: {e}") from e
-    parts: set[TopicPartition] = {(t.topic, p) for t in v.topics for p in t.partitions}
+    parts: set[TopicPartition] = {TopicPartition(t.topic, p) for t in v.topics for p in t.partitions}
     return TxnRecord(v.producer_id, v.producer_epoch, v.last_producer_id, v.last_producer_epoch,
                      v.next_producer_id, v.timeout_ms, state, frozenset(parts), v.start_ms, v.update_ms)

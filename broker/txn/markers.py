@@ -32,9 +32,9 @@ from protocol.messages.write_txn_markers import (
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
+from protocol.topic_partition import TopicPartition
 
 from .machine import MarkerJob
-from .state import TopicPartition
 
 JobKey = tuple[str, int, int, bool]  # transactional id, producer id, epoch, commit
 DELETED = -2  # what a leader lookup answers for a partition whose topic no longer exists

@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from protocol.topic_partition import TopicPartition
+
 from ..wire import BrokerConnection, WireError
 from .machine import MarkerJob
 from .markers import DELETED, MarkerQueue, MarkerSend, build_request, response_errors
-from .state import TopicPartition
 
 if TYPE_CHECKING:
     from ..server import BrokerServer

@@ -19,6 +19,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from protocol.topic_partition import TopicPartition
+
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 MAX_EPOCH = 0x7FFF  # producer epochs are int16
@@ -80,7 +82,6 @@ VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
     TxnState.DEAD: frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT}),
 }
 
-TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING
 
 from protocol.batch import BatchHeader
 from protocol.errors import ErrorCode
-
-from .state import TopicPartition
+from protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from ..partition import Partition

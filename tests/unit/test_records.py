@@ -43,7 +43,7 @@ from protocol.records import (
     CONTROL_ABORT,
     CONTROL_COMMIT,
     CONTROL_LEADER_CHANGE,
-    ConsumerRecord,
+    DecodedRecord,
     Record,
     build_batch,
     build_batch_from_messages,
@@ -129,7 +129,7 @@ def test_round_trip_every_codec(codec: int) -> None:
     assert (h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence) == (7, 3, 100, 104)
     assert h.partition_leader_epoch == -1 and not h.is_transactional and not h.is_control
     assert [tuple(r) for r in recs] == [(o, t, k, v, tuple(hs)) for o, t, k, v, hs in expected(SAMPLE, 42)]
-    assert all(isinstance(r, ConsumerRecord) for r in recs)
+    assert all(isinstance(r, DecodedRecord) for r in recs)
 
 
 @pytest.mark.parametrize("codec", CODECS)

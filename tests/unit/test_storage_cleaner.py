@@ -16,7 +16,7 @@ import pytest
 from protocol import compression
 from protocol.batch import DELETE_HORIZON_FLAG, BatchHeader
 from protocol.records import (
-    ConsumerRecord,
+    DecodedRecord,
     build_batch_from_messages,
     build_control_batch,
     decode_batches,
@@ -65,9 +65,9 @@ def marker(log: PartitionLog, pid: int, epoch: int, *, commit: bool) -> int:
     return r.first_offset
 
 
-def batches(log: PartitionLog) -> list[tuple[BatchHeader, list[ConsumerRecord]]]:
+def batches(log: PartitionLog) -> list[tuple[BatchHeader, list[DecodedRecord]]]:
     """Every batch from the log start, reading the way a consumer does (next_offset to next_offset)."""
-    out: list[tuple[BatchHeader, list[ConsumerRecord]]] = []
+    out: list[tuple[BatchHeader, list[DecodedRecord]]] = []
     offset = log.log_start_offset
     while offset < log.log_end_offset:
         r = log.read(offset, 1 << 16)
@@ -78,11 +78,11 @@ def batches(log: PartitionLog) -> list[tuple[BatchHeader, list[ConsumerRecord]]]
     return out
 
 
-def data_records(log: PartitionLog) -> list[ConsumerRecord]:
+def data_records(log: PartitionLog) -> list[DecodedRecord]:
     return [r for h, recs in batches(log) if not h.is_control for r in recs]
 
 
-def state(records: Sequence[ConsumerRecord]) -> dict[bytes | None, bytes]:
+def state(records: Sequence[DecodedRecord]) -> dict[bytes | None, bytes]:
     """key -> value after applying the records in order (a tombstone deletes)."""
     out: dict[bytes | None, bytes] = {}
     for r in records:
