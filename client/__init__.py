@@ -43,7 +43,7 @@ from .group import RebalanceListener
 from .partitioner import DefaultPartitioner, murmur2
 from .producer import Producer
 from .structs import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, RecordMetadata, TopicPartition
-from .transactions import TxnState
+from .transactions import ProducerTxnState
 
 __all__ = [
     "Admin", "BrokerResponseError", "ClusterDescription", "CommitFailedError", "ConnectionLostError", "Consumer",
@@ -53,6 +53,6 @@ __all__ = [
     "PartitionDescription", "Producer", "ProducerFencedError", "ProducerStateDescription",
     "RebalanceListener", "RecordMetadata", "RequestTimedOutError", "RetriableError",
     "TopicAlreadyExistsError", "TopicDescription", "TopicPartition", "TransactionAbortableError",
-    "TransactionDescription", "TransactionListing", "TxnState", "UnknownTopicError",
+    "TransactionDescription", "TransactionListing", "ProducerTxnState", "UnknownTopicError",
     "UnsupportedVersionError", "murmur2",
 ]

@@ -45,7 +45,7 @@ from .errors import (
 )
 from .partitioner import DefaultPartitioner
 from .structs import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata, TopicPartition
-from .transactions import Decision, Outcome, TransactionManager, TxnState
+from .transactions import Outcome, ProducerTxnState, Step, TransactionManager
 
 _ACKS = {"all": -1, "-1": -1, -1: -1, 1: 1, "1": 1, 0: 0, "0": 0}
 _SEQ_MASK = 0x7FFFFFFF
@@ -321,7 +321,7 @@ class Producer:
             return None
         owner = self._pid_epoch()
         if txn is not None:
-            if txn.state in (TxnState.ABORTABLE_ERROR, TxnState.FATAL_ERROR):
+            if txn.state in (ProducerTxnState.ABORTABLE_ERROR, ProducerTxnState.FATAL_ERROR):
                 # partitions that never made it into the transaction cannot be sent; fail their batches
                 err = txn.last_error or TransactionAbortableError("transaction failed")
                 for tp in list(self._acc.queues):
@@ -501,7 +501,7 @@ class Producer:
     def _retry_or_fail(self, b: ProducerBatch, err: KafkaClientError, code: int | None) -> None:
         self._in_flight[b.tp] -= 1
         if time.monotonic() < b.deadline and not self._fatal and not (
-                self.txn is not None and self.txn.state is TxnState.FATAL_ERROR):
+                self.txn is not None and self.txn.state is ProducerTxnState.FATAL_ERROR):
             self._acc.reenqueue(b, time.monotonic() + self.retry_backoff)
             return
         self._fail_batch(b, err if not isinstance(err, RetriableError) else KafkaTimeoutError(
@@ -605,13 +605,13 @@ class Producer:
         """Send a transactional request to its coordinator until the state machine says done."""
         deadline = time.monotonic() + self.max_block
         while True:
-            decision: Decision
+            decision: Step
             try:
                 node = await self._cluster.coordinator(key, key_type, timeout=max(0.1, deadline - time.monotonic()))
                 resp = await self._cluster.request(node, build())
                 decision = handle(resp)
             except (RetriableError, OSError, TimeoutError):
-                decision = Decision(Outcome.FIND_COORDINATOR)
+                decision = Step(Outcome.FIND_COORDINATOR)
             if decision.outcome is Outcome.DONE:
                 return
             if decision.outcome is Outcome.FAILED:
@@ -629,7 +629,7 @@ class Producer:
         txn = self._require_txn()
         req = txn.begin_init()
 
-        def handle(resp: InitProducerIdResponse) -> Decision:
+        def handle(resp: InitProducerIdResponse) -> Step:
             return txn.handle_init(resp.error_code, resp.producer_id, resp.producer_epoch)
 
         await self._txn_call(txn.transactional_id, COORDINATOR_TRANSACTION, lambda: req, handle, "init_transactions")
@@ -646,7 +646,7 @@ class Producer:
         if req is None:
             return
 
-        def handle(resp: Any) -> Decision:
+        def handle(resp: Any) -> Step:
             results = {TopicPartition(t.name, p.partition_index): p.partition_error_code
                        for t in resp.results_by_topic_v3_and_below for p in t.results_by_partition}
             return txn.handle_add_partitions(results)
@@ -678,7 +678,7 @@ class Producer:
         await self._txn_call(txn.transactional_id, COORDINATOR_TRANSACTION, lambda: req,
                              lambda r: txn.handle_add_offsets(r.error_code), "AddOffsetsToTxn")
 
-        def handle(resp: Any) -> Decision:
+        def handle(resp: Any) -> Step:
             return txn.handle_txn_offset_commit({TopicPartition(t.name, p.partition_index): p.error_code
                                                  for t in resp.topics for p in t.partitions})
 
@@ -690,7 +690,7 @@ class Producer:
         TransactionAbortableError if any of them failed (call abort_transaction)."""
         txn = self._require_txn()
         txn.raise_if_failed()
-        if txn.state is not TxnState.IN_TRANSACTION:
+        if txn.state is not ProducerTxnState.IN_TRANSACTION:
             raise IllegalStateError(f"commit_transaction needs IN_TRANSACTION, not {txn.state.name}")
         await self.flush()
         if self._add_task is not None:
@@ -714,17 +714,17 @@ class Producer:
             txn.complete()
         else:
             await self._end_txn(txn, "abort_transaction")
-        if txn.state is TxnState.INITIALIZING:
+        if txn.state is ProducerTxnState.INITIALIZING:
             # a failed batch left the sequences in doubt and EndTxn (before v5) kept the epoch:
             # bump it now, so the next transaction starts every partition at sequence 0
-            def handle(resp: InitProducerIdResponse) -> Decision:
+            def handle(resp: InitProducerIdResponse) -> Step:
                 return txn.handle_init(resp.error_code, resp.producer_id, resp.producer_epoch)
 
             await self._txn_call(txn.transactional_id, COORDINATOR_TRANSACTION, txn.bump_request, handle,
                                  "abort_transaction (epoch bump)")
 
     async def _end_txn(self, txn: TransactionManager, what: str) -> None:
-        def handle(resp: Any) -> Decision:
+        def handle(resp: Any) -> Step:
             return txn.handle_end_txn(resp.error_code, resp.producer_id, resp.producer_epoch)
 
         await self._txn_call(txn.transactional_id, COORDINATOR_TRANSACTION, txn.end_txn_request, handle, what)
@@ -741,7 +741,7 @@ class Producer:
         try:
             yield self
         except BaseException:
-            if txn.state not in (TxnState.FATAL_ERROR, TxnState.READY):
+            if txn.state not in (ProducerTxnState.FATAL_ERROR, ProducerTxnState.READY):
                 with contextlib.suppress(KafkaClientError):
                     await self.abort_transaction()
             raise
@@ -752,5 +752,5 @@ class Producer:
             raise
 
     @property
-    def transaction_state(self) -> TxnState | None:
+    def transaction_state(self) -> ProducerTxnState | None:
         return self.txn.state if self.txn is not None else None

@@ -8,7 +8,7 @@ States and transitions are those of Kafka's TransactionManager (the seeds descri
     any -> FATAL_ERROR;  IN_TRANSACTION / COMMITTING / INITIALIZING -> ABORTABLE_ERROR -> ABORTING
 
 The machine builds the requests (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
-TxnOffsetCommit, EndTxn) and is told their answers; it returns a `Decision` saying whether the
+TxnOffsetCommit, EndTxn) and is told their answers; it returns a `Step` saying whether the
 step is done, should be retried (after finding the coordinator again, or after a backoff), or has
 failed. The producer's I/O code only carries requests and answers, so every transition and every
 error mapping is testable without a broker.
@@ -47,7 +47,7 @@ from .errors import (
 from .structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 
-class TxnState(enum.Enum):
+class ProducerTxnState(enum.Enum):
     UNINITIALIZED = "UNINITIALIZED"
     INITIALIZING = "INITIALIZING"
     READY = "READY"
@@ -58,9 +58,9 @@ class TxnState(enum.Enum):
     FATAL_ERROR = "FATAL_ERROR"
 
 
-S = TxnState
+S = ProducerTxnState
 # target -> the states it may be entered from (FATAL_ERROR: from anywhere)
-_SOURCES: dict[TxnState, frozenset[TxnState]] = {
+_SOURCES: dict[ProducerTxnState, frozenset[ProducerTxnState]] = {
     S.INITIALIZING: frozenset({S.UNINITIALIZED, S.ABORTING_TRANSACTION}),
     S.READY: frozenset({S.INITIALIZING, S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION}),
     S.IN_TRANSACTION: frozenset({S.READY}),
@@ -80,14 +80,14 @@ class Outcome(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
+class Step:
     outcome: Outcome
     error: KafkaClientError | None = None
 
 
-DONE = Decision(Outcome.DONE)
-RETRY = Decision(Outcome.RETRY)
-FIND_COORDINATOR = Decision(Outcome.FIND_COORDINATOR)
+DONE = Step(Outcome.DONE)
+RETRY = Step(Outcome.RETRY)
+FIND_COORDINATOR = Step(Outcome.FIND_COORDINATOR)
 
 E = ErrorCode
 _COORDINATOR_MOVED = frozenset({E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE})
@@ -104,7 +104,7 @@ class TransactionManager:
     def __init__(self, transactional_id: str, transaction_timeout_ms: int = 60_000) -> None:
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = transaction_timeout_ms
-        self.state = TxnState.UNINITIALIZED
+        self.state = ProducerTxnState.UNINITIALIZED
         self.producer_id = -1
         self.producer_epoch = -1
         self.last_error: KafkaClientError | None = None
@@ -118,14 +118,14 @@ class TransactionManager:
         self.epoch_bump_required = False
 
     # ------------------------------------------------------------------ transitions
-    def _to(self, target: TxnState, error: KafkaClientError | None = None) -> None:
-        if self.state is TxnState.FATAL_ERROR and target is not TxnState.FATAL_ERROR:
+    def _to(self, target: ProducerTxnState, error: KafkaClientError | None = None) -> None:
+        if self.state is ProducerTxnState.FATAL_ERROR and target is not ProducerTxnState.FATAL_ERROR:
             raise self._fatal_error()
-        if target is not TxnState.FATAL_ERROR and self.state not in _SOURCES[target]:
+        if target is not ProducerTxnState.FATAL_ERROR and self.state not in _SOURCES[target]:
             raise IllegalStateError(f"invalid transaction state transition {self.state.name} -> {target.name}")
         if error is not None:
             self.last_error = error
-        elif target not in (TxnState.ABORTABLE_ERROR, TxnState.FATAL_ERROR):
+        elif target not in (ProducerTxnState.ABORTABLE_ERROR, ProducerTxnState.FATAL_ERROR):
             self.last_error = None
         self.state = target
 
@@ -137,35 +137,35 @@ class TransactionManager:
         fatal.__cause__ = err
         return fatal
 
-    def fatal(self, error: KafkaClientError) -> Decision:
+    def fatal(self, error: KafkaClientError) -> Step:
         if not isinstance(error, FatalError):
             wrapped = FatalError(str(error), error.code)
             wrapped.__cause__ = error
             error = wrapped
-        self._to(TxnState.FATAL_ERROR, error)
-        return Decision(Outcome.FAILED, error)
+        self._to(ProducerTxnState.FATAL_ERROR, error)
+        return Step(Outcome.FAILED, error)
 
-    def abortable(self, error: KafkaClientError) -> Decision:
-        if self.state is TxnState.FATAL_ERROR:
-            return Decision(Outcome.FAILED, self.last_error)
-        if self.state in (TxnState.ABORTING_TRANSACTION, TxnState.READY, TxnState.UNINITIALIZED):
+    def abortable(self, error: KafkaClientError) -> Step:
+        if self.state is ProducerTxnState.FATAL_ERROR:
+            return Step(Outcome.FAILED, self.last_error)
+        if self.state in (ProducerTxnState.ABORTING_TRANSACTION, ProducerTxnState.READY, ProducerTxnState.UNINITIALIZED):
             return self.fatal(error)  # nothing to abort back to: the producer cannot go on
         if not isinstance(error, TransactionAbortableError):
             wrapped = TransactionAbortableError(str(error), error.code)
             wrapped.__cause__ = error
             error = wrapped
-        self._to(TxnState.ABORTABLE_ERROR, error)
-        return Decision(Outcome.FAILED, error)
+        self._to(ProducerTxnState.ABORTABLE_ERROR, error)
+        return Step(Outcome.FAILED, error)
 
     def raise_if_failed(self) -> None:
         """Raise the error that put us in ABORTABLE_ERROR / FATAL_ERROR, if we are there."""
-        if self.state is TxnState.FATAL_ERROR:
+        if self.state is ProducerTxnState.FATAL_ERROR:
             raise self._fatal_error()
-        if self.state is TxnState.ABORTABLE_ERROR:
+        if self.state is ProducerTxnState.ABORTABLE_ERROR:
             assert self.last_error is not None
             raise self.last_error
 
-    def _fail_code(self, code: int, what: str) -> Decision:
+    def _fail_code(self, code: int, what: str) -> Step:
         """Map a non-success, non-retry code of any transactional request."""
         ec = ErrorCode(code)
         if ec in _FENCED:
@@ -178,10 +178,10 @@ class TransactionManager:
 
     # ------------------------------------------------------------------ InitProducerId
     def begin_init(self) -> InitProducerIdRequest:
-        if self.state is TxnState.FATAL_ERROR:
+        if self.state is ProducerTxnState.FATAL_ERROR:
             raise self._fatal_error()
-        if self.state is not TxnState.INITIALIZING:
-            self._to(TxnState.INITIALIZING)
+        if self.state is not ProducerTxnState.INITIALIZING:
+            self._to(ProducerTxnState.INITIALIZING)
         self.producer_id, self.producer_epoch = -1, -1
         return self.init_request()
 
@@ -198,11 +198,11 @@ class TransactionManager:
                                      transaction_timeout_ms=self.transaction_timeout_ms,
                                      producer_id=self.producer_id, producer_epoch=self.producer_epoch)
 
-    def handle_init(self, code: int, producer_id: int, producer_epoch: int) -> Decision:
+    def handle_init(self, code: int, producer_id: int, producer_epoch: int) -> Step:
         if code == 0:
             self.producer_id, self.producer_epoch = producer_id, producer_epoch
             self.epoch_bump_required = False
-            self._to(TxnState.READY)
+            self._to(ProducerTxnState.READY)
             return DONE
         if code in _COORDINATOR_MOVED:
             return FIND_COORDINATOR
@@ -213,16 +213,16 @@ class TransactionManager:
     # ------------------------------------------------------------------ begin / partitions
     def begin(self) -> None:
         self.raise_if_failed()
-        if self.state is not TxnState.READY:
+        if self.state is not ProducerTxnState.READY:
             raise IllegalStateError(f"begin_transaction needs state READY, not {self.state.name}"
-                                    + (" (call init_transactions first)" if self.state is TxnState.UNINITIALIZED
+                                    + (" (call init_transactions first)" if self.state is ProducerTxnState.UNINITIALIZED
                                        else ""))
-        self._to(TxnState.IN_TRANSACTION)
+        self._to(ProducerTxnState.IN_TRANSACTION)
 
     def add_partition(self, tp: TopicPartition) -> None:
         """Called by send(): the partition must join the transaction before its batch goes out."""
         self.raise_if_failed()
-        if self.state is not TxnState.IN_TRANSACTION:
+        if self.state is not ProducerTxnState.IN_TRANSACTION:
             raise IllegalStateError(f"cannot send in state {self.state.name}: call begin_transaction first")
         if tp in self._added or tp in self._pending:
             return
@@ -242,7 +242,7 @@ class TransactionManager:
 
     def take_partitions_to_add(self) -> AddPartitionsToTxnRequest | None:
         """The next AddPartitionsToTxn (v3 layout); moves the new partitions to pending."""
-        if not self._new or self.state is not TxnState.IN_TRANSACTION:
+        if not self._new or self.state is not ProducerTxnState.IN_TRANSACTION:
             return None
         self._pending |= self._new
         self._new.clear()
@@ -257,7 +257,7 @@ class TransactionManager:
             v3_and_below_producer_epoch=self.producer_epoch,
             v3_and_below_topics=[AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
 
-    def handle_add_partitions(self, results: Mapping[TopicPartition, int], top_level: int = 0) -> Decision:
+    def handle_add_partitions(self, results: Mapping[TopicPartition, int], top_level: int = 0) -> Step:
         codes = {ErrorCode(c) for c in results.values() if c} | ({ErrorCode(top_level)} if top_level else set())
         codes.discard(E.OPERATION_NOT_ATTEMPTED)  # only said because another partition failed
         if not codes:
@@ -283,12 +283,12 @@ class TransactionManager:
     # ------------------------------------------------------------------ offsets
     def begin_add_offsets(self, group: ConsumerGroupMetadata) -> AddOffsetsToTxnRequest:
         self.raise_if_failed()
-        if self.state is not TxnState.IN_TRANSACTION:
+        if self.state is not ProducerTxnState.IN_TRANSACTION:
             raise IllegalStateError(f"send_offsets_to_transaction needs IN_TRANSACTION, not {self.state.name}")
         return AddOffsetsToTxnRequest(transactional_id=self.transactional_id, producer_id=self.producer_id,
                                       producer_epoch=self.producer_epoch, group_id=group.group_id)
 
-    def handle_add_offsets(self, code: int) -> Decision:
+    def handle_add_offsets(self, code: int) -> Step:
         if code == 0:
             self.transaction_started = True
             return DONE
@@ -313,7 +313,7 @@ class TransactionManager:
             group_instance_id=group.group_instance_id,
             topics=[TxnOffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
 
-    def handle_txn_offset_commit(self, results: Mapping[TopicPartition, int]) -> Decision:
+    def handle_txn_offset_commit(self, results: Mapping[TopicPartition, int]) -> Step:
         codes = {ErrorCode(c) for c in results.values() if c}
         if not codes:
             return DONE
@@ -336,28 +336,28 @@ class TransactionManager:
     def begin_commit(self) -> bool:
         """Enter COMMITTING_TRANSACTION; True if an EndTxn must be sent (something was added)."""
         self.raise_if_failed()
-        if self.state is not TxnState.IN_TRANSACTION:
+        if self.state is not ProducerTxnState.IN_TRANSACTION:
             raise IllegalStateError(f"commit_transaction needs IN_TRANSACTION, not {self.state.name}")
-        self._to(TxnState.COMMITTING_TRANSACTION)
+        self._to(ProducerTxnState.COMMITTING_TRANSACTION)
         return self.transaction_started
 
     def begin_abort(self) -> bool:
         """Enter ABORTING_TRANSACTION; True if an EndTxn must be sent."""
-        if self.state is TxnState.FATAL_ERROR:
+        if self.state is ProducerTxnState.FATAL_ERROR:
             raise self._fatal_error()
-        if self.state not in (TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR, TxnState.ABORTING_TRANSACTION):
+        if self.state not in (ProducerTxnState.IN_TRANSACTION, ProducerTxnState.ABORTABLE_ERROR, ProducerTxnState.ABORTING_TRANSACTION):
             raise IllegalStateError(f"abort_transaction needs an open or failed transaction, not {self.state.name}")
-        if self.state is not TxnState.ABORTING_TRANSACTION:
-            self._to(TxnState.ABORTING_TRANSACTION)
+        if self.state is not ProducerTxnState.ABORTING_TRANSACTION:
+            self._to(ProducerTxnState.ABORTING_TRANSACTION)
         self._new.clear()
         return self.transaction_started
 
     def end_txn_request(self) -> EndTxnRequest:
-        committed = self.state is TxnState.COMMITTING_TRANSACTION
+        committed = self.state is ProducerTxnState.COMMITTING_TRANSACTION
         return EndTxnRequest(transactional_id=self.transactional_id, producer_id=self.producer_id,
                              producer_epoch=self.producer_epoch, committed=committed)
 
-    def handle_end_txn(self, code: int, new_producer_id: int = -1, new_epoch: int = -1) -> Decision:
+    def handle_end_txn(self, code: int, new_producer_id: int = -1, new_epoch: int = -1) -> Step:
         if code == 0:
             if new_producer_id >= 0 and new_epoch >= 0:  # EndTxn v5+: the coordinator bumped the epoch
                 self.producer_id, self.producer_epoch = new_producer_id, new_epoch
@@ -368,7 +368,7 @@ class TransactionManager:
             return FIND_COORDINATOR
         if code in _BACK_OFF:
             return RETRY
-        if code in (E.UNKNOWN_PRODUCER_ID, E.TRANSACTION_ABORTABLE) and self.state is TxnState.COMMITTING_TRANSACTION:
+        if code in (E.UNKNOWN_PRODUCER_ID, E.TRANSACTION_ABORTABLE) and self.state is ProducerTxnState.COMMITTING_TRANSACTION:
             return self.abortable(TransactionAbortableError("EndTxn(commit) failed", code))
         return self._fail_code(code, "EndTxn")
 
@@ -380,10 +380,10 @@ class TransactionManager:
         self._pending.clear()
         self._added.clear()
         self.transaction_started = False
-        if self.state is TxnState.ABORTING_TRANSACTION and self.epoch_bump_required:
-            self._to(TxnState.INITIALIZING)
+        if self.state is ProducerTxnState.ABORTING_TRANSACTION and self.epoch_bump_required:
+            self._to(ProducerTxnState.INITIALIZING)
             return
-        self._to(TxnState.READY)
+        self._to(ProducerTxnState.READY)
 
     # ------------------------------------------------------------------ produce results
     def on_produce_error(self, code: int, tp: TopicPartition) -> KafkaClientError:
@@ -403,16 +403,16 @@ class TransactionManager:
             assert self.last_error is not None
             return self.last_error
         self.epoch_bump_required = True  # the batch left a gap in the partition's sequences
-        if self.state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING_TRANSACTION, TxnState.ABORTABLE_ERROR):
+        if self.state in (ProducerTxnState.IN_TRANSACTION, ProducerTxnState.COMMITTING_TRANSACTION, ProducerTxnState.ABORTABLE_ERROR):
             self.abortable(err)
         return err
 
     def on_produce_failure(self, error: KafkaClientError, *, sequenced: bool = True) -> None:
         """A batch failed without a code (timed out, client closed). If it had been sent
         (`sequenced`), nobody knows whether the broker wrote it, so its sequence is in doubt."""
-        if sequenced and self.state is not TxnState.FATAL_ERROR:
+        if sequenced and self.state is not ProducerTxnState.FATAL_ERROR:
             self.epoch_bump_required = True
-        if self.state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING_TRANSACTION):
+        if self.state in (ProducerTxnState.IN_TRANSACTION, ProducerTxnState.COMMITTING_TRANSACTION):
             self.abortable(error)
 
     @property

@@ -16,7 +16,7 @@ import asyncio
 import pytest
 from helpers.scripted import ScriptedBroker
 
-from client import Consumer, Producer, TopicPartition, TxnState
+from client import Consumer, Producer, ProducerTxnState, TopicPartition
 from client.cluster import COORDINATOR_GROUP, COORDINATOR_TRANSACTION
 from protocol.errors import ErrorCode as E
 from protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
@@ -76,7 +76,7 @@ async def test_transactional_call_is_retried(step: str, code: E) -> None:
         peer.add_topic(TOPIC, 1)
         peer.fail(request_cls, code)
         p = await run_transaction(peer)
-        assert p.transaction_state is TxnState.READY
+        assert p.transaction_state is ProducerTxnState.READY
         for cls, _ in TXN_STEPS.values():
             assert peer.count(cls) == (2 if cls is request_cls else 1), cls.__name__
         refound = 1 if code in MOVED else 0
@@ -93,7 +93,7 @@ async def test_end_txn_abort_is_retried(code: E) -> None:
         peer.add_topic(TOPIC, 1)
         peer.fail(EndTxnRequest, code)
         p = await run_transaction(peer, commit=False)
-        assert p.transaction_state is TxnState.READY
+        assert p.transaction_state is ProducerTxnState.READY
         ends = peer.received(EndTxnRequest)
         assert len(ends) == 2 and not any(r.committed for r in ends)
         assert finds(peer, COORDINATOR_TRANSACTION) == (2 if code in MOVED else 1)
@@ -107,7 +107,7 @@ async def test_find_coordinator_is_retried(key_type: int, code: E) -> None:
         if key_type == COORDINATOR_TRANSACTION:
             peer.fail(FindCoordinatorRequest, code, code)
             p = await run_transaction(peer)
-            assert p.transaction_state is TxnState.READY
+            assert p.transaction_state is ProducerTxnState.READY
             assert finds(peer, COORDINATOR_TRANSACTION) == 3
             assert peer.count(InitProducerIdRequest) == 1
         else:

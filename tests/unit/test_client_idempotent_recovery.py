@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 from helpers.scripted import ScriptedBroker
 
-from client import KafkaClientError, Producer, TransactionAbortableError, TxnState
+from client import KafkaClientError, Producer, ProducerTxnState, TransactionAbortableError
 from protocol.errors import ErrorCode as E
 from protocol.messages.init_producer_id import InitProducerIdRequest
 from protocol.messages.produce import ProduceRequest
@@ -116,9 +116,9 @@ async def test_transactional_producer_aborts_and_the_abort_bumps_the_epoch(code:
             with pytest.raises(KafkaClientError) as failed:
                 await fut
             assert failed.value.code is code
-            assert p.transaction_state is TxnState.ABORTABLE_ERROR
+            assert p.transaction_state is ProducerTxnState.ABORTABLE_ERROR
             await p.abort_transaction()
-            assert p.transaction_state is TxnState.READY
+            assert p.transaction_state is ProducerTxnState.READY
             assert p.txn is not None and p.txn.producer_epoch == 1
             async with p.transaction():
                 await p.send(TOPIC, b"c", partition=0)

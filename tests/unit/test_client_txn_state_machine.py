@@ -6,7 +6,7 @@ import pytest
 
 from client.errors import FatalError, IllegalStateError, ProducerFencedError, TransactionAbortableError
 from client.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
-from client.transactions import Outcome, TransactionManager, TxnState
+from client.transactions import Outcome, ProducerTxnState, TransactionManager
 from protocol.errors import ErrorCode as E
 
 TP0 = TopicPartition("t", 0)
@@ -17,9 +17,9 @@ def ready() -> TransactionManager:
     tm = TransactionManager("tx", 10_000)
     req = tm.begin_init()
     assert req.transactional_id == "tx" and req.transaction_timeout_ms == 10_000
-    assert tm.state is TxnState.INITIALIZING
+    assert tm.state is ProducerTxnState.INITIALIZING
     assert tm.handle_init(0, 42, 3).outcome is Outcome.DONE
-    assert (tm.state, tm.producer_id, tm.producer_epoch) == (TxnState.READY, 42, 3)
+    assert (tm.state, tm.producer_id, tm.producer_epoch) == (ProducerTxnState.READY, 42, 3)
     return tm
 
 
@@ -48,9 +48,9 @@ def test_init_error_mapping(code: E, outcome: Outcome) -> None:
     d = tm.handle_init(code, -1, -1)
     assert d.outcome is outcome
     if outcome is Outcome.FAILED:
-        assert tm.state is TxnState.FATAL_ERROR and isinstance(d.error, FatalError)
+        assert tm.state is ProducerTxnState.FATAL_ERROR and isinstance(d.error, FatalError)
     else:
-        assert tm.state is TxnState.INITIALIZING
+        assert tm.state is ProducerTxnState.INITIALIZING
 
 
 def test_full_commit_cycle_and_partitions_added_before_send() -> None:
@@ -58,7 +58,7 @@ def test_full_commit_cycle_and_partitions_added_before_send() -> None:
     with pytest.raises(IllegalStateError):
         tm.add_partition(TP0)  # not in a transaction
     tm.begin()
-    assert tm.state is TxnState.IN_TRANSACTION
+    assert tm.state is ProducerTxnState.IN_TRANSACTION
     tm.add_partition(TP0)
     tm.add_partition(TP1)
     assert not tm.is_sendable(TP0)
@@ -71,12 +71,12 @@ def test_full_commit_cycle_and_partitions_added_before_send() -> None:
     assert tm.handle_add_partitions({TP0: 0, TP1: 0}).outcome is Outcome.DONE
     assert tm.is_sendable(TP0) and tm.is_sendable(TP1)
     assert tm.begin_commit() is True
-    assert tm.state is TxnState.COMMITTING_TRANSACTION
+    assert tm.state is ProducerTxnState.COMMITTING_TRANSACTION
     end = tm.end_txn_request()
     assert end.committed is True and end.producer_epoch == 3
     assert tm.handle_end_txn(E.CONCURRENT_TRANSACTIONS).outcome is Outcome.RETRY
     assert tm.handle_end_txn(0).outcome is Outcome.DONE
-    assert tm.state is TxnState.READY and not tm.is_sendable(TP0)
+    assert tm.state is ProducerTxnState.READY and not tm.is_sendable(TP0)
 
 
 def test_empty_transaction_needs_no_end_txn() -> None:
@@ -84,7 +84,7 @@ def test_empty_transaction_needs_no_end_txn() -> None:
     tm.begin()
     assert tm.begin_commit() is False
     tm.complete()
-    assert tm.state is TxnState.READY
+    assert tm.state is ProducerTxnState.READY
 
 
 def test_end_txn_v5_epoch_bump_is_adopted() -> None:
@@ -113,14 +113,14 @@ def test_topic_authorization_failure_is_abortable_then_abort_recovers() -> None:
     tm.take_partitions_to_add()
     d = tm.handle_add_partitions({TP0: E.TOPIC_AUTHORIZATION_FAILED, TP1: E.OPERATION_NOT_ATTEMPTED})
     assert d.outcome is Outcome.FAILED and isinstance(d.error, TransactionAbortableError)
-    assert tm.state is TxnState.ABORTABLE_ERROR
+    assert tm.state is ProducerTxnState.ABORTABLE_ERROR
     with pytest.raises(TransactionAbortableError):
         tm.begin_commit()
     with pytest.raises(TransactionAbortableError):
         tm.add_partition(TP0)
     assert tm.begin_abort() is False  # nothing reached the coordinator
     tm.complete()
-    assert tm.state is TxnState.READY and tm.last_error is None
+    assert tm.state is ProducerTxnState.READY and tm.last_error is None
     tm.begin()
 
 
@@ -129,7 +129,7 @@ def test_fenced_is_fatal_everywhere(code: E) -> None:
     tm = in_txn_with(TP0)
     d = tm.handle_add_partitions({TP1: code})
     assert isinstance(d.error, ProducerFencedError)
-    assert tm.state is TxnState.FATAL_ERROR
+    assert tm.state is ProducerTxnState.FATAL_ERROR
     for call in (tm.begin, tm.begin_commit, tm.begin_abort, tm.begin_init):
         with pytest.raises(ProducerFencedError):
             call()
@@ -139,40 +139,40 @@ def test_fenced_end_txn_and_produce() -> None:
     tm = in_txn_with(TP0)
     tm.begin_commit()
     d = tm.handle_end_txn(E.PRODUCER_FENCED)
-    assert isinstance(d.error, ProducerFencedError) and tm.state is TxnState.FATAL_ERROR
+    assert isinstance(d.error, ProducerFencedError) and tm.state is ProducerTxnState.FATAL_ERROR
     tm2 = in_txn_with(TP0)
     err = tm2.on_produce_error(E.INVALID_PRODUCER_EPOCH, TP0)
-    assert isinstance(err, ProducerFencedError) and tm2.state is TxnState.FATAL_ERROR
+    assert isinstance(err, ProducerFencedError) and tm2.state is ProducerTxnState.FATAL_ERROR
 
 
 def test_failed_produce_makes_the_transaction_abortable() -> None:
     tm = in_txn_with(TP0)
     err = tm.on_produce_error(E.MESSAGE_TOO_LARGE, TP0)
-    assert tm.state is TxnState.ABORTABLE_ERROR and err.code is E.MESSAGE_TOO_LARGE
+    assert tm.state is ProducerTxnState.ABORTABLE_ERROR and err.code is E.MESSAGE_TOO_LARGE
     assert tm.begin_abort() is True
     assert tm.end_txn_request().committed is False
     # EndTxn before v5 keeps the epoch, but the failed batch left a gap in TP0's sequences: the
     # producer must bump the epoch (KIP-360) before the next transaction
-    assert tm.handle_end_txn(0).outcome is Outcome.DONE and tm.state is TxnState.INITIALIZING
+    assert tm.handle_end_txn(0).outcome is Outcome.DONE and tm.state is ProducerTxnState.INITIALIZING
     bump = tm.bump_request()
     assert (bump.transactional_id, bump.producer_id, bump.producer_epoch) == ("tx", 42, 3)
     assert tm.handle_init(0, 42, 4).outcome is Outcome.DONE
-    assert (tm.state, tm.producer_epoch, tm.epoch_bump_required) == (TxnState.READY, 4, False)
+    assert (tm.state, tm.producer_epoch, tm.epoch_bump_required) == (ProducerTxnState.READY, 4, False)
 
 
 def test_end_txn_v5_bump_makes_a_separate_bump_unnecessary() -> None:
     tm = in_txn_with(TP0)
     tm.on_produce_error(E.OUT_OF_ORDER_SEQUENCE_NUMBER, TP0)
-    assert tm.state is TxnState.ABORTABLE_ERROR and tm.epoch_bump_required
+    assert tm.state is ProducerTxnState.ABORTABLE_ERROR and tm.epoch_bump_required
     tm.begin_abort()
     assert tm.handle_end_txn(0, 42, 4).outcome is Outcome.DONE
-    assert (tm.state, tm.producer_epoch, tm.epoch_bump_required) == (TxnState.READY, 4, False)
+    assert (tm.state, tm.producer_epoch, tm.epoch_bump_required) == (ProducerTxnState.READY, 4, False)
 
 
 def test_committed_transaction_needs_no_bump() -> None:
     tm = in_txn_with(TP0)
     assert tm.begin_commit() is True
-    assert tm.handle_end_txn(0).outcome is Outcome.DONE and tm.state is TxnState.READY
+    assert tm.handle_end_txn(0).outcome is Outcome.DONE and tm.state is ProducerTxnState.READY
 
 
 def test_offsets_flow_and_group_fencing_is_abortable() -> None:
@@ -188,7 +188,7 @@ def test_offsets_flow_and_group_fencing_is_abortable() -> None:
     assert [(p.partition_index, p.committed_offset) for p in commit.topics[0].partitions] == [(0, 5), (1, 10)]
     assert tm.handle_txn_offset_commit({TP0: E.NOT_COORDINATOR}).outcome is Outcome.FIND_COORDINATOR
     d = tm.handle_txn_offset_commit({TP0: E.ILLEGAL_GENERATION})
-    assert isinstance(d.error, TransactionAbortableError) and tm.state is TxnState.ABORTABLE_ERROR
+    assert isinstance(d.error, TransactionAbortableError) and tm.state is ProducerTxnState.ABORTABLE_ERROR
 
 
 def test_invalid_transitions_are_refused() -> None:
