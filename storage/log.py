@@ -40,6 +40,7 @@ from protocol.batch import (
     set_max_timestamp_log_append,
 )
 from protocol.errors import ErrorCode, KafkaError
+from protocol.messages.fetch import AbortedTransaction  # as a FetchResponse lists it
 
 from . import segment_swap
 from .checkpoint import (
@@ -73,13 +74,6 @@ _SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)$")
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class AbortedTransaction(NamedTuple):
-    """As a FetchResponse lists it."""
-
-    producer_id: int
-    first_offset: int
 
 
 class AppendResult(NamedTuple):

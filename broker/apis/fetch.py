@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages.fetch import (
-    AbortedTransaction,
     FetchableTopicResponse,
     FetchRequest,
     FetchResponse,
@@ -54,8 +53,7 @@ def _read(part: Partition, offset: int, max_bytes: int, committed: bool, first: 
     if committed:
         aborted = []
         if data:
-            aborted = [AbortedTransaction(producer_id=pid, first_offset=fo)
-                       for pid, fo in plog.aborted_transactions(offset, upper)]
+            aborted = plog.aborted_transactions(offset, upper)
     return PartitionData(partition_index=part.index, error_code=0, high_watermark=hw, last_stable_offset=lso,
                          log_start_offset=plog.log_start_offset, aborted_transactions=aborted,
                          preferred_read_replica=-1, records=data), len(data)
