@@ -7,8 +7,9 @@ metadata quorum arrives (design.md §6) the block comes from it instead of this 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
+
+from storage.checkpoint import atomic_write
 
 BLOCK_SIZE = 1000
 
@@ -18,18 +19,17 @@ class ProducerIdAllocator:
         self.path = data_dir / "producer_ids.json"
         self._next = 0
         self._block_end = 0
+
+    def load(self) -> None:
+        """Continue after the last block handed out (at start, once the data directory exists)."""
         if self.path.exists():
             self._next = self._block_end = int(json.loads(self.path.read_text())["next_block_start"])
 
     def allocate(self) -> int:
         if self._next >= self._block_end:
             end = self._block_end + BLOCK_SIZE
-            tmp = self.path.with_suffix(".tmp")
-            with open(tmp, "w") as fh:
-                json.dump({"version": 1, "next_block_start": end}, fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
+            # Durable (file and directory fsynced) before any id of the block is handed out.
+            atomic_write(self.path, json.dumps({"version": 1, "next_block_start": end}).encode())
             self._next, self._block_end = self._block_end, end
         pid = self._next
         self._next += 1

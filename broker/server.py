@@ -246,7 +246,7 @@ class BrokerServer:
 
     async def start(self) -> None:
         Path(self.cfg.data_dir).mkdir(parents=True, exist_ok=True)
-        self.producer_ids = ProducerIdAllocator(Path(self.cfg.data_dir))
+        self.producer_ids.load()
         self.topics.load()
         await self.groups.start()  # loads __consumer_offsets in the background
         self.txn.load()  # rebuilt from __transaction_state before any request can reach it

@@ -7,7 +7,6 @@ directory, rewritten atomically on every change; the logs are the partitions' ow
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import uuid
@@ -18,6 +17,7 @@ from pathlib import Path
 import structlog
 
 from protocol.errors import ErrorCode, KafkaError
+from storage.checkpoint import atomic_write
 from storage.config import LogConfig
 
 from .config import BrokerConfig
@@ -151,17 +151,7 @@ class TopicTable:
             {"name": t.name, "id": str(t.topic_id), "partitions": len(t.partitions), "configs": t.configs}
             for t in self.by_name.values()
         ]}
-        tmp = self.meta_file.with_suffix(".tmp")
-        with open(tmp, "w") as fh:
-            json.dump(data, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.meta_file)
-        dfd = os.open(self.data_dir, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        atomic_write(self.meta_file, json.dumps(data).encode())
 
     def _index(self, topic: Topic) -> None:
         self.by_name[topic.name] = topic
