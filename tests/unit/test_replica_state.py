@@ -1,0 +1,150 @@
+"""The leader's replication rules, driven without sockets or clocks (broker/replication/replica_state.py)."""
+
+from __future__ import annotations
+
+from broker.replication.replica_state import Assignment, ReplicaState, Role
+from protocol.errors import ErrorCode
+
+LAG = 10_000
+
+
+def leader(isr: frozenset[int] | set[int] = frozenset({1, 2, 3}), replicas: tuple[int, ...] = (1, 2, 3), leo: int = 0,
+           hw: int = 0, now: int = 0) -> ReplicaState:
+    s = ReplicaState(local_id=1, replica_lag_time_max_ms=LAG)
+    s.become_leader(Assignment(replicas, frozenset(isr), 1, 5, 7), leo, hw, now)
+    return s
+
+
+def test_high_watermark_is_the_smallest_isr_log_end() -> None:
+    s = leader()
+    assert not s.on_local_append(10, now_ms=1)  # followers at -1: nothing committed yet
+    assert s.high_watermark == 0
+    assert s.on_follower_fetch(2, 10, 10, now_ms=2) is False  # 3 still behind
+    assert s.on_follower_fetch(3, 6, 10, now_ms=3)
+    assert s.high_watermark == 6
+    s.on_follower_fetch(3, 10, 10, now_ms=4)
+    assert s.high_watermark == 10
+
+
+def test_high_watermark_never_goes_back() -> None:
+    s = leader(leo=10, hw=8)
+    assert s.high_watermark == 8
+    s.on_follower_fetch(2, 3, 10, now_ms=1)
+    s.on_follower_fetch(3, 3, 10, now_ms=1)
+    assert s.high_watermark == 8
+
+
+def test_single_replica_commits_on_its_own_append() -> None:
+    s = leader(isr={1}, replicas=(1,))
+    assert s.on_local_append(5, now_ms=0)
+    assert s.high_watermark == 5
+
+
+def test_a_lagging_follower_is_shrunk_out_after_the_lag_time() -> None:
+    s = leader(leo=100)
+    s.on_follower_fetch(2, 100, 100, now_ms=1)
+    s.on_follower_fetch(3, 40, 100, now_ms=1)
+    assert s.isr_shrink(100, now_ms=LAG) is None  # within the lag time since becoming leader
+    change = s.isr_shrink(100, now_ms=LAG + 5)
+    assert change is not None and change.new_isr == {1, 2}
+    assert (change.leader_epoch, change.partition_epoch) == (5, 7)
+    # until the controller commits it, 3 still counts (a shrink is not assumed)
+    assert s.maximal_isr == {1, 2, 3}
+    assert s.isr_shrink(100, now_ms=LAG + 6) is None  # one change in flight at a time
+
+
+def test_a_follower_that_keeps_reaching_the_leaders_previous_end_stays_in_sync() -> None:
+    s = leader(leo=0)
+    for t in range(1, 30):
+        leo = t * 10
+        # follower 2 always fetches up to where the leader was at its previous fetch
+        s.on_follower_fetch(2, leo - 10, leo, now_ms=t * 1000)
+        s.on_follower_fetch(3, leo, leo, now_ms=t * 1000)
+    change = s.isr_shrink(290, now_ms=30 * 1000)
+    assert change is None
+
+
+def test_shrink_committed_then_expand_when_caught_up() -> None:
+    s = leader(leo=100)
+    s.on_follower_fetch(2, 100, 100, now_ms=1)
+    change = s.isr_shrink(100, now_ms=LAG + 5)
+    assert change is not None
+    s.on_isr_change_result(ErrorCode.NONE, Assignment((1, 2, 3), change.new_isr, 1, 5, 8))
+    assert s.isr == {1, 2} and s.assignment is not None and s.assignment.partition_epoch == 8
+    # 3 comes back, below the HW: not yet
+    s.on_follower_fetch(3, 50, 100, now_ms=LAG + 10)
+    assert s.isr_expansion(100) is None
+    s.on_follower_fetch(3, 100, 100, now_ms=LAG + 11)
+    grow = s.isr_expansion(100)
+    assert grow is not None and grow.new_isr == {1, 2, 3} and grow.partition_epoch == 8
+    assert s.maximal_isr == {1, 2, 3}  # an expansion counts at once (KIP-497)
+
+
+def test_expansion_needs_the_start_of_the_leaders_epoch() -> None:
+    s = ReplicaState(local_id=1, replica_lag_time_max_ms=LAG)
+    s.become_leader(Assignment((1, 2), frozenset({1}), 1, 5, 7), log_end_offset=50, high_watermark=20, now_ms=0)
+    s.on_follower_fetch(2, 30, 50, now_ms=1)  # past the HW but before this epoch began
+    assert s.isr_expansion(50) is None
+    s.on_follower_fetch(2, 50, 50, now_ms=2)
+    assert s.isr_expansion(50) is not None
+
+
+def test_ineligible_brokers_never_join_and_are_shrunk() -> None:
+    s = leader(isr={1, 2}, leo=10)
+    s.on_follower_fetch(3, 10, 10, now_ms=1)
+    s.set_ineligible({3})
+    assert s.isr_expansion(10) is None
+    s.set_ineligible({2})
+    change = s.isr_shrink(10, now_ms=2)
+    assert change is not None and change.new_isr == {1}
+
+
+def test_a_failed_alter_partition_drops_the_pending_change() -> None:
+    s = leader(leo=100)
+    change = s.isr_shrink(100, now_ms=LAG + 5)
+    assert change is not None
+    s.on_isr_change_result(ErrorCode.INVALID_UPDATE_VERSION, None)
+    assert s.pending is None and s.isr == {1, 2, 3}
+
+
+def test_acks_all_waits_for_the_isr_and_reports_a_too_small_isr() -> None:
+    s = leader(isr={1, 2}, replicas=(1, 2), leo=0)
+    assert s.check_min_isr(2) == ErrorCode.NONE
+    s.on_local_append(5, now_ms=1)
+    assert s.acks_all_outcome(5, 2) is None
+    s.on_follower_fetch(2, 5, 5, now_ms=2)
+    assert s.acks_all_outcome(5, 2) == ErrorCode.NONE
+    small = leader(isr={1}, replicas=(1, 2), leo=0)
+    assert small.check_min_isr(2) == ErrorCode.NOT_ENOUGH_REPLICAS
+    # a follower outside the ISR that was caught up recently is waited for (it is about to join)
+    small.on_local_append(3, now_ms=1)
+    assert small.acks_all_outcome(3, 2) is None
+    # once it has lagged past the lag time, the leader alone commits, below min.insync.replicas
+    small.on_local_append(3, now_ms=LAG + 1)
+    assert small.acks_all_outcome(3, 2) == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+
+def test_losing_leadership_fails_waiting_produces() -> None:
+    s = leader(leo=5)
+    s.become_follower(Assignment((1, 2, 3), frozenset({1, 2, 3}), 2, 6, 8))
+    assert s.role == Role.FOLLOWER
+    assert s.acks_all_outcome(5, 1) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_follower_high_watermark_is_bounded_by_its_own_log() -> None:
+    s = ReplicaState(local_id=2)
+    assert s.become_follower(Assignment((1, 2), frozenset({1, 2}), 1, 5, 7))
+    assert not s.become_follower(Assignment((1, 2), frozenset({1, 2}), 1, 5, 8))  # same leader+epoch
+    s.on_leader_high_watermark(100, local_log_end=40)
+    assert s.high_watermark == 40
+    s.on_truncate(30)
+    assert s.high_watermark == 30
+
+
+def test_new_leader_epoch_reported_only_when_it_changes() -> None:
+    s = ReplicaState(local_id=1)
+    a = Assignment((1, 2), frozenset({1, 2}), 1, 5, 7)
+    assert s.become_leader(a, 0, 0, 0)
+    assert not s.become_leader(Assignment((1, 2, 3), frozenset({1, 2}), 1, 5, 9), 0, 0, 0)
+    assert set(s.followers) == {2, 3}
+    assert s.become_leader(Assignment((1, 2, 3), frozenset({1, 2}), 1, 6, 10), 0, 0, 0)
