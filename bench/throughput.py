@@ -104,7 +104,9 @@ class KetchBroker(Target):
 
     name = "ketch"
 
-    def __init__(self, partitions: int, env: dict[str, str] | None = None, start_timeout: float = 60) -> None:
+    def __init__(self, partitions: int, env: dict[str, str] | None = None, start_timeout: float = 60,
+                 repo: Path = REPO_ROOT) -> None:
+        """`repo`: the checkout whose broker runs (another one than this, for a reference run)."""
         self.dir = Path(tempfile.mkdtemp(prefix="ketch-bench-"))
         self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
@@ -118,8 +120,8 @@ class KetchBroker(Target):
         ]  # fmt: skip
         self.proc = subprocess.Popen(
             cmd,
-            cwd=REPO_ROOT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
+            cwd=repo,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(repo), **self.env},
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,

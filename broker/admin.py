@@ -8,8 +8,6 @@ transactional id's coordinator, and prints a plain table or JSON.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import sys
 import time
 from typing import Any
@@ -23,7 +21,6 @@ from protocol.messages.describe_configs import DescribeConfigsRequest, DescribeC
 from protocol.messages.describe_groups import DescribeGroupsRequest
 from protocol.messages.describe_producers import DescribeProducersRequest, TopicRequest
 from protocol.messages.describe_transactions import DescribeTransactionsRequest
-from protocol.messages.find_coordinator import FindCoordinatorRequest
 from protocol.messages.incremental_alter_configs import (
     AlterableConfig,
     AlterConfigsResource,
@@ -50,57 +47,14 @@ from protocol.messages.write_txn_markers import (
     WriteTxnMarkersRequest,
 )
 
-from .wire import BrokerConnection, WireError
-
-
-class AdminError(Exception):
-    pass
-
-
-def _split(hostport: str) -> tuple[str, int]:
-    host, port = hostport.rsplit(":", 1)
-    return host, int(port)
-
-
-def _check(code: int, what: str) -> None:
-    if code:
-        raise AdminError(f"{what}: {ErrorCode(code).name}")
-
-
-async def _connect(bootstrap: str) -> BrokerConnection:
-    host, port = _split(bootstrap)
-    return await BrokerConnection.connect(host, port, client_id="ketch-admin")
-
-
-async def _coordinator(bootstrap: str, group: str, key_type: int = 0) -> BrokerConnection:
-    conn = await _connect(bootstrap)
-    try:
-        resp = await conn.request(FindCoordinatorRequest(key=group, key_type=key_type), version=1)
-    finally:
-        conn.close()
-    _check(resp.error_code, f"finding the coordinator of {group!r}")
-    return await BrokerConnection.connect(resp.host, resp.port, client_id="ketch-admin")
-
-
-def _print(rows: list[dict[str, Any]], as_json: bool) -> None:
-    if as_json:
-        json.dump(rows, sys.stdout, indent=2, default=str)
-        print()
-        return
-    if not rows:
-        print("(none)")
-        return
-    cols = list(rows[0])
-    widths = [max(len(c), *(len(str(r[c])) for r in rows)) for c in cols]
-    print("  ".join(c.upper().ljust(w) for c, w in zip(cols, widths, strict=True)))
-    for r in rows:
-        print("  ".join(str(r[c]).ljust(w) for c, w in zip(cols, widths, strict=True)))
-
+from . import admin_logs
+from .cli_support import AdminError, bootstrap_arg, check, connect, coordinator, print_rows, run_command
+from .wire import BrokerConnection
 
 # ---- topics ----------------------------------------------------------------------------------------
 
 async def topic_list(bootstrap: str) -> list[dict[str, Any]]:
-    conn = await _connect(bootstrap)
+    conn = await connect(bootstrap)
     try:
         md = await conn.request(MetadataRequest(topics=None), version=4)
     finally:
@@ -110,7 +64,7 @@ async def topic_list(bootstrap: str) -> list[dict[str, Any]]:
 
 
 async def topic_create(bootstrap: str, name: str, partitions: int, configs: dict[str, str]) -> None:
-    conn = await _connect(bootstrap)
+    conn = await connect(bootstrap)
     try:
         resp = await conn.request(CreateTopicsRequest(topics=[CreatableTopic(
             name=name, num_partitions=partitions, replication_factor=-1,
@@ -118,20 +72,20 @@ async def topic_create(bootstrap: str, name: str, partitions: int, configs: dict
             version=4)
     finally:
         conn.close()
-    _check(resp.topics[0].error_code, f"creating {name!r} ({resp.topics[0].error_message or ''})")
+    check(resp.topics[0].error_code, f"creating {name!r} ({resp.topics[0].error_message or ''})")
 
 
 async def topic_delete(bootstrap: str, name: str) -> None:
-    conn = await _connect(bootstrap)
+    conn = await connect(bootstrap)
     try:
         resp = await conn.request(DeleteTopicsRequest(topic_names=[name], timeout_ms=30000), version=4)
     finally:
         conn.close()
-    _check(resp.responses[0].error_code, f"deleting {name!r}")
+    check(resp.responses[0].error_code, f"deleting {name!r}")
 
 
 async def topic_add_partitions(bootstrap: str, name: str, partitions: int, validate_only: bool) -> None:
-    conn = await _connect(bootstrap)
+    conn = await connect(bootstrap)
     try:
         resp = await conn.request(CreatePartitionsRequest(
             topics=[CreatePartitionsTopic(name=name, count=partitions, assignments=None)], timeout_ms=30000,
@@ -139,7 +93,7 @@ async def topic_add_partitions(bootstrap: str, name: str, partitions: int, valid
     finally:
         conn.close()
     r = resp.results[0]
-    _check(r.error_code, f"adding partitions to {name!r} ({r.error_message or ''})")
+    check(r.error_code, f"adding partitions to {name!r} ({r.error_message or ''})")
 
 
 TOPIC_RESOURCE = 2
@@ -153,7 +107,7 @@ async def topic_alter_config(bootstrap: str, name: str, sets: dict[str, str], de
         raise AdminError("nothing to change: give --set KEY=VALUE and/or --delete KEY")
     ops = [AlterableConfig(name=k, config_operation=CONFIG_SET, value=v) for k, v in sets.items()]
     ops += [AlterableConfig(name=k, config_operation=CONFIG_DELETE, value=None) for k in deletes]
-    conn = await _connect(bootstrap)
+    conn = await connect(bootstrap)
     try:
         resp = await conn.request(IncrementalAlterConfigsRequest(
             resources=[AlterConfigsResource(resource_type=TOPIC_RESOURCE, resource_name=name, configs=ops)],
@@ -161,21 +115,21 @@ async def topic_alter_config(bootstrap: str, name: str, sets: dict[str, str], de
     finally:
         conn.close()
     r = resp.responses[0]
-    _check(r.error_code, f"altering configs of {name!r} ({r.error_message or ''})")
+    check(r.error_code, f"altering configs of {name!r} ({r.error_message or ''})")
 
 
 _SOURCES = {1: "topic", 4: "broker", 5: "default"}
 
 
 async def topic_configs(bootstrap: str, name: str) -> list[dict[str, Any]]:
-    conn = await _connect(bootstrap)
+    conn = await connect(bootstrap)
     try:
         resp = await conn.request(DescribeConfigsRequest(resources=[DescribeConfigsResource(
             resource_type=TOPIC_RESOURCE, resource_name=name, configuration_keys=None)]), version=1)
     finally:
         conn.close()
     r = resp.results[0]
-    _check(r.error_code, f"describing configs of {name!r}")
+    check(r.error_code, f"describing configs of {name!r}")
     return [{"config": c.name, "value": c.value, "source": _SOURCES.get(c.config_source, str(c.config_source))}
             for c in r.configs]
 
@@ -183,19 +137,19 @@ async def topic_configs(bootstrap: str, name: str) -> list[dict[str, Any]]:
 # ---- groups ----------------------------------------------------------------------------------------
 
 async def group_list(bootstrap: str) -> list[dict[str, Any]]:
-    conn = await _connect(bootstrap)
+    conn = await connect(bootstrap)
     try:
         resp = await conn.request(ListGroupsRequest(), version=4)
     finally:
         conn.close()
-    _check(resp.error_code, "listing groups")
+    check(resp.error_code, "listing groups")
     return [{"group": g.group_id, "state": g.group_state, "protocol_type": g.protocol_type}
             for g in sorted(resp.groups, key=lambda g: g.group_id)]
 
 
 async def _committed(conn: BrokerConnection, group: str) -> dict[tuple[str, int], int]:
     resp = await conn.request(OffsetFetchRequest(group_id=group, topics=None), version=7)
-    _check(resp.error_code, f"fetching offsets of {group!r}")
+    check(resp.error_code, f"fetching offsets of {group!r}")
     return {(t.name, p.partition_index): p.committed_offset
             for t in resp.topics for p in t.partitions if p.committed_offset >= 0}
 
@@ -211,11 +165,11 @@ async def _end_offsets(conn: BrokerConnection, parts: list[tuple[str, int]], tim
 
 
 async def group_describe(bootstrap: str, group: str) -> dict[str, Any]:
-    conn = await _coordinator(bootstrap, group)
+    conn = await coordinator(bootstrap, group)
     try:
         resp = await conn.request(DescribeGroupsRequest(groups=[group]), version=4)
         g = resp.groups[0]
-        _check(g.error_code, f"describing {group!r}")
+        check(g.error_code, f"describing {group!r}")
         committed = await _committed(conn, group)
         ends = await _end_offsets(conn, sorted(committed), -1) if committed else {}
     finally:
@@ -230,21 +184,21 @@ async def group_describe(bootstrap: str, group: str) -> dict[str, Any]:
 
 
 async def group_delete(bootstrap: str, group: str) -> None:
-    conn = await _coordinator(bootstrap, group)
+    conn = await coordinator(bootstrap, group)
     try:
         resp = await conn.request(DeleteGroupsRequest(groups_names=[group]), version=1)
     finally:
         conn.close()
-    _check(resp.results[0].error_code, f"deleting {group!r}")
+    check(resp.results[0].error_code, f"deleting {group!r}")
 
 
 async def group_reset_offsets(bootstrap: str, group: str, topic: str, to: str) -> list[dict[str, Any]]:
     """Move a group's committed offsets; the group must have no active members (Kafka's rule)."""
-    conn = await _coordinator(bootstrap, group)
+    conn = await coordinator(bootstrap, group)
     try:
         md = await conn.request(MetadataRequest(topics=[MetadataRequestTopic(name=topic)],
                                                 allow_auto_topic_creation=False), version=4)
-        _check(md.topics[0].error_code, f"topic {topic!r}")
+        check(md.topics[0].error_code, f"topic {topic!r}")
         parts = [(topic, p.partition_index) for p in md.topics[0].partitions]
         if to in ("earliest", "latest"):
             targets = await _end_offsets(conn, parts, -2 if to == "earliest" else -1)
@@ -260,25 +214,25 @@ async def group_reset_offsets(bootstrap: str, group: str, topic: str, to: str) -
         conn.close()
     for t in resp.topics:
         for p in t.partitions:
-            _check(p.error_code, f"resetting {t.name}-{p.partition_index}")
+            check(p.error_code, f"resetting {t.name}-{p.partition_index}")
     return [{"topic": t, "partition": p, "offset": targets[(t, p)]} for t, p in parts]
 
 
 async def group_delete_offsets(bootstrap: str, group: str, topic: str, partitions: list[int]) -> list[dict[str, Any]]:
     """Drop committed offsets (kafka-consumer-groups --delete-offsets): the broker refuses those of
     topics the group's members still subscribe to. No partitions given: every partition of the topic."""
-    conn = await _coordinator(bootstrap, group)
+    conn = await coordinator(bootstrap, group)
     try:
         if not partitions:
             md = await conn.request(MetadataRequest(topics=[MetadataRequestTopic(name=topic)],
                                                     allow_auto_topic_creation=False), version=4)
-            _check(md.topics[0].error_code, f"topic {topic!r}")
+            check(md.topics[0].error_code, f"topic {topic!r}")
             partitions = sorted(p.partition_index for p in md.topics[0].partitions)
         resp = await conn.request(OffsetDeleteRequest(group_id=group, topics=[OffsetDeleteRequestTopic(
             name=topic, partitions=[OffsetDeleteRequestPartition(partition_index=p) for p in partitions])]), version=0)
     finally:
         conn.close()
-    _check(resp.error_code, f"deleting offsets of {group!r}")
+    check(resp.error_code, f"deleting offsets of {group!r}")
     return [{"topic": t.name, "partition": p.partition_index,
              "status": ErrorCode(p.error_code).name if p.error_code else "deleted"}
             for t in resp.topics for p in t.partitions]
@@ -287,7 +241,7 @@ async def group_delete_offsets(bootstrap: str, group: str, topic: str, partition
 # ---- transactions ----------------------------------------------------------------------------------
 
 async def _brokers(bootstrap: str) -> list[tuple[str, int]]:
-    conn = await _connect(bootstrap)
+    conn = await connect(bootstrap)
     try:
         md = await conn.request(MetadataRequest(topics=[]), version=4)
     finally:
@@ -306,7 +260,7 @@ async def txn_list(bootstrap: str, states: list[str], producer_ids: list[int],
                                                               duration_filter=duration_ms), version=1)
         finally:
             conn.close()
-        _check(resp.error_code, "listing transactions")
+        check(resp.error_code, "listing transactions")
         if resp.unknown_state_filters:
             raise AdminError(f"unknown states: {', '.join(resp.unknown_state_filters)}")
         rows += [{"transactional_id": t.transactional_id, "producer_id": t.producer_id,
@@ -315,13 +269,13 @@ async def txn_list(bootstrap: str, states: list[str], producer_ids: list[int],
 
 
 async def txn_describe(bootstrap: str, tid: str) -> dict[str, Any]:
-    conn = await _coordinator(bootstrap, tid, key_type=1)
+    conn = await coordinator(bootstrap, tid, key_type=1)
     try:
         resp = await conn.request(DescribeTransactionsRequest(transactional_ids=[tid]), version=0)
     finally:
         conn.close()
     t = resp.transaction_states[0]
-    _check(t.error_code, f"describing {tid!r}")
+    check(t.error_code, f"describing {tid!r}")
     start = t.transaction_start_time_ms
     return {"transactional_id": tid, "state": t.transaction_state, "producer_id": t.producer_id,
             "producer_epoch": t.producer_epoch, "timeout_ms": t.transaction_timeout_ms, "start_ms": start,
@@ -335,7 +289,7 @@ async def _open_transactions(conn: BrokerConnection, topic: str, partitions: lis
     out = []
     for t in resp.topics:
         for p in t.partitions:
-            _check(p.error_code, f"describing producers of {t.name}-{p.partition_index}")
+            check(p.error_code, f"describing producers of {t.name}-{p.partition_index}")
             out += [{"topic": t.name, "partition": p.partition_index, "producer_id": s.producer_id,
                      "producer_epoch": s.producer_epoch, "coordinator_epoch": s.coordinator_epoch,
                      "start_offset": s.current_txn_start_offset, "last_timestamp": s.last_timestamp}
@@ -347,14 +301,14 @@ async def txn_find_hanging(bootstrap: str, topic: str | None, max_timeout_ms: in
     """Open transactions in partitions that their coordinator does not know as ongoing there
     (KIP-664): older than the longest allowed transaction, and either no coordinator has the
     producer id, or its transaction does not include the partition (or has a newer epoch)."""
-    conn = await _connect(bootstrap)
+    conn = await connect(bootstrap)
     try:
         md = await conn.request(MetadataRequest(topics=None if topic is None else [MetadataRequestTopic(name=topic)]),
                                 version=4)
         candidates = []
         now = int(time.time() * 1000)
         for t in md.topics:
-            _check(t.error_code, f"topic {t.name!r}")
+            check(t.error_code, f"topic {t.name!r}")
             for row in await _open_transactions(conn, t.name, [p.partition_index for p in t.partitions]):
                 if now - row["last_timestamp"] >= max_timeout_ms:
                     candidates.append(row)
@@ -380,7 +334,7 @@ async def txn_abort(bootstrap: str, topic: str, partition: int, start_offset: in
                     producer_id: int | None, producer_epoch: int | None, coordinator_epoch: int | None) -> dict[str, Any]:
     """Write an abort marker straight into one partition, as a coordinator would: the way out
     of a hanging transaction that no coordinator will ever end (Kafka's `abort` command)."""
-    conn = await _connect(bootstrap)
+    conn = await connect(bootstrap)
     try:
         if start_offset is not None:
             found = [r for r in await _open_transactions(conn, topic, [partition]) if r["start_offset"] == start_offset]
@@ -396,7 +350,7 @@ async def txn_abort(bootstrap: str, topic: str, partition: int, start_offset: in
             coordinator_epoch=coordinator_epoch)]), version=0)
     finally:
         conn.close()
-    _check(resp.markers[0].topics[0].partitions[0].error_code, f"aborting in {topic}-{partition}")
+    check(resp.markers[0].topics[0].partitions[0].error_code, f"aborting in {topic}-{partition}")
     return {"topic": topic, "partition": partition, "producer_id": producer_id, "producer_epoch": producer_epoch,
             "aborted": True}
 
@@ -405,7 +359,7 @@ async def txn_abort(bootstrap: str, topic: str, partition: int, start_offset: in
 
 def add_parsers(sub: Any) -> None:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--bootstrap", default="localhost:9092", help="HOST:PORT of a broker")
+    common.add_argument("--bootstrap", default="localhost:9092", type=bootstrap_arg, help="HOST:PORT of a broker")
     common.add_argument("--json", action="store_true", help="print JSON")
     t = sub.add_parser("topic", help="list, create, delete topics, add partitions, show or alter configs, "
                                              "delete records, show sizes")
@@ -429,7 +383,6 @@ def add_parsers(sub: Any) -> None:
     ac.add_argument("--validate-only", action="store_true", help="check, change nothing")
     dc = tsub.add_parser("configs", parents=[common], help="effective configs and where each comes from")
     dc.add_argument("name")
-    from . import admin_logs  # imports this module's helpers: loaded once they exist
 
     admin_logs.add_parsers(tsub, common)
     t.set_defaults(func=_run_topic)
@@ -474,35 +427,26 @@ def add_parsers(sub: Any) -> None:
     x.set_defaults(func=_run_txn)
 
 
-def _run(coro: Any) -> Any:
-    try:
-        return asyncio.run(coro)
-    except (AdminError, WireError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(1)
-
-
 def _run_topic(args: argparse.Namespace) -> int:
     if args.action == "list":
-        _print(_run(topic_list(args.bootstrap)), args.json)
+        print_rows(run_command(topic_list(args.bootstrap)), args.json)
     elif args.action == "create":
         configs = dict(kv.split("=", 1) for kv in args.config)
-        _run(topic_create(args.bootstrap, args.name, args.partitions, configs))
+        run_command(topic_create(args.bootstrap, args.name, args.partitions, configs))
         print(f"created {args.name}")
     elif args.action == "delete":
-        _run(topic_delete(args.bootstrap, args.name))
+        run_command(topic_delete(args.bootstrap, args.name))
         print(f"deleted {args.name}")
     elif args.action == "add-partitions":
-        _run(topic_add_partitions(args.bootstrap, args.name, args.partitions, args.validate_only))
+        run_command(topic_add_partitions(args.bootstrap, args.name, args.partitions, args.validate_only))
         print(f"{'valid' if args.validate_only else 'now'}: {args.name} with {args.partitions} partitions")
     elif args.action == "alter-config":
         sets = _pairs(args.sets)
-        _run(topic_alter_config(args.bootstrap, args.name, sets, args.deletes, args.validate_only))
+        run_command(topic_alter_config(args.bootstrap, args.name, sets, args.deletes, args.validate_only))
         print(f"{'valid' if args.validate_only else 'altered'}: {args.name}")
     elif args.action == "configs":
-        _print(_run(topic_configs(args.bootstrap, args.name)), args.json)
+        print_rows(run_command(topic_configs(args.bootstrap, args.name)), args.json)
     else:
-        from . import admin_logs
 
         admin_logs.run(args)
     return 0
@@ -518,23 +462,23 @@ def _pairs(items: list[str]) -> dict[str, str]:
 
 def _run_group(args: argparse.Namespace) -> int:
     if args.action == "list":
-        _print(_run(group_list(args.bootstrap)), args.json)
+        print_rows(run_command(group_list(args.bootstrap)), args.json)
     elif args.action == "describe":
-        d = _run(group_describe(args.bootstrap, args.group))
+        d = run_command(group_describe(args.bootstrap, args.group))
         if args.json:
-            _print([d], True)
+            print_rows([d], True)
         else:
             print(f"group {d['group']}  state {d['state']}  protocol {d['protocol_type']}/{d['protocol']}")
-            _print(d["members"], False)
-            _print(d["offsets"], False)
+            print_rows(d["members"], False)
+            print_rows(d["offsets"], False)
     elif args.action == "delete":
-        _run(group_delete(args.bootstrap, args.group))
+        run_command(group_delete(args.bootstrap, args.group))
         print(f"deleted {args.group}")
     elif args.action == "reset-offsets":
-        _print(_run(group_reset_offsets(args.bootstrap, args.group, args.topic, args.to)), args.json)
+        print_rows(run_command(group_reset_offsets(args.bootstrap, args.group, args.topic, args.to)), args.json)
     elif args.action == "delete-offsets":
-        rows = _run(group_delete_offsets(args.bootstrap, args.group, args.topic, args.partitions))
-        _print(rows, args.json)
+        rows = run_command(group_delete_offsets(args.bootstrap, args.group, args.topic, args.partitions))
+        print_rows(rows, args.json)
         failed = [f"{r['topic']}-{r['partition']}: {r['status']}" for r in rows if r["status"] != "deleted"]
         if failed:
             print(f"error: offsets kept for {', '.join(failed)}", file=sys.stderr)
@@ -544,17 +488,17 @@ def _run_group(args: argparse.Namespace) -> int:
 
 def _run_txn(args: argparse.Namespace) -> int:
     if args.action == "list":
-        _print(_run(txn_list(args.bootstrap, args.state, args.producer_ids, args.duration_ms)), args.json)
+        print_rows(run_command(txn_list(args.bootstrap, args.state, args.producer_ids, args.duration_ms)), args.json)
     elif args.action == "describe":
-        d = _run(txn_describe(args.bootstrap, args.transactional_id))
+        d = run_command(txn_describe(args.bootstrap, args.transactional_id))
         if args.json:
-            _print([d], True)
+            print_rows([d], True)
         else:
             for k, v in d.items():
                 print(f"{k}: {', '.join(v) if isinstance(v, list) else v}")
     elif args.action == "find-hanging":
-        _print(_run(txn_find_hanging(args.bootstrap, args.topic, args.max_transaction_timeout_ms)), args.json)
+        print_rows(run_command(txn_find_hanging(args.bootstrap, args.topic, args.max_transaction_timeout_ms)), args.json)
     elif args.action == "abort":
-        _print([_run(txn_abort(args.bootstrap, args.topic, args.partition, args.start_offset, args.producer_id,
+        print_rows([run_command(txn_abort(args.bootstrap, args.topic, args.partition, args.start_offset, args.producer_id,
                                args.producer_epoch, args.coordinator_epoch))], args.json)
     return 0

@@ -11,7 +11,7 @@ from protocol.messages.delete_records import DeleteRecordsPartition, DeleteRecor
 from protocol.messages.describe_log_dirs import DescribableLogDirTopic, DescribeLogDirsRequest
 from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 
-from .admin import _check, _connect, _print, _run
+from .cli_support import check, connect, print_rows, run_command
 from .wire import BrokerConnection
 
 ACTIONS = ("delete-records", "sizes")
@@ -20,14 +20,14 @@ ACTIONS = ("delete-records", "sizes")
 async def _partitions(conn: BrokerConnection, topic: str) -> list[int]:
     md = await conn.request(MetadataRequest(topics=[MetadataRequestTopic(name=topic)],
                                             allow_auto_topic_creation=False), version=4)
-    _check(md.topics[0].error_code, f"topic {topic!r}")
+    check(md.topics[0].error_code, f"topic {topic!r}")
     return sorted(p.partition_index for p in md.topics[0].partitions)
 
 
 async def topic_delete_records(bootstrap: str, name: str, partitions: list[int], before: int) -> list[dict[str, Any]]:
     """Records below `before` (-1: the high watermark) become unreadable; the rows give each
     partition's new log start."""
-    conn = await _connect(bootstrap)
+    conn = await connect(bootstrap)
     try:
         parts = partitions or await _partitions(conn, name)
         resp = await conn.request(DeleteRecordsRequest(topics=[DeleteRecordsTopic(name=name, partitions=[
@@ -37,14 +37,14 @@ async def topic_delete_records(bootstrap: str, name: str, partitions: list[int],
     rows = []
     for t in resp.topics:
         for p in sorted(t.partitions, key=lambda p: p.partition_index):
-            _check(p.error_code, f"deleting records of {t.name}-{p.partition_index}")
+            check(p.error_code, f"deleting records of {t.name}-{p.partition_index}")
             rows.append({"topic": t.name, "partition": p.partition_index, "log_start_offset": p.low_watermark})
     return rows
 
 
 async def topic_sizes(bootstrap: str, name: str | None) -> list[dict[str, Any]]:
     """Bytes on disk per partition (DescribeLogDirs), every topic's or one topic's."""
-    conn = await _connect(bootstrap)
+    conn = await connect(bootstrap)
     try:
         topics = None
         if name is not None:
@@ -52,10 +52,10 @@ async def topic_sizes(bootstrap: str, name: str | None) -> list[dict[str, Any]]:
         resp = await conn.request(DescribeLogDirsRequest(topics=topics))
     finally:
         conn.close()
-    _check(resp.error_code, "describing log dirs")
+    check(resp.error_code, "describing log dirs")
     rows = []
     for d in resp.results:
-        _check(d.error_code, f"log dir {d.log_dir}")
+        check(d.error_code, f"log dir {d.log_dir}")
         for t in d.topics:
             rows += [{"topic": t.name, "partition": p.partition_index, "size_bytes": p.partition_size,
                       "offset_lag": p.offset_lag, "log_dir": d.log_dir} for p in t.partitions]
@@ -76,6 +76,6 @@ def add_parsers(tsub: Any, common: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     if args.action == "delete-records":
-        _print(_run(topic_delete_records(args.bootstrap, args.name, args.partitions, args.before)), args.json)
+        print_rows(run_command(topic_delete_records(args.bootstrap, args.name, args.partitions, args.before)), args.json)
     elif args.action == "sizes":
-        _print(_run(topic_sizes(args.bootstrap, args.name)), args.json)
+        print_rows(run_command(topic_sizes(args.bootstrap, args.name)), args.json)

@@ -8,7 +8,7 @@ import contextlib
 import signal
 import sys
 
-from .config import load_config
+from .config import ConfigError, load_config
 from .logs import configure
 
 
@@ -17,10 +17,14 @@ def _broker(args: argparse.Namespace) -> int:
 
     from .server import BrokerServer
 
-    cfg = load_config(args.config, overrides={
-        "listen": args.listen, "advertise": args.advertise, "data_dir": args.data_dir, "node_id": args.node_id,
-        "metrics_listen": args.metrics_listen,
-    })
+    try:
+        cfg = load_config(args.config, overrides={
+            "listen": args.listen, "advertise": args.advertise, "data_dir": args.data_dir, "node_id": args.node_id,
+            "metrics_listen": args.metrics_listen,
+        })
+    except ConfigError as e:
+        print(f"ketch broker: {e}", file=sys.stderr)
+        return 2
     configure(cfg.log_format, cfg.log_level)
 
     async def run() -> None:
@@ -33,8 +37,12 @@ def _broker(args: argparse.Namespace) -> int:
         await stop.wait()
         await server.stop()
 
-    with contextlib.suppress(KeyboardInterrupt):
-        uvloop.run(run())
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            uvloop.run(run())
+    except ConfigError as e:  # found at start-up: a port taken, a data directory we cannot use
+        print(f"ketch broker: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

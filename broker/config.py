@@ -15,6 +15,27 @@ from pathlib import Path
 from typing import Any
 
 ENV_PREFIX = "KETCH_"
+LOG_FORMATS = ("auto", "json", "console")
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+class ConfigError(ValueError):
+    """A setting the broker cannot start with, worded as Kafka's ConfigException words it: the
+    value, the setting, what is wrong. The CLI prints it as one line and exits non-zero."""
+
+    def __init__(self, name: str, value: object, problem: str, source: str = "") -> None:
+        where = f" (from {source})" if source else ""
+        super().__init__(f"Invalid value {value!r} for configuration {name}{where}: {problem}")
+        self.name = name
+
+
+def parse_host_port(name: str, value: str, source: str = "") -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        raise ConfigError(name, value, "expected HOST:PORT", source)
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(name, value, "the port must be a number from 0 to 65535", source)
+    return host, int(port)
 
 
 @dataclass
@@ -58,37 +79,88 @@ class BrokerConfig:
     flush_messages: int | None = None  # 1 = fsync after every batch
     flush_ms: int | None = None
     producer_id_expiration_ms: int = 24 * 3600 * 1000
+    producer_id_expiration_check_interval_ms: int = 10 * 60 * 1000  # Kafka's default
 
     log_format: str = "auto"  # auto | json | console
     log_level: str = "info"
 
+    def validate(self) -> BrokerConfig:
+        """Refuse what the broker could not run with, before anything touches the data directory."""
+        parse_host_port("listen", self.listen)
+        if self.advertise:
+            parse_host_port("advertise", self.advertise)
+        if self.metrics_listen:
+            parse_host_port("metrics_listen", self.metrics_listen)
+        if self.node_id < 0:
+            raise ConfigError("node_id", self.node_id, "must be at least 0")
+        if not self.data_dir:
+            raise ConfigError("data_dir", self.data_dir, "must name a directory")
+        unlimited = ("log_retention_ms", "log_retention_bytes")  # -1: no limit, as in Kafka
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if not isinstance(v, int) or isinstance(v, bool) or f.name in unlimited:
+                continue
+            if f.name.endswith(("_bytes", "_partitions", "_size", "_requests")) and v < 1:
+                raise ConfigError(f.name, v, "must be at least 1")
+            if f.name.endswith(("_ms", "_minutes")) and v < 0:
+                raise ConfigError(f.name, v, "must not be negative")
+        if self.num_partitions < 1:
+            raise ConfigError("num_partitions", self.num_partitions, "must be at least 1")
+        if self.flush_messages is not None and self.flush_messages < 1:
+            raise ConfigError("flush_messages", self.flush_messages, "must be at least 1")
+        if self.log_format not in LOG_FORMATS:
+            raise ConfigError("log_format", self.log_format, f"must be one of {', '.join(LOG_FORMATS)}")
+        if self.log_level.lower() not in LOG_LEVELS:
+            raise ConfigError("log_level", self.log_level, f"must be one of {', '.join(LOG_LEVELS)}")
+        return self
+
     @property
     def listen_host(self) -> str:
-        return self.listen.rsplit(":", 1)[0] or "0.0.0.0"
+        return parse_host_port("listen", self.listen)[0] or "0.0.0.0"
 
     @property
     def listen_port(self) -> int:
-        return int(self.listen.rsplit(":", 1)[1])
+        return parse_host_port("listen", self.listen)[1]
 
     @property
     def advertised_host_port(self) -> tuple[str, int]:
         if self.advertise:
-            host, port = self.advertise.rsplit(":", 1)
-            return host, int(port)
+            return parse_host_port("advertise", self.advertise)
         host = self.listen_host
         if host in ("0.0.0.0", "::", ""):
             host = "localhost"
         return host, self.listen_port
 
 
-def _coerce(value: str, typ: Any) -> Any:
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def _coerce(name: str, value: Any, typ: Any, source: str) -> Any:
+    """A value from a file or the environment as the setting's type, or a ConfigError."""
     t = str(typ)
     if "bool" in t:
-        return value.strip().lower() in ("1", "true", "yes", "on")
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in _TRUE or text in _FALSE:
+            return text in _TRUE
+        raise ConfigError(name, value, "expected true or false", source)
     if "int" in t:
-        if value.strip().lower() in ("", "none", "null"):
+        if isinstance(value, bool):
+            raise ConfigError(name, value, "expected a whole number", source)
+        if isinstance(value, int):
+            return value
+        text = str(value).strip()
+        if "None" in t and text.lower() in ("", "none", "null"):
             return None
-        return int(value)
+        try:
+            return int(text)
+        except ValueError:
+            raise ConfigError(name, value, "expected a whole number", source) from None
+    if "str" in t:
+        if not isinstance(value, str):
+            raise ConfigError(name, value, "expected a string", source)
+        return value
     return value
 
 
@@ -97,19 +169,24 @@ def load_config(file: str | Path | None = None, env: dict[str, str] | None = Non
     fields = {f.name: f for f in dataclasses.fields(BrokerConfig)}
     values: dict[str, Any] = {}
     if file:
-        with open(file, "rb") as fh:
-            data = tomllib.load(fh)
+        try:
+            with open(file, "rb") as fh:
+                data = tomllib.load(fh)
+        except OSError as e:
+            raise ConfigError("config", str(file), f"cannot read the file: {e.strerror}") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError("config", str(file), f"not valid TOML: {e}") from None
         for k, v in data.items():
             key = k.replace(".", "_").replace("-", "_")
             if key not in fields:
-                raise ValueError(f"unknown setting {k!r} in {file}")
-            values[key] = v
+                raise ConfigError(k, v, "unknown setting (docs/configuration.md lists them)", str(file))
+            values[key] = _coerce(key, v, fields[key].type, str(file))
     for k, v in (os.environ if env is None else env).items():
         if k.startswith(ENV_PREFIX):
             key = k[len(ENV_PREFIX):].lower()
             if key in fields:
-                values[key] = _coerce(v, fields[key].type)
+                values[key] = _coerce(key, v, fields[key].type, k)
     for k, v in (overrides or {}).items():
         if v is not None:
             values[k] = v
-    return BrokerConfig(**values)
+    return BrokerConfig(**values).validate()

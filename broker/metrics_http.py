@@ -34,9 +34,16 @@ class MetricsEndpoint:
         self.port = port
         self._server: asyncio.Server | None = None
 
-    async def start(self) -> None:
+    async def bind(self) -> None:
+        """Take the port without serving yet (a taken port fails start-up before anything else)."""
         self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=MAX_HEAD_BYTES,
-                                                  reuse_address=True)
+                                                  reuse_address=True, start_serving=False)
+
+    async def start(self) -> None:
+        if self._server is None:
+            await self.bind()
+        assert self._server is not None
+        await self._server.start_serving()
 
     async def stop(self) -> None:
         if self._server:

@@ -1,59 +1,205 @@
-"""A partition this broker leads: its log plus the waiters that long-polling fetches park on."""
+"""One local replica of a partition: the only way into its log.
+
+Handlers, coordinators and (with replication) the replica fetcher reach a partition's data only
+through these operations — `append` with the origin of the records, `read` with an isolation
+level and the caller's idea of the leader epoch, offset lookups, record deletion — so that the
+rules every caller must follow (who may append what, epoch fencing, the high watermark and LSO as
+read bounds) are written once, here, and replication changes them in one place.
+
+Leadership is state this object is *given* (become_leader / become_follower, from the metadata
+the broker applies); it never assumes it. What depends on followers — the high watermark, the
+ISR, acks=all — is decided by ReplicaState (sans-IO, broker/replication/replica_state.py); this
+class carries the decisions out on the log and wakes the requests waiting on them.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import enum
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import structlog
 
+from protocol.batch import HEADER_SIZE
 from protocol.errors import ErrorCode, KafkaError
+from protocol.messages.fetch import AbortedTransaction
+from protocol.records import decode_batch
 from storage.config import LogConfig
 from storage.leader_epoch import end_offset_for
 from storage.log import AppendResult, PartitionLog
+from storage.producer_state import ProducerEntry
+
+from .batch_validation import validate_client_batches
+from .replication.replica_state import Assignment, ReplicaState, Role
 
 logger = structlog.get_logger(__name__)
 
 HIGH_WATERMARK = -1  # DeleteRecords' offset for "everything committed so far"
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+
+
+class AppendOrigin(enum.Enum):
+    """Where records come from decides what is checked (Kafka's AppendOrigin)."""
+
+    CLIENT = "client"  # a producer: full validation, offsets assigned, no control batches
+    COORDINATOR = "coordinator"  # the broker's own group/transaction records and markers
+    REPLICATION = "replication"  # a follower copying its leader: offsets and epochs kept
+
+
+class Isolation(enum.IntEnum):
+    """How far a read may go (Kafka's FetchIsolation)."""
+
+    READ_UNCOMMITTED = 0  # up to the high watermark
+    READ_COMMITTED = 1  # up to the last stable offset
+    LOG_END = 2  # a follower replica: up to the log end
+
+
+class PartitionRead(NamedTuple):
+    error: ErrorCode
+    records: bytes | memoryview
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    log_end_offset: int
+    aborted: list[AbortedTransaction] | None  # only at READ_COMMITTED
+    next_offset: int  # the offset after the last batch returned; the requested offset if none
 
 
 class Partition:
-    __slots__ = ("topic", "index", "log", "leader_epoch", "_waiters")
+    __slots__ = ("topic", "index", "log", "state", "_waiters", "_now_ms")
 
-    def __init__(self, topic: str, index: int, log: PartitionLog, leader_epoch: int = 0) -> None:
+    def __init__(self, topic: str, index: int, log: PartitionLog, local_id: int,
+                 now_ms: Callable[[], int]) -> None:
         self.topic = topic
         self.index = index
         self.log = log
-        self.leader_epoch = leader_epoch
+        self.state = ReplicaState(local_id)
         self._waiters: list[asyncio.Future[None]] = []
+        self._now_ms = now_ms
 
     @classmethod
-    def open(cls, data_dir: Path, topic: str, index: int, config: LogConfig) -> Partition:
-        plog = PartitionLog.open(data_dir / f"{topic}-{index}", config)
-        # A single broker is the whole ISR: everything in its log is committed.
-        plog.high_watermark = plog.log_end_offset
-        # A leader never leads below an epoch its log already holds (Kafka's controller only ever
-        # raises epochs): its appends would not enter the epoch history, and OffsetForLeaderEpoch
-        # answers would contradict the data. One broker alone never raises its epoch, so this is 0
-        # unless the log was written under later epochs elsewhere.
-        return cls(topic, index, plog, max(0, plog.latest_epoch))
+    def open(cls, data_dir: Path, topic: str, index: int, config: LogConfig, local_id: int,
+             now_ms: Callable[[], int]) -> Partition:
+        plog = PartitionLog.open(data_dir / f"{topic}-{index}", config, now_ms=now_ms)
+        return cls(topic, index, plog, local_id, now_ms)
 
-    def append(self, records: bytes | bytearray | memoryview) -> AppendResult:
-        """Append as leader and make the data visible: the one write path for client produce and for
-        the coordinators' own records. On a single broker the high watermark is the log end at once;
-        replication will move it when the in-sync replicas have the data."""
+    # ---- leadership (given) -----------------------------------------------------------------
+    def become_leader(self, a: Assignment) -> None:
+        """Lead under `a`. A leader never leads below an epoch its log already holds (the
+        controller only ever raises epochs): its appends would not enter the epoch history."""
+        if a.leader_epoch < self.log.latest_epoch:
+            a = Assignment(a.replicas, a.isr, a.leader, self.log.latest_epoch, a.partition_epoch)
+        self.state.become_leader(a, self.log.log_end_offset, self.log.high_watermark, self._now_ms())
+        # A sole replica's whole log is committed at once (nobody else must catch up first).
+        self.state.maybe_advance_high_watermark(self.log.log_end_offset, self._now_ms())
+        self._advance_high_watermark()
+        self.notify()
+
+    def become_follower(self, a: Assignment) -> bool:
+        changed = self.state.become_follower(a)
+        self.notify()  # parked client fetches must now answer NOT_LEADER_OR_FOLLOWER
+        return changed
+
+    @property
+    def is_leader(self) -> bool:
+        return self.state.role == Role.LEADER
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.state.leader_epoch
+
+    @property
+    def leader(self) -> int:
+        return self.state.leader
+
+    # ---- offsets ----------------------------------------------------------------------------
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.log.last_stable_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    def _advance_high_watermark(self) -> None:
+        hw = self.state.high_watermark
+        if hw > self.log.high_watermark:
+            self.log.high_watermark = min(hw, self.log.log_end_offset)
+
+    # ---- writes -----------------------------------------------------------------------------
+    def append(self, records: bytes | bytearray | memoryview, origin: AppendOrigin,
+               required_acks: int = 1, *, transactional: bool = False) -> AppendResult:
+        """Append as leader (CLIENT, COORDINATOR) or as follower (REPLICATION).
+
+        CLIENT batches are validated first (framing, CRC, size, no control batches, the
+        transactional flag matching the request) — nothing a client sends is stored unchecked.
+        With required_acks=-1 the append is refused up front when the ISR is already smaller
+        than min.insync.replicas; waiting for the ISR afterwards is `replicated()`.
+        """
+        if origin is AppendOrigin.REPLICATION:
+            if self.state.role != Role.FOLLOWER:
+                raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                 f"{self.topic}-{self.index}: replication append on a non-follower")
+            res = self.log.append(records, leader_epoch=-1, assign_offsets=False)
+            return res
+        if not self.is_leader:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                             f"This server is not the leader for partition {self.topic}-{self.index}")
+        if origin is AppendOrigin.CLIENT:
+            validate_client_batches(records, self.log.config.max_message_bytes, transactional)
+        if required_acks == -1:
+            min_insync_replicas = self.log.config.min_insync_replicas
+            code = self.state.check_min_isr(min_insync_replicas)
+            if code:
+                raise KafkaError(code, f"The size of the current ISR {sorted(self.state.isr)} is insufficient "
+                                       f"to satisfy the min.isr requirement of {min_insync_replicas} for "
+                                       f"partition {self.topic}-{self.index}")
         res = self.log.append(records, leader_epoch=self.leader_epoch)
-        self.log.high_watermark = self.log.log_end_offset
+        if self.state.on_local_append(self.log.log_end_offset, self._now_ms()):
+            self._advance_high_watermark()
         self.notify()
         return res
 
+    async def replicated(self, end_offset: int, timeout_s: float) -> ErrorCode:
+        """Wait until the ISR has everything before `end_offset` (acks=all); the error to answer."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            outcome = self.state.acks_all_outcome(end_offset, self.log.config.min_insync_replicas)
+            if outcome is not None:
+                return outcome
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return ErrorCode.REQUEST_TIMED_OUT
+            fut: asyncio.Future[None] = loop.create_future()
+            self.add_waiter(fut)
+            try:
+                await asyncio.wait_for(fut, remaining)
+            except TimeoutError:
+                pass
+            finally:
+                self.discard_waiter(fut)
+
     def delete_records(self, offset: int) -> int:
         """DeleteRecords on the leader, as Kafka's Partition.deleteRecordsOnLeader: returns the new
-        log start (the low watermark; on one broker no replica lags behind it).
+        log start (the low watermark).
 
         Only a topic whose cleanup.policy includes delete may lose records this way: on a compacted
         topic the log start is the cleaner's business, and Kafka refuses with POLICY_VIOLATION.
         """
+        self._check_leader()
         if not self.log.config.deletes:
             raise KafkaError(ErrorCode.POLICY_VIOLATION,
                              f"Records of partition {self.topic}-{self.index} can not be deleted due to the "
@@ -71,6 +217,92 @@ class Partition:
             self.notify()
         return start
 
+    # ---- reads ------------------------------------------------------------------------------
+    def check_epoch(self, current_leader_epoch: int) -> ErrorCode:
+        """Kafka's leader-epoch fencing: a client that knows a newer epoch than ours is ahead of
+        our metadata (retry), one that knows an older one is behind (refresh)."""
+        if current_leader_epoch < 0:
+            return ErrorCode.NONE
+        if current_leader_epoch > self.leader_epoch:
+            return ErrorCode.UNKNOWN_LEADER_EPOCH
+        if current_leader_epoch < self.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        return ErrorCode.NONE
+
+    def _check_leader(self) -> None:
+        if not self.is_leader:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                             f"This server is not the leader for partition {self.topic}-{self.index}")
+
+    def read(self, offset: int, max_bytes: int, isolation: Isolation,
+             current_leader_epoch: int = -1) -> PartitionRead:
+        """Whole batches from `offset`, bounded by what `isolation` may see.
+
+        At READ_COMMITTED the aborted transactions overlapping the returned data are listed (up to
+        the end of the data returned, not the LSO: a consumer needs no more, and looking further
+        would load later segments' transaction indexes for nothing).
+        """
+        plog = self.log
+        hw, lso, start, leo = plog.high_watermark, plog.last_stable_offset, plog.log_start_offset, plog.log_end_offset
+        code = ErrorCode.NONE
+        if isolation is not Isolation.LOG_END and not self.is_leader:
+            code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        else:
+            code = self.check_epoch(current_leader_epoch)
+        if code:
+            return PartitionRead(code, b"", hw, lso, start, leo, None, offset)
+        upper = {Isolation.READ_UNCOMMITTED: hw, Isolation.READ_COMMITTED: lso, Isolation.LOG_END: leo}[isolation]
+        try:
+            if upper <= offset <= leo:
+                data: bytes | memoryview = b""
+                next_offset = offset
+            else:
+                r = plog.read(offset, max_bytes, upper_bound=upper)
+                data, next_offset = r.data, r.next_offset
+        except KafkaError as e:
+            return PartitionRead(e.code, b"", hw, lso, start, leo, None, offset)
+        aborted = None
+        if isolation is Isolation.READ_COMMITTED:
+            aborted = plog.aborted_transactions(offset, next_offset) if data else []
+        return PartitionRead(ErrorCode.NONE, data, hw, lso, start, leo, aborted, next_offset)
+
+    def offset_for(self, timestamp: int, isolation: Isolation, current_leader_epoch: int = -1) -> tuple[int, int]:
+        """ListOffsets: (offset, timestamp) for a timestamp or one of the special values
+        (latest, earliest, max timestamp); (-1, -1) when no record qualifies."""
+        self._check_leader()
+        code = self.check_epoch(current_leader_epoch)
+        if code:
+            raise KafkaError(code)
+        plog = self.log
+        upper = plog.last_stable_offset if isolation is Isolation.READ_COMMITTED else plog.high_watermark
+        if timestamp == LATEST_TIMESTAMP:
+            return upper, -1
+        if timestamp == EARLIEST_TIMESTAMP:
+            return plog.log_start_offset, -1
+        if timestamp == MAX_TIMESTAMP:
+            found = plog.max_timestamp_offset()
+            timestamp = found[1] if found else -1  # then name the record holding it, as below
+        elif timestamp < 0:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown special timestamp {timestamp}")
+        else:
+            found = plog.offset_for_timestamp(timestamp)
+        if found is None:
+            return -1, -1
+        offset, ts = self._exact(found[0], timestamp) or found
+        if offset >= upper:
+            return -1, -1
+        return offset, ts
+
+    def _exact(self, batch_offset: int, timestamp: int) -> tuple[int, int] | None:
+        """The index finds the batch; Kafka answers with the record, so decode that one batch."""
+        data = self.log.read(batch_offset, 1).data
+        if len(data) < HEADER_SIZE:
+            return None
+        for r in decode_batch(data)[1]:
+            if r.timestamp >= timestamp and r.offset >= batch_offset:
+                return r.offset, r.timestamp
+        return None
+
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """(largest epoch <= `epoch`, its end offset) as OffsetForLeaderEpoch answers; (-1, -1) unknown.
 
@@ -81,15 +313,33 @@ class Partition:
         """
         entries = self.log.leader_epochs
         leo = self.log.log_end_offset
-        if not entries or entries[-1][0] < self.leader_epoch:
+        if self.is_leader and (not entries or entries[-1][0] < self.leader_epoch):
             entries = [(e, start) for e, start in entries if start < leo] + [(self.leader_epoch, leo)]
         return end_offset_for(entries, epoch, leo)
 
+    def producer(self, producer_id: int) -> ProducerEntry | None:
+        return self.log.producer_state.get(producer_id)
+
+    def active_producers(self) -> list[ProducerEntry]:
+        return sorted(self.log.producer_state.active_producers.values(), key=lambda e: e.producer_id)
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.log.size_in_bytes
+
+    @property
+    def segment_count(self) -> int:
+        return self.log.segment_count
+
+    def update_config(self, config: LogConfig) -> None:
+        self.log.update_config(config)
+
+    # ---- parked fetches ---------------------------------------------------------------------
     def add_waiter(self, fut: asyncio.Future[None]) -> None:
         self._waiters.append(fut)
 
     def notify(self) -> None:
-        """Wake fetches parked on this partition: new data (or a moved LSO) is there."""
+        """Wake requests parked on this partition: new data, a moved HW or LSO, a lost leadership."""
         if self._waiters:
             waiters, self._waiters = self._waiters, []
             for w in waiters:
@@ -101,3 +351,7 @@ class Partition:
             self._waiters.remove(fut)
         except ValueError:
             pass
+
+    def close(self) -> None:
+        self.notify()
+        self.log.close()

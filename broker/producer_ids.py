@@ -1,7 +1,7 @@
 """Producer ids handed out in blocks, the block's end made durable before any id from it is used.
 
 So a broker that restarts never reissues an id whose sequences are still in some log. When the
-metadata quorum arrives (design.md §6) the block comes from it instead of this file.
+metadata quorum arrives (docs/architecture.md §5) the block comes from it instead of this file.
 """
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import time
 from collections import deque
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,17 +25,21 @@ from protocol.headers import (
     response_header_flexible,
     write_response_header,
 )
-from protocol.messages.api_versions import ApiVersion, ApiVersionsResponse
+from protocol.messages.api_versions import ApiVersionsResponse
 from protocol.messages.registry import REQUESTS
 from protocol.primitives import DecodeError, Reader, Writer
 from protocol.schema import Message
-from protocol.supported import API_NAMES, SUPPORTED
+from protocol.supported import API_NAMES, SUPPORTED, api_versions_table
+from storage.clock import SYSTEM_CLOCK, Clock
 
 from .apis import HANDLERS
-from .config import BrokerConfig
+from .config import BrokerConfig, ConfigError, parse_host_port
+from .context import BrokerContext, ClientInfo
 from .group import GroupCoordinator
-from .metrics import BrokerMetrics, render
+from .housekeeping import Housekeeper
+from .metrics import BrokerMetrics
 from .metrics_http import MetricsEndpoint
+from .metrics_render import render
 from .producer_ids import ProducerIdAllocator
 from .topics import TopicTable
 from .txn.coordinator import TransactionCoordinator
@@ -43,13 +47,6 @@ from .txn.coordinator import TransactionCoordinator
 log = structlog.get_logger()
 
 _conn_ids = itertools.count(1)
-
-
-@dataclass(slots=True)
-class ClientInfo:
-    conn_id: int
-    peer: str
-    client_id: str | None = None
 
 
 class _Slot:
@@ -71,10 +68,6 @@ def encode_response(header: RequestHeader, resp: Message) -> bytes:
     buf = w.buf
     buf[0:4] = (len(buf) - 4).to_bytes(4, "big")
     return bytes(buf)
-
-
-def api_versions_table() -> list[ApiVersion]:
-    return [ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(SUPPORTED.items())]
 
 
 class Connection(asyncio.Protocol):
@@ -174,7 +167,7 @@ class Connection(asyncio.Protocol):
         handler = HANDLERS[api_key]
         slot = _Slot()
         self.slots.append(slot)
-        task: asyncio.Task[Any] = asyncio.get_running_loop().create_task(handler(self.server, self.info, header, req))
+        task: asyncio.Task[Any] = asyncio.get_running_loop().create_task(handler(self.server.ctx, self.info, header, req))
         self.tasks.add(task)
         started = time.perf_counter()
         task.add_done_callback(lambda t: self._finished(t, slot, header, started))
@@ -227,70 +220,83 @@ class Connection(asyncio.Protocol):
 class BrokerServer:
     """One broker process: the listener, the topic table and the shared services handlers use."""
 
-    def __init__(self, cfg: BrokerConfig) -> None:
+    def __init__(self, cfg: BrokerConfig, clock: Clock = SYSTEM_CLOCK) -> None:
         self.cfg = cfg
-        self.topics = TopicTable(cfg)
-        self.producer_ids = ProducerIdAllocator(Path(cfg.data_dir))
-        self.groups = GroupCoordinator(cfg, self.topics)
-        self.txn = TransactionCoordinator(self)
-        self.connections: set[Connection] = set()
+        self.clock = clock
         self.metrics = BrokerMetrics()
+        self.topics = TopicTable(cfg, clock)
+        self.producer_ids = ProducerIdAllocator(Path(cfg.data_dir))
+        self.groups = GroupCoordinator(cfg, self.topics, clock)
+        self.txn = TransactionCoordinator(cfg, self.topics, self.producer_ids, self.metrics, clock,
+                                          self._broker_address)
+        self.ctx = BrokerContext(cfg.node_id, cfg, clock, self.topics, self.groups, self.txn, self.producer_ids,
+                                 self.metrics)
+        self.connections: set[Connection] = set()
         self._metrics_endpoint: MetricsEndpoint | None = None
         self._server: asyncio.Server | None = None
+        self.housekeeper = Housekeeper(self.topics, clock, cfg.log_retention_check_interval_ms,
+                                       cfg.log_checkpoint_interval_ms, cfg.producer_id_expiration_check_interval_ms)
         self._retention_task: asyncio.Task[None] | None = None
-        self.started_ms = int(time.time() * 1000)
+        self.started_ms = clock.now_ms()
 
     @property
     def node_id(self) -> int:
         return self.cfg.node_id
 
+    def _broker_address(self, node: int) -> tuple[str, int] | None:
+        """Where broker `node` takes inter-broker requests (markers, verification). One broker
+        today: ourselves; the cluster metadata will name the others."""
+        if node != self.cfg.node_id:
+            return None
+        host, port = self.cfg.listen_host, self.cfg.listen_port
+        return ("127.0.0.1" if host in ("0.0.0.0", "", "::") else host), port
+
     async def start(self) -> None:
-        Path(self.cfg.data_dir).mkdir(parents=True, exist_ok=True)
+        await self._bind()
+        data_dir = Path(self.cfg.data_dir)
+        try:
+            data_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError("data_dir", self.cfg.data_dir, f"cannot create the directory: {e.strerror}") from None
+        if not os.access(data_dir, os.W_OK | os.X_OK):
+            raise ConfigError("data_dir", self.cfg.data_dir, "the directory is not writable")
         self.producer_ids.load()
-        self.topics.load()
+        # Recovering a large log after a crash is long work: keep it off the loop (nothing else
+        # touches the table before start() returns).
+        await asyncio.to_thread(self.topics.load)
         await self.groups.start()  # loads __consumer_offsets in the background
         self.txn.load()  # rebuilt from __transaction_state before any request can reach it
-        if self.cfg.metrics_listen:  # up before the Kafka port: ready means both
-            m_host, _, m_port = self.cfg.metrics_listen.rpartition(":")
-            self._metrics_endpoint = MetricsEndpoint(lambda: render(self), m_host or "0.0.0.0", int(m_port))
+        if self._metrics_endpoint:  # serving before the Kafka port: ready means both
             await self._metrics_endpoint.start()
+        assert self._server is not None
+        await self._server.start_serving()
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: Connection(self), self.cfg.listen_host, self.cfg.listen_port, reuse_address=True, backlog=1024
-        )
-        self._retention_task = loop.create_task(self._retention_loop())
+        self._retention_task = loop.create_task(self.housekeeper.run())
         await self.txn.start()  # marker sender (talks to our own listener) and reaper
         host, port = self.cfg.advertised_host_port
         log.info("broker started", node_id=self.cfg.node_id, listen=self.cfg.listen, advertise=f"{host}:{port}",
                  data_dir=str(Path(self.cfg.data_dir).resolve()), metrics=self.cfg.metrics_listen or None)
 
-    async def _retention_loop(self) -> None:
-        """Housekeeping on timers: retention, and checkpoints of recovery points (so that a restart
-        after a crash re-reads only what came since, as Kafka does every minute)."""
-        from storage.cleaner import clean  # log compaction for cleanup.policy=compact
-
-        interval = self.cfg.log_retention_check_interval_ms / 1000
-        checkpoint_every = self.cfg.log_checkpoint_interval_ms / 1000
+    async def _bind(self) -> None:
+        """Take the listening ports before touching the data directory, so a taken port (or a
+        host that is not ours) is a one-line error and not a half-started broker."""
         loop = asyncio.get_running_loop()
-        next_retention = loop.time() + interval
-        while True:
-            await asyncio.sleep(min(interval, checkpoint_every))
-            now = int(time.time() * 1000)
-            retention_due = loop.time() >= next_retention
-            if retention_due:
-                next_retention = loop.time() + interval
-            for t in list(self.topics.by_name.values()):
-                for p in t.partitions:
-                    try:
-                        p.log.checkpoint()
-                        deleted = p.log.apply_retention(now) if retention_due else 0
-                        if retention_due and p.log.config.compacts:
-                            clean(p.log, now_ms=now)
-                    except Exception as e:
-                        log.error("housekeeping failed", topic=t.name, partition=p.index, exc_info=e)
-                        continue
-                    if deleted:
-                        log.info("retention deleted segments", topic=t.name, partition=p.index, segments=deleted)
+        try:
+            self._server = await loop.create_server(
+                lambda: Connection(self), self.cfg.listen_host, self.cfg.listen_port, reuse_address=True,
+                backlog=1024, start_serving=False)
+        except OSError as e:
+            raise ConfigError("listen", self.cfg.listen, f"cannot listen there: {e.strerror or e}") from None
+        if self.cfg.metrics_listen:
+            m_host, m_port = parse_host_port("metrics_listen", self.cfg.metrics_listen)
+            self._metrics_endpoint = MetricsEndpoint(
+                lambda: render(self.ctx, len(self.connections), self.started_ms), m_host or "0.0.0.0", m_port)
+            try:
+                await self._metrics_endpoint.bind()
+            except OSError as e:
+                self._server.close()
+                raise ConfigError("metrics_listen", self.cfg.metrics_listen,
+                                  f"cannot listen there: {e.strerror or e}") from None
 
     async def stop(self) -> None:
         if self._retention_task:

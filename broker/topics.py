@@ -1,6 +1,6 @@
 """The topics this broker holds: names, ids, partition counts, per-topic config, on-disk logs.
 
-Until the metadata quorum exists (design.md §6) the topic table is a JSON file in the data
+Until the metadata quorum exists (docs/architecture.md §5) the topic table is a JSON file in the data
 directory, rewritten atomically on every change; the logs are the partitions' own directories.
 """
 
@@ -18,10 +18,12 @@ import structlog
 
 from protocol.errors import ErrorCode, KafkaError
 from storage.checkpoint import atomic_write
+from storage.clock import Clock
 from storage.config import LogConfig
 
 from .config import BrokerConfig
 from .partition import Partition
+from .replication.replica_state import Assignment
 
 log = structlog.get_logger()
 
@@ -72,8 +74,9 @@ class Topic:
 class TopicTable:
     """Creates, finds, loads and deletes topics and their partition logs."""
 
-    def __init__(self, cfg: BrokerConfig) -> None:
+    def __init__(self, cfg: BrokerConfig, clock: Clock) -> None:
         self.cfg = cfg
+        self.clock = clock
         self.data_dir = Path(cfg.data_dir)
         self.meta_file = self.data_dir / "topics.json"
         self.by_name: dict[str, Topic] = {}
@@ -116,7 +119,17 @@ class TopicTable:
             delete_retention_ms=int(e["delete.retention.ms"]),
             min_cleanable_dirty_ratio=float(e["min.cleanable.dirty.ratio"]),
             producer_id_expiration_ms=self.cfg.producer_id_expiration_ms,
+            max_message_bytes=int(e["max.message.bytes"]),
+            min_insync_replicas=int(e["min.insync.replicas"]),
         )
+
+    def _open_partition(self, topic: str, index: int, config: LogConfig) -> Partition:
+        """Open a partition's log and lead it: one broker is every partition's only replica and
+        its whole ISR (the cluster's metadata will hand leadership out instead)."""
+        node = self.cfg.node_id
+        p = Partition.open(self.data_dir, topic, index, config, node, self.clock.now_ms)
+        p.become_leader(Assignment((node,), frozenset({node}), node, 0, 0))
+        return p
 
     # ---- persistence -------------------------------------------------------------------------
     def load(self) -> None:
@@ -127,7 +140,7 @@ class TopicTable:
         for t in data["topics"]:
             topic = Topic(t["name"], uuid.UUID(t["id"]), configs=t.get("configs", {}))
             lc = self.log_config(topic.configs)
-            topic.partitions = [Partition.open(self.data_dir, topic.name, i, lc) for i in range(t["partitions"])]
+            topic.partitions = [self._open_partition(topic.name, i, lc) for i in range(t["partitions"])]
             self._index(topic)
         self._remove_orphans()
         log.info("topics loaded", topics=len(self.by_name),
@@ -216,7 +229,7 @@ class TopicTable:
         n, _rf = self.check_create(name, num_partitions, replication_factor, configs)
         topic = Topic(name, uuid.uuid4(), configs=configs)
         lc = self.log_config(configs)
-        topic.partitions = [Partition.open(self.data_dir, name, i, lc) for i in range(n)]
+        topic.partitions = [self._open_partition(name, i, lc) for i in range(n)]
         self._index(topic)
         self._save()
         log.info("topic created", topic=name, partitions=n)
@@ -262,14 +275,14 @@ class TopicTable:
         first = len(topic.partitions)
         added = []
         for i in range(first, count):  # (an earlier add that crashed before _save: see _remove_orphans)
-            added.append(Partition.open(self.data_dir, name, i, lc))
+            added.append(self._open_partition(name, i, lc))
         topic.partitions.extend(added)
         try:
             self._save()
         except BaseException:
             del topic.partitions[first:]
             for p in added:
-                p.log.close()
+                p.close()
             raise
         log.info("partitions added", topic=name, partitions=count, was=first)
         return topic
@@ -294,7 +307,7 @@ class TopicTable:
             topic.configs = old
             raise
         for p in topic.partitions:
-            p.log.update_config(lc)
+            p.update_config(lc)
         log.info("topic configs altered", topic=name, configs=new)
         return topic
 
@@ -306,8 +319,7 @@ class TopicTable:
         del self.by_id[topic.topic_id]
         self._save()
         for p in topic.partitions:
-            p.notify()
-            p.log.close()
+            p.close()
             shutil.rmtree(self.data_dir / f"{name}-{p.index}", ignore_errors=True)
         log.info("topic deleted", topic=name)
         return topic
@@ -315,7 +327,7 @@ class TopicTable:
     def close(self) -> None:
         for t in self.by_name.values():
             for p in t.partitions:
-                p.log.close()
+                p.close()
 
 
 def _check_type(name: str, value: str, kind: str) -> None:

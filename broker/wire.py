@@ -1,6 +1,6 @@
 """A small async Kafka connection built on protocol/ only, for the broker's own outgoing requests.
 
-The broker never imports the bundled client (design.md §1): the CLI, and later the marker sender
+The broker never imports the bundled client (docs/architecture.md §1): the CLI, and later the marker sender
 and replica fetchers, talk to brokers through this. One connection pipelines requests and matches
 answers by order, as Kafka guarantees; versions are negotiated once with ApiVersions.
 """

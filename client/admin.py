@@ -447,7 +447,7 @@ class Admin:
                 if g.protocol_type == "consumer" and m.member_assignment:
                     try:
                         assignment = tuple(decode_assignment(m.member_assignment).partitions)
-                    except Exception:  # another protocol's bytes: describe without them
+                    except ValueError:  # another protocol's bytes (DecodeError): describe without them
                         assignment = ()
                 members.append(MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host,
                                                  assignment))

@@ -126,7 +126,7 @@ class Connection:
                     resp = ApiVersionsResponse.decode(body, 0)
                     theirs = {k.api_key: k.max_version for k in resp.api_keys}
                     version = max(0, min(theirs.get(API_VERSIONS_KEY, 0), version - 1))
-                except Exception:
+                except ValueError:  # DecodeError, or text that is not UTF-8
                     version = 0
                 continue
             resp = ApiVersionsResponse.decode(body, version)

@@ -54,6 +54,9 @@ _SEQ_HALF = 1 << 30
 _LOST_SEQUENCE = frozenset({ErrorCode.UNKNOWN_PRODUCER_ID, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER})
 
 
+# Brokers keep five batches per producer for deduplication (Kafka's ProducerStateEntry).
+MAX_IDEMPOTENT_IN_FLIGHT = 5
+
 class Producer:
     """An asyncio Kafka producer. Use as `async with`, or call `start()` and `close()`."""
 
@@ -85,10 +88,18 @@ class Producer:
             if enable_idempotence is False:
                 raise ValueError("a transactional producer is idempotent: enable_idempotence cannot be False")
             enable_idempotence = True
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be at least 1, not {max_in_flight}")
         if enable_idempotence is None:
-            enable_idempotence = self.acks == -1  # Kafka 3.x: on by default unless acks conflict
+            # Kafka 3.x: on by default unless a setting conflicts with it.
+            enable_idempotence = self.acks == -1 and max_in_flight <= MAX_IDEMPOTENT_IN_FLIGHT
         if enable_idempotence and self.acks != -1:
             raise ValueError("idempotence needs acks='all'")
+        if enable_idempotence and max_in_flight > MAX_IDEMPOTENT_IN_FLIGHT:
+            # The broker deduplicates against the last five batches of each producer: a sixth in
+            # flight could be retried after it left that window and be written twice.
+            raise ValueError(f"max_in_flight must be at most {MAX_IDEMPOTENT_IN_FLIGHT} to use the idempotent "
+                             f"producer, not {max_in_flight}")
         if compression not in codecs.BY_NAME:
             raise ValueError(f"compression must be one of {sorted(codecs.BY_NAME)}, not {compression!r}")
         self.idempotent = enable_idempotence
@@ -98,7 +109,7 @@ class Producer:
         self.buffer_memory = buffer_memory
         self.request_timeout = request_timeout_ms / 1000
         self.retry_backoff = retry_backoff_ms / 1000
-        self.max_in_flight = max_in_flight if self.idempotent else max(1, max_in_flight)
+        self.max_in_flight = max_in_flight
         self.max_block = max_block_ms / 1000
         self._cluster = Cluster(bootstrap_servers, client_id=client_id, request_timeout=self.request_timeout,
                                 retry_backoff=self.retry_backoff)

@@ -6,6 +6,8 @@ versions newer clients prefer. An API appears here only when the broker has a ha
 
 from __future__ import annotations
 
+from .messages.api_versions import ApiVersion
+
 SUPPORTED: dict[int, tuple[int, int]] = {
     0: (3, 10),   # Produce
     1: (4, 16),   # Fetch
@@ -56,3 +58,8 @@ API_NAMES: dict[int, str] = {
     47: "OffsetDelete", 60: "DescribeCluster",
     61: "DescribeProducers", 65: "DescribeTransactions", 66: "ListTransactions",
 }
+
+
+def api_versions_table() -> list[ApiVersion]:
+    """The ApiVersions answer's ranges (also the v0 body of the UNSUPPORTED_VERSION fallback)."""
+    return [ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(SUPPORTED.items())]

@@ -5,12 +5,12 @@ Synchronous file I/O only; depends on `protocol` alone. See docs/storage.md.
 
 from .checkpoint import CheckpointFile, OffsetCheckpoint, atomic_write
 from .config import LogConfig
+from .loader import RecoveryStats
 from .log import (
     AbortedTransaction,
     AppendResult,
     PartitionLog,
     ReadResult,
-    RecoveryStats,
     UnexpectedAppendOffsetError,
 )
 from .producer_state import (

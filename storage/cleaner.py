@@ -28,17 +28,24 @@ One pass (`clean`):
 5. Swap: storage/segment_swap.py installs the new segments so that a crash at any moment leaves
    the old or the new ones, then the checkpoint is written.
 
-The pass runs synchronously on the caller's thread and reads every batch of the cleanable range
-(decoding its records), so its cost grows with the size of that range; the key map holds every
-dirty key in memory. Both are fine for the internal topics this exists for; large user topics
-would want Kafka's bounded dedupe buffer and a background thread.
+A pass reads every batch of the cleanable range (decoding its records), so its cost grows with
+the size of that range. It is therefore split in three so the broker can run the long part off
+its event loop: `prepare` (on the owner's thread: decide, snapshot what the pass needs, duplicate
+the segments' file descriptors so a segment deleted meanwhile stays readable), `run` (any
+thread: key map, filter, write the staged segments — it touches no PartitionLog state), and
+`install` (owner's thread again: swap the staged segments in, unless the log changed under the
+pass, in which case its work is thrown away and the next pass starts over). `clean` does all
+three in a row. The key map holds every dirty key in memory: fine for the internal topics this
+exists for; large user topics would want Kafka's bounded dedupe buffer.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import structlog
 
@@ -49,6 +56,7 @@ from protocol.records import decode_batch
 from . import segment_swap
 from .checkpoint import CheckpointFile
 from .compaction_filter import BatchFilter, Outcome, TxnTracker
+from .config import LogConfig
 from .log import PartitionLog
 from .segment import INT32_MAX, BatchPlacement, LogSegment
 from .txn_index import AbortedTxn
@@ -80,11 +88,25 @@ class CleanStats:
     next_delete_horizon_ms: int  # earliest time a later pass can remove more tombstones/markers; -1: none
 
 
-def _checkpoint(plog: PartitionLog) -> CheckpointFile:
-    return CheckpointFile(plog.directory / CLEANER_CHECKPOINT_FILE, 2)
+def _checkpoint(directory: Path) -> CheckpointFile:
+    return CheckpointFile(directory / CLEANER_CHECKPOINT_FILE, 2)
 
 
-def _batches(seg: LogSegment, start: int = 0) -> Iterator[tuple[bytes, int, BatchHeader]]:
+@dataclass(frozen=True, slots=True)
+class _SegmentSnapshot:
+    """A segment as it was when the pass was planned: its own descriptor (a dup, so deleting or
+    closing the live segment does not pull the file from under a pass running elsewhere) and its
+    size then (bytes appended later are not the pass's business)."""
+
+    base_offset: int
+    size: int
+    fd: int
+
+    def read_bytes(self, pos: int, size: int) -> bytes:
+        return os.pread(self.fd, size, pos)
+
+
+def _batches(seg: _SegmentSnapshot, start: int = 0) -> Iterator[tuple[bytes, int, BatchHeader]]:
     """(buffer, position in it, header) of every whole batch of `seg`, reading large chunks."""
     pos = start
     while pos < seg.size:
@@ -105,14 +127,46 @@ def _batches(seg: LogSegment, start: int = 0) -> Iterator[tuple[bytes, int, Batc
         pos += used
 
 
-def clean(plog: PartitionLog, *, now_ms: int, delete_retention_ms: int | None = None,
-          min_cleanable_ratio: float | None = None,
-          fault: segment_swap.FaultHook | None = None) -> CleanStats:
-    """Compact the cleanable part of `plog` (see the module docstring).
+@dataclass(slots=True)
+class CleanJob:
+    """Everything a pass needs, taken from the log on its owner's thread by `prepare`."""
 
-    delete_retention_ms and min_cleanable_ratio default to the log's config. `fault` is called
-    before each step of the segment swap (tests raise from it to simulate a crash there).
-    """
+    directory: Path
+    config: LogConfig
+    now_ms: int
+    retention_ms: int
+    first_dirty: int
+    end: int
+    ratio: float
+    stable: int
+    total: int
+    count: int  # the first `count` segments are the cleanable range
+    live: list[LogSegment]  # the log's segments at planning time (install checks they are still there)
+    snapshots: list[_SegmentSnapshot]
+    aborted: list[AbortedTxn]
+    active_producers: frozenset[int]
+    _closed: bool = field(default=False)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            for snap in self.snapshots:
+                os.close(snap.fd)
+
+
+@dataclass(slots=True)
+class CleanedSegments:
+    """What `run` staged: segments to swap in and the pass's figures."""
+
+    swaps: list[segment_swap.SwapGroup]
+    sizes: list[int]
+    totals: _Totals
+
+
+def prepare(plog: PartitionLog, *, now_ms: int, delete_retention_ms: int | None = None,
+            min_cleanable_ratio: float | None = None) -> CleanJob | CleanStats:
+    """Decide whether a pass is due and snapshot what it needs; CleanStats (cleaned=False) if not.
+    A returned job holds file descriptors: `close()` it (`clean` and `install` do)."""
     retention = plog.config.delete_retention_ms if delete_retention_ms is None else delete_retention_ms
     min_ratio = plog.config.min_cleanable_dirty_ratio if min_cleanable_ratio is None else min_cleanable_ratio
     segments = plog.segments
@@ -123,8 +177,7 @@ def clean(plog: PartitionLog, *, now_ms: int, delete_retention_ms: int | None = 
         count += 1
     cleanable = segments[:count]
     end = segments[count].base_offset
-    ckpt = _checkpoint(plog)
-    saved = ckpt.read()
+    saved = _checkpoint(plog.directory).read()
     first_dirty, pending = (saved[0][0], saved[0][1]) if saved else (segments[0].base_offset, -1)
     if first_dirty > plog.log_end_offset:  # the log was truncated below it since
         first_dirty = segments[0].base_offset
@@ -136,34 +189,79 @@ def clean(plog: PartitionLog, *, now_ms: int, delete_retention_ms: int | None = 
     if not cleanable or not ((dirty and ratio >= min_ratio) or horizon_due):
         return CleanStats(False, first_dirty, end, ratio, len(cleanable), len(cleanable), total, total,
                           0, 0, 0, 0, pending)
+    return CleanJob(
+        plog.directory, plog.config, now_ms, retention, first_dirty, end, ratio, stable, total, count,
+        list(segments), [_SegmentSnapshot(s.base_offset, s.size, os.dup(s.fd)) for s in segments],
+        [t for s in segments for t in s.txn_index.entries], frozenset(plog.producer_state.active_producers),
+    )
 
-    aborted = [t for s in segments for t in s.txn_index.entries]
-    latest = _key_map(segments, first_dirty, stable, aborted)
-    live = plog.producer_state.active_producers
-    last_batch_of = {pid: base for pid, base in _last_batch_per_producer(segments).items() if pid in live}
-    flt = BatchFilter(latest, TxnTracker(aborted), last_batch_of, now_ms, retention)
-    writer = _Writer(plog, now_ms)
-    for i, seg in enumerate(cleanable):
-        writer.add_segment(seg, segments[i + 1].base_offset,
-                           ((flt.filter(buf, pos, h), h) for buf, pos, h in _batches(seg)))
+
+def run(job: CleanJob) -> CleanedSegments:
+    """The long part: key map, filtering, staged segments written and fsynced. Safe on any
+    thread — it reads only the job's snapshots and writes only the staging directory."""
+    snaps = job.snapshots
+    latest = _key_map(snaps, job.first_dirty, job.stable, job.aborted)
+    last_batch_of = {pid: base for pid, base in _last_batch_per_producer(snaps).items()
+                     if pid in job.active_producers}
+    flt = BatchFilter(latest, TxnTracker(job.aborted), last_batch_of, job.now_ms, job.retention_ms)
+    writer = _Writer(job.config, job.directory, job.now_ms)
+    for i, snap in enumerate(snaps[:job.count]):
+        writer.add_segment(snap, snaps[i + 1].base_offset,
+                           ((flt.filter(buf, pos, h), h) for buf, pos, h in _batches(snap)))
     writer.finish()
-    swaps, sizes_after = writer.swaps, writer.sizes
-    if swaps:
-        plog.replace_segments(swaps, fault)
+    return CleanedSegments(writer.swaps, writer.sizes, writer.totals)
+
+
+def install(plog: PartitionLog, job: CleanJob, cleaned: CleanedSegments,
+            fault: segment_swap.FaultHook | None = None) -> CleanStats:
+    """Swap the staged segments in, on the log owner's thread. If the log lost or replaced any
+    segment of the cleaned range while the pass ran (retention, DeleteRecords, truncation, a
+    delete), the staged work describes a log that no longer exists: it is discarded."""
+    job.close()
+    cleanable = job.live[:job.count]
+    current = plog.segments
+    still_there = not plog.closed and all(any(c is s for c in current) for s in cleanable)
+    if not still_there:
+        shutil.rmtree(segment_swap.staging_dir(job.directory), ignore_errors=True)
+        log.info("compaction pass discarded: the log changed while it ran", directory=str(job.directory))
+        return CleanStats(False, job.first_dirty, job.end, job.ratio, job.count, job.count, job.total, job.total,
+                          0, 0, 0, 0, -1)
+    if cleaned.swaps:
+        plog.replace_segments(cleaned.swaps, fault)
     else:
         shutil.rmtree(segment_swap.staging_dir(plog.directory), ignore_errors=True)
+    t = cleaned.totals
     # Losing this file only costs a full pass next time: no fsync.
-    ckpt.write([(end, writer.totals.next_horizon)], durable=False)
-    segments_after = len(plog.segments) - (len(segments) - count)
-    t = writer.totals
-    stats = CleanStats(True, first_dirty, end, ratio, len(cleanable), segments_after, total, sum(sizes_after),
-                       t.removed + t.tombstones, t.tombstones, t.aborted, t.markers, t.next_horizon)
-    log.info("log cleaned", directory=str(plog.directory), end_offset=end, bytes_before=stats.bytes_before,
-             bytes_after=stats.bytes_after, segments_rewritten=len(swaps))
+    _checkpoint(plog.directory).write([(job.end, t.next_horizon)], durable=False)
+    segments_after = len(plog.segments) - (len(current) - job.count)
+    stats = CleanStats(True, job.first_dirty, job.end, job.ratio, job.count, segments_after, job.total,
+                       sum(cleaned.sizes), t.removed + t.tombstones, t.tombstones, t.aborted, t.markers,
+                       t.next_horizon)
+    log.info("log cleaned", directory=str(plog.directory), end_offset=job.end, bytes_before=stats.bytes_before,
+             bytes_after=stats.bytes_after, segments_rewritten=len(cleaned.swaps))
     return stats
 
 
-def _key_map(segments: Sequence[LogSegment], start: int, stable: int,
+def clean(plog: PartitionLog, *, now_ms: int, delete_retention_ms: int | None = None,
+          min_cleanable_ratio: float | None = None,
+          fault: segment_swap.FaultHook | None = None) -> CleanStats:
+    """One whole pass on the caller's thread (see the module docstring).
+
+    delete_retention_ms and min_cleanable_ratio default to the log's config. `fault` is called
+    before each step of the segment swap (tests raise from it to simulate a crash there).
+    """
+    job = prepare(plog, now_ms=now_ms, delete_retention_ms=delete_retention_ms,
+                  min_cleanable_ratio=min_cleanable_ratio)
+    if isinstance(job, CleanStats):
+        return job
+    try:
+        cleaned = run(job)
+    finally:
+        job.close()
+    return install(plog, job, cleaned, fault)
+
+
+def _key_map(segments: Sequence[_SegmentSnapshot], start: int, stable: int,
              aborted: Sequence[AbortedTxn]) -> dict[bytes, int]:
     """key -> offset of its latest committed record in [start, stable)."""
     latest: dict[bytes, int] = {}
@@ -192,11 +290,11 @@ def _key_map(segments: Sequence[LogSegment], start: int, stable: int,
     return latest
 
 
-def _last_batch_per_producer(segments: Sequence[LogSegment]) -> dict[int, int]:
-    """producer id -> base offset of its last batch in the log (headers only)."""
+def _last_batch_per_producer(segments: Sequence[_SegmentSnapshot]) -> dict[int, int]:
+    """producer id -> base offset of its last batch in the log."""
     last: dict[int, int] = {}
     for seg in segments:
-        for _, h in seg.iter_headers(0):
+        for _, _, h in _batches(seg):
             if h.producer_id >= 0:
                 last[h.producer_id] = h.base_offset
     return last
@@ -230,10 +328,10 @@ class _Writer:
     made of one source from which nothing was removed is not swapped in (nothing to gain).
     """
 
-    def __init__(self, plog: PartitionLog, now_ms: int) -> None:
-        self._config = plog.config
+    def __init__(self, config: LogConfig, directory: Path, now_ms: int) -> None:
+        self._config = config
         self._now = now_ms
-        self._dir = segment_swap.staging_dir(plog.directory)
+        self._dir = segment_swap.staging_dir(directory)
         shutil.rmtree(self._dir, ignore_errors=True)  # a pass that failed earlier
         self._dir.mkdir()
         self._seg: LogSegment | None = None
@@ -248,7 +346,7 @@ class _Writer:
         self.swaps: list[segment_swap.SwapGroup] = []
         self.sizes: list[int] = []  # size of every segment of the cleaned range after the pass
 
-    def add_segment(self, seg: LogSegment, next_base: int, outcomes: Iterator[tuple[Outcome, BatchHeader]]) -> None:
+    def add_segment(self, seg: _SegmentSnapshot, next_base: int, outcomes: Iterator[tuple[Outcome, BatchHeader]]) -> None:
         """Write the output of source segment `seg` (which ends before next_base)."""
         if self._fits(next_base, seg.size):
             self._join(seg)
@@ -275,12 +373,12 @@ class _Writer:
         return (seg is not None and seg.size + self._pending + more <= self._config.segment_bytes
                 and next_base - 1 - seg.base_offset <= INT32_MAX)
 
-    def _join(self, seg: LogSegment) -> None:
+    def _join(self, seg: _SegmentSnapshot) -> None:
         self._olds.append(seg.base_offset)
         self._old_size += seg.size
         self._changed = True  # two segments become one
 
-    def _start(self, seg: LogSegment) -> None:
+    def _start(self, seg: _SegmentSnapshot) -> None:
         self._seg = LogSegment.create(self._dir, seg.base_offset, self._config, self._now)
         self._olds = [seg.base_offset]
         self._old_size = seg.size

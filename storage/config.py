@@ -38,6 +38,8 @@ class LogConfig:
     min_cleanable_dirty_ratio  compaction runs once this share of the cleanable bytes was
                            written since the last run (min.cleanable.dirty.ratio).
     message_timestamp_type 'LogAppendTime' stamps each batch with the broker's clock.
+    max_message_bytes      the largest batch a producer may append (max.message.bytes).
+    min_insync_replicas    acks=all needs at least this many in-sync replicas (min.insync.replicas).
     producer_id_expiration_ms  forget idle idempotent producers after this long
                            (producer.id.expiration.ms); producers with an open transaction stay.
     """
@@ -55,6 +57,8 @@ class LogConfig:
     producer_id_expiration_ms: int = DAY_MS
     delete_retention_ms: int = DAY_MS
     min_cleanable_dirty_ratio: float = 0.5
+    max_message_bytes: int = 1048588
+    min_insync_replicas: int = 1
 
     def __post_init__(self) -> None:
         # Positions in the offset index are int32, so a segment must stay addressable by them.

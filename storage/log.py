@@ -18,14 +18,10 @@ magic or CRC check.
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
 import struct
-import time
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -47,34 +43,26 @@ from .checkpoint import (
     HIGH_WATERMARK_FILE,
     LOG_START_OFFSET_FILE,
     RECOVERY_POINT_FILE,
-    TMP_SUFFIX,
     OffsetCheckpoint,
     fsync_dir,
 )
+from .clock import SYSTEM_CLOCK
 from .config import LogConfig
-from .control import EndTxnMarker, read_end_txn_marker
+from .control import read_end_txn_marker
 from .leader_epoch import LeaderEpochCache
+from .loader import Checkpoints, LogLoader, RecoveryStats, index_aborted, replay
 from .producer_state import CompletedTxn, Duplicate, ProducerStateManager, ProducerStateUpdate
 from .segment import (
     INT32_MAX,
-    LOG_SUFFIX,
     BatchPlacement,
     LogSegment,
 )
-from .txn_index import AbortedTxn
 
 log = structlog.get_logger(__name__)
 
 # pwritev takes at most IOV_MAX (1024 on Linux) buffers; two per batch.
 _MAX_IOV_BATCHES = 500
 _PREFIX = struct.Struct(">qii")  # base_offset, batch_length, partition_leader_epoch
-
-_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)$")
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
 
 class AppendResult(NamedTuple):
     """What an append did. (NamedTuples, not frozen dataclasses, for the per-call results:
@@ -86,6 +74,7 @@ class AppendResult(NamedTuple):
     log_start_offset: int
     duplicate: bool = False  # a retry: nothing written, offsets are the original batch's
     completed_txns: tuple[CompletedTxn, ...] = ()
+    batches: int = 1  # how many batches the append held (for metrics)
 
 
 class ReadResult(NamedTuple):
@@ -97,19 +86,6 @@ class ReadResult(NamedTuple):
     log_start_offset: int
     log_end_offset: int
     aborted_transactions: list[AbortedTransaction] | None = None  # only with include_aborted
-
-
-@dataclass(frozen=True, slots=True)
-class RecoveryStats:
-    """What the last open() had to do, for logs, metrics and tests."""
-
-    recovery_point: int  # where re-validation started
-    segments_validated: int
-    batches_validated: int
-    bytes_truncated: int
-    segments_deleted: int
-    producer_snapshot: int | None  # offset of the snapshot producer state started from
-    batches_replayed: int  # trusted batches replayed into producer state (header scan only)
 
 
 class UnexpectedAppendOffsetError(KafkaError):
@@ -152,7 +128,7 @@ class PartitionLog:
     # ==========================================================================================
     @classmethod
     def open(cls, directory: Path, config: LogConfig, *,
-             now_ms: Callable[[], int] = wall_clock_ms) -> PartitionLog:
+             now_ms: Callable[[], int] = SYSTEM_CLOCK.now_ms) -> PartitionLog:
         """Open (or create) the log in `directory`, recovering whatever a crash left behind."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
@@ -161,187 +137,28 @@ class PartitionLog:
         return self
 
     def _load(self) -> None:
-        now = self._now()
-        self._last_flush_ms = now
-        segment_swap.recover(self.directory)  # before listing: finish or undo a cleaner's swap
-        bases = self._scan_directory()
-        rp_ckpt = self._rp_file.read()
-        ls_ckpt = self._log_start_file.read()
-        hw_ckpt = self._hw_file.read()
-        self._written = {RECOVERY_POINT_FILE: rp_ckpt, LOG_START_OFFSET_FILE: ls_ckpt, HIGH_WATERMARK_FILE: hw_ckpt}
-        self._epochs.load()
-
-        if not bases:
-            start = ls_ckpt or 0
-            self._segments = [LogSegment.create(self.directory, start, self.config, now)]
-            self._bases = [start]
-            self._log_start = self._leo = self._hw = self._recovery_point = start
-            self._producers.delete_snapshots(self._producers.snapshot_offsets())
-            self._producers.clear(start)
-            self._epochs.clear()
+        self._last_flush_ms = self._now()
+        checkpoints = Checkpoints(self._rp_file, self._log_start_file, self._hw_file)
+        loaded = LogLoader(self.directory, self.config, self._producers, self._epochs, checkpoints,
+                           self._now).load()
+        self._segments = loaded.segments
+        self._bases = [s.base_offset for s in loaded.segments]
+        self._log_start, self._leo = loaded.log_start, loaded.log_end
+        self._hw, self._recovery_point = loaded.high_watermark, loaded.recovery_point
+        self._written = loaded.written
+        self.recovery_stats = loaded.stats
+        if loaded.fresh:
             self._dir_dirty = True
             self.flush()
-            self.checkpoint()
-            self.recovery_stats = RecoveryStats(start, 0, 0, 0, 0, None, 0)
-            return
-
-        self._segments = [LogSegment.open_existing(self.directory, b, self.config, now) for b in bases]
-        self._bases = list(bases)
-        first_base = bases[0]
-        self._log_start = max(ls_ckpt if ls_ckpt is not None else first_base, first_base)
-        rp = max(rp_ckpt if rp_ckpt is not None else first_base, first_base)
-        # A segment below the recovery point whose index files are gone or torn cannot be
-        # trusted as it stands: recover from it instead.
-        for seg in self._segments:
-            if seg.base_offset >= rp:
-                break
-            if not seg.index_files_look_sane():
-                log.warning("index files missing or torn below the recovery point; recovering from there",
-                            segment=seg.base_offset, recovery_point=rp)
-                rp = seg.base_offset
-                break
-        hw_guess = hw_ckpt if hw_ckpt is not None else self._log_start
-        self._hw = hw_guess
-
-        # Producer state up to the recovery point: snapshot + header-only replay of trusted batches.
-        snap = self._producers.load_latest_snapshot(rp)
-        if snap is None:
-            self._producers.clear(self._log_start)
-            replay_from = self._log_start
-        else:
-            replay_from = max(snap, self._log_start)
-        replayed = self._replay(replay_from, rp) if replay_from < rp else 0
-        self._producers.map_end_offset = max(replay_from, rp)
-
-        # Re-validate from the recovery point on.
-        k = self._segment_index(rp)
-        validated = truncated = seg_deleted = 0
-        i = k
-        while i < len(self._segments):
-            seg = self._segments[i]
-            trusted = rp if i == k else seg.base_offset
-            result = seg.recover(trusted, self._recovery_callback(seg))
-            validated += result.validated_batches
-            truncated += result.truncated_bytes
-            if result.truncated_bytes and i < len(self._segments) - 1:
-                later = self._segments[i + 1:]
-                log.warning("dropping segments after a corrupt one", segments=[s.base_offset for s in later])
-                for s in reversed(later):
-                    s.delete()
-                    seg_deleted += 1
-                del self._segments[i + 1:]
-                del self._bases[i + 1:]
-                break
-            i += 1
-
-        active = self._segments[-1]
-        self._leo = active.next_offset
-        active.txn_index.truncate_to(self._leo)
-        self._producers.map_end_offset = self._leo
-        self._producers.delete_snapshots_above(self._leo)
-        self._producers.remove_expired(now)
-        self._epochs.truncate_from_end(self._leo)
-        self._log_start = min(self._log_start, self._leo)
-        self._epochs.truncate_from_start(self._log_start)
-        self._hw = min(max(self._hw, self._log_start), self._leo)
-        self._producers.on_high_watermark(self._hw)
-
-        # What was re-validated is now known good: make it durable and move the recovery point.
-        if validated or truncated or seg_deleted:
-            for seg in self._segments[k:]:
-                seg.flush()
-            fsync_dir(self.directory)
-        self._recovery_point = self._leo
         self.checkpoint()
-        self.recovery_stats = RecoveryStats(rp, len(self._segments) - k, validated, truncated, seg_deleted,
-                                            snap, replayed)
-        if truncated or seg_deleted or validated:
-            log.info("partition log recovered", directory=str(self.directory), recovery_point=rp,
-                     log_end_offset=self._leo, batches_validated=validated, bytes_truncated=truncated,
-                     segments_deleted=seg_deleted)
-
-    def _scan_directory(self) -> list[int]:
-        """Base offsets of the segments, after removing leftovers of interrupted operations."""
-        logs: set[int] = set()
-        others: list[tuple[int, str]] = []
-        for name in os.listdir(self.directory):
-            if name.endswith(TMP_SUFFIX):
-                (self.directory / name).unlink(missing_ok=True)
-                continue
-            m = _SEGMENT_FILE.match(name)
-            if not m:
-                continue
-            base = int(m.group(1))
-            if m.group(2) == LOG_SUFFIX:
-                logs.add(base)
-            else:
-                others.append((base, name))
-        for base, name in others:
-            if base not in logs:
-                log.info("removing index file without a log", file=name)
-                (self.directory / name).unlink(missing_ok=True)
-        return sorted(logs)
-
-    def _recovery_callback(self, seg: LogSegment) -> Callable[[bytes | memoryview, int, BatchHeader], None]:
-        def on_batch(buf: bytes | memoryview, pos: int, h: BatchHeader) -> None:
-            self._epochs.assign(h.partition_leader_epoch, h.base_offset)
-            if h.producer_id >= 0 and h.base_offset >= self._producers.map_end_offset:
-                self._apply_to_producer_state(seg, buf, pos, h, write_txn_index=True)
-
-        return on_batch
-
-    def _apply_to_producer_state(self, seg: LogSegment, buf: bytes | memoryview | None, pos: int,
-                                 h: BatchHeader, *, write_txn_index: bool) -> None:
-        """Apply one batch already in the log (no validation: the log is the truth)."""
-        # Batches replayed from the log count as written now: their real append time is not
-        # recorded, and erring towards keeping a producer longer is the safe side of expiry.
-        update = self._producers.begin(validate=False, now_ms=self._now())
-        if h.is_control:
-            if buf is None:
-                buf, pos = seg.read_bytes(pos, h.size), 0
-            update.append_marker(h, self._marker_or_none(buf, pos, h), h.base_offset)
-        else:
-            update.append_data(h, h.base_offset, h.last_offset)
-        self._producers.commit(update, h.next_offset, self._hw)
-        if write_txn_index:
-            self._index_aborted(seg, update.completed)
-
-    @staticmethod
-    def _marker_or_none(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> EndTxnMarker | None:
-        try:
-            return read_end_txn_marker(buf, pos, h)
-        except KafkaError as e:
-            log.warning("unreadable control batch in the log, ignored", offset=h.base_offset, reason=str(e))
-            return None
-
-    def _index_aborted(self, seg: LogSegment, completed: Sequence[CompletedTxn]) -> None:
-        for txn in completed:
-            if txn.is_abort:
-                seg.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset,
-                                                self._producers.lso_after(txn)))
-
-    def _replay(self, start: int, end: int) -> int:
-        """Apply trusted batches with base offset in [start, end) to producer state."""
-        count = 0
-        for seg in self._segments[self._segment_index(start):]:
-            if seg.base_offset >= end:
-                break
-            found = seg.find_batch(start)
-            if found is None:
-                continue
-            for pos, h in seg.iter_headers(found[0]):
-                if h.base_offset >= end:
-                    break
-                if h.base_offset < start:
-                    continue
-                if h.producer_id >= 0:
-                    self._apply_to_producer_state(seg, None, pos, h, write_txn_index=False)
-                count += 1
-        return count
 
     # ==========================================================================================
     # properties
     # ==========================================================================================
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     @property
     def log_start_offset(self) -> int:
         return self._log_start
@@ -572,7 +389,7 @@ class PartitionLog:
             self._commit_producer_update(seg, update)
         self._maybe_flush(now)
         return AppendResult(first_offset, last_offset, log_append_time, self._log_start,
-                            completed_txns=tuple(update.completed))
+                            completed_txns=tuple(update.completed), batches=len(batches))
 
     def _check_producers(self, records: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]],
                          bases: list[int], update: ProducerStateUpdate, leader: bool) -> AppendResult | None:
@@ -596,11 +413,12 @@ class PartitionLog:
             raise KafkaError(ErrorCode.INVALID_RECORD, "append mixes retried and new batches")
         lat = self.config.message_timestamp_type == "LogAppendTime"
         return AppendResult(duplicates[0].first_offset, duplicates[-1].last_offset,
-                            duplicates[-1].timestamp if lat else -1, self._log_start, duplicate=True)
+                            duplicates[-1].timestamp if lat else -1, self._log_start, duplicate=True,
+                            batches=len(batches))
 
     def _commit_producer_update(self, seg: LogSegment, update: ProducerStateUpdate) -> None:
         self._producers.commit(update, self._leo, self._hw)
-        self._index_aborted(seg, update.completed)
+        index_aborted(self._producers, seg, update.completed)
 
     def _should_roll(self, seg: LogSegment, size: int, max_ts: int, first_offset: int, last_offset: int,
                      now: int) -> bool:
@@ -785,6 +603,18 @@ class PartitionLog:
                 return found
         return None
 
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the batch holding the largest timestamp, ListOffsets'
+        MAX_TIMESTAMP; the earliest such batch on a tie, as Kafka. The offset is that batch's
+        base offset: the caller decodes the one batch to name the record. None on an empty log."""
+        self._check_open()
+        best: tuple[int, int] | None = None
+        for seg in self._segments[self._segment_index(self._log_start):]:
+            seg.ensure_tail()
+            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best[1]):
+                best = (max(seg.offset_of_max_timestamp, self._log_start), seg.max_timestamp)
+        return best
+
     # ==========================================================================================
     # truncation, retention
     # ==========================================================================================
@@ -822,7 +652,7 @@ class PartitionLog:
         snap = self._producers.load_latest_snapshot(leo)
         if snap is None:
             self._producers.clear(self._log_start)
-        self._replay(max(snap or 0, self._log_start), leo)
+        replay(self._producers, self._segments, max(snap or 0, self._log_start), leo, self._hw, self._now())
         self._producers.map_end_offset = leo
         self._producers.on_high_watermark(self._hw)
         if self._recovery_point > leo:

@@ -15,7 +15,7 @@ TESTS_DIR = Path(__file__).resolve().parent
 if str(TESTS_DIR) not in sys.path:  # makes `import helpers` work whatever the rootdir / import mode
     sys.path.insert(0, str(TESTS_DIR))
 
-from helpers import BrokerError, BrokerProcess, unique_topic  # noqa: E402
+from helpers import BrokerError, BrokerProcess, Cluster, unique_topic  # noqa: E402
 from helpers.raw import Raw  # noqa: E402
 
 SUITES = ("unit", "integration", "compat", "chaos")
@@ -118,6 +118,30 @@ def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPr
     b = make()
     yield b
     _teardown(made)
+
+
+ClusterFactory = Callable[..., Cluster]
+
+
+@pytest.fixture
+def cluster_factory(tmp_path: Path) -> Iterator[ClusterFactory]:
+    """``cluster_factory(3, env={...}, args_for=...)`` gives started clusters, stopped at teardown."""
+    made: list[Cluster] = []
+
+    def make(size: int = 3, *, start: bool = True, **kwargs: object) -> Cluster:
+        c = Cluster(tmp_path / f"cluster{len(made)}", size, **kwargs)  # type: ignore[arg-type]
+        made.append(c)
+        return c.start() if start else c
+
+    yield make
+    problems = []
+    for c in made:
+        try:
+            c.close()
+        except BrokerError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise BrokerError("\n\n".join(problems))
 
 
 @pytest.fixture

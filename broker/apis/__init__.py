@@ -1,14 +1,13 @@
 """Request handlers, one module per Kafka API (named after it), like franz-go's kfake.
 
-Every handler is `async def handle(server, client, header, request) -> response | None`;
-None means "send nothing" (Produce with acks=0).
+Every handler is `async def handle(ctx, client, header, request) -> response | None` (the
+context.Handler type): `ctx` is the narrow BrokerContext, never the server. None means "send
+nothing" (Produce with acks=0).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
-from typing import Any
-
+from ..context import Handler
 from . import (
     add_offsets_to_txn,
     add_partitions_to_txn,
@@ -46,8 +45,6 @@ from . import (
     txn_offset_commit,
     write_txn_markers,
 )
-
-Handler = Callable[[Any, Any, Any, Any], Coroutine[Any, Any, Any]]
 
 HANDLERS: dict[int, Handler] = {
     m.KEY: m.handle

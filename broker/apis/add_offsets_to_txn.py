@@ -18,16 +18,16 @@ from ..group import OFFSETS_TOPIC
 from ..txn.wire_errors import for_version
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 25
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
     if not req.group_id:
         return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID)
-    server.groups.ensure_topic()
-    tp = TopicPartition(OFFSETS_TOPIC, server.groups.partition_for(req.group_id))
-    code = await server.txn.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch, [tp])
+    ctx.groups.ensure_topic()
+    tp = TopicPartition(OFFSETS_TOPIC, ctx.groups.partition_for(req.group_id))
+    code = await ctx.txn.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch, [tp])
     return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=for_version(code, KEY, header.api_version))

@@ -26,7 +26,7 @@ from protocol.topic_partition import TopicPartition
 from ..txn.wire_errors import for_version
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 24
 
@@ -38,29 +38,29 @@ def _results(topics: list[AddPartitionsToTxnTopic], code_for: dict[TopicPartitio
         for p in t.partitions]) for t in topics]
 
 
-async def _one(server: BrokerServer, tid: str, pid: int, epoch: int, topics: list[AddPartitionsToTxnTopic],
+async def _one(ctx: BrokerContext, tid: str, pid: int, epoch: int, topics: list[AddPartitionsToTxnTopic],
                verify_only: bool, version: int) -> list[AddPartitionsToTxnTopicResult]:
     wanted = [TopicPartition(t.name, p) for t in topics for p in t.partitions]
     unknown = {tp: int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for tp in wanted
-               if server.topics.partition(tp[0], tp[1]) is None}
+               if ctx.topics.partition(tp[0], tp[1]) is None}
     if unknown:
         return _results(topics, unknown, ErrorCode.OPERATION_NOT_ATTEMPTED)
     if verify_only:
-        code = server.txn.verify(tid, pid, epoch, wanted)
+        code = ctx.txn.verify(tid, pid, epoch, wanted)
     else:
-        code = await server.txn.add_partitions(tid, pid, epoch, wanted)
+        code = await ctx.txn.add_partitions(tid, pid, epoch, wanted)
     return _results(topics, {}, for_version(code, KEY, version))
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
     v = header.api_version
     if v <= 3:
-        res = await _one(server, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
+        res = await _one(ctx, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
                          req.v3_and_below_producer_epoch, req.v3_and_below_topics, False, v)
         return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=res)
     out = []
     for t in req.transactions:
-        res = await _one(server, t.transactional_id, t.producer_id, t.producer_epoch, t.topics, t.verify_only, v)
+        res = await _one(ctx, t.transactional_id, t.producer_id, t.producer_epoch, t.topics, t.verify_only, v)
         out.append(AddPartitionsToTxnResult(transactional_id=t.transactional_id, topic_results=res))
     return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=0, results_by_transaction=out)

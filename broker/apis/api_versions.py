@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from protocol.headers import RequestHeader
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from protocol.supported import api_versions_table
+
+if TYPE_CHECKING:
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 18
 
 
-async def handle(server: Any, client: Any, header: RequestHeader, req: ApiVersionsRequest) -> ApiVersionsResponse:
-    from ..server import api_versions_table
-
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+                 req: ApiVersionsRequest) -> ApiVersionsResponse:
     return ApiVersionsResponse(error_code=0, api_keys=api_versions_table(), throttle_time_ms=0)

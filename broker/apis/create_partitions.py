@@ -14,12 +14,12 @@ from protocol.messages.create_partitions import (
 )
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 37
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: CreatePartitionsRequest) -> CreatePartitionsResponse:
     named = Counter(t.name for t in req.topics)
     # As Kafka: a name given twice is answered once, with an error, and grows by neither entry.
@@ -32,9 +32,9 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
         assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
         try:
             if req.validate_only:
-                server.topics.check_add_partitions(t.name, t.count, assignments)
+                ctx.topics.check_add_partitions(t.name, t.count, assignments)
             else:
-                server.topics.add_partitions(t.name, t.count, assignments)
+                ctx.topics.add_partitions(t.name, t.count, assignments)
         except KafkaError as e:
             results.append(CreatePartitionsTopicResult(name=t.name, error_code=e.code, error_message=e.message))
         else:

@@ -15,14 +15,14 @@ from protocol.messages.create_topics import (
 )
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 19
 CONFIG_SOURCE_DEFAULT = 5  # DEFAULT_CONFIG
 CONFIG_SOURCE_TOPIC = 1  # DYNAMIC_TOPIC_CONFIG
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: CreateTopicsRequest) -> CreateTopicsResponse:
     results = []
     seen: set[str] = set()
@@ -38,15 +38,15 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
                 raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                  "manual replica assignment is not supported on a single broker")
             if req.validate_only:
-                n, rf = server.topics.check_create(t.name, t.num_partitions, t.replication_factor, configs)
+                n, rf = ctx.topics.check_create(t.name, t.num_partitions, t.replication_factor, configs)
                 topic_id = uuid.UUID(int=0)
             else:
-                topic = server.topics.create(t.name, t.num_partitions, t.replication_factor, configs)
+                topic = ctx.topics.create(t.name, t.num_partitions, t.replication_factor, configs)
                 n, rf, topic_id = len(topic.partitions), 1, topic.topic_id
         except KafkaError as e:
             results.append(CreatableTopicResult(name=t.name, error_code=e.code, error_message=e.message))
             continue
-        effective = server.topics.effective_configs(configs)
+        effective = ctx.topics.effective_configs(configs)
         results.append(CreatableTopicResult(
             name=t.name, topic_id=topic_id, error_code=0, error_message=None, num_partitions=n,
             replication_factor=rf,

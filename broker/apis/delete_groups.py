@@ -8,13 +8,13 @@ from protocol.headers import RequestHeader
 from protocol.messages.delete_groups import DeletableGroupResult, DeleteGroupsRequest, DeleteGroupsResponse
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 42
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: DeleteGroupsRequest) -> DeleteGroupsResponse:
-    results = server.groups.delete_groups(list(req.groups_names))
+    results = ctx.groups.delete_groups(list(req.groups_names))
     return DeleteGroupsResponse(results=[DeletableGroupResult(group_id=g, error_code=results[g])
                                          for g in req.groups_names])

@@ -21,18 +21,18 @@ from protocol.messages.delete_records import (
 )
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 21
 INVALID_LOW_WATERMARK = -1
 
 
-def _delete(server: BrokerServer, topic: str, index: int, offset: int) -> tuple[int, int]:
+def _delete(ctx: BrokerContext, topic: str, index: int, offset: int) -> tuple[int, int]:
     """(low watermark, error code) for one partition."""
-    part = server.topics.partition(topic, index)
+    part = ctx.topics.partition(topic, index)
     if part is None:
         return INVALID_LOW_WATERMARK, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    t = server.topics.get(topic)
+    t = ctx.topics.get(topic)
     if t is not None and t.is_internal:
         return INVALID_LOW_WATERMARK, ErrorCode.INVALID_TOPIC_EXCEPTION
     try:
@@ -41,7 +41,7 @@ def _delete(server: BrokerServer, topic: str, index: int, offset: int) -> tuple[
         return INVALID_LOW_WATERMARK, e.code
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: DeleteRecordsRequest) -> DeleteRecordsResponse:
     # Kafka keys the request by partition: a partition named twice is deleted to the last offset
     # given and answered once.
@@ -53,7 +53,7 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
     for name, offsets in wanted.items():
         parts = []
         for index, offset in offsets.items():
-            low, code = _delete(server, name, index, offset)
+            low, code = _delete(ctx, name, index, offset)
             parts.append(DeleteRecordsPartitionResult(partition_index=index, low_watermark=low, error_code=code))
         topics.append(DeleteRecordsTopicResult(name=name, partitions=parts))
     return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)

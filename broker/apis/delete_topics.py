@@ -11,12 +11,12 @@ from protocol.messages.delete_topics import DeletableTopicResult, DeleteTopicsRe
 from protocol.primitives import ZERO_UUID
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 20
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: DeleteTopicsRequest) -> DeleteTopicsResponse:
     wanted: list[tuple[str | None, uuid.UUID | None]] = []
     if header.api_version >= 6:
@@ -26,17 +26,17 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
     results = []
     for name, topic_id in wanted:
         if name is None and topic_id not in (None, ZERO_UUID):
-            t = server.topics.by_id.get(topic_id)
+            t = ctx.topics.by_id.get(topic_id)
             if t is None:
                 results.append(DeletableTopicResult(name=None, topic_id=topic_id,
                                                     error_code=ErrorCode.UNKNOWN_TOPIC_ID))
                 continue
             name = t.name
         try:
-            found = server.topics.get(name or "")
+            found = ctx.topics.get(name or "")
             if found is not None and found.is_internal:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "internal topics cannot be deleted")
-            topic = server.topics.delete(name or "")
+            topic = ctx.topics.delete(name or "")
             results.append(DeletableTopicResult(name=name, topic_id=topic.topic_id, error_code=0))
         except KafkaError as e:
             results.append(DeletableTopicResult(name=name, topic_id=topic_id or ZERO_UUID, error_code=e.code,

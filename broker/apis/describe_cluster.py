@@ -22,7 +22,7 @@ from protocol.messages.describe_cluster import (
 )
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 60
 
@@ -46,17 +46,17 @@ def _endpoint_error(version: int, endpoint_type: int) -> DescribeClusterResponse
     return None
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: DescribeClusterRequest) -> DescribeClusterResponse:
     err = _endpoint_error(header.api_version, req.endpoint_type)
     if err is not None:
         return err
-    host, port = server.cfg.advertised_host_port
+    host, port = ctx.config.advertised_host_port
     return DescribeClusterResponse(
         endpoint_type=ENDPOINT_BROKERS,
-        cluster_id=server.cfg.cluster_id,
-        controller_id=server.node_id,
-        brokers=[DescribeClusterBroker(broker_id=server.node_id, host=host, port=port, rack=server.cfg.rack)],
+        cluster_id=ctx.config.cluster_id,
+        controller_id=ctx.node_id,
+        brokers=[DescribeClusterBroker(broker_id=ctx.node_id, host=host, port=port, rack=ctx.config.rack)],
         cluster_authorized_operations=(CLUSTER_OPERATIONS if req.include_cluster_authorized_operations
                                        else AUTHORIZED_OPERATIONS_OMITTED),
     )

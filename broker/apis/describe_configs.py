@@ -15,7 +15,7 @@ from protocol.messages.describe_configs import (
 )
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 32
 RESOURCE_TOPIC = 2
@@ -25,25 +25,25 @@ SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: DescribeConfigsRequest) -> DescribeConfigsResponse:
     results = []
     for res in req.resources:
         entries: dict[str, tuple[str | None, int]] = {}
         code, msg = 0, None
         if res.resource_type == RESOURCE_TOPIC:
-            topic = server.topics.get(res.resource_name)
+            topic = ctx.topics.get(res.resource_name)
             if topic is None:
                 code, msg = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {res.resource_name!r} does not exist"
             else:
-                for k, v in server.topics.effective_configs(topic.configs).items():
+                for k, v in ctx.topics.effective_configs(topic.configs).items():
                     entries[k] = (v, SOURCE_TOPIC if k in topic.configs else SOURCE_DEFAULT)
         elif res.resource_type == RESOURCE_BROKER:
-            if res.resource_name not in ("", str(server.node_id)):
-                code, msg = ErrorCode.INVALID_REQUEST, f"this broker is node {server.node_id}"
+            if res.resource_name not in ("", str(ctx.node_id)):
+                code, msg = ErrorCode.INVALID_REQUEST, f"this broker is node {ctx.node_id}"
             else:
-                for f in dataclasses.fields(server.cfg):
-                    v = getattr(server.cfg, f.name)
+                for f in dataclasses.fields(ctx.config):
+                    v = getattr(ctx.config, f.name)
                     entries[f.name.replace("_", ".")] = (None if v is None else str(v), SOURCE_STATIC_BROKER)
         else:
             code, msg = ErrorCode.INVALID_REQUEST, f"resource type {res.resource_type} is not supported"

@@ -18,18 +18,18 @@ from protocol.messages.describe_groups import (
 from ..group.state import GROUP_OPERATIONS
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 15
 NOT_REQUESTED = -2147483648
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: DescribeGroupsRequest) -> DescribeGroupsResponse:
     ops = GROUP_OPERATIONS if header.api_version >= 3 and req.include_authorized_operations else NOT_REQUESTED
     out = []
     for gid in req.groups:
-        err, s = server.groups.describe_group(gid)
+        err, s = ctx.groups.describe_group(gid)
         out.append(DescribedGroup(
             error_code=err, group_id=gid, group_state=s.state, protocol_type=s.protocol_type,
             protocol_data=s.protocol_name, authorized_operations=ops,

@@ -24,7 +24,7 @@ from protocol.messages.describe_log_dirs import (
 )
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 35
 
@@ -35,20 +35,20 @@ def _space(path: str) -> tuple[int, int]:
     return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
-    log_dir = os.path.abspath(server.cfg.data_dir)
+    log_dir = os.path.abspath(ctx.config.data_dir)
     wanted: dict[str, set[int]] | None = None
     if req.topics is not None:
         wanted = {}
         for t in req.topics:
             wanted.setdefault(t.topic, set()).update(t.partitions)
     topics = []
-    for name, topic in server.topics.by_name.items():
+    for name, topic in ctx.topics.by_name.items():
         if wanted is not None and name not in wanted:
             continue
-        parts = [DescribeLogDirsPartition(partition_index=p.index, partition_size=p.log.size_in_bytes,
-                                          offset_lag=max(p.log.high_watermark - p.log.log_end_offset, 0),
+        parts = [DescribeLogDirsPartition(partition_index=p.index, partition_size=p.size_in_bytes,
+                                          offset_lag=max(p.high_watermark - p.log_end_offset, 0),
                                           is_future_key=False)
                  for p in topic.partitions if wanted is None or p.index in wanted[name]]
         if parts:

@@ -20,13 +20,13 @@ from protocol.messages.describe_producers import (
 )
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 61
 
 
-def _partition(server: BrokerServer, topic: str, index: int) -> PartitionResponse:
-    part = server.topics.partition(topic, index)
+def _partition(ctx: BrokerContext, topic: str, index: int) -> PartitionResponse:
+    part = ctx.topics.partition(topic, index)
     if part is None:
         return PartitionResponse(partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                  active_producers=[])
@@ -35,13 +35,13 @@ def _partition(server: BrokerServer, topic: str, index: int) -> PartitionRespons
                       last_timestamp=e.last_timestamp, coordinator_epoch=e.coordinator_epoch,
                       current_txn_start_offset=-1 if e.current_txn_first_offset is None
                       else e.current_txn_first_offset)
-        for e in sorted(part.log.producer_state.active_producers.values(), key=lambda e: e.producer_id)
+        for e in part.active_producers()
     ]
     return PartitionResponse(partition_index=index, error_code=0, active_producers=producers)
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: DescribeProducersRequest) -> DescribeProducersResponse:
     return DescribeProducersResponse(throttle_time_ms=0, topics=[
-        TopicResponse(name=t.name, partitions=[_partition(server, t.name, i) for i in t.partition_indexes])
+        TopicResponse(name=t.name, partitions=[_partition(ctx, t.name, i) for i in t.partition_indexes])
         for t in req.topics])

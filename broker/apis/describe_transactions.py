@@ -18,13 +18,13 @@ from protocol.messages.describe_transactions import (
 )
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 65
 
 
-def _one(server: BrokerServer, tid: str) -> TransactionState:
-    coord = server.txn
+def _one(ctx: BrokerContext, tid: str) -> TransactionState:
+    coord = ctx.txn
     meta = coord.describe(tid) if coord.owns(tid) else None
     if meta is None:
         code = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND if coord.owns(tid) else ErrorCode.NOT_COORDINATOR
@@ -40,7 +40,7 @@ def _one(server: BrokerServer, tid: str) -> TransactionState:
         topics=[TopicData(topic=t, partitions=ps) for t, ps in by_topic.items()])
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
     return DescribeTransactionsResponse(throttle_time_ms=0,
-                                        transaction_states=[_one(server, t) for t in req.transactional_ids])
+                                        transaction_states=[_one(ctx, t) for t in req.transactional_ids])

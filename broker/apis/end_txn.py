@@ -19,15 +19,15 @@ from protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
 from ..txn.wire_errors import for_version
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 26
 EPOCH_BUMP_FROM = 5
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader, req: EndTxnRequest) -> EndTxnResponse:
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader, req: EndTxnRequest) -> EndTxnResponse:
     v = header.api_version
-    d = await server.txn.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, req.committed,
+    d = await ctx.txn.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, req.committed,
                                  bump_epoch=v >= EPOCH_BUMP_FROM)
     if d.error:
         return EndTxnResponse(throttle_time_ms=0, error_code=for_version(d.error, KEY, v))

@@ -13,39 +13,39 @@ from protocol.headers import RequestHeader
 from protocol.messages.find_coordinator import Coordinator, FindCoordinatorRequest, FindCoordinatorResponse
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 10
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
 
 
-def _one(server: BrokerServer, key: str, key_type: int) -> Coordinator:
-    host, port = server.cfg.advertised_host_port
+def _one(ctx: BrokerContext, key: str, key_type: int) -> Coordinator:
+    host, port = ctx.config.advertised_host_port
     if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
         return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.INVALID_REQUEST,
                            error_message=f"unknown key type {key_type}")
     if key_type == KEY_TYPE_GROUP:
         # the group's coordinator leads partition partition_for(key) of __consumer_offsets, which
         # is created on this first need; on one broker that leader is this broker
-        if not server.groups.sm.active:
+        if not ctx.groups.sm.active:
             return Coordinator(key=key, node_id=-1, host="", port=-1,
                                error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message="shutting down")
-        server.groups.ensure_topic()
+        ctx.groups.ensure_topic()
     else:
         # the leader of __transaction_state partition partition_for(key) coordinates the id; on one
         # broker that is this broker once the topic (created on this first need) is loaded
-        server.txn.ensure_topic()
-        if not server.txn.owns(key):
+        ctx.txn.ensure_topic()
+        if not ctx.txn.owns(key):
             return Coordinator(key=key, node_id=-1, host="", port=-1,
                                error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message="transaction state not loaded")
-    return Coordinator(key=key, node_id=server.node_id, host=host, port=port, error_code=0, error_message=None)
+    return Coordinator(key=key, node_id=ctx.node_id, host=host, port=port, error_code=0, error_message=None)
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: FindCoordinatorRequest) -> FindCoordinatorResponse:
     if header.api_version >= 4:
-        return FindCoordinatorResponse(coordinators=[_one(server, k, req.key_type) for k in req.coordinator_keys])
-    c = _one(server, req.key, req.key_type)
+        return FindCoordinatorResponse(coordinators=[_one(ctx, k, req.key_type) for k in req.coordinator_keys])
+    c = _one(ctx, req.key, req.key_type)
     return FindCoordinatorResponse(error_code=c.error_code, error_message=c.error_message, node_id=c.node_id,
                                    host=c.host, port=c.port)

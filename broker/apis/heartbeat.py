@@ -8,13 +8,13 @@ from protocol.headers import RequestHeader
 from protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 12
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: HeartbeatRequest) -> HeartbeatResponse:
     instance = req.group_instance_id if header.api_version >= 3 else None
-    err = server.groups.heartbeat(req.group_id, req.member_id, instance, req.generation_id)
+    err = ctx.groups.heartbeat(req.group_id, req.member_id, instance, req.generation_id)
     return HeartbeatResponse(error_code=err)

@@ -14,17 +14,17 @@ from protocol.messages.incremental_alter_configs import (
 from ..topic_configs import ConfigOp, ConfigResource, alter
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 44
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
     resources = [ConfigResource(r.resource_type, r.resource_name,
                                 tuple(ConfigOp(c.name, c.value, c.config_operation) for c in r.configs))
                  for r in req.resources]
-    results = alter(server.topics, server.node_id, resources, incremental=True, validate_only=req.validate_only)
+    results = alter(ctx.topics, ctx.node_id, resources, incremental=True, validate_only=req.validate_only)
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=[
         AlterConfigsResourceResponse(error_code=code, error_message=msg, resource_type=r.type, resource_name=r.name)
         for r, (code, msg) in zip(resources, results, strict=True)])

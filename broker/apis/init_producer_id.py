@@ -1,7 +1,7 @@
 """InitProducerId (22): a producer id and epoch, for idempotent or transactional producers.
 
 Without a transactional id the producer only needs a cluster-unique id: a fresh one from the
-block allocator, epoch 0. With one, the transaction coordinator decides (design.md §5): it may
+block allocator, epoch 0. With one, the transaction coordinator decides (docs/transactions.md): it may
 fence an older instance, abort its open transaction first (answering CONCURRENT_TRANSACTIONS
 while that completes) or rotate an exhausted id. v3+ requests may carry the producer's current
 id and epoch to recover it rather than being fenced (KIP-360).
@@ -18,17 +18,17 @@ from protocol.messages.init_producer_id import InitProducerIdRequest, InitProduc
 from ..txn.wire_errors import for_version
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 22
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: InitProducerIdRequest) -> InitProducerIdResponse:
     if req.transactional_id is None:
-        return InitProducerIdResponse(error_code=0, producer_id=server.producer_ids.allocate(), producer_epoch=0)
+        return InitProducerIdResponse(error_code=0, producer_id=ctx.producer_ids.allocate(), producer_epoch=0)
     pid, epoch = (req.producer_id, req.producer_epoch) if header.api_version >= 3 else (-1, -1)
-    d = await server.txn.init_producer_id(req.transactional_id, req.transaction_timeout_ms, pid, epoch)
+    d = await ctx.txn.init_producer_id(req.transactional_id, req.transaction_timeout_ms, pid, epoch)
     if d.error:
         return InitProducerIdResponse(error_code=for_version(d.error, KEY, header.api_version), producer_id=-1,
                                       producer_epoch=-1)

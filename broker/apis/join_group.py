@@ -14,7 +14,7 @@ from protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse, Jo
 from ..group.model import JoinRequest
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 11
 
@@ -24,10 +24,10 @@ def client_host(client: ClientInfo) -> str:
     return "/" + client.peer.rsplit(":", 1)[0]
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: JoinGroupRequest) -> JoinGroupResponse:
     v = header.api_version
-    result = await server.groups.join(JoinRequest(
+    result = await ctx.groups.join(JoinRequest(
         group_id=req.group_id,
         member_id=req.member_id,
         group_instance_id=req.group_instance_id if v >= 5 else None,

@@ -12,20 +12,20 @@ from protocol.headers import RequestHeader
 from protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse, MemberResponse
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 13
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: LeaveGroupRequest) -> LeaveGroupResponse:
     if header.api_version < 3:
-        top, errors = server.groups.leave(req.group_id, [(req.member_id, None)])
+        top, errors = ctx.groups.leave(req.group_id, [(req.member_id, None)])
         if not top and errors:
             top = errors[0]
         return LeaveGroupResponse(error_code=top)
     leaving = [(m.member_id, m.group_instance_id) for m in req.members]
-    top, errors = server.groups.leave(req.group_id, leaving)
+    top, errors = ctx.groups.leave(req.group_id, leaving)
     members = [] if top else [
         MemberResponse(member_id=mid, group_instance_id=iid, error_code=err)
         for (mid, iid), err in zip(leaving, errors, strict=True)

@@ -8,15 +8,15 @@ from protocol.headers import RequestHeader
 from protocol.messages.list_groups import ListedGroup, ListGroupsRequest, ListGroupsResponse
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 16
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: ListGroupsRequest) -> ListGroupsResponse:
     v = header.api_version
-    err, groups = server.groups.list_groups(req.states_filter if v >= 4 else None,
+    err, groups = ctx.groups.list_groups(req.states_filter if v >= 4 else None,
                                             req.types_filter if v >= 5 else None)
     return ListGroupsResponse(error_code=err, groups=[
         ListedGroup(group_id=gid, protocol_type=ptype, group_state=state, group_type="classic")

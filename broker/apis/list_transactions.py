@@ -7,7 +7,6 @@ the admin client reports a typo instead of an empty list.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 from protocol.headers import RequestHeader
@@ -20,19 +19,19 @@ from protocol.messages.list_transactions import (
 from ..txn.state import TxnState
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 66
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: ListTransactionsRequest) -> ListTransactionsResponse:
-    coord = server.txn
+    coord = ctx.txn
     unknown = [s for s in req.state_filters if TxnState.from_wire_name(s) is None]
     states = {s for s in req.state_filters if TxnState.from_wire_name(s) is not None}
     pids = set(req.producer_id_filters)
     min_duration = req.duration_filter if header.api_version >= 1 else -1
-    now = time.time_ns() // 1_000_000
+    now = ctx.clock.now_ms()
     out = []
     for meta in sorted(coord.all(), key=lambda m: m.transactional_id):
         state = coord.visible_state(meta).wire_name

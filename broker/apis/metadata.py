@@ -19,7 +19,7 @@ from protocol.primitives import ZERO_UUID
 from .describe_cluster import CLUSTER_OPERATIONS
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
     from ..topics import Topic
 
 KEY = 3
@@ -28,8 +28,8 @@ KEY = 3
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 
 
-def topic_entry(server: BrokerServer, topic: Topic, ops: int = AUTHORIZED_OPERATIONS_OMITTED) -> MetadataResponseTopic:
-    node = server.node_id
+def topic_entry(ctx: BrokerContext, topic: Topic, ops: int = AUTHORIZED_OPERATIONS_OMITTED) -> MetadataResponseTopic:
+    node = ctx.node_id
     return MetadataResponseTopic(
         error_code=0, name=topic.name, topic_id=topic.topic_id, is_internal=topic.is_internal,
         topic_authorized_operations=ops,
@@ -42,15 +42,15 @@ def topic_entry(server: BrokerServer, topic: Topic, ops: int = AUTHORIZED_OPERAT
     )
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: MetadataRequest) -> MetadataResponse:
-    host, port = server.cfg.advertised_host_port
+    host, port = ctx.config.advertised_host_port
     topics: list[MetadataResponseTopic] = []
-    table = server.topics
+    table = ctx.topics
     ops = TOPIC_OPERATIONS if req.include_topic_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
     if req.topics is None or (header.api_version == 0 and not req.topics):
         # null (v1+) or empty (v0) means every topic
-        topics = [topic_entry(server, t, ops) for t in table.by_name.values()]
+        topics = [topic_entry(ctx, t, ops) for t in table.by_name.values()]
     else:
         for rt in req.topics:
             name = rt.name
@@ -63,7 +63,7 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
                 name = found.name
             t = table.get(name) if name else None
             if t is None:
-                auto = server.cfg.auto_create_topics and (header.api_version < 4 or req.allow_auto_topic_creation)
+                auto = ctx.config.auto_create_topics and (header.api_version < 4 or req.allow_auto_topic_creation)
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 if auto:
                     try:
@@ -73,12 +73,12 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
                 if t is None:
                     topics.append(MetadataResponseTopic(error_code=code, name=name, is_internal=False))
                     continue
-            topics.append(topic_entry(server, t, ops))
+            topics.append(topic_entry(ctx, t, ops))
     return MetadataResponse(
         throttle_time_ms=0,
-        brokers=[MetadataResponseBroker(node_id=server.node_id, host=host, port=port, rack=server.cfg.rack)],
-        cluster_id=server.cfg.cluster_id,
-        controller_id=server.node_id,
+        brokers=[MetadataResponseBroker(node_id=ctx.node_id, host=host, port=port, rack=ctx.config.rack)],
+        cluster_id=ctx.config.cluster_id,
+        controller_id=ctx.node_id,
         topics=topics,
         # v8-10 (librdkafka's describe_cluster asks through Metadata v10, not DescribeCluster)
         cluster_authorized_operations=(CLUSTER_OPERATIONS if req.include_cluster_authorized_operations

@@ -16,12 +16,12 @@ from protocol.topic_partition import TopicPartition
 from ..group.model import OffsetCommitIn
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 8
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: OffsetCommitRequest) -> OffsetCommitResponse:
     v = header.api_version
     offsets: dict[TopicPartition, OffsetCommitIn] = {}
@@ -33,7 +33,7 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
                 metadata=p.committed_metadata,
                 commit_timestamp=p.commit_timestamp if v == 1 else -1,
             )
-    errors = server.groups.commit_offsets(
+    errors = ctx.groups.commit_offsets(
         req.group_id,
         req.member_id if v >= 1 else "",
         req.group_instance_id if v >= 7 else None,

@@ -17,15 +17,15 @@ from protocol.messages.offset_delete import (
 from protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 47
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: OffsetDeleteRequest) -> OffsetDeleteResponse:
     partitions = [TopicPartition(t.name, p.partition_index) for t in req.topics for p in t.partitions]
-    err, results = server.groups.delete_offsets(req.group_id, partitions)
+    err, results = ctx.groups.delete_offsets(req.group_id, partitions)
     if err:
         return OffsetDeleteResponse(error_code=err)
     return OffsetDeleteResponse(topics=[

@@ -26,7 +26,7 @@ from protocol.topic_partition import TopicPartition
 from ..group.model import FetchedOffset
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 9
 
@@ -38,15 +38,15 @@ def _by_topic(offsets: list[FetchedOffset]) -> dict[str, list[FetchedOffset]]:
     return out
 
 
-def _fetch(server: BrokerServer, group_id: str, partitions: list[TopicPartition] | None,
+def _fetch(ctx: BrokerContext, group_id: str, partitions: list[TopicPartition] | None,
            require_stable: bool) -> tuple[int, list[FetchedOffset]]:
-    err, offsets = server.groups.fetch_offsets(group_id, partitions, require_stable)
+    err, offsets = ctx.groups.fetch_offsets(group_id, partitions, require_stable)
     if err and partitions is not None:
         offsets = [FetchedOffset(t, p, -1, -1, "", err) for t, p in partitions]
     return err, offsets
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: OffsetFetchRequest) -> OffsetFetchResponse:
     v = header.api_version
     stable = req.require_stable if v >= 7 else False
@@ -54,7 +54,7 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
         groups = []
         for g in req.groups:
             parts = None if g.topics is None else [TopicPartition(t.name, p) for t in g.topics for p in t.partition_indexes]
-            err, offsets = _fetch(server, g.group_id, parts, stable)
+            err, offsets = _fetch(ctx, g.group_id, parts, stable)
             groups.append(OffsetFetchResponseGroup(group_id=g.group_id, error_code=err, topics=[] if err else [
                 OffsetFetchResponseTopics(name=name, partitions=[
                     OffsetFetchResponsePartitions(partition_index=o.partition, committed_offset=o.offset,
@@ -65,7 +65,7 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
             ]))
         return OffsetFetchResponse(groups=groups)
     parts = None if req.topics is None else [TopicPartition(t.name, p) for t in req.topics for p in t.partition_indexes]
-    err, offsets = _fetch(server, req.group_id, parts, stable)
+    err, offsets = _fetch(ctx, req.group_id, parts, stable)
     topics = [
         OffsetFetchResponseTopic(name=name, partitions=[
             OffsetFetchResponsePartition(partition_index=o.partition, committed_offset=o.offset,

@@ -23,14 +23,14 @@ from protocol.messages.offset_for_leader_epoch import (
 )
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 23
 NO_EPOCH = -1
 
 
-def _answer(server: BrokerServer, topic: str, p: OffsetForLeaderPartition) -> EpochEndOffset:
-    part = server.topics.partition(topic, p.partition)
+def _answer(ctx: BrokerContext, topic: str, p: OffsetForLeaderPartition) -> EpochEndOffset:
+    part = ctx.topics.partition(topic, p.partition)
     if part is None:
         return EpochEndOffset(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, partition=p.partition)
     current = p.current_leader_epoch
@@ -41,9 +41,9 @@ def _answer(server: BrokerServer, topic: str, p: OffsetForLeaderPartition) -> Ep
     return EpochEndOffset(error_code=0, partition=p.partition, leader_epoch=epoch, end_offset=end)
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
     return OffsetForLeaderEpochResponse(topics=[
-        OffsetForLeaderTopicResult(topic=t.topic, partitions=[_answer(server, t.topic, p) for p in t.partitions])
+        OffsetForLeaderTopicResult(topic=t.topic, partitions=[_answer(ctx, t.topic, p) for p in t.partitions])
         for t in req.topics
     ])

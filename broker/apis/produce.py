@@ -1,8 +1,8 @@
 """Produce (0): validate each batch's header and CRC, append as it came, answer per partition.
 
-The records of a client batch are never decoded here (design.md §2). On a single broker acks=-1
-waits for nothing more than acks=1: the in-sync replica set is this broker alone; replication
-will make acks=-1 wait for the ISR.
+The records of a client batch are never decoded here (docs/architecture.md): Partition.append
+validates the batch headers and CRCs and stores the bytes as they came. acks=-1 then waits until
+the partition's in-sync replicas have the batch (at once while the ISR is this broker alone).
 
 A transactional batch that would open a transaction in a partition is first checked with the
 transaction coordinator (broker/txn/verification.py): a partition that is not part of the
@@ -11,6 +11,9 @@ producer's ongoing transaction is refused, so a zombie's late write cannot land 
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 import structlog
@@ -25,69 +28,61 @@ from protocol.messages.produce import (
     TopicProduceResponse,
 )
 from protocol.topic_partition import TopicPartition
+from storage.log import AppendResult
 
+from ..partition import AppendOrigin
 from ..topics import INTERNAL_TOPICS
 from ..txn import verification
 
 if TYPE_CHECKING:
+    from ..context import BrokerContext, ClientInfo
     from ..partition import Partition
-    from ..server import BrokerServer, ClientInfo
 
 KEY = 0
 log = structlog.get_logger()
 
 
-def check_batches(records: memoryview | bytes, max_message_bytes: int, transactional: bool) -> int:
-    """Everything a broker checks before it stores client bytes; raises KafkaError. Returns the
-    number of batches."""
-    if not records:
-        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "empty record set")
-    n = 0
-    for pos, h in rb.iter_batches(records, strict=True):
-        n += 1
-        size = h.size
-        if size > max_message_bytes:
-            raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE, f"batch of {size} bytes over max.message.bytes")
-        rb.validate(records, pos, size, h)
-        if h.is_control:
-            raise KafkaError(ErrorCode.INVALID_RECORD, "clients may not write control batches")
-        if h.is_transactional and not transactional:
-            raise KafkaError(ErrorCode.INVALID_TXN_STATE,
-                             "transactional batch in a produce request without a transactional id")
-    return n
-
-
-def produce_to(server: BrokerServer, part: Partition, records: memoryview | bytes,
-               transactional: bool) -> PartitionProduceResponse:
+def append_to(ctx: BrokerContext, part: Partition, records: memoryview | bytes, transactional: bool,
+              acks: int) -> tuple[PartitionProduceResponse, AppendResult | None]:
+    """Append through the partition, which validates client batches. Synchronous, so the appends
+    of pipelined requests happen in the order the requests arrived."""
     try:
-        topic = server.topics.get(part.topic)
-        max_bytes = int(topic.configs.get("max.message.bytes", server.cfg.message_max_bytes)) if topic else \
-            server.cfg.message_max_bytes
-        batches = check_batches(records, max_bytes, transactional)
-        res = part.append(records)
+        res = part.append(records, AppendOrigin.CLIENT, acks, transactional=transactional)
     except KafkaError as e:
-        server.metrics.produce_errors[e.code.name] += 1
+        ctx.metrics.produce_errors[e.code.name] += 1
         if e.code not in (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.INVALID_PRODUCER_EPOCH):
             log.info("produce rejected", topic=part.topic, partition=part.index, error=e.code.name,
                      reason=e.message)
         return PartitionProduceResponse(index=part.index, error_code=e.code, base_offset=-1,
-                                        error_message=e.message or None, log_start_offset=part.log.log_start_offset)
-    m = server.metrics
+                                        error_message=e.message or None,
+                                        log_start_offset=part.log_start_offset), None
+    m = ctx.metrics
     if res.duplicate:
-        m.duplicate_batches += batches
+        m.duplicate_batches += res.batches
     else:
-        m.batches_produced += batches
+        m.batches_produced += res.batches
         m.records_produced += res.last_offset - res.first_offset + 1
     return PartitionProduceResponse(index=part.index, error_code=0, base_offset=res.first_offset,
-                                    log_append_time_ms=res.log_append_time, log_start_offset=res.log_start_offset)
+                                    log_append_time_ms=res.log_append_time,
+                                    log_start_offset=res.log_start_offset), res
 
 
-async def _verify_transactional(server: BrokerServer, req: ProduceRequest) -> dict[TopicPartition, ErrorCode]:
+async def replicated(ctx: BrokerContext, part: Partition, res: AppendResult, resp: PartitionProduceResponse,
+                     timeout_ms: int) -> PartitionProduceResponse:
+    """acks=all: the answer once the in-sync replicas have the batch (or why they never will)."""
+    error = await part.replicated(res.last_offset + 1, max(timeout_ms, 0) / 1000)
+    if not error:
+        return resp
+    ctx.metrics.produce_errors[error.name] += 1
+    return dataclasses.replace(resp, error_code=error)
+
+
+async def _verify_transactional(ctx: BrokerContext, req: ProduceRequest) -> dict[TopicPartition, ErrorCode]:
     """Coordinator verdicts for the partitions where a transactional batch opens a transaction."""
     by_producer: dict[tuple[int, int], list[TopicPartition]] = {}
     for td in req.topic_data:
         for pd in td.partition_data:
-            part = server.topics.partition(td.name, pd.index)
+            part = ctx.topics.partition(td.name, pd.index)
             if part is None or not pd.records or len(pd.records) < rb.HEADER_SIZE:
                 continue
             try:
@@ -99,21 +94,22 @@ async def _verify_transactional(server: BrokerServer, req: ProduceRequest) -> di
     verdicts: dict[TopicPartition, ErrorCode] = {}
     assert req.transactional_id is not None
     for (pid, epoch), tps in by_producer.items():
-        verdicts.update(await verification.verify(server, req.transactional_id, pid, epoch, tps))
+        verdicts.update(await verification.verify(ctx.txn, req.transactional_id, pid, epoch, tps))
     return verdicts
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: ProduceRequest) -> ProduceResponse | None:
     bad_acks = req.acks not in (-1, 0, 1)
     transactional = req.transactional_id is not None
-    verdicts = await _verify_transactional(server, req) if transactional and not bad_acks else {}
+    verdicts = await _verify_transactional(ctx, req) if transactional and not bad_acks else {}
     responses = []
+    waits: list[tuple[list[PartitionProduceResponse], int, Awaitable[PartitionProduceResponse]]] = []
     for td in req.topic_data:
         name = td.name
-        parts = []
+        parts: list[PartitionProduceResponse] = []
         for pd in td.partition_data:
-            part = server.topics.partition(name, pd.index)
+            part = ctx.topics.partition(name, pd.index)
             refused = verdicts.get(TopicPartition(name, pd.index), ErrorCode.NONE)
             if refused:
                 log.info("transactional produce refused by the coordinator check", topic=name, partition=pd.index,
@@ -137,8 +133,15 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
                 parts.append(PartitionProduceResponse(index=pd.index, error_code=ErrorCode.CORRUPT_MESSAGE,
                                                       base_offset=-1, error_message="null record set"))
             else:
-                parts.append(produce_to(server, part, pd.records, transactional))
+                resp, res = append_to(ctx, part, pd.records, transactional, req.acks)
+                if res is not None and req.acks == -1:
+                    waits.append((parts, len(parts), replicated(ctx, part, res, resp, req.timeout_ms)))
+                parts.append(resp)
         responses.append(TopicProduceResponse(name=name, partition_responses=parts))
+    if waits:
+        done = await asyncio.gather(*(w for _, _, w in waits))
+        for (parts, i, _), resp in zip(waits, done, strict=True):
+            parts[i] = resp
     if req.acks == 0:
         return None
     return ProduceResponse(responses=responses, throttle_time_ms=0)

@@ -10,15 +10,15 @@ from protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from ..group.model import SyncRequest
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 14
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: SyncGroupRequest) -> SyncGroupResponse:
     v = header.api_version
-    result = await server.groups.sync(SyncRequest(
+    result = await ctx.groups.sync(SyncRequest(
         group_id=req.group_id,
         generation_id=req.generation_id,
         member_id=req.member_id,

@@ -27,7 +27,7 @@ from ..group.model import OffsetCommitIn
 from ..txn.wire_errors import for_version
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 28
 
@@ -47,7 +47,7 @@ def _answer(req: TxnOffsetCommitRequest, code_for: dict[TopicPartition, int]) ->
         for t in req.topics])
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     v = header.api_version
     offsets: dict[TopicPartition, OffsetCommitIn] = {
@@ -55,13 +55,13 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
                                                     leader_epoch=p.committed_leader_epoch if v >= 2 else -1,
                                                     metadata=p.committed_metadata)
         for t in req.topics for p in t.partitions}
-    server.groups.ensure_topic()
-    offsets_partition = TopicPartition(OFFSETS_TOPIC, server.groups.partition_for(req.group_id))
-    verdict = server.txn.verify(req.transactional_id, req.producer_id, req.producer_epoch, [offsets_partition])
+    ctx.groups.ensure_topic()
+    offsets_partition = TopicPartition(OFFSETS_TOPIC, ctx.groups.partition_for(req.group_id))
+    verdict = ctx.txn.verify(req.transactional_id, req.producer_id, req.producer_epoch, [offsets_partition])
     if verdict:
         code = for_version(_VERIFY_ERRORS.get(ErrorCode(verdict), verdict), KEY, v)
         return _answer(req, dict.fromkeys(offsets, code))
-    errors = server.groups.prepare_txn_offsets(
+    errors = ctx.groups.prepare_txn_offsets(
         req.group_id, req.producer_id, req.producer_epoch, offsets,
         member_id=req.member_id if v >= 3 else "",
         group_instance_id=req.group_instance_id if v >= 3 else None,

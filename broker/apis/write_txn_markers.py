@@ -24,44 +24,45 @@ from protocol.messages.write_txn_markers import (
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
-from protocol.records import build_control_batch, now_ms
+from protocol.records import build_control_batch
 
+from ..partition import AppendOrigin
 from ..txn.faults import crash_point
 
 if TYPE_CHECKING:
-    from ..server import BrokerServer, ClientInfo
+    from ..context import BrokerContext, ClientInfo
 
 KEY = 27
 OFFSETS_TOPIC = "__consumer_offsets"
 log = structlog.get_logger()
 
 
-def _write_one(server: BrokerServer, topic: str, index: int, producer_id: int, producer_epoch: int,
+def _write_one(ctx: BrokerContext, topic: str, index: int, producer_id: int, producer_epoch: int,
                commit: bool, coordinator_epoch: int) -> int:
-    part = server.topics.partition(topic, index)
+    part = ctx.topics.partition(topic, index)
     if part is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    if topic == OFFSETS_TOPIC and _offsets_partition_loading(server, index):
+    if topic == OFFSETS_TOPIC and _offsets_partition_loading(ctx, index):
         # The group coordinator is reading this partition back and may already have passed the
         # point where this marker would land: it would miss it, and the offsets would stay pending
         # forever. The marker sender retries once loading is done.
         return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-    batch = build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms())
+    batch = build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch, ctx.clock.now_ms())
     try:
-        part.append(batch)
+        part.append(batch, AppendOrigin.COORDINATOR)
     except KafkaError as e:
         log.info("transaction marker refused", topic=topic, partition=index, producer_id=producer_id,
                  error=e.code.name, reason=e.message)
         return e.code
-    server.metrics.markers_written["commit" if commit else "abort"] += 1
+    ctx.metrics.markers_written["commit" if commit else "abort"] += 1
     return ErrorCode.NONE
 
 
-def _offsets_partition_loading(server: BrokerServer, index: int) -> bool:
-    return server.groups.is_loading(index)
+def _offsets_partition_loading(ctx: BrokerContext, index: int) -> bool:
+    return ctx.groups.is_loading(index)
 
 
-async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
     total = sum(len(t.partition_indexes) for m in req.markers for t in m.topics)
     written = 0
@@ -72,7 +73,7 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
         for t in m.topics:
             parts = []
             for index in t.partition_indexes:
-                code = _write_one(server, t.name, index, m.producer_id, m.producer_epoch, m.transaction_result,
+                code = _write_one(ctx, t.name, index, m.producer_id, m.producer_epoch, m.transaction_result,
                                   m.coordinator_epoch)
                 if code == ErrorCode.NONE:
                     written += 1
@@ -83,6 +84,6 @@ async def handle(server: BrokerServer, client: ClientInfo, header: RequestHeader
                 parts.append(WritableTxnMarkerPartitionResult(partition_index=index, error_code=code))
             topics.append(WritableTxnMarkerTopicResult(name=t.name, partitions=parts))
         if offsets_marked:
-            server.groups.complete_txn(m.producer_id, m.transaction_result)
+            ctx.groups.complete_txn(m.producer_id, m.transaction_result)
         results.append(WritableTxnMarkerResult(producer_id=m.producer_id, topics=topics))
     return WriteTxnMarkersResponse(markers=results)

@@ -23,7 +23,9 @@ import structlog
 from protocol.batch import CONTROL_FLAG, TRANSACTIONAL_FLAG
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import Record, build_batch, decode_batches, parse_control_record
+from storage.clock import Clock
 
+from ..partition import AppendOrigin, Isolation
 from .model import (
     CommitPlan,
     Effects,
@@ -52,10 +54,6 @@ OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 *
 LOAD_READ_BYTES = 1 << 20
 
 
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def settings_from(cfg: BrokerConfig) -> Settings:
     return Settings(
         num_partitions=cfg.offsets_topic_num_partitions,
@@ -70,9 +68,10 @@ def settings_from(cfg: BrokerConfig) -> Settings:
 
 
 class GroupCoordinator:
-    def __init__(self, cfg: BrokerConfig, topics: TopicTable) -> None:
+    def __init__(self, cfg: BrokerConfig, topics: TopicTable, clock: Clock) -> None:
         self.cfg = cfg
         self.topics = topics
+        self.clock = clock
         self.sm = GroupStateMachine(settings_from(cfg), lambda t, p: topics.partition(t, p) is not None)
         self._waiters: dict[int, asyncio.Future[JoinResult | SyncResult]] = {}
         self._tokens = itertools.count(1)
@@ -113,7 +112,7 @@ class GroupCoordinator:
             if e.code == ErrorCode.TOPIC_ALREADY_EXISTS:
                 return
             raise
-        self.sm.own_partitions((p.index for p in topic.partitions), now_ms())
+        self.sm.own_partitions((p.index for p in topic.partitions), self.clock.now_ms())
         self._wake.set()
 
     # ---- loading -----------------------------------------------------------------------------
@@ -126,13 +125,12 @@ class GroupCoordinator:
         started = time.monotonic()
         records = 0
         for p in topic.partitions:
-            pos = p.log.log_start_offset
-            end = p.log.log_end_offset
-            while pos < end:
-                r = p.log.read(pos, LOAD_READ_BYTES, upper_bound=end)
-                if not r.data:
+            pos = p.log_start_offset
+            while True:
+                r = p.read(pos, LOAD_READ_BYTES, Isolation.READ_UNCOMMITTED)  # up to the high watermark
+                if r.error or not r.records:
                     break
-                for h, recs in decode_batches(bytes(r.data)):
+                for h, recs in decode_batches(bytes(r.records)):
                     if h.base_offset + h.last_offset_delta < pos:
                         continue
                     if h.attributes & CONTROL_FLAG:
@@ -153,7 +151,7 @@ class GroupCoordinator:
                                         offset=cr.offset, error=str(e))
                 pos = r.next_offset
                 await asyncio.sleep(0)  # let requests for loaded partitions through meanwhile
-            self.sm.finish_loading(p.index, now_ms())
+            self.sm.finish_loading(p.index, self.clock.now_ms())
             self._apply(self.sm.drain())
         log.info("consumer groups loaded", groups=len(self.sm.groups), records=records,
                  seconds=round(time.monotonic() - started, 3))
@@ -163,12 +161,12 @@ class GroupCoordinator:
         while True:
             self._wake.clear()
             deadline = self.sm.next_deadline()
-            if deadline is None or deadline > now_ms():
-                timeout = None if deadline is None else (deadline - now_ms()) / 1000
+            if deadline is None or deadline > self.clock.now_ms():
+                timeout = None if deadline is None else (deadline - self.clock.now_ms()) / 1000
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout)
             try:
-                self.sm.tick(now_ms())
+                self.sm.tick(self.clock.now_ms())
                 self._apply(self.sm.drain())
             except Exception as e:  # a bug must not stop every group's timers for good
                 log.error("group coordinator timer failed", exc_info=e)
@@ -196,7 +194,7 @@ class GroupCoordinator:
             batch = build_batch((Record(i, 0, w.key, w.value) for i, w in enumerate(ws)),
                                 producer_id=producer_id, producer_epoch=producer_epoch,
                                 transactional=producer_id >= 0)
-            first = partition.append(batch).first_offset
+            first = partition.append(batch, AppendOrigin.COORDINATOR).first_offset
         return first
 
     def _commit(self, plan: CommitPlan) -> dict[TopicPartition, int]:
@@ -216,7 +214,7 @@ class GroupCoordinator:
         token = next(self._tokens)
         fut: asyncio.Future[JoinResult | SyncResult] = asyncio.get_running_loop().create_future()
         self._waiters[token] = fut
-        self.sm.join_group(token, req, now_ms())
+        self.sm.join_group(token, req, self.clock.now_ms())
         self._apply(self.sm.drain())
         try:
             result = await fut
@@ -230,7 +228,7 @@ class GroupCoordinator:
         token = next(self._tokens)
         fut: asyncio.Future[JoinResult | SyncResult] = asyncio.get_running_loop().create_future()
         self._waiters[token] = fut
-        self.sm.sync_group(token, req, now_ms())
+        self.sm.sync_group(token, req, self.clock.now_ms())
         self._apply(self.sm.drain())
         try:
             result = await fut
@@ -241,13 +239,13 @@ class GroupCoordinator:
 
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int) -> int:
         self.ensure_topic()
-        err = self.sm.heartbeat(group_id, member_id, group_instance_id, generation, now_ms())
+        err = self.sm.heartbeat(group_id, member_id, group_instance_id, generation, self.clock.now_ms())
         self._apply(self.sm.drain())
         return err
 
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
         self.ensure_topic()
-        out = self.sm.leave_group(group_id, members, now_ms())
+        out = self.sm.leave_group(group_id, members, self.clock.now_ms())
         self._apply(self.sm.drain())
         return out
 
@@ -255,7 +253,7 @@ class GroupCoordinator:
                        offsets: dict[TopicPartition, OffsetCommitIn],
                        retention_ms: int = -1) -> dict[TopicPartition, int]:
         self.ensure_topic()
-        plan = self.sm.commit_offsets(group_id, member_id, group_instance_id, generation, offsets, now_ms(),
+        plan = self.sm.commit_offsets(group_id, member_id, group_instance_id, generation, offsets, self.clock.now_ms(),
                                       retention_ms)
         errors = self._commit(plan)
         self._apply(self.sm.drain())
@@ -275,7 +273,7 @@ class GroupCoordinator:
 
     def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
         self.ensure_topic()
-        out = self.sm.delete_groups(group_ids, now_ms())
+        out = self.sm.delete_groups(group_ids, self.clock.now_ms())
         self._apply(self.sm.drain())
         return out
 
@@ -294,7 +292,7 @@ class GroupCoordinator:
         OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for them) until the
         transaction's marker is written to the group's partition and complete_txn is called."""
         self.ensure_topic()
-        plan = self.sm.prepare_txn_offsets(group_id, producer_id, producer_epoch, offsets, now_ms(),
+        plan = self.sm.prepare_txn_offsets(group_id, producer_id, producer_epoch, offsets, self.clock.now_ms(),
                                            member_id=member_id, group_instance_id=group_instance_id,
                                            generation=generation)
         errors = self._commit(plan)

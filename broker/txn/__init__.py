@@ -1,4 +1,4 @@
-"""The transaction coordinator (design.md §5), split the sans-IO way.
+"""The transaction coordinator (docs/transactions.md), split the sans-IO way.
 
 Pure logic, fed events with an explicit now_ms and returning what to do:
     state.py         states, per-transactional-id metadata, which transitions are legal

@@ -2,7 +2,7 @@
 
 All decisions are machine.TxnStateMachine's; this module gives them effect in the only safe
 order — the record is appended to `__transaction_state` first, and only then does the cache
-change, the client get its answer, or the markers go out (design.md §5). On start the cache is
+change, the client get its answer, or the markers go out (docs/transactions.md). On start the cache is
 rebuilt from that log, and every transaction found in PrepareCommit/PrepareAbort gets its
 markers sent again: markers are idempotent at the partition leaders (a second marker for an
 already-ended transaction ends nothing), so re-sending is always safe.
@@ -17,7 +17,6 @@ is the one its retry would have got.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -26,27 +25,28 @@ import structlog
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import Record, build_batch, decode_batches
 from protocol.topic_partition import TopicPartition
+from storage.clock import Clock
 
+from ..partition import AppendOrigin, Isolation
 from .faults import crash_point
 from .log_records import TxnLogFormatError, decode_key, decode_value, encode_key, encode_value
 from .machine import Decision, MarkerJob, TxnStateMachine
+from .markers import DELETED
 from .sender import MarkerSender
 from .state import TxnMetadata, TxnState
 
 if TYPE_CHECKING:
+    from ..config import BrokerConfig
+    from ..metrics import BrokerMetrics
     from ..partition import Partition
-    from ..server import BrokerServer
-    from ..topics import Topic
+    from ..producer_ids import ProducerIdAllocator
+    from ..topics import Topic, TopicTable
 
 log = structlog.get_logger()
 
 TOPIC = "__transaction_state"
 CONCURRENT_WAIT_S = 2.0
 _LOAD_READ_BYTES = 1024 * 1024
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 # Storage errors of a `__transaction_state` append, as the client should see them (Kafka's mapping).
@@ -63,14 +63,18 @@ _APPEND_ERRORS = {
 
 
 class TransactionCoordinator:
-    def __init__(self, server: BrokerServer) -> None:
-        cfg = server.cfg
-        self.server = server
+    def __init__(self, cfg: BrokerConfig, topics: TopicTable, producer_ids: ProducerIdAllocator,
+                 metrics: BrokerMetrics, clock: Clock,
+                 broker_address: Callable[[int], tuple[str, int] | None]) -> None:
+        self.cfg = cfg
+        self.topics = topics
+        self.metrics = metrics
+        self.clock = clock
         self.machine = TxnStateMachine(
             num_partitions=cfg.transaction_state_num_partitions, max_timeout_ms=cfg.transaction_max_timeout_ms,
             id_expiration_ms=cfg.transactional_id_expiration_ms,
-            allocate_producer_id=lambda: server.producer_ids.allocate())
-        self.sender = MarkerSender(server, self._on_markers_done)
+            allocate_producer_id=producer_ids.allocate)
+        self.sender = MarkerSender(cfg.node_id, self._leader_of, broker_address, clock, self._on_markers_done)
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._reaper: asyncio.Task[None] | None = None
@@ -81,17 +85,17 @@ class TransactionCoordinator:
         """Rebuild the cache from `__transaction_state` (before the listener opens, so no request
         ever sees a half-loaded coordinator). A broker that never saw a transaction has no such
         topic yet: ensure_topic creates it on first need."""
-        topic = self.server.topics.get(TOPIC)
+        topic = self.topics.get(TOPIC)
         if topic is not None:
             self._load_topic(topic)
 
     def ensure_topic(self) -> None:
         """Create `__transaction_state` when a transactional id first looks for its coordinator,
         as Kafka does, so brokers that never run transactions carry no 50 idle partitions."""
-        if self.server.topics.get(TOPIC) is None:
-            cfg = self.server.cfg
+        if self.topics.get(TOPIC) is None:
+            cfg = self.cfg
             configs = {"cleanup.policy": "compact", "segment.bytes": str(cfg.transaction_state_segment_bytes)}
-            self._load_topic(self.server.topics.create(TOPIC, cfg.transaction_state_num_partitions, configs=configs))
+            self._load_topic(self.topics.create(TOPIC, cfg.transaction_state_num_partitions, configs=configs))
 
     def _load_topic(self, topic: Topic) -> None:
         if len(topic.partitions) != self.machine.num_partitions:
@@ -109,15 +113,13 @@ class TransactionCoordinator:
     def _load_partition(self, part: Partition) -> int:
         self.machine.unload_partition(part.index)
         self.machine.coordinator_epochs[part.index] = part.leader_epoch
-        plog = part.log
-        offset = plog.log_start_offset
-        end = plog.log_end_offset
+        offset = part.log_start_offset
         count = 0
-        while offset < end:
-            r = plog.read(offset, _LOAD_READ_BYTES)
-            if not r.data:
+        while True:
+            r = part.read(offset, _LOAD_READ_BYTES, Isolation.READ_UNCOMMITTED)  # committed records only
+            if r.error or not r.records:
                 break
-            for h, records in decode_batches(r.data):
+            for h, records in decode_batches(r.records):
                 if h.is_control:
                     continue
                 for rec in records:
@@ -150,6 +152,11 @@ class TransactionCoordinator:
             t.cancel()
         await self.sender.stop()
 
+    def _leader_of(self, tp: TopicPartition) -> int:
+        """The broker that must write a marker for `tp`; DELETED once its topic is gone."""
+        part = self.topics.partition(tp[0], tp[1])
+        return DELETED if part is None else part.leader
+
     # ---- what handlers call -------------------------------------------------------------------
     def owns(self, tid: str) -> bool:
         return self.machine.partition_of(tid) in self._owned
@@ -161,7 +168,7 @@ class TransactionCoordinator:
         if not self.owns(tid):
             return Decision(error=ErrorCode.NOT_COORDINATOR)
         return await self._decide(tid, lambda: self.machine.init_producer_id(
-            tid, timeout_ms, producer_id, producer_epoch, now_ms()))
+            tid, timeout_ms, producer_id, producer_epoch, self.clock.now_ms()))
 
     async def add_partitions(self, tid: str, producer_id: int, producer_epoch: int,
                              partitions: Iterable[TopicPartition]) -> ErrorCode:
@@ -169,7 +176,7 @@ class TransactionCoordinator:
             return ErrorCode.NOT_COORDINATOR
         parts = list(partitions)
         d = await self._decide(tid, lambda: self.machine.add_partitions(tid, producer_id, producer_epoch, parts,
-                                                                          now_ms()))
+                                                                          self.clock.now_ms()))
         return d.error
 
     async def end_txn(self, tid: str, producer_id: int, producer_epoch: int, commit: bool, *,
@@ -177,7 +184,7 @@ class TransactionCoordinator:
         if not self.owns(tid):
             return Decision(error=ErrorCode.NOT_COORDINATOR)
         return await self._decide(tid, lambda: self.machine.end_txn(tid, producer_id, producer_epoch, commit,
-                                                                      now_ms(), bump_epoch=bump_epoch))
+                                                                      self.clock.now_ms(), bump_epoch=bump_epoch))
 
     def verify(self, tid: str, producer_id: int, producer_epoch: int,
                partitions: Iterable[TopicPartition]) -> ErrorCode:
@@ -226,13 +233,13 @@ class TransactionCoordinator:
     async def _append(self, tid: str, d: Decision) -> ErrorCode:
         """Append the transition to the id's `__transaction_state` partition. Async because on a
         cluster this waits for the in-sync replicas; on one broker the local append is the end."""
-        part = self.server.topics.partition(TOPIC, self.machine.partition_of(tid))
+        part = self.topics.partition(TOPIC, self.machine.partition_of(tid))
         if part is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         value = None if d.remove or d.record is None else encode_value(d.record)
         batch = build_batch([Record(0, 0, encode_key(tid), value)])
         try:
-            part.append(batch)
+            part.append(batch, AppendOrigin.COORDINATOR)
         except KafkaError as e:
             log.error("__transaction_state append failed", transactional_id=tid, error=e.code.name, reason=e.message)
             return _APPEND_ERRORS.get(e.code, e.code)
@@ -270,12 +277,12 @@ class TransactionCoordinator:
     async def _complete(self, job: MarkerJob) -> None:
         if job.commit:
             crash_point("before_complete")
-        d = self.machine.markers_written(job, now_ms())
+        d = self.machine.markers_written(job, self.clock.now_ms())
         if d is None:
             return
         done = await self._execute(job.transactional_id, d)
         if not done.error:
-            self.server.metrics.transactions_ended["commit" if job.commit else "abort"] += 1
+            self.metrics.transactions_ended["commit" if job.commit else "abort"] += 1
         if done.error:
             # The markers are in place; only the completion record is missing. Try again later
             # (the id stays in PrepareX meanwhile, answering CONCURRENT_TRANSACTIONS).
@@ -291,11 +298,11 @@ class TransactionCoordinator:
 
     # ---- the reaper ---------------------------------------------------------------------------
     async def _reap_loop(self) -> None:
-        interval = self.server.cfg.transaction_abort_timed_out_interval_ms / 1000
+        interval = self.cfg.transaction_abort_timed_out_interval_ms / 1000
         while True:
             await asyncio.sleep(interval)
             try:
-                await self.reap(now_ms())
+                await self.reap(self.clock.now_ms())
             except Exception as e:  # a bug here must not stop future timeouts
                 log.error("transaction reaper failed", exc_info=e)
 
@@ -304,7 +311,7 @@ class TransactionCoordinator:
         for tid, d in list(self.machine.timed_out(now)):
             log.info("aborting timed-out transaction", transactional_id=tid)
             if not (await self._execute(tid, d)).error:
-                self.server.metrics.transactions_timed_out += 1
+                self.metrics.transactions_timed_out += 1
         for tid, d in list(self.machine.expired(now)):
             log.info("removing expired transactional id", transactional_id=tid)
             await self._execute(tid, d)

@@ -1,4 +1,4 @@
-"""The transaction coordinator's decisions, without I/O (design.md §4, §5).
+"""The transaction coordinator's decisions, without I/O (docs/architecture.md §3, docs/transactions.md).
 
 Each request becomes a `Decision`: either an answer now (an error, or success with nothing to
 write), or a `TxnRecord` that must be durable in `__transaction_state` *before* it takes effect.

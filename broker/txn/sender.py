@@ -13,35 +13,31 @@ CompleteCommit/CompleteAbort. The bookkeeping is markers.MarkerQueue; this is on
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import structlog
 
 from protocol.topic_partition import TopicPartition
+from storage.clock import Clock
 
 from ..wire import BrokerConnection, WireError
 from .machine import MarkerJob
-from .markers import DELETED, MarkerQueue, MarkerSend, build_request, response_errors
-
-if TYPE_CHECKING:
-    from ..server import BrokerServer
+from .markers import MarkerQueue, MarkerSend, build_request, response_errors
 
 log = structlog.get_logger()
 
 REQUEST_TIMEOUT_S = 30.0
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class MarkerSender:
-    def __init__(self, server: BrokerServer, on_done: Callable[[list[MarkerJob]], None], *,
-                 retry_backoff_ms: int = 100) -> None:
-        self.server = server
+    def __init__(self, node_id: int, leader_of: Callable[[TopicPartition], int],
+                 address_of: Callable[[int], tuple[str, int] | None], clock: Clock,
+                 on_done: Callable[[list[MarkerJob]], None], *, retry_backoff_ms: int = 100) -> None:
+        self.node_id = node_id
         self.queue = MarkerQueue(retry_backoff_ms)
+        self._leader_of = leader_of  # the partition's leader, DELETED once its topic is gone
+        self._address_of = address_of  # a broker's inter-broker address, None if unknown
+        self._clock = clock
         self._on_done = on_done
         self._wake = asyncio.Event()
         self._conns: dict[int, BrokerConnection] = {}
@@ -65,27 +61,14 @@ class MarkerSender:
         self.queue.add(job)
         self._wake.set()
 
-    # ---- where markers go -------------------------------------------------------------------------
-    def _leader_of(self, tp: TopicPartition) -> int:
-        topic = self.server.topics.get(tp[0])
-        if topic is None or not 0 <= tp[1] < len(topic.partitions):
-            return DELETED
-        return self.server.node_id  # one broker leads everything until replication exists
-
-    def _address(self, node: int) -> tuple[str, int] | None:
-        if node != self.server.node_id:
-            return None  # other brokers become reachable with the cluster metadata (design.md §6)
-        host, port = self.server.cfg.listen_host, self.server.cfg.listen_port
-        return ("127.0.0.1" if host in ("0.0.0.0", "", "::") else host), port
-
     async def _connection(self, node: int) -> BrokerConnection:
         conn = self._conns.get(node)
         if conn is not None:
             return conn
-        addr = self._address(node)
+        addr = self._address_of(node)
         if addr is None:
             raise WireError(f"no address for broker {node}")
-        conn = await BrokerConnection.connect(addr[0], addr[1], client_id=f"ketch-txn-markers-{self.server.node_id}")
+        conn = await BrokerConnection.connect(addr[0], addr[1], client_id=f"ketch-txn-markers-{self.node_id}")
         self._conns[node] = conn
         return conn
 
@@ -93,7 +76,7 @@ class MarkerSender:
     async def _run(self) -> None:
         while True:
             self._deliver_done()
-            now = _now_ms()
+            now = self._clock.now_ms()
             for node, sends in self.queue.drain(now, self._leader_of, self._busy).items():
                 self._busy.add(node)
                 task = asyncio.get_running_loop().create_task(self._send(node, sends))
@@ -101,7 +84,7 @@ class MarkerSender:
                 task.add_done_callback(self._tasks.discard)
             self._deliver_done()
             retry = self.queue.next_retry_ms()
-            timeout = None if retry is None else max(retry - _now_ms(), 1) / 1000
+            timeout = None if retry is None else max(retry - self._clock.now_ms(), 1) / 1000
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout)
             except TimeoutError:
@@ -117,9 +100,9 @@ class MarkerSender:
             dead = self._conns.pop(node, None)
             if dead is not None:
                 dead.close()
-            self.queue.on_failure(sends, _now_ms())
+            self.queue.on_failure(sends, self._clock.now_ms())
         else:
-            self.queue.on_response(sends, response_errors(resp), _now_ms())
+            self.queue.on_response(sends, response_errors(resp), self._clock.now_ms())
         finally:
             self._busy.discard(node)
             self._wake.set()

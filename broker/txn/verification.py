@@ -28,7 +28,7 @@ from protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from ..partition import Partition
-    from ..server import BrokerServer
+    from .coordinator import TransactionCoordinator
 
 _FOR_PRODUCER = {
     ErrorCode.NONE: ErrorCode.NONE,
@@ -45,15 +45,15 @@ def needs_verification(part: Partition, h: BatchHeader) -> bool:
     """True for a transactional batch that would open a transaction in this partition."""
     if not h.is_transactional or h.producer_id < 0:
         return False
-    entry = part.log.producer_state.get(h.producer_id)
+    entry = part.producer(h.producer_id)
     return entry is None or entry.current_txn_first_offset is None or entry.epoch != h.producer_epoch
 
 
-async def verify(server: BrokerServer, transactional_id: str, producer_id: int, producer_epoch: int,
+async def verify(coordinator: TransactionCoordinator, transactional_id: str, producer_id: int, producer_epoch: int,
                  partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
     """Per partition, the error the producer gets (NONE: go ahead and append)."""
     out: dict[TopicPartition, ErrorCode] = {}
     for tp in partitions:
-        code = server.txn.verify(transactional_id, producer_id, producer_epoch, [tp])
+        code = coordinator.verify(transactional_id, producer_id, producer_epoch, [tp])
         out[tp] = _FOR_PRODUCER.get(code, ErrorCode.INVALID_TXN_STATE)
     return out

@@ -7,6 +7,7 @@ address with the same on-disk state.
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import socket
@@ -78,6 +79,7 @@ class BrokerProcess:
         )
         self.python = python
         self.proc: subprocess.Popen[bytes] | None = None
+        self.paused = False
         self.starts = 0
         self._log_file = None
 
@@ -117,8 +119,9 @@ class BrokerProcess:
         return self.proc is not None and self._log_file is not None and self.proc.poll() is not None
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self, timeout: float = 30.0) -> BrokerProcess:
-        """Start the broker and wait until its port accepts TCP connections."""
+    def start(self, timeout: float = 30.0, *, wait: bool = True) -> BrokerProcess:
+        """Start the broker and (unless `wait` is false) wait until its port accepts TCP
+        connections."""
         if self.is_running():
             raise BrokerError(f"broker on {self.bootstrap} is already running (pid {self.pid})")
         env = dict(os.environ)
@@ -143,7 +146,8 @@ class BrokerProcess:
         )
         if self not in BrokerProcess.live:
             BrokerProcess.live.append(self)
-        self.wait_ready(timeout)
+        if wait:
+            self.wait_ready(timeout)
         return self
 
     def wait_ready(self, timeout: float = 30.0) -> None:
@@ -178,13 +182,36 @@ class BrokerProcess:
         return self._reap()
 
     def kill(self) -> int:
-        """Crash: SIGKILL and reap. Nothing the broker has not already written to disk survives."""
+        """Crash: SIGKILL the broker's whole process group (a worker it started dies with it) and
+        reap. Nothing the broker has not already written to disk survives."""
         if self.proc is None:
             return 0
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
+            self._signal_group(signal.SIGKILL)
             self.proc.wait(10)
+        self.paused = False
         return self._reap()
+
+    def pause(self) -> None:
+        """SIGSTOP: the process keeps its sockets open but answers nothing, like a broker stuck
+        in a long GC pause or on a dead disk: peers see timeouts, not refused connections."""
+        if not self.is_running():
+            raise BrokerError(f"cannot pause {self!r}: not running")
+        self._signal_group(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        """SIGCONT after pause()."""
+        if self.is_running():
+            self._signal_group(signal.SIGCONT)
+        self.paused = False
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        assert self.proc is not None
+        try:
+            os.killpg(self.proc.pid, sig)  # start_new_session made the broker its group's leader
+        except ProcessLookupError:
+            pass
 
     def restart(self, *, kill: bool = False, timeout: float = 30.0) -> BrokerProcess:
         """Stop (or SIGKILL) and start again on the same port and data directory."""
@@ -197,6 +224,8 @@ class BrokerProcess:
     def close(self) -> None:
         """Stop if still running (SIGTERM, falling back to SIGKILL) and forget the instance."""
         try:
+            if self.paused:
+                self.resume()  # a stopped process would hold SIGTERM until the stop timeout
             if self.is_running():
                 self.stop()
         finally:
@@ -244,3 +273,12 @@ class BrokerProcess:
     def __repr__(self) -> str:
         state = f"pid {self.proc.pid}" if self.is_running() and self.proc else "stopped"
         return f"<BrokerProcess {self.bootstrap} {state} data={self.data_dir}>"
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    """Last line against leaks: whatever a fixture's teardown did not reach (pytest interrupted,
+    a helper used outside a fixture) is SIGKILLed when the test process exits."""
+    for b in list(BrokerProcess.live):
+        if b.is_running():
+            b.kill()

@@ -14,7 +14,7 @@ from client import (
     IllegalStateError,
     Producer,
     ProducerFencedError,
-    TxnState,
+    ProducerTxnState,
 )
 
 
@@ -36,7 +36,7 @@ async def test_committed_visible_aborted_not(module_broker: BrokerProcess) -> No
     await create(bs, (topic, 3))
     async with Producer(bs, transactional_id=unique_topic("tx")) as p:
         await p.init_transactions()
-        assert p.transaction_state is TxnState.READY
+        assert p.transaction_state is ProducerTxnState.READY
         await p.begin_transaction()
         for i in range(30):
             await p.send(topic, b"commit-%d" % i, key=b"%d" % i)
@@ -69,7 +69,7 @@ async def test_context_manager_aborts_on_exception(module_broker: BrokerProcess)
                 await p.send(topic, b"doomed")
                 await p.flush()
                 raise RuntimeError("boom")
-        assert p.transaction_state is TxnState.READY
+        assert p.transaction_state is ProducerTxnState.READY
         async with p.transaction():
             await p.send(topic, b"kept")
     assert [v for _, _, v in await read_all(bs, topic, 1)] == [b"kept"]
@@ -121,7 +121,7 @@ async def test_fenced_producer_raises_fatal_error_and_its_data_is_aborted(module
         with pytest.raises(ProducerFencedError) as info:
             await old.commit_transaction()
         assert "zombie" in str(info.value)
-        assert old.transaction_state is TxnState.FATAL_ERROR
+        assert old.transaction_state is ProducerTxnState.FATAL_ERROR
         with pytest.raises(ProducerFencedError):
             await old.begin_transaction()
     values = [v for _, _, v in await read_all(bs, topic, 2)]

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from broker.partition import Partition
+from broker.partition import AppendOrigin, Partition
+from broker.replication.replica_state import Assignment
 from protocol.records import Record, build_batch
+from storage.clock import ManualClock
 from storage.config import LogConfig
 
 UNDEFINED = (-1, -1)
@@ -15,8 +17,14 @@ def _batch(n: int) -> bytes:
     return build_batch(Record(i, 0, None, b"v%d" % i) for i in range(n))
 
 
+def _lead(p: Partition, epoch: int) -> None:
+    p.become_leader(Assignment((1,), frozenset({1}), 1, epoch, 0))
+
+
 def _open(data: Path) -> Partition:
-    return Partition.open(data, "t", 0, LogConfig())
+    p = Partition.open(data, "t", 0, LogConfig(), 1, ManualClock(1_000).now_ms)
+    _lead(p, 0)
+    return p
 
 
 def test_an_empty_log_answers_for_the_epoch_it_is_led_in(tmp_path: Path) -> None:
@@ -26,7 +34,7 @@ def test_an_empty_log_answers_for_the_epoch_it_is_led_in(tmp_path: Path) -> None
         assert p.end_offset_for_epoch(0) == (0, 0)  # Kafka's leader has (0, 0) in its cache already
         assert p.end_offset_for_epoch(1) == UNDEFINED
         assert p.end_offset_for_epoch(-1) == UNDEFINED
-        p.append(_batch(3))
+        p.append(_batch(3), AppendOrigin.CLIENT)
         assert p.end_offset_for_epoch(0) == (0, 3)
     finally:
         p.log.close()
@@ -35,14 +43,14 @@ def test_an_empty_log_answers_for_the_epoch_it_is_led_in(tmp_path: Path) -> None
 def test_a_history_of_several_epochs(tmp_path: Path) -> None:
     p = _open(tmp_path)
     for epoch, n in ((0, 3), (2, 2), (5, 4)):
-        p.leader_epoch = epoch
-        p.append(_batch(n))
+        _lead(p, epoch)
+        p.append(_batch(n), AppendOrigin.CLIENT)
     assert p.log.leader_epochs == [(0, 0), (2, 3), (5, 5)] and p.log.log_end_offset == 9
     answers = {e: p.end_offset_for_epoch(e) for e in range(-1, 7)}
     assert answers == {-1: UNDEFINED, 0: (0, 3), 1: (0, 3), 2: (2, 5), 3: (2, 5), 4: (2, 5), 5: (5, 9),
                        6: UNDEFINED}
     # a new leader epoch that has written nothing yet starts at the log end
-    p.leader_epoch = 7
+    _lead(p, 7)
     assert [p.end_offset_for_epoch(e) for e in (5, 6, 7, 8)] == [(5, 9), (5, 9), (7, 9), UNDEFINED]
     p.log.close()
 

@@ -21,7 +21,7 @@ from protocol.records import (
     build_control_batch,
     decode_batches,
 )
-from storage import LogConfig, PartitionLog, segment_swap
+from storage import AbortedTransaction, LogConfig, PartitionLog, segment_swap
 from storage.cleaner import CLEANER_CHECKPOINT_FILE, clean
 
 UNIT_DIR = Path(__file__).resolve().parent
@@ -272,10 +272,10 @@ def test_aborted_txn_index_entries_follow_their_markers(tmp_path: Path) -> None:
     marker(log, 1, 0, commit=False)
     put(log, (b"z", b"z"), pid=1, epoch=0, seq=1)
     log.roll()
-    assert log.aborted_transactions(0, log.log_end_offset) == [(1, first)]
+    assert log.aborted_transactions(0, log.log_end_offset) == [AbortedTransaction(1, first)]
     force(log, now=T0, delete_retention_ms=1000)
     # the marker survives the pass that removed its data, and so does its index entry
-    assert log.aborted_transactions(0, log.log_end_offset) == [(1, first)]
+    assert log.aborted_transactions(0, log.log_end_offset) == [AbortedTransaction(1, first)]
     assert [r.value for r in data_records(log)] == [b"plain", b"z"]
     force(log, now=T0 + 2000, delete_retention_ms=1000)
     assert not any(h.is_control for h, _ in batches(log))

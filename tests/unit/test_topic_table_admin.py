@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 from broker.config import BrokerConfig
+from broker.partition import AppendOrigin
 from broker.topic_configs import APPEND, DELETE, SET, SUBTRACT, ConfigOp, apply_ops
 from broker.topics import TopicTable
 from protocol.errors import ErrorCode, KafkaError
+from storage.clock import SystemClock
 
 DEFAULTS = {"cleanup.policy": "delete", "retention.ms": "604800000"}
 
@@ -31,7 +33,7 @@ def test_apply_ops_set_delete_append_subtract() -> None:
 
 
 def _table(tmp_path: Path) -> TopicTable:
-    t = TopicTable(BrokerConfig(data_dir=str(tmp_path)))
+    t = TopicTable(BrokerConfig(data_dir=str(tmp_path)), SystemClock())
     t.load()
     return t
 
@@ -100,8 +102,8 @@ def test_a_topic_deleted_just_before_a_crash_does_not_come_back_in_a_new_topic(t
     table.create("t", 2)
     table.create("keep", 1)
     for p in table.by_name["t"].partitions:
-        p.append(build_batch([Record(0, 0, b"k", b"old")]))
-    table.by_name["keep"].partitions[0].append(build_batch([Record(0, 0, b"k", b"kept")]))
+        p.append(build_batch([Record(0, 0, b"k", b"old")]), AppendOrigin.CLIENT)
+    table.by_name["keep"].partitions[0].append(build_batch([Record(0, 0, b"k", b"kept")]), AppendOrigin.CLIENT)
     # the first half of delete("t") only, as if the process died before removing the directories
     del table.by_id[table.by_name["t"].topic_id]
     del table.by_name["t"]

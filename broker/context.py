@@ -1,0 +1,52 @@
+"""What a request handler may touch: the narrow, typed context every handler receives.
+
+Handlers used to get the whole BrokerServer, so nothing said what a handler depends on and every
+handler module imported the server (an import cycle). A handler now gets a BrokerContext — the
+broker's identity and settings, its clock, the topics (metadata and the local partitions), the two
+coordinators, the producer-id allocator and the metrics — and the ClientInfo of the connection the
+request came on. Nothing here knows about sockets; the network layer (broker/server.py) builds one
+context at start and passes it to every call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from protocol.headers import RequestHeader
+from protocol.schema import Message
+from storage.clock import Clock
+
+if TYPE_CHECKING:
+    from .config import BrokerConfig
+    from .group.coordinator import GroupCoordinator
+    from .metrics import BrokerMetrics
+    from .producer_ids import ProducerIdAllocator
+    from .topics import TopicTable
+    from .txn.coordinator import TransactionCoordinator
+
+
+@dataclass(slots=True)
+class ClientInfo:
+    """The connection a request arrived on."""
+
+    conn_id: int
+    peer: str
+    client_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerContext:
+    node_id: int
+    config: BrokerConfig
+    clock: Clock
+    topics: TopicTable
+    groups: GroupCoordinator
+    txn: TransactionCoordinator
+    producer_ids: ProducerIdAllocator
+    metrics: BrokerMetrics
+
+
+# `async def handle(ctx, client, header, request) -> response | None`; None: send nothing (acks=0).
+Handler = Callable[[BrokerContext, ClientInfo, RequestHeader, Any], Coroutine[Any, Any, Message | None]]

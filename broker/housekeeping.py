@@ -1,0 +1,76 @@
+"""Timed log housekeeping: recovery-point checkpoints, producer expiry, retention, compaction.
+
+Compaction reads and rewrites whole segments, seconds of work on a large partition. Run on the
+event loop it would stall every request for that long, and once followers fetch from this broker
+a stalled leader shrinks its ISR. So only the quick decisions and the swap run on the loop
+(storage.cleaner.prepare / install); the pass itself runs in a worker thread
+(storage.cleaner.run), which touches no live log state. Passes run one at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import structlog
+
+from storage import cleaner
+from storage.clock import Clock
+
+from .partition import Partition
+from .topics import TopicTable
+
+log = structlog.get_logger(__name__)
+
+
+class Housekeeper:
+    def __init__(self, topics: TopicTable, clock: Clock, retention_check_interval_ms: int,
+                 checkpoint_interval_ms: int, producer_expiration_check_interval_ms: int) -> None:
+        self.topics = topics
+        self.clock = clock
+        self.retention_interval_s = retention_check_interval_ms / 1000
+        self.checkpoint_interval_s = checkpoint_interval_ms / 1000
+        self.expiry_interval_s = producer_expiration_check_interval_ms / 1000
+
+    async def run(self) -> None:
+        """Checkpoint recovery points (so a restart after a crash re-reads only what came since,
+        as Kafka does every minute); forget idle producers (else every producer that ever wrote
+        stays in memory and in snapshots for the life of the process); apply retention and
+        compaction every retention interval."""
+        loop = asyncio.get_running_loop()
+        next_retention = loop.time() + self.retention_interval_s
+        next_expiry = loop.time() + self.expiry_interval_s
+        while True:
+            await asyncio.sleep(min(self.retention_interval_s, self.checkpoint_interval_s, self.expiry_interval_s))
+            retention_due = loop.time() >= next_retention
+            if retention_due:
+                next_retention = loop.time() + self.retention_interval_s
+            expiry_due = loop.time() >= next_expiry
+            if expiry_due:
+                next_expiry = loop.time() + self.expiry_interval_s
+            for t in list(self.topics.by_name.values()):
+                for p in list(t.partitions):
+                    try:
+                        if expiry_due:
+                            p.log.expire_producers(self.clock.now_ms())  # never one with an open transaction
+                        p.log.checkpoint()
+                        if retention_due:
+                            deleted = p.log.apply_retention(self.clock.now_ms())
+                            if deleted:
+                                log.info("retention deleted segments", topic=t.name, partition=p.index,
+                                         segments=deleted)
+                            if p.log.config.compacts:
+                                await compact(p, self.clock.now_ms())
+                    except Exception as e:
+                        log.error("housekeeping failed", topic=t.name, partition=p.index, exc_info=e)
+
+
+async def compact(p: Partition, now_ms: int) -> cleaner.CleanStats:
+    """One compaction pass of `p`, its long part in a worker thread."""
+    job = cleaner.prepare(p.log, now_ms=now_ms)
+    if isinstance(job, cleaner.CleanStats):
+        return job
+    try:
+        cleaned = await asyncio.to_thread(cleaner.run, job)
+    finally:
+        job.close()
+    return cleaner.install(p.log, job, cleaned)  # discards the pass if the log changed meanwhile

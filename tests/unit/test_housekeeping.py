@@ -1,0 +1,119 @@
+"""Compaction runs off the event loop: the loop keeps serving while a pass is in its worker
+thread, what was appended meanwhile survives the swap, and a pass whose log changed under it is
+thrown away instead of swapped in."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import pytest
+
+from broker.housekeeping import compact
+from broker.partition import AppendOrigin, Isolation, Partition
+from broker.replication.replica_state import Assignment
+from protocol.records import Record, build_batch, decode_batches
+from storage import cleaner, segment_swap
+from storage.clock import ManualClock
+from storage.config import LogConfig
+
+KEYS = 20
+NOW = 1_000_000
+
+
+def _open(path: Path, policy: str = "compact") -> Partition:
+    cfg = LogConfig(segment_bytes=4096, cleanup_policy=policy, min_cleanable_dirty_ratio=0.0)
+    p = Partition.open(path, "c", 0, cfg, 1, ManualClock(NOW).now_ms)
+    p.become_leader(Assignment((1,), frozenset({1}), 1, 0, 0))
+    return p
+
+
+def _put(p: Partition, key: int, value: bytes) -> None:
+    p.append(build_batch([Record(0, 0, b"k%d" % key, value)]), AppendOrigin.CLIENT)
+
+
+def _fill(p: Partition, rounds: int) -> None:
+    for r in range(rounds):
+        for k in range(KEYS):
+            _put(p, k, b"round-%d" % r)
+    p.log.roll()
+
+
+def _latest(p: Partition) -> dict[bytes, bytes]:
+    out: dict[bytes, bytes] = {}
+    offset = p.log_start_offset
+    while True:
+        r = p.read(offset, 1 << 20, Isolation.READ_UNCOMMITTED)
+        if not r.records:
+            return out
+        for _, records in decode_batches(r.records):
+            for rec in records:
+                assert rec.key is not None and rec.value is not None
+                out[rec.key] = rec.value
+        offset = r.next_offset
+
+
+def _gate(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
+    """Hold cleaner.run (in its worker thread) until the test opens the gate."""
+    started, gate = threading.Event(), threading.Event()
+    real = cleaner.run
+
+    def gated(job: cleaner.CleanJob) -> cleaner.CleanedSegments:
+        started.set()
+        assert gate.wait(10), "the test never opened the gate: was the pass run on the loop?"
+        return real(job)
+
+    monkeypatch.setattr(cleaner, "run", gated)
+    return started, gate
+
+
+async def _wait(event: threading.Event) -> None:
+    deadline = asyncio.get_running_loop().time() + 10
+    while not event.is_set():
+        assert asyncio.get_running_loop().time() < deadline, "the pass never started"
+        await asyncio.sleep(0.001)
+
+
+async def test_the_loop_appends_while_a_pass_runs_and_the_appends_survive_the_swap(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    p = _open(tmp_path / "c-0")
+    _fill(p, 30)
+    segments_before = p.segment_count
+    started, gate = _gate(monkeypatch)
+    task = asyncio.create_task(compact(p, NOW))
+    await _wait(started)
+    # The pass is parked in its thread; the loop is free: these appends happen now.
+    for k in range(KEYS):
+        _put(p, k, b"during-the-pass")
+    assert not task.done()
+    gate.set()
+    stats = await task
+    assert stats.cleaned and stats.records_removed > 0
+    assert p.segment_count < segments_before
+    assert _latest(p) == {b"k%d" % k: b"during-the-pass" for k in range(KEYS)}
+    p.close()
+
+
+async def test_a_pass_whose_segments_went_away_meanwhile_is_discarded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    p = _open(tmp_path / "c-0", "compact,delete")  # DeleteRecords needs delete in the policy
+    _fill(p, 30)
+    started, gate = _gate(monkeypatch)
+    task = asyncio.create_task(compact(p, NOW))
+    await _wait(started)
+    # DeleteRecords moves the log start past the first segments: they are deleted under the pass.
+    cut = p.log.segments[3].base_offset
+    p.delete_records(cut)
+    gate.set()
+    stats = await task
+    assert not stats.cleaned
+    assert p.log_start_offset == cut
+    assert not segment_swap.staging_dir(p.log.directory).exists()
+    assert _latest(p) == {b"k%d" % k: b"round-29" for k in range(KEYS)}
+    # the next pass starts over from the log as it is now, and works
+    monkeypatch.undo()
+    again = await compact(p, NOW)
+    assert again.cleaned and again.records_removed > 0
+    assert _latest(p) == {b"k%d" % k: b"round-29" for k in range(KEYS)}
+    p.close()
