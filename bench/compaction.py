@@ -40,8 +40,14 @@ ENV = {"KETCH_LOG_RETENTION_CHECK_INTERVAL_MS": "1000"}
 
 def _fill(bootstrap: str, topic: str, mb: int) -> int:
     n = mb * 1_000_000 // VALUE_BYTES
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 20, "batch.num.messages": 1000,
-                  **QUIET})
+    errors: list[Any] = []
+
+    def report(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 20, "batch.num.messages": 500,
+                  "on_delivery": report, **QUIET})
     pad = b"v" * (VALUE_BYTES - 10)
     for i in range(n):
         while True:
@@ -54,6 +60,8 @@ def _fill(bootstrap: str, topic: str, mb: int) -> int:
             p.poll(0)
     if p.flush(300):
         raise RuntimeError("fill did not complete")
+    if errors:
+        raise RuntimeError(f"{len(errors)} records not written, first: {errors[0]}")
     return n
 
 
@@ -101,7 +109,7 @@ def run_target(repo: Path, mb: int, timeout: float) -> dict[str, Any]:
             return any('"log cleaned"' in line and big in line for line in broker.log_path.read_text().splitlines())
 
         res = ConfigResource(ConfigResource.Type.TOPIC, big, set_config={"cleanup.policy": "compact"})
-        for f in admin.alter_configs([res]).values():
+        for f in admin.alter_configs([res]).values():  # AlterConfigs: both revisions serve it
             f.result(60)
         t1 = time.monotonic()
         during = _probe(broker.bootstrap, probe, cleaned, timeout)
