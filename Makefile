@@ -40,6 +40,7 @@ bench: install system-deps
 	$(BIN)/python -m bench.transactions --out bench/results-transactions.json
 	$(BIN)/python -m bench.client --out bench/client-results.json
 	$(BIN)/python -m bench.pipeline --out bench/results-pipeline.json
+	$(BIN)/python -m bench.compaction --out bench/results-compaction.json
 
 soak: install system-deps
 	$(BIN)/pytest -q -m slow tests

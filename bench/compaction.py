@@ -1,6 +1,6 @@
 """Produce latency while a large partition is compacted: this checkout against a reference one.
 
-    python -m bench.compaction --out bench/results-compaction.json [--mb 200] [--reference REV]
+    python -m bench.compaction --out bench/results-compaction.json [--mb 500] [--reference REV]
 
 A broker is started, one topic is filled with `--mb` MB of keyed 1 KiB records (cleanup.policy
 delete, so nothing compacts yet), then a probe producer sends one small message every 2 ms to
@@ -131,7 +131,7 @@ def _checkout(rev: str) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mb", type=int, default=200, help="size of the compacted partition (default 200 MB)")
+    ap.add_argument("--mb", type=int, default=500, help="size of the compacted partition (default 500 MB)")
     ap.add_argument("--reference", default=ON_LOOP_REFERENCE, help="git revision to compare with")
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--out", default=str(REPO_ROOT / "bench" / "results-compaction.json"))
