@@ -69,7 +69,6 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
     results = []
     for m in req.markers:
         topics = []
-        offsets_marked = False
         for t in m.topics:
             parts = []
             for index in t.partition_indexes:
@@ -80,10 +79,9 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                     if m.transaction_result and total > 1 and written == 1:
                         crash_point("after_some_markers")
                     if t.name == OFFSETS_TOPIC:
-                        offsets_marked = True
+                        # only the groups of this partition: others complete with their own marker
+                        ctx.groups.complete_txn(m.producer_id, m.transaction_result, index)
                 parts.append(WritableTxnMarkerPartitionResult(partition_index=index, error_code=code))
             topics.append(WritableTxnMarkerTopicResult(name=t.name, partitions=parts))
-        if offsets_marked:
-            ctx.groups.complete_txn(m.producer_id, m.transaction_result)
         results.append(WritableTxnMarkerResult(producer_id=m.producer_id, topics=topics))
     return WriteTxnMarkersResponse(markers=results)

@@ -299,8 +299,8 @@ class GroupCoordinator:
         self._apply(self.sm.drain())
         return errors
 
-    def complete_txn(self, producer_id: int, commit: bool) -> None:
-        self.sm.complete_txn(producer_id, commit)
+    def complete_txn(self, producer_id: int, commit: bool, partition: int) -> None:
+        self.sm.complete_txn(producer_id, commit, partition)
 
     def partition_for(self, group_id: str) -> int:
         return self.sm.partition_for(group_id)

@@ -507,7 +507,7 @@ def test_txn_offsets_invisible_until_commit_marker() -> None:
     assert h.fetched([("t", 0), ("t", 1)]) == {("t", 0): (1, 0), ("t", 1): (-1, 0)}
     assert h.fetched([("t", 0), ("t", 1)], stable=True) == {
         ("t", 0): (-1, E.UNSTABLE_OFFSET_COMMIT), ("t", 1): (-1, E.UNSTABLE_OFFSET_COMMIT)}
-    h.sm.complete_txn(42, commit=True)
+    h.sm.complete_txn(42, commit=True, partition=h.sm.partition_for(G))
     assert h.fetched([("t", 0), ("t", 1)], stable=True) == {("t", 0): (10, 0), ("t", 1): (20, 0)}
 
 
@@ -515,7 +515,7 @@ def test_txn_abort_drops_pending_offsets() -> None:
     h = Harness()
     h.commit({("t", 0): 1})
     _txn(h, 7, {("t", 0): 10})
-    h.sm.complete_txn(7, commit=False)
+    h.sm.complete_txn(7, commit=False, partition=h.sm.partition_for(G))
     assert h.fetched([("t", 0)], stable=True) == {("t", 0): (1, 0)}
 
 
@@ -523,14 +523,37 @@ def test_later_plain_commit_beats_an_earlier_txn_commit() -> None:
     h = Harness()
     _txn(h, 9, {("t", 0): 10})
     h.commit({("t", 0): 11})
-    h.sm.complete_txn(9, commit=True)
+    h.sm.complete_txn(9, commit=True, partition=h.sm.partition_for(G))
     assert h.fetched([("t", 0)]) == {("t", 0): (11, 0)}
+
+
+def test_a_marker_completes_only_the_groups_of_its_own_partition() -> None:
+    """One transaction committing offsets for two groups that live on different
+    `__consumer_offsets` partitions: each partition's marker publishes its own group's offsets,
+    never the other's, whose marker may not have landed (issue 11, item 4)."""
+    h = Harness()
+    g1 = G
+    g2 = next(f"other-{i}" for i in range(100) if h.sm.partition_for(f"other-{i}") != h.sm.partition_for(g1))
+    for gid, offset in ((g1, 10), (g2, 20)):
+        plan = h.sm.prepare_txn_offsets(gid, 42, 0, {("t", 0): OffsetCommitIn(offset)}, h.now)
+        h.writes += plan.writes
+        h.sm.offsets_written(plan, len(h.writes))
+
+    def stable(gid: str) -> tuple[int, int]:
+        f = h.sm.fetch_offsets(gid, [("t", 0)], True)[1][0]
+        return f.offset, f.error
+
+    h.sm.complete_txn(42, commit=True, partition=h.sm.partition_for(g1))
+    assert stable(g1) == (10, 0)
+    assert stable(g2) == (-1, E.UNSTABLE_OFFSET_COMMIT)  # its marker has not landed yet
+    h.sm.complete_txn(42, commit=True, partition=h.sm.partition_for(g2))
+    assert stable(g2) == (20, 0)
 
 
 def test_txn_commit_to_unknown_partition_is_refused() -> None:
     h = Harness()
     assert _txn(h, 1, {("zz", 0): 1}) == {("zz", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
-    h.sm.complete_txn(1, commit=True)
+    h.sm.complete_txn(1, commit=True, partition=h.sm.partition_for(G))
     assert h.fetched([("zz", 0)]) == {("zz", 0): (-1, 0)}
 
 
@@ -647,7 +670,7 @@ def test_reload_applies_transaction_markers() -> None:
     sm.finish_loading(0, 0)
     assert sm.fetch_offsets(G, [("t", 0)], False)[1][0].offset == 50
     assert sm.fetch_offsets(G, [("t", 0)], True)[1][0].error == E.UNSTABLE_OFFSET_COMMIT  # pid 6 still open
-    sm.complete_txn(6, commit=True)
+    sm.complete_txn(6, commit=True, partition=0)
     assert sm.fetch_offsets(G, [("t", 0)], True)[1][0].offset == 60
 
 
@@ -856,7 +879,7 @@ def test_offset_delete_cancels_a_pending_transactional_offset_in_memory_and_on_r
     assert _deleted(h, [("t", 0)]) == (0, {("t", 0): 0})
     assert _tombstones(h, before) == [rec.OffsetKey(G, "t", 0)]
     assert h.fetched([("t", 0)], stable=True) == {("t", 0): (-1, 0)}  # nothing pending any more
-    h.sm.complete_txn(42, commit=True)
+    h.sm.complete_txn(42, commit=True, partition=h.sm.partition_for(G))
     assert h.fetched([("t", 0), ("t", 1)]) == {("t", 0): (-1, 0), ("t", 1): (11, 0)}
     # the loader sees the same log: transactional records, the tombstone, then the commit marker
     sm = GroupStateMachine(h.settings, lambda t, p: True)

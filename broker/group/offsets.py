@@ -1,0 +1,234 @@
+"""Committed offsets: OffsetCommit, TxnOffsetCommit (pending until the transaction's marker),
+OffsetFetch, retention, OffsetDelete."""
+
+from __future__ import annotations
+
+from . import records as rec
+from .core import (
+    COMPLETING,
+    DEAD,
+    EMPTY,
+    NO_OFFSET,
+    E,
+    GroupCore,
+)
+from .model import (
+    CommitPlan,
+    FetchedOffset,
+    Group,
+    OffsetCommitIn,
+    OffsetEntry,
+    TopicPartition,
+    Write,
+)
+from .subscriptions import CONSUMER_PROTOCOL_TYPE
+
+
+class Offsets(GroupCore):
+    """What is committed, pending in a transaction, fetched, expired and deleted."""
+
+    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
+                       offsets: dict[TopicPartition, OffsetCommitIn], now: int,
+                       retention_ms: int = -1) -> CommitPlan:
+        """Check an OffsetCommit; apply the returned plan with offsets_written after its records
+        are in the log (partitions with an error are in plan.errors and never stored)."""
+        plan = CommitPlan(group_id, self.partition_for(group_id), {}, {}, [])
+        err = self._commit_group_error(group_id, member_id, group_instance_id, generation, now)
+        if err:
+            plan.errors = dict.fromkeys(offsets, err)
+            return plan
+        self._stage(plan, offsets, now, retention_ms)
+        return plan
+
+    def _commit_group_error(self, group_id: str, member_id: str, group_instance_id: str | None,
+                            generation: int, now: int) -> int:
+        err = self.coordinator_error(group_id)
+        if err:
+            return err
+        g = self.groups.get(group_id)
+        if g is None:
+            # generation -1: a consumer that only stores offsets here (manual assignment); the group
+            # is made for it when its offsets are written. Otherwise a stale member of a lost group.
+            return E.ILLEGAL_GENERATION if generation >= 0 else 0
+        if g.state is DEAD:
+            return E.COORDINATOR_NOT_AVAILABLE
+        if self._fenced(g, group_instance_id, member_id):
+            return E.FENCED_INSTANCE_ID
+        if generation < 0 and g.state is EMPTY:
+            return 0
+        if g.state is COMPLETING:
+            return E.REBALANCE_IN_PROGRESS
+        m = g.members.get(member_id)
+        if m is None:
+            return E.UNKNOWN_MEMBER_ID
+        if generation != g.generation:
+            return E.ILLEGAL_GENERATION
+        self._heartbeat(g, m, now)
+        return 0
+
+    def _stage(self, plan: CommitPlan, offsets: dict[TopicPartition, OffsetCommitIn], now: int,
+               retention_ms: int) -> None:
+        for tp, o in offsets.items():
+            if not self._partition_exists(*tp):
+                plan.errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            metadata = o.metadata or ""
+            if len(metadata) > self.settings.offset_metadata_max_bytes:
+                plan.errors[tp] = E.OFFSET_METADATA_TOO_LARGE
+                continue
+            commit_ts = now if o.commit_timestamp < 0 else o.commit_timestamp
+            expire_ts = commit_ts + retention_ms if retention_ms >= 0 else -1
+            entry = OffsetEntry(o.offset, o.leader_epoch, metadata, commit_ts, expire_ts)
+            plan.errors[tp] = 0
+            plan.staged[tp] = entry
+            plan.writes.append(Write(plan.partition,
+                                     rec.encode_key(rec.OffsetKey(plan.group_id, tp[0], tp[1])),
+                                     rec.encode_offset_value(rec.OffsetValue(
+                                         entry.offset, entry.leader_epoch, entry.metadata, entry.commit_timestamp,
+                                         entry.expire_timestamp))))
+
+    def offsets_written(self, plan: CommitPlan, first_log_position: int) -> None:
+        """The plan's records are in the log from `first_log_position` on (one per staged offset,
+        in order): make the offsets visible (or, for a transaction, pending on its marker)."""
+        g = self.groups.get(plan.group_id)
+        if g is None:
+            now = max((e.commit_timestamp for e in plan.staged.values()), default=-1)
+            g = self.groups[plan.group_id] = Group(plan.group_id, plan.partition, state_timestamp=now)
+        for i, (tp, entry) in enumerate(plan.staged.items()):
+            entry.log_position = first_log_position + i
+            if plan.producer_id >= 0:
+                g.txn_pending.setdefault(plan.producer_id, {})[tp] = entry
+                self._txn_groups.setdefault(plan.producer_id, set()).add(g.group_id)
+            else:
+                g.offsets[tp] = entry
+
+    def prepare_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                            offsets: dict[TopicPartition, OffsetCommitIn], now: int, *, member_id: str = "",
+                            group_instance_id: str | None = None, generation: int = -1) -> CommitPlan:
+        """TxnOffsetCommit: like a commit, but the offsets stay invisible (and make OffsetFetch
+        with require_stable answer UNSTABLE_OFFSET_COMMIT) until complete_txn. The member checks
+        are the loose ones Kafka applies to transactional commits (KIP-447)."""
+        plan = CommitPlan(group_id, self.partition_for(group_id), {}, {}, [], producer_id, producer_epoch)
+        err = self.coordinator_error(group_id)
+        g = self.groups.get(group_id)
+        if not err and g is not None:
+            if g.state is DEAD:
+                err = E.COORDINATOR_NOT_AVAILABLE
+            elif self._fenced(g, group_instance_id, member_id):
+                err = E.FENCED_INSTANCE_ID
+            elif member_id and member_id not in g.members:
+                err = E.UNKNOWN_MEMBER_ID
+            elif generation >= 0 and generation != g.generation:
+                err = E.ILLEGAL_GENERATION
+        if err:
+            plan.errors = dict.fromkeys(offsets, err)
+            return plan
+        self._stage(plan, offsets, now, -1)
+        return plan
+
+    def complete_txn(self, producer_id: int, commit: bool, partition: int) -> None:
+        """The transaction's marker is in `__consumer_offsets` partition `partition`: the offsets
+        it holds for groups of that partition become the committed ones (unless a later plain
+        commit already overtook them) or are dropped. Groups on other partitions wait for their
+        own marker — a transaction spanning groups on several partitions completes partition by
+        partition, as the markers land."""
+        groups = self._txn_groups.get(producer_id)
+        if not groups:
+            return
+        for gid in [gid for gid in groups if (g := self.groups.get(gid)) is None or g.partition == partition]:
+            groups.discard(gid)
+            g = self.groups.get(gid)
+            if g is None:
+                continue
+            pending = g.txn_pending.pop(producer_id, {})
+            if not commit:
+                continue
+            for tp, e in pending.items():
+                cur = g.offsets.get(tp)
+                if cur is None or cur.log_position < e.log_position:
+                    g.offsets[tp] = e
+        if not groups:
+            del self._txn_groups[producer_id]
+
+    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None,
+                      require_stable: bool) -> tuple[int, list[FetchedOffset]]:
+        """(group error, offsets). partitions None = every partition the group has an offset for."""
+        err = self.coordinator_error(group_id)
+        if err:
+            return err, []
+        g = self.groups.get(group_id)
+        if g is None or g.state is DEAD:
+            return 0, [FetchedOffset(t, p, NO_OFFSET, -1, "", 0) for t, p in partitions or []]
+        if partitions is None:
+            partitions = sorted(g.offsets)
+        out = []
+        for tp in partitions:
+            if require_stable and g.has_pending_txn(tp):
+                out.append(FetchedOffset(tp[0], tp[1], NO_OFFSET, -1, "", E.UNSTABLE_OFFSET_COMMIT))
+                continue
+            e = g.offsets.get(tp)
+            if e is None:
+                out.append(FetchedOffset(tp[0], tp[1], NO_OFFSET, -1, "", 0))
+            else:
+                out.append(FetchedOffset(tp[0], tp[1], e.offset, e.leader_epoch, e.metadata, 0))
+        return 0, out
+
+    def expire_offsets(self, now: int) -> int:
+        """Tombstone offsets past retention; an Empty group left without offsets is deleted.
+        Empty groups count from the moment they became Empty, groups that only store offsets
+        from each commit; groups with members keep theirs. Returns the number of offsets expired."""
+        retention = self.settings.offsets_retention_ms
+        expired_total = 0
+        for g in list(self.groups.values()):
+            if g.partition not in self.owned or g.state is not EMPTY:
+                continue
+            expired = []
+            for tp, e in g.offsets.items():
+                if g.has_pending_txn(tp):
+                    continue
+                if e.expire_timestamp >= 0:
+                    due = now >= e.expire_timestamp
+                else:
+                    base = g.state_timestamp if g.protocol_type else e.commit_timestamp
+                    due = now - base >= retention
+                if due:
+                    expired.append(tp)
+            for tp in expired:
+                del g.offsets[tp]
+                self._fx.writes.append(Write(g.partition, rec.encode_key(rec.OffsetKey(g.group_id, *tp)), None))
+            expired_total += len(expired)
+            if not g.offsets and not g.txn_pending and not g.members and not g.pending_members:
+                self._delete_group(g, now)
+        return expired_total
+
+    def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> tuple[int, dict[TopicPartition, int]]:
+        """(group error, error per partition). Kafka's rules (KIP-496): a group with members that is
+        not of the consumer protocol refuses as a whole (NON_EMPTY_GROUP); a consumer group with
+        members keeps the offsets of topics it subscribes to (GROUP_SUBSCRIBED_TO_TOPIC); every
+        other offset is tombstoned, committed or still pending in a transaction, so that it stays
+        gone after a restart. A group left Empty without offsets goes at the next retention check,
+        as in Kafka 4 (whose coordinator deletes such groups in the same periodic cleanup)."""
+        if not group_id:
+            return E.INVALID_GROUP_ID, {}
+        err = self.coordinator_error(group_id)
+        if err:
+            return err, {}
+        g = self.groups.get(group_id)
+        if g is None or g.state is DEAD:
+            return E.GROUP_ID_NOT_FOUND, {}
+        if g.state is not EMPTY and g.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return E.NON_EMPTY_GROUP, {}
+        out: dict[TopicPartition, int] = {}
+        for tp in partitions:
+            if not self._partition_exists(*tp):
+                out[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
+            elif g.state is not EMPTY and self._subscribed(g, tp[0]):
+                out[tp] = E.GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                out[tp] = 0
+                had = g.offsets.pop(tp, None) is not None
+                for pending in g.txn_pending.values():
+                    had = pending.pop(tp, None) is not None or had
+                if had:
+                    self._fx.writes.append(Write(g.partition, rec.encode_key(rec.OffsetKey(group_id, *tp)), None))
+        return 0, out
