@@ -10,11 +10,15 @@ CompleteCommit/CompleteAbort.
 
 What a partition leader's error means for its marker (after Kafka's completion handler):
 * NONE: written.
-* INVALID_PRODUCER_EPOCH: the partition has already seen a newer epoch of this producer, which
-  only happens after this transaction ended there; counted as written, so the coordinator never
-  hangs in PrepareX.
-* TRANSACTION_COORDINATOR_FENCED: a newer coordinator owns the transactional id; this one stops
-  sending for the job and does not complete it.
+* INVALID_PRODUCER_EPOCH: the partition has already seen a newer epoch of this producer, so the
+  epoch this job writes under is not the transaction's any more; TRANSACTION_COORDINATOR_FENCED: a
+  newer coordinator owns the transactional id. Either way, as Kafka's completion handler does,
+  this coordinator stops sending for the job and does not complete it: writing CompleteX over a
+  partition that refused the marker would declare an outcome that partition never recorded. The
+  job is reported by `take_abandoned()` so the shell can say so; the transaction stays in
+  PrepareX until a coordinator (re)load resends its markers.
+* UNSUPPORTED_FOR_MESSAGE_FORMAT / UNSUPPORTED_VERSION: the partition could never have taken the
+  transaction's data; counted as written (Kafka removes the partition from the wait).
 * a topic that no longer exists (the leader lookup says so): nothing to mark; counted as written.
 * anything else (not leader, unknown partition while metadata catches up, timeouts, storage
   errors): retried after a backoff until it succeeds.
@@ -40,7 +44,8 @@ JobKey = tuple[str, int, int, bool]  # transactional id, producer id, epoch, com
 DELETED = -2  # what a leader lookup answers for a partition whose topic no longer exists
 NO_LEADER = -1
 
-_WRITTEN = frozenset({ErrorCode.NONE, ErrorCode.INVALID_PRODUCER_EPOCH})
+_WRITTEN = frozenset({ErrorCode.NONE, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, ErrorCode.UNSUPPORTED_VERSION})
+_ABANDON = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
 
 
 def job_key(job: MarkerJob) -> JobKey:
@@ -54,6 +59,7 @@ class _Owed:
     in_flight: set[TopicPartition] = field(default_factory=set)
     retry_at: dict[TopicPartition, int] = field(default_factory=dict)
     abandoned: bool = False
+    abandon_reason: ErrorCode = ErrorCode.NONE
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +79,7 @@ class MarkerQueue:
         self.retry_backoff_ms = retry_backoff_ms
         self._owed: dict[JobKey, _Owed] = {}
         self._done: list[MarkerJob] = []
+        self._abandoned: list[tuple[MarkerJob, ErrorCode]] = []
 
     def __len__(self) -> int:
         return len(self._owed)
@@ -145,8 +152,9 @@ class MarkerQueue:
                 if code in _WRITTEN:
                     owed.remaining.discard(tp)
                     owed.retry_at.pop(tp, None)
-                elif code == ErrorCode.TRANSACTION_COORDINATOR_FENCED:
+                elif code in _ABANDON:
                     owed.abandoned = True
+                    owed.abandon_reason = ErrorCode(code)
                 else:
                     owed.retry_at[tp] = now_ms + self.retry_backoff_ms
             self._settle(s.key)
@@ -167,6 +175,7 @@ class MarkerQueue:
             return
         if owed.abandoned:
             del self._owed[key]
+            self._abandoned.append((owed.job, owed.abandon_reason))
         elif not owed.remaining:
             self._finish(key)
 
@@ -177,6 +186,11 @@ class MarkerQueue:
     def take_done(self) -> list[MarkerJob]:
         done, self._done = self._done, []
         return done
+
+    def take_abandoned(self) -> list[tuple[MarkerJob, ErrorCode]]:
+        """Jobs given up on since the last call, with the error that ended them."""
+        out, self._abandoned = self._abandoned, []
+        return out
 
 
 def build_request(sends: list[MarkerSend]) -> WriteTxnMarkersRequest:

@@ -111,4 +111,8 @@ class MarkerSender:
         done = self.queue.take_done()
         if done:
             self._on_done(done)
+        for job, reason in self.queue.take_abandoned():
+            log.warning("transaction markers abandoned; the transaction stays prepared until its coordinator "
+                        "reloads", transactional_id=job.transactional_id, producer_id=job.producer_id,
+                        producer_epoch=job.producer_epoch, commit=job.commit, error=reason.name)
 

@@ -105,6 +105,7 @@ def test_marker_queue_failure_retries_deleted_topics_count_as_done_and_fencing_a
     s = q.drain(20, leaders.__getitem__)
     q.on_response(s[1], {(7, "x", 0): E.TRANSACTION_COORDINATOR_FENCED}, 21)
     assert q.take_done() == [] and len(q) == 0  # a newer coordinator finishes it, not us
+    assert [(j.transactional_id, why) for j, why in q.take_abandoned()] == [("f", E.TRANSACTION_COORDINATOR_FENCED)]
 
     q.add(_job("e", set()))  # nothing to mark: done at once
     assert [j.transactional_id for j in q.take_done()] == ["e"]
@@ -125,5 +126,28 @@ def test_marker_request_and_response_mapping() -> None:
     errors = response_errors(resp)
     assert errors == {(7, "x", 0): 0, (7, "x", 2): E.INVALID_PRODUCER_EPOCH}
     q.on_response(sends, errors, 1)
-    # y-1 was missing from the answer: it is retried; x-2 saw a newer epoch: its txn is over there.
-    assert q.pending_partitions(("a", 7, 3, False)) == {("y", 1)}
+    # x-2 saw a newer epoch of the producer: as in Kafka, the job is given up (not completed, not
+    # retried — y-1, missing from the answer, is not sent again either).
+    assert q.take_done() == [] and len(q) == 0
+    assert q.drain(10_000, lambda tp: 1) == {}
+    assert [(j.transactional_id, why) for j, why in q.take_abandoned()] == [("a", E.INVALID_PRODUCER_EPOCH)]
+
+
+def test_a_marker_refused_for_an_old_epoch_never_completes_the_transaction() -> None:
+    """Issue 11, item 5: INVALID_PRODUCER_EPOCH from one partition used to count as written, so
+    CompleteCommit was written over a partition that never took the marker."""
+    q = MarkerQueue()
+    q.add(_job("t", {("x", 0), ("x", 1)}))
+    sends = q.drain(0, lambda tp: 1)[1]
+    q.on_response(sends, {(7, "x", 0): E.NONE, (7, "x", 1): E.INVALID_PRODUCER_EPOCH}, 1)
+    assert q.take_done() == []
+    [(job, why)] = q.take_abandoned()
+    assert job.transactional_id == "t" and why == E.INVALID_PRODUCER_EPOCH
+
+
+def test_partitions_that_cannot_hold_the_data_count_as_marked() -> None:
+    q = MarkerQueue()
+    q.add(_job("u", {("x", 0), ("x", 1)}))
+    sends = q.drain(0, lambda tp: 1)[1]
+    q.on_response(sends, {(7, "x", 0): E.NONE, (7, "x", 1): E.UNSUPPORTED_FOR_MESSAGE_FORMAT}, 1)
+    assert [j.transactional_id for j in q.take_done()] == ["u"]
