@@ -136,6 +136,7 @@ class LogSegment:
     def close(self) -> None:
         self.index.persist()
         self.time_index.persist()
+        self.txn_index.drop_cache()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -143,6 +144,7 @@ class LogSegment:
     def release(self) -> None:
         """Close the file without writing anything: the segment's files are about to be
         replaced by cleaned ones (close() would persist this object's index entries over them)."""
+        self.txn_index.drop_cache()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

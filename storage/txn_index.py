@@ -10,13 +10,16 @@ transaction still open at that point started at or after the LSO.
 
 Aborts are rare, so entries are written at once (one small write, no fsync: below the recovery
 point the file is fsynced with the segment; above it recovery rebuilds it) and read in full on
-first query.
+first query. The file is always the truth, so loaded entries are only a cache: at most
+MAX_CACHED_INDEXES segments' entries stay in memory broker-wide, least recently used dropped
+first, so a long history of aborts does not live in memory for the life of the process.
 """
 
 from __future__ import annotations
 
 import os
 import struct
+from collections import OrderedDict
 from pathlib import Path
 from typing import NamedTuple
 
@@ -27,6 +30,7 @@ log = structlog.get_logger(__name__)
 _ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = _ENTRY.size  # 34
 VERSION = 0
+MAX_CACHED_INDEXES = 1024
 
 
 class AbortedTxn(NamedTuple):
@@ -37,12 +41,32 @@ class AbortedTxn(NamedTuple):
 
 
 class TransactionIndex:
+    # Indexes whose entries are in memory, least recently used first (shared by every log).
+    _cached: OrderedDict[TransactionIndex, None] = OrderedDict()
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self._entries: list[AbortedTxn] | None = None
 
+    @property
+    def cached(self) -> bool:
+        return self._entries is not None
+
+    def _remember(self) -> None:
+        cache = TransactionIndex._cached
+        cache[self] = None
+        cache.move_to_end(self)
+        while len(cache) > MAX_CACHED_INDEXES:
+            old, _ = cache.popitem(last=False)
+            old._entries = None
+
+    def drop_cache(self) -> None:
+        TransactionIndex._cached.pop(self, None)
+        self._entries = None
+
     def _load(self) -> list[AbortedTxn]:
         if self._entries is not None:
+            TransactionIndex._cached.move_to_end(self)
             return self._entries
         try:
             data = self.path.read_bytes()
@@ -61,6 +85,7 @@ class TransactionIndex:
                 break
             entries.append(AbortedTxn(pid, first, last, lso))
         self._entries = entries
+        self._remember()
         return entries
 
     def file_looks_sane(self) -> bool:
@@ -109,9 +134,10 @@ class TransactionIndex:
             pass
 
     def reset(self) -> None:
-        self._entries = []
         with open(self.path, "wb"):
             pass
+        self._entries = []
+        self._remember()
 
     def flush(self) -> None:
         try:
@@ -124,6 +150,7 @@ class TransactionIndex:
             os.close(fd)
 
     def delete(self) -> None:
+        self.drop_cache()
         try:
             self.path.unlink()
         except FileNotFoundError:
