@@ -15,9 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import subprocess
-import tempfile
 import time
 import uuid
 from array import array
@@ -27,7 +24,16 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from .throughput import QUIET, REPO_ROOT, KetchBroker, _git_head, _percentiles, log, machine_info
+from .throughput import (
+    QUIET,
+    REPO_ROOT,
+    KetchBroker,
+    _git_head,
+    _percentiles,
+    log,
+    machine_info,
+    reference_checkout,
+)
 
 # The last commit whose broker ran compaction passes on its event loop.
 ON_LOOP_REFERENCE = "5783ea1"
@@ -123,12 +129,6 @@ def run_target(repo: Path, mb: int, timeout: float) -> dict[str, Any]:
         broker.close()
 
 
-def _checkout(rev: str) -> Path:
-    d = Path(tempfile.mkdtemp(prefix="ketch-ref-"))
-    subprocess.run(["git", "-C", str(REPO_ROOT), "worktree", "add", "--detach", "-q", str(d), rev], check=True)
-    return d
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mb", type=int, default=500, help="size of the compacted partition (default 500 MB)")
@@ -140,9 +140,8 @@ def main(argv: list[str] | None = None) -> int:
                            "settings": {"mb": args.mb, "value_bytes": VALUE_BYTES, "keys": KEYS,
                                         "probe_interval_ms": PROBE_INTERVAL_S * 1000, "reference": args.reference,
                                         "ketch_commit": _git_head()}}
-    ref_dir = _checkout(args.reference)
     failed = False
-    try:
+    with reference_checkout(args.reference) as ref_dir:
         for name, repo in (("ketch", REPO_ROOT), ("reference", ref_dir)):
             log(f"{name}: filling {args.mb} MB and compacting it")
             try:
@@ -151,9 +150,6 @@ def main(argv: list[str] | None = None) -> int:
                 failed = True
                 out[name] = {"error": repr(e)}
             log(f"{name}: {out[name]}")
-    finally:
-        subprocess.run(["git", "-C", str(REPO_ROOT), "worktree", "remove", "--force", str(ref_dir)], check=False)
-        shutil.rmtree(ref_dir, ignore_errors=True)
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
     log(f"wrote {args.out}")
     return 1 if failed else 0

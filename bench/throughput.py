@@ -28,7 +28,8 @@ import tempfile
 import time
 import uuid
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -415,6 +416,19 @@ def machine_info() -> dict[str, Any]:
 
 def _version_str(v: object) -> str:
     return str(v[0]) if isinstance(v, tuple) else str(v)
+
+
+@contextmanager
+def reference_checkout(rev: str) -> Iterator[Path]:
+    """A detached worktree of `rev`, so a reference broker runs side by side with this checkout
+    in the same run (figures of different runs are not comparable on a shared machine)."""
+    d = Path(tempfile.mkdtemp(prefix="ketch-ref-"))
+    subprocess.run(["git", "-C", str(REPO_ROOT), "worktree", "add", "--detach", "-q", str(d), rev], check=True)
+    try:
+        yield d
+    finally:
+        subprocess.run(["git", "-C", str(REPO_ROOT), "worktree", "remove", "--force", str(d)], check=False)
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def _git_head() -> str | None:

@@ -2,6 +2,7 @@
 non-transactional producer as the baseline of the same run.
 
     python -m bench.transactions --out bench/results-transactions.json [--sizes 1,100,10000] [--messages N]
+                                 [--reference REV]
 
 For each target (the mock first, then a Ketch broker subprocess), in one run:
   idempotent   N messages, enable.idempotence=true, no transactions (the baseline)
@@ -10,11 +11,15 @@ For each target (the mock first, then a Ketch broker subprocess), in one run:
 Same client (confluent-kafka), 100-byte messages, acks=all, linger.ms=5. The mock is a speed
 reference only: it does not write real markers nor keep the LSO (docs/protocol-versions notes), so
 its transaction cost is close to zero by construction. Compare ratios within one run only.
+
+With --reference REV the broker of that git revision (a temporary worktree) runs the same
+scenarios in the same run, as target "reference": how a change moved the figures, side by side.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -29,12 +34,15 @@ from .throughput import (
     LINGER_MS,
     MESSAGE_BYTES,
     QUIET,
+    REPO_ROOT,
     KetchBroker,
     MockCluster,
     Target,
+    _git_head,
     _percentiles,
     log,
     machine_info,
+    reference_checkout,
 )
 
 
@@ -135,8 +143,9 @@ def run_target(
     max_txns: int,
     timeout: float,
     ketch_env: dict[str, str],
+    repo: Path = REPO_ROOT,
 ) -> dict[str, Any]:
-    target: Target = MockCluster() if name == "mock" else KetchBroker(partitions, env=ketch_env)
+    target: Target = MockCluster() if name == "mock" else KetchBroker(partitions, env=ketch_env, repo=repo)
     out: dict[str, Any] = {}
     try:
         log(f"{name}: idempotent baseline, {messages} messages")
@@ -174,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-txns", type=int, default=2000, help="cap on transactions per scenario")
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--ketch-env", action="append", default=[], help="KEY=VALUE for the Ketch broker")
+    ap.add_argument("--reference", default=None, help="git revision whose broker also runs, side by side")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     env = dict(kv.split("=", 1) for kv in args.ketch_env)
@@ -186,22 +196,28 @@ def main(argv: list[str] | None = None) -> int:
             "messages": args.messages,
             "sizes": sizes,
             "ketch_env": env,
+            "ketch_commit": _git_head(),
+            "reference": args.reference,
         },
     }
     failed = False
     partitions = 4
-    for name in ("mock", "ketch"):
-        try:
-            results[name] = run_target(
-                name, partitions, sizes, args.messages, args.max_txns, args.timeout, env
+    with contextlib.ExitStack() as stack:
+        targets: list[tuple[str, Path]] = [("mock", REPO_ROOT), ("ketch", REPO_ROOT)]
+        if args.reference:
+            targets.append(("reference", stack.enter_context(reference_checkout(args.reference))))
+        for name, repo in targets:
+            try:
+                results[name] = run_target(
+                    name, partitions, sizes, args.messages, args.max_txns, args.timeout, env, repo
+                )
+                partitions = results[name].get("partitions", partitions)
+            except Exception as exc:
+                results[name] = {"error": f"{type(exc).__name__}: {exc}"}
+                log(f"{name} FAILED: {exc}")
+            failed |= "error" in results[name] or any(
+                "error" in v for v in results[name].values() if isinstance(v, dict)
             )
-            partitions = results[name].get("partitions", partitions)
-        except Exception as exc:
-            results[name] = {"error": f"{type(exc).__name__}: {exc}"}
-            log(f"{name} FAILED: {exc}")
-        failed |= "error" in results[name] or any(
-            "error" in v for v in results[name].values() if isinstance(v, dict)
-        )
     ratios = {}
     for k in ["idempotent", *(f"txn-{s}" for s in sizes)]:
         a, b = results.get("ketch", {}).get(k, {}), results.get("mock", {}).get(k, {})
@@ -210,8 +226,10 @@ def main(argv: list[str] | None = None) -> int:
     results["ratio_ketch_over_mock"] = ratios
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=2))
-    for name in ("ketch", "mock"):
-        r = results.get(name, {})
+    for name in ("ketch", "reference", "mock"):
+        if name not in results:
+            continue
+        r = results[name]
         cells = [f"idempotent {r.get('idempotent', {}).get('msgs_per_s', '-')} msg/s"]
         for s in sizes:
             t = r.get(f"txn-{s}", {})

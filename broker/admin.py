@@ -350,7 +350,12 @@ async def txn_abort(bootstrap: str, topic: str, partition: int, start_offset: in
             coordinator_epoch=coordinator_epoch)]), version=0)
     finally:
         conn.close()
-    check(resp.markers[0].topics[0].partitions[0].error_code, f"aborting in {topic}-{partition}")
+    code = resp.markers[0].topics[0].partitions[0].error_code
+    if code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+        raise AdminError(f"aborting in {topic}-{partition}: CLUSTER_AUTHORIZATION_FAILED: markers are written only "
+                         "through the inter-broker listener (inter_broker_listen; the broker logs it at start as "
+                         "inter_broker): give that address as --bootstrap")
+    check(code, f"aborting in {topic}-{partition}")
     return {"topic": topic, "partition": partition, "producer_id": producer_id, "producer_epoch": producer_epoch,
             "aborted": True}
 

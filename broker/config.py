@@ -43,6 +43,10 @@ class BrokerConfig:
     node_id: int = 1
     listen: str = "0.0.0.0:9092"
     advertise: str | None = None  # host:port given to clients; defaults to listen (0.0.0.0 -> localhost)
+    # Brokers' own listener (marker sender, and replication later): WriteTxnMarkers and the
+    # broker form of AddPartitionsToTxn are served only here. Port 0: any free port.
+    inter_broker_listen: str = "127.0.0.1:0"
+    inter_broker_advertise: str | None = None
     metrics_listen: str = ""  # host:port of the Prometheus /metrics endpoint; empty: no endpoint
     data_dir: str = "./data"
     cluster_id: str = "ketch-cluster"
@@ -89,6 +93,9 @@ class BrokerConfig:
         parse_host_port("listen", self.listen)
         if self.advertise:
             parse_host_port("advertise", self.advertise)
+        parse_host_port("inter_broker_listen", self.inter_broker_listen)
+        if self.inter_broker_advertise:
+            parse_host_port("inter_broker_advertise", self.inter_broker_advertise)
         if self.metrics_listen:
             parse_host_port("metrics_listen", self.metrics_listen)
         if self.node_id < 0:

@@ -29,10 +29,15 @@ if TYPE_CHECKING:
 
 @dataclass(slots=True)
 class ClientInfo:
-    """The connection a request arrived on."""
+    """The connection a request arrived on. `endpoint` is the advertised address of the listener
+    it came in on: Metadata and FindCoordinator answer with that listener's addresses, as Kafka
+    does, so a client that came in on the inter-broker listener stays on it. `inter_broker` is
+    what lets WriteTxnMarkers through (until there is authentication)."""
 
     conn_id: int
     peer: str
+    endpoint: tuple[str, int]
+    inter_broker: bool = False
     client_id: str | None = None
 
 

@@ -140,3 +140,9 @@ def _transactions(ctx: BrokerContext, out: Exposition) -> None:
     out.family("ketch_transaction_markers_written_total", "counter",
                "Commit/abort control batches this broker appended to its partitions (WriteTxnMarkers).",
                [((("result", r),), m.markers_written[r]) for r in ("commit", "abort")])
+    gc = ctx.topics.group_commit
+    out.family("ketch_group_commit_fsyncs_total", "counter",
+               "Log flushes that made transaction-state records and markers durable before they were acted "
+               "on (one per log per event-loop turn).", gc.fsyncs)
+    out.family("ketch_group_commit_waits_total", "counter",
+               "Appends that waited for such a flush; waits / fsyncs is how many shared one.", gc.waiters)

@@ -32,6 +32,7 @@ from storage.log import AppendResult, PartitionLog
 from storage.producer_state import ProducerEntry
 
 from .batch_validation import validate_client_batches
+from .group_commit import GroupCommit
 from .replication.replica_state import Assignment, ReplicaState, Role
 
 logger = structlog.get_logger(__name__)
@@ -70,22 +71,23 @@ class PartitionRead(NamedTuple):
 
 
 class Partition:
-    __slots__ = ("topic", "index", "log", "state", "_waiters", "_now_ms")
+    __slots__ = ("topic", "index", "log", "state", "_waiters", "_now_ms", "_group_commit")
 
     def __init__(self, topic: str, index: int, log: PartitionLog, local_id: int,
-                 now_ms: Callable[[], int]) -> None:
+                 now_ms: Callable[[], int], group_commit: GroupCommit | None = None) -> None:
         self.topic = topic
         self.index = index
         self.log = log
         self.state = ReplicaState(local_id)
         self._waiters: list[asyncio.Future[None]] = []
         self._now_ms = now_ms
+        self._group_commit = group_commit or GroupCommit()
 
     @classmethod
     def open(cls, data_dir: Path, topic: str, index: int, config: LogConfig, local_id: int,
-             now_ms: Callable[[], int]) -> Partition:
+             now_ms: Callable[[], int], group_commit: GroupCommit | None = None) -> Partition:
         plog = PartitionLog.open(data_dir / f"{topic}-{index}", config, now_ms=now_ms)
-        return cls(topic, index, plog, local_id, now_ms)
+        return cls(topic, index, plog, local_id, now_ms, group_commit)
 
     # ---- leadership (given) -----------------------------------------------------------------
     def become_leader(self, a: Assignment) -> None:
@@ -171,6 +173,13 @@ class Partition:
             self._advance_high_watermark()
         self.notify()
         return res
+
+    async def made_durable(self) -> None:
+        """Everything appended so far survives a power loss: what a coordinator waits for before
+        it acts on its own append (a transaction step, a marker). With one replica only the disk
+        can promise that, so the log is fsynced (grouped with every other append of this loop
+        turn); raises what the flush raised."""
+        await self._group_commit.sync(self.log)
 
     async def replicated(self, end_offset: int, timeout_s: float) -> ErrorCode:
         """Wait until the ISR has everything before `end_offset` (acks=all); the error to answer."""

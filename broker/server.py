@@ -71,12 +71,12 @@ def encode_response(header: RequestHeader, resp: Message) -> bytes:
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, server: BrokerServer) -> None:
+    def __init__(self, server: BrokerServer, endpoint: tuple[str, int], inter_broker: bool) -> None:
         self.server = server
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
         self.slots: deque[_Slot] = deque()
-        self.info = ClientInfo(next(_conn_ids), "?")
+        self.info = ClientInfo(next(_conn_ids), "?", endpoint, inter_broker)
         self.closed = False
         self.reading_paused = False
         self.tasks: set[asyncio.Task[Any]] = set()
@@ -234,6 +234,8 @@ class BrokerServer:
         self.connections: set[Connection] = set()
         self._metrics_endpoint: MetricsEndpoint | None = None
         self._server: asyncio.Server | None = None
+        self._inter_broker_server: asyncio.Server | None = None
+        self.inter_broker_endpoint: tuple[str, int] | None = None  # known once bound
         self.housekeeper = Housekeeper(self.topics, clock, cfg.log_retention_check_interval_ms,
                                        cfg.log_checkpoint_interval_ms, cfg.producer_id_expiration_check_interval_ms)
         self._retention_task: asyncio.Task[None] | None = None
@@ -248,8 +250,7 @@ class BrokerServer:
         today: ourselves; the cluster metadata will name the others."""
         if node != self.cfg.node_id:
             return None
-        host, port = self.cfg.listen_host, self.cfg.listen_port
-        return ("127.0.0.1" if host in ("0.0.0.0", "", "::") else host), port
+        return self.inter_broker_endpoint
 
     async def start(self) -> None:
         await self._bind()
@@ -268,25 +269,41 @@ class BrokerServer:
         self.txn.load()  # rebuilt from __transaction_state before any request can reach it
         if self._metrics_endpoint:  # serving before the Kafka port: ready means both
             await self._metrics_endpoint.start()
-        assert self._server is not None
+        assert self._server is not None and self._inter_broker_server is not None
+        await self._inter_broker_server.start_serving()  # the marker sender talks to it
         await self._server.start_serving()
         loop = asyncio.get_running_loop()
         self._retention_task = loop.create_task(self.housekeeper.run())
         await self.txn.start()  # marker sender (talks to our own listener) and reaper
         host, port = self.cfg.advertised_host_port
+        ib_host, ib_port = self._inter_broker_advertised()
         log.info("broker started", node_id=self.cfg.node_id, listen=self.cfg.listen, advertise=f"{host}:{port}",
-                 data_dir=str(Path(self.cfg.data_dir).resolve()), metrics=self.cfg.metrics_listen or None)
+                 inter_broker=f"{ib_host}:{ib_port}", data_dir=str(Path(self.cfg.data_dir).resolve()),
+                 metrics=self.cfg.metrics_listen or None)
 
     async def _bind(self) -> None:
         """Take the listening ports before touching the data directory, so a taken port (or a
         host that is not ours) is a one-line error and not a half-started broker."""
         loop = asyncio.get_running_loop()
+        cfg = self.cfg
+        client_endpoint = cfg.advertised_host_port
         try:
             self._server = await loop.create_server(
-                lambda: Connection(self), self.cfg.listen_host, self.cfg.listen_port, reuse_address=True,
-                backlog=1024, start_serving=False)
+                lambda: Connection(self, client_endpoint, False), cfg.listen_host, cfg.listen_port,
+                reuse_address=True, backlog=1024, start_serving=False)
         except OSError as e:
-            raise ConfigError("listen", self.cfg.listen, f"cannot listen there: {e.strerror or e}") from None
+            raise ConfigError("listen", cfg.listen, f"cannot listen there: {e.strerror or e}") from None
+        ib_host, ib_port = parse_host_port("inter_broker_listen", cfg.inter_broker_listen)
+        try:
+            self._inter_broker_server = await loop.create_server(
+                lambda: Connection(self, self._inter_broker_advertised(), True), ib_host or "0.0.0.0", ib_port,
+                reuse_address=True, start_serving=False)
+        except OSError as e:
+            self._server.close()
+            raise ConfigError("inter_broker_listen", cfg.inter_broker_listen,
+                              f"cannot listen there: {e.strerror or e}") from None
+        bound = self._inter_broker_server.sockets[0].getsockname()
+        self.inter_broker_endpoint = ("127.0.0.1" if ib_host in ("0.0.0.0", "", "::") else ib_host), bound[1]
         if self.cfg.metrics_listen:
             m_host, m_port = parse_host_port("metrics_listen", self.cfg.metrics_listen)
             self._metrics_endpoint = MetricsEndpoint(
@@ -298,18 +315,25 @@ class BrokerServer:
                 raise ConfigError("metrics_listen", self.cfg.metrics_listen,
                                   f"cannot listen there: {e.strerror or e}") from None
 
+    def _inter_broker_advertised(self) -> tuple[str, int]:
+        if self.cfg.inter_broker_advertise:
+            return parse_host_port("inter_broker_advertise", self.cfg.inter_broker_advertise)
+        assert self.inter_broker_endpoint is not None
+        return self.inter_broker_endpoint
+
     async def stop(self) -> None:
         if self._retention_task:
             self._retention_task.cancel()
         if self._metrics_endpoint:
             await self._metrics_endpoint.stop()
-        if self._server:
-            self._server.close()
+        servers = [srv for srv in (self._server, self._inter_broker_server) if srv is not None]
+        for srv in servers:
+            srv.close()
         for c in list(self.connections):
             if c.transport:
                 c.transport.close()
-        if self._server:
-            await self._server.wait_closed()
+        for srv in servers:
+            await srv.wait_closed()
         await self.txn.stop()
         await self.groups.stop()
         self.topics.close()

@@ -22,6 +22,7 @@ from storage.clock import Clock
 from storage.config import LogConfig
 
 from .config import BrokerConfig
+from .group_commit import GroupCommit
 from .partition import Partition
 from .replication.replica_state import Assignment
 
@@ -81,6 +82,7 @@ class TopicTable:
         self.meta_file = self.data_dir / "topics.json"
         self.by_name: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}
+        self.group_commit = GroupCommit()  # shared by every partition: one fsync per log per loop turn
 
     def effective_configs(self, configs: dict[str, str]) -> dict[str, str]:
         c = self.cfg
@@ -127,7 +129,7 @@ class TopicTable:
         """Open a partition's log and lead it: one broker is every partition's only replica and
         its whole ISR (the cluster's metadata will hand leadership out instead)."""
         node = self.cfg.node_id
-        p = Partition.open(self.data_dir, topic, index, config, node, self.clock.now_ms)
+        p = Partition.open(self.data_dir, topic, index, config, node, self.clock.now_ms, self.group_commit)
         p.become_leader(Assignment((node,), frozenset({node}), node, 0, 0))
         return p
 

@@ -553,7 +553,9 @@ class Admin:
     async def abort_transaction(self, tp: TopicPartition, producer_id: int, producer_epoch: int,
                                 coordinator_epoch: int) -> None:
         """Write an ABORT marker for a hanging transaction on one partition (KIP-664), as
-        `kafka-transactions.sh abort` does: the leader is sent WriteTxnMarkers directly."""
+        `kafka-transactions.sh abort` does: the leader is sent WriteTxnMarkers directly. A Ketch
+        broker takes markers only on its inter-broker listener (docs/transactions.md), so this
+        Admin must be bootstrapped from that listener; elsewhere CLUSTER_AUTHORIZATION_FAILED."""
         await self._cluster.refresh_metadata([tp.topic])
         leader = self._cluster.leader_for(tp)
         if leader is None:

@@ -59,6 +59,11 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
         res = await _one(ctx, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
                          req.v3_and_below_producer_epoch, req.v3_and_below_topics, False, v)
         return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=res)
+    if not client.inter_broker:
+        # v4+ is the broker-to-broker form (Kafka authorizes it as CLUSTER_ACTION): a client
+        # could otherwise ask about, or add partitions to, anyone's transaction.
+        return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                          results_by_transaction=[])
     out = []
     for t in req.transactions:
         res = await _one(ctx, t.transactional_id, t.producer_id, t.producer_epoch, t.topics, t.verify_only, v)

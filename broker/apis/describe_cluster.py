@@ -51,7 +51,7 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
     err = _endpoint_error(header.api_version, req.endpoint_type)
     if err is not None:
         return err
-    host, port = ctx.config.advertised_host_port
+    host, port = client.endpoint  # the listener this request came in on
     return DescribeClusterResponse(
         endpoint_type=ENDPOINT_BROKERS,
         cluster_id=ctx.config.cluster_id,

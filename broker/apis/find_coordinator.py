@@ -20,8 +20,8 @@ KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
 
 
-def _one(ctx: BrokerContext, key: str, key_type: int) -> Coordinator:
-    host, port = ctx.config.advertised_host_port
+def _one(ctx: BrokerContext, client: ClientInfo, key: str, key_type: int) -> Coordinator:
+    host, port = client.endpoint  # the listener this request came in on
     if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
         return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.INVALID_REQUEST,
                            error_message=f"unknown key type {key_type}")
@@ -45,7 +45,7 @@ def _one(ctx: BrokerContext, key: str, key_type: int) -> Coordinator:
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: FindCoordinatorRequest) -> FindCoordinatorResponse:
     if header.api_version >= 4:
-        return FindCoordinatorResponse(coordinators=[_one(ctx, k, req.key_type) for k in req.coordinator_keys])
-    c = _one(ctx, req.key, req.key_type)
+        return FindCoordinatorResponse(coordinators=[_one(ctx, client, k, req.key_type) for k in req.coordinator_keys])
+    c = _one(ctx, client, req.key, req.key_type)
     return FindCoordinatorResponse(error_code=c.error_code, error_message=c.error_message, node_id=c.node_id,
                                    host=c.host, port=c.port)

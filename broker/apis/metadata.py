@@ -44,7 +44,7 @@ def topic_entry(ctx: BrokerContext, topic: Topic, ops: int = AUTHORIZED_OPERATIO
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: MetadataRequest) -> MetadataResponse:
-    host, port = ctx.config.advertised_host_port
+    host, port = client.endpoint  # the listener this request came in on
     topics: list[MetadataResponseTopic] = []
     table = ctx.topics
     ops = TOPIC_OPERATIONS if req.include_topic_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED

@@ -11,6 +11,7 @@ coordinator to publish or drop the transaction's pending offsets.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 import structlog
@@ -26,7 +27,7 @@ from protocol.messages.write_txn_markers import (
 )
 from protocol.records import build_control_batch
 
-from ..partition import AppendOrigin
+from ..partition import AppendOrigin, Partition
 from ..txn.faults import crash_point
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ log = structlog.get_logger()
 
 
 def _write_one(ctx: BrokerContext, topic: str, index: int, producer_id: int, producer_epoch: int,
-               commit: bool, coordinator_epoch: int) -> int:
+               commit: bool, coordinator_epoch: int, written: list[Partition]) -> int:
     part = ctx.topics.partition(topic, index)
     if part is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -55,6 +56,7 @@ def _write_one(ctx: BrokerContext, topic: str, index: int, producer_id: int, pro
                  error=e.code.name, reason=e.message)
         return e.code
     ctx.metrics.markers_written["commit" if commit else "abort"] += 1
+    written.append(part)
     return ErrorCode.NONE
 
 
@@ -62,18 +64,33 @@ def _offsets_partition_loading(ctx: BrokerContext, index: int) -> bool:
     return ctx.groups.is_loading(index)
 
 
+def _refused(req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+    return WriteTxnMarkersResponse(markers=[WritableTxnMarkerResult(producer_id=m.producer_id, topics=[
+        WritableTxnMarkerTopicResult(name=t.name, partitions=[
+            WritableTxnMarkerPartitionResult(partition_index=i, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+            for i in t.partition_indexes]) for t in m.topics]) for m in req.markers])
+
+
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+    if not client.inter_broker:
+        # A client could forge commit or abort markers for someone else's transaction. Until
+        # there is authentication, only the inter-broker listener is trusted (Kafka requires
+        # CLUSTER_ACTION); every partition gets the error, nothing is written.
+        log.warning("WriteTxnMarkers refused: not on the inter-broker listener", peer=client.peer,
+                    client_id=client.client_id)
+        return _refused(req)
     total = sum(len(t.partition_indexes) for m in req.markers for t in m.topics)
     written = 0
-    results = []
+    appended: list[Partition] = []
+    codes: list[list[list[int]]] = []  # per marker, per topic, per partition
     for m in req.markers:
-        topics = []
+        marker_codes = []
         for t in m.topics:
-            parts = []
+            topic_codes = []
             for index in t.partition_indexes:
                 code = _write_one(ctx, t.name, index, m.producer_id, m.producer_epoch, m.transaction_result,
-                                  m.coordinator_epoch)
+                                  m.coordinator_epoch, appended)
                 if code == ErrorCode.NONE:
                     written += 1
                     if m.transaction_result and total > 1 and written == 1:
@@ -81,7 +98,22 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                     if t.name == OFFSETS_TOPIC:
                         # only the groups of this partition: others complete with their own marker
                         ctx.groups.complete_txn(m.producer_id, m.transaction_result, index)
-                parts.append(WritableTxnMarkerPartitionResult(partition_index=index, error_code=code))
-            topics.append(WritableTxnMarkerTopicResult(name=t.name, partitions=parts))
-        results.append(WritableTxnMarkerResult(producer_id=m.producer_id, topics=topics))
-    return WriteTxnMarkersResponse(markers=results)
+                topic_codes.append(code)
+            marker_codes.append(topic_codes)
+        codes.append(marker_codes)
+    # The coordinator writes CompleteX once we answer: the markers must be on disk first, or a
+    # power loss could leave a completed transaction whose marker never reached a partition.
+    outcomes = await asyncio.gather(*(p.made_durable() for p in {id(p): p for p in appended}.values()),
+                                    return_exceptions=True)
+    failed = [e for e in outcomes if isinstance(e, BaseException)]
+    if failed:
+        log.error("markers written but not made durable; answered KAFKA_STORAGE_ERROR", exc_info=failed[0])
+    return WriteTxnMarkersResponse(markers=[
+        WritableTxnMarkerResult(producer_id=m.producer_id, topics=[
+            WritableTxnMarkerTopicResult(name=t.name, partitions=[
+                WritableTxnMarkerPartitionResult(
+                    partition_index=index,
+                    error_code=ErrorCode.KAFKA_STORAGE_ERROR if failed and code == ErrorCode.NONE else code)
+                for index, code in zip(t.partition_indexes, topic_codes, strict=True)])
+            for t, topic_codes in zip(m.topics, marker_codes, strict=True)])
+        for m, marker_codes in zip(req.markers, codes, strict=True)])

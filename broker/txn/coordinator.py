@@ -231,8 +231,9 @@ class TransactionCoordinator:
         return d
 
     async def _append(self, tid: str, d: Decision) -> ErrorCode:
-        """Append the transition to the id's `__transaction_state` partition. Async because on a
-        cluster this waits for the in-sync replicas; on one broker the local append is the end."""
+        """Append the transition to the id's `__transaction_state` partition and wait until it
+        is durable: fsynced on one broker (grouped per loop turn), the in-sync replicas on a
+        cluster."""
         part = self.topics.partition(TOPIC, self.machine.partition_of(tid))
         if part is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -240,6 +241,7 @@ class TransactionCoordinator:
         batch = build_batch([Record(0, 0, encode_key(tid), value)])
         try:
             part.append(batch, AppendOrigin.COORDINATOR)
+            await part.made_durable()  # not acted on (answered, markers sent) before it is on disk
         except KafkaError as e:
             log.error("__transaction_state append failed", transactional_id=tid, error=e.code.name, reason=e.message)
             return _APPEND_ERRORS.get(e.code, e.code)

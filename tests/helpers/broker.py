@@ -72,6 +72,10 @@ class BrokerProcess:
         self.host = host
         self.port = port if port is not None else free_port(host)
         self.env = dict(env or {})
+        # A fixed inter-broker port (not the broker's default "any free port"), so tests can reach
+        # what only that listener serves (WriteTxnMarkers) and it survives restarts.
+        self.inter_broker_port = free_port(host)
+        self.env.setdefault("KETCH_INTER_BROKER_LISTEN", f"{host}:{self.inter_broker_port}")
         self.config = Path(config) if config is not None else None
         self.extra_args = list(extra_args)
         self.log_path = (
@@ -87,6 +91,10 @@ class BrokerProcess:
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def inter_broker_bootstrap(self) -> str:
+        return self.env["KETCH_INTER_BROKER_LISTEN"]
 
     @property
     def pid(self) -> int:

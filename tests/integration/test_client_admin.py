@@ -95,8 +95,13 @@ async def test_describe_producers_and_abort_a_hanging_transaction(broker: Broker
             described = (await admin.describe_transactions([tid]))[tid]
             assert described.state == "Ongoing" and tp in described.partitions and described.timeout_ms == 600_000
 
+        async with Admin(bs) as admin:  # markers are refused on the client listener
+            with pytest.raises(BrokerResponseError) as refused:
+                await admin.abort_transaction(tp, hanging.producer_id, hanging.producer_epoch,
+                                              hanging.coordinator_epoch)
+            assert refused.value.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        async with Admin(broker.inter_broker_bootstrap) as admin:
             await admin.abort_transaction(tp, hanging.producer_id, hanging.producer_epoch, hanging.coordinator_epoch)
-
             assert all(s.current_txn_start_offset == -1 for s in await admin.describe_producers(tp))
 
         assert (await reader.end_offsets([tp]))[tp] == 31  # 10 aborted, 20 plain, the ABORT marker

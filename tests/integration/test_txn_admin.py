@@ -16,13 +16,13 @@ from helpers import BrokerProcess, wait_until
 from helpers.txn import RawTxn, txn_batch
 
 
-def ketch(broker: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "broker", "txn", *args, "--bootstrap", broker.bootstrap],
+def ketch(broker: BrokerProcess, *args: str, bootstrap: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "broker", "txn", *args, "--bootstrap", bootstrap or broker.bootstrap],
                           capture_output=True, text=True, timeout=60)
 
 
-def ketch_json(broker: BrokerProcess, *args: str) -> list[dict]:  # type: ignore[type-arg]
-    r = ketch(broker, *args, "--json")
+def ketch_json(broker: BrokerProcess, *args: str, bootstrap: str | None = None) -> list[dict]:  # type: ignore[type-arg]
+    r = ketch(broker, *args, "--json", bootstrap=bootstrap)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)  # type: ignore[no-any-return]
 
@@ -76,9 +76,15 @@ def test_find_and_abort_a_hanging_transaction(broker: BrokerProcess) -> None:
         assert ketch_json(broker, "find-hanging", "--max-transaction-timeout-ms", "3600000") == []  # too young
         [h] = ketch_json(broker, "find-hanging", "--topic", "h", "--max-transaction-timeout-ms", "0")
         assert (h["topic"], h["partition"], h["producer_id"], h["start_offset"]) == ("h", 0, pid, 0)
-        r = ketch(broker, "abort", "--topic", "h", "--partition", "0", "--start-offset", "7")
+        r = ketch(broker, "abort", "--topic", "h", "--partition", "0", "--start-offset", "7",
+                  bootstrap=broker.inter_broker_bootstrap)
         assert r.returncode == 1 and "no open transaction" in r.stderr
-        [a] = ketch_json(broker, "abort", "--topic", "h", "--partition", "0", "--start-offset", "0")
+        # markers are written only through the inter-broker listener (issue 11, item 6)
+        r = ketch(broker, "abort", "--topic", "h", "--partition", "0", "--start-offset", "0")
+        assert r.returncode == 1 and "CLUSTER_AUTHORIZATION_FAILED" in r.stderr and "inter-broker" in r.stderr
+        assert c.latest("h", 0, committed=True) == 0  # nothing was written
+        [a] = ketch_json(broker, "abort", "--topic", "h", "--partition", "0", "--start-offset", "0",
+                         bootstrap=broker.inter_broker_bootstrap)
         assert a["producer_id"] == pid and a["aborted"]
         wait_until(lambda: c.latest("h", 0, committed=True) == c.latest("h", 0, committed=False) == 5,
                    message="LSO released by the abort marker")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _batches import idem, make_batch, make_marker
+from _batches import idem, make_marker
 
 from broker.partition import Isolation, Partition
 from broker.replication.replica_state import Assignment
