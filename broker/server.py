@@ -4,6 +4,13 @@ Each connection is an asyncio.Protocol (cheaper than streams on the hot path). R
 connection are handled concurrently — a long-polling fetch must not hold up the produce behind
 it on another client's connection, and a pipelining client gets its answers as soon as each
 earlier one is ready — but responses are written strictly in request order, as Kafka requires.
+
+Requests to the transaction coordinator are the exception: they may park (the coordinator waits
+for the previous transaction to complete, and for its own log to be durable), and what comes
+after them on the connection may depend on their outcome — a produce after AddPartitionsToTxn,
+an EndTxn after the produces of its transaction. Kafka processes a connection's requests one at a
+time; here such a request starts only once every earlier request of its connection has finished,
+and every later request starts only once it has finished (ORDERED_APIS).
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import itertools
 import os
 import time
 from collections import deque
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +56,19 @@ log = structlog.get_logger()
 
 _conn_ids = itertools.count(1)
 
+# InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit.
+ORDERED_APIS = frozenset({22, 24, 25, 26, 28})
+
+
+async def _after(earlier: set[asyncio.Task[Any]], handler: Coroutine[Any, Any, Any]) -> Any:
+    """Run `handler` once every task of `earlier` is done (whatever their outcome)."""
+    try:
+        await asyncio.wait(earlier)
+    except BaseException:
+        handler.close()  # never started: no "coroutine was never awaited" on a closed connection
+        raise
+    return await handler
+
 
 class _Slot:
     """A place in the per-connection response queue, filled when its handler finishes."""
@@ -80,6 +101,7 @@ class Connection(asyncio.Protocol):
         self.closed = False
         self.reading_paused = False
         self.tasks: set[asyncio.Task[Any]] = set()
+        self.barrier: asyncio.Task[Any] | None = None  # the last ORDERED_APIS request still running
 
     # ---- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -167,7 +189,16 @@ class Connection(asyncio.Protocol):
         handler = HANDLERS[api_key]
         slot = _Slot()
         self.slots.append(slot)
-        task: asyncio.Task[Any] = asyncio.get_running_loop().create_task(handler(self.server.ctx, self.info, header, req))
+        coro = handler(self.server.ctx, self.info, header, req)
+        ordered = api_key in ORDERED_APIS
+        if self.barrier is not None and self.barrier.done():
+            self.barrier = None
+        earlier = set(self.tasks) if ordered else ({self.barrier} if self.barrier else set())
+        if earlier:
+            coro = _after(earlier, coro)
+        task: asyncio.Task[Any] = asyncio.get_running_loop().create_task(coro)
+        if ordered:
+            self.barrier = task
         self.tasks.add(task)
         started = time.perf_counter()
         task.add_done_callback(lambda t: self._finished(t, slot, header, started))

@@ -43,16 +43,24 @@ class Raw:
             out += chunk
         return bytes(out)
 
-    def send(self, req: Message, version: int) -> int:
-        """Send without waiting; returns the correlation id."""
+    def _frame(self, req: Message, version: int) -> bytes:
         self.corr += 1
         w = Writer()
         write_request_header(
             w, RequestHeader(req.API_KEY, version, self.corr, "raw-test"), req.is_flexible(version)
         )
         req.write(w, version)
-        self.send_frame(w.getvalue())
+        body = w.getvalue()
+        return struct.pack(">i", len(body)) + body
+
+    def send(self, req: Message, version: int) -> int:
+        """Send without waiting; returns the correlation id."""
+        self.sock.sendall(self._frame(req, version))
         return self.corr
+
+    def send_pipelined(self, reqs: list[tuple[Message, int]]) -> None:
+        """Several requests in one write, so the broker reads them together (pipelining)."""
+        self.sock.sendall(b"".join(self._frame(req, version) for req, version in reqs))
 
     def receive(self, req_cls: type[Message], version: int) -> tuple[int, Message]:
         """Read one response; returns (correlation id, body)."""

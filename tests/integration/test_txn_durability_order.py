@@ -11,7 +11,6 @@ timeline; the clients talk to it over TCP as any client would.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
