@@ -4,7 +4,9 @@ Compaction reads and rewrites whole segments, seconds of work on a large partiti
 event loop it would stall every request for that long, and once followers fetch from this broker
 a stalled leader shrinks its ISR. So only the quick decisions and the swap run on the loop
 (storage.cleaner.prepare / install); the pass itself runs in a worker thread
-(storage.cleaner.run), which touches no live log state. Passes run one at a time.
+(storage.cleaner.run), which touches no live log state. Passes run one at a time. Retention
+likewise only takes segments out of the log on the loop (a rename to *.deleted); unlinking their
+files, which can take long for large files on some filesystems, happens in a worker thread.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import structlog
 
 from storage import cleaner
 from storage.clock import Clock
+from storage.segment import unlink_all
 
 from .partition import Partition
 from .topics import TopicTable
@@ -50,18 +53,25 @@ class Housekeeper:
             for t in list(self.topics.by_name.values()):
                 for p in list(t.partitions):
                     try:
-                        if expiry_due:
-                            p.log.expire_producers(self.clock.now_ms())  # never one with an open transaction
-                        p.log.checkpoint()
-                        if retention_due:
-                            deleted = p.log.apply_retention(self.clock.now_ms())
-                            if deleted:
-                                log.info("retention deleted segments", topic=t.name, partition=p.index,
-                                         segments=deleted)
-                            if p.log.config.compacts:
-                                await compact(p, self.clock.now_ms())
+                        await self.tidy(p, retention_due=retention_due, expiry_due=expiry_due)
                     except Exception as e:
                         log.error("housekeeping failed", topic=t.name, partition=p.index, exc_info=e)
+
+    async def tidy(self, p: Partition, *, retention_due: bool, expiry_due: bool) -> None:
+        """One partition's share of a pass."""
+        if expiry_due:
+            p.log.expire_producers(self.clock.now_ms())  # never one with an open transaction
+        p.log.checkpoint()
+        if not retention_due:
+            return
+        deleted = p.log.apply_retention(self.clock.now_ms())
+        retired = p.log.take_retired_files()  # also DeleteRecords' since the last pass
+        if retired:
+            await asyncio.to_thread(unlink_all, retired)
+        if deleted:
+            log.info("retention deleted segments", topic=p.topic, partition=p.index, segments=deleted)
+        if p.log.config.compacts:
+            await compact(p, self.clock.now_ms())
 
 
 async def compact(p: Partition, now_ms: int) -> cleaner.CleanStats:

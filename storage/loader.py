@@ -36,7 +36,7 @@ from .config import LogConfig
 from .control import EndTxnMarker, read_end_txn_marker
 from .leader_epoch import LeaderEpochCache
 from .producer_state import CompletedTxn, ProducerStateManager
-from .segment import LOG_SUFFIX, LogSegment
+from .segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment
 from .txn_index import AbortedTxn
 
 log = structlog.get_logger(__name__)
@@ -254,7 +254,7 @@ class LogLoader:
         logs: set[int] = set()
         others: list[tuple[int, str]] = []
         for name in os.listdir(self.directory):
-            if name.endswith(TMP_SUFFIX):
+            if name.endswith(TMP_SUFFIX) or name.endswith(DELETED_SUFFIX):
                 (self.directory / name).unlink(missing_ok=True)
                 continue
             m = _SEGMENT_FILE.match(name)

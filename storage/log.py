@@ -56,6 +56,7 @@ from .segment import (
     INT32_MAX,
     BatchPlacement,
     LogSegment,
+    unlink_all,
 )
 
 log = structlog.get_logger(__name__)
@@ -121,6 +122,7 @@ class PartitionLog:
         self._last_flush_ms = 0
         self._dir_dirty = False
         self._closed = False
+        self._retired_files: list[Path] = []
         self.recovery_stats = RecoveryStats(0, 0, 0, 0, 0, None, 0)
 
     # ==========================================================================================
@@ -517,6 +519,7 @@ class PartitionLog:
         self.checkpoint()
         for seg in self._segments:
             seg.close()
+        unlink_all(self.take_retired_files())
         self._closed = True
 
     def delete(self) -> None:
@@ -723,8 +726,14 @@ class PartitionLog:
         self._bases.pop(0)
         log.info("deleting segment", directory=str(self.directory), base_offset=seg.base_offset,
                  size=seg.size)
-        seg.delete()
+        self._retired_files.extend(seg.retire())
         return 1
+
+    def take_retired_files(self) -> list[Path]:
+        """Files of segments removed from the log (retention, DeleteRecords), renamed *.deleted,
+        for the caller to unlink (storage.segment.unlink_all), off the event loop."""
+        files, self._retired_files = self._retired_files, []
+        return files
 
     def _after_head_deletion(self) -> None:
         first_base = self._segments[0].base_offset

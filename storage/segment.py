@@ -36,6 +36,9 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 TXN_INDEX_SUFFIX = ".txnindex"
+# A segment taken out of its log, its files waiting to be unlinked off the event loop (Kafka's
+# ".deleted"); a start after a crash removes what is left of them.
+DELETED_SUFFIX = ".deleted"
 
 INT32_MAX = 0x7FFFFFFF
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
@@ -56,6 +59,12 @@ class _BadIndex:
 
 
 _BAD_INDEX = _BadIndex()
+
+
+def unlink_all(paths: list[Path]) -> None:
+    """Remove retired segment files (LogSegment.retire); what a crash leaves is removed at load."""
+    for path in paths:
+        path.unlink(missing_ok=True)
 
 
 def segment_name(base_offset: int) -> str:
@@ -148,6 +157,21 @@ class LogSegment:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+    def retire(self) -> list[Path]:
+        """Close the segment and rename its files to *.deleted; returns the new paths. A rename is
+        a metadata change, cheap enough for the event loop; unlinking a large file is not always
+        (retention may drop gigabytes at once), so that is left to the caller's worker thread."""
+        self.close()
+        moved: list[Path] = []
+        for path in (self.log_path, self.index.path, self.time_index.path, self.txn_index.path):
+            target = path.with_name(path.name + DELETED_SUFFIX)
+            try:
+                path.rename(target)
+            except FileNotFoundError:
+                continue  # an index never written
+            moved.append(target)
+        return moved
 
     def delete(self) -> None:
         """Remove the files, the .log first: a crash in between leaves only orphan indexes,

@@ -117,3 +117,29 @@ async def test_a_pass_whose_segments_went_away_meanwhile_is_discarded(
     assert again.cleaned and again.records_removed > 0
     assert _latest(p) == {b"k%d" % k: b"round-29" for k in range(KEYS)}
     p.close()
+
+
+async def test_retention_unlinks_files_in_a_worker_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from broker import housekeeping
+    from storage.segment import unlink_all
+
+    threads: list[int] = []
+
+    def recording_unlink(paths: list[Path]) -> None:
+        threads.append(threading.get_ident())
+        unlink_all(paths)
+
+    monkeypatch.setattr(housekeeping, "unlink_all", recording_unlink)
+    cfg = LogConfig(segment_bytes=200, retention_bytes=0)
+    p = Partition.open(tmp_path, "r", 0, cfg, 1, ManualClock(NOW).now_ms)
+    p.become_leader(Assignment((1,), frozenset({1}), 1, 0, 0))
+    for k in range(10):
+        _put(p, k, b"x" * 100)
+    files_before = {f.name for f in (tmp_path / "r-0").iterdir()}
+    keeper = housekeeping.Housekeeper(None, ManualClock(NOW), 1000, 1000, 1000)  # type: ignore[arg-type]
+    await keeper.tidy(p, retention_due=True, expiry_due=False)
+    assert threads and threading.get_ident() not in threads
+    files_after = {f.name for f in (tmp_path / "r-0").iterdir()}
+    assert not any(n.endswith(".deleted") for n in files_after)
+    assert len([n for n in files_after if n.endswith(".log")]) == 1 < len([n for n in files_before if n.endswith(".log")])
+    p.close()

@@ -253,16 +253,16 @@ def test_delete_records_start_is_durable_before_any_segment_goes(tmp_path: Path,
         log.delete_records_before(-1)  # the API's -1 is the caller's to resolve
     assert e.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
     # crash after the first covered segment is removed, before the second
-    real_delete = LogSegment.delete
+    real_retire = LogSegment.retire
     deleted: list[int] = []
 
-    def delete_then_crash(seg: LogSegment) -> None:
+    def retire_then_crash(seg: LogSegment) -> list[Path]:
         if deleted:
             raise Crash
         deleted.append(seg.base_offset)
-        real_delete(seg)
+        return real_retire(seg)
 
-    monkeypatch.setattr(LogSegment, "delete", delete_then_crash)
+    monkeypatch.setattr(LogSegment, "retire", retire_then_crash)
     with pytest.raises(Crash):
         log.delete_records_before(7)
     monkeypatch.undo()
@@ -379,3 +379,22 @@ def test_retention_removes_old_snapshots(tmp_path: Path) -> None:
     assert log.segment_base_offsets == [6]
     assert sorted(int(p.name[:20]) for p in d.glob("*.snapshot")) == [6]
     assert log.producer_state.get(7).last_seq == 7  # type: ignore[union-attr]
+
+
+def test_retention_renames_segments_and_leaves_the_unlink_to_the_caller(tmp_path: Path) -> None:
+    """Unlinking large files can be slow: the log only renames them (*.deleted), the housekeeper
+    unlinks them in a worker thread, and a start after a crash removes what is left."""
+    size = len(make_batch(1))
+    d = tmp_path / "t-0"
+    log = open_log(d, segment_bytes=size * 2, retention_bytes=size * 2)
+    append_n(log, 6)  # segments at 0, 2, 4
+    assert log.apply_retention() == 2
+    retired = log.take_retired_files()
+    assert {p.name for p in retired} >= {"00000000000000000000.log.deleted", "00000000000000000002.log.deleted"}
+    assert all(p.exists() and p.name.endswith(".deleted") for p in retired)
+    assert not (d / "00000000000000000000.log").exists()
+    assert log.take_retired_files() == []  # taken once
+    # a crash before the unlink: the next open removes the leftovers and keeps the log
+    again = open_log(d, segment_bytes=size * 2, retention_bytes=size * 2)
+    assert not any(p.exists() for p in retired)
+    assert again.log_start_offset == 4 and again.log_end_offset == 6
