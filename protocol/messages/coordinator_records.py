@@ -1,0 +1,150 @@
+"""Records of the internal topics, `__consumer_offsets` and `__transaction_state`, as Kafka writes them.
+
+These are not API messages but Kafka declares them the same way (OffsetCommitKey.json,
+OffsetCommitValue.json, GroupMetadataKey.json, GroupMetadataValue.json in the group coordinator,
+TransactionLogKey.json and TransactionLogValue.json in the transaction coordinator), so they are
+declared here like every other schema and share its codec. Lag monitors, offset exporters and
+Kafka's own dump tools read these topics directly; keeping Kafka's layout is what lets them.
+
+On disk, a key and a value are each an int16 version followed by the struct at that version
+(`version_prefixed` / `read_version_prefixed`). The key's version tells the kind of record in
+`__consumer_offsets`: 0 and 1 an offset commit, 2 a group's metadata (3+ are the KIP-848
+consumer-group records Ketch does not write). A null value is a tombstone.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from ..primitives import DecodeError, Reader, Writer
+from ..schema import BYTES, INT8, INT16, INT32, INT64, STRING, Array, Message, Struct, f, schema
+
+# __consumer_offsets key versions (the kind of record).
+OFFSET_COMMIT_KEY_VERSIONS = (0, 1)
+GROUP_METADATA_KEY_VERSION = 2
+
+M = TypeVar("M", bound=Message)
+
+
+class _Record(Message):
+    """A record body: no API key; VERSIONS and FLEXIBLE as in Kafka's definition."""
+
+    __slots__ = ()
+    API_KEY = -1
+
+
+@schema
+class OffsetCommitKey(_Record):
+    VERSIONS = (0, 1)
+    FLEXIBLE = None
+    group: str = f(STRING)
+    topic: str = f(STRING)
+    partition: int = f(INT32)
+
+
+@schema
+class OffsetCommitValue(_Record):
+    """Kafka 3.x/4.x write version 3, or 1 when the commit carries an expire timestamp."""
+
+    VERSIONS = (0, 4)
+    FLEXIBLE = 4
+    offset: int = f(INT64)
+    leader_epoch: int = f(INT32, "3+", default=-1)
+    metadata: str = f(STRING)
+    commit_timestamp: int = f(INT64)
+    expire_timestamp: int = f(INT64, "1", default=-1)
+
+
+@schema
+class GroupMetadataKey(_Record):
+    VERSIONS = (2, 2)
+    FLEXIBLE = None
+    group: str = f(STRING, "2")
+
+
+@schema
+class MemberMetadata(Struct):
+    member_id: str = f(STRING)
+    group_instance_id: str | None = f(STRING, "3+", default=None)
+    client_id: str = f(STRING)
+    client_host: str = f(STRING)
+    rebalance_timeout: int = f(INT32, "1+", default=-1)
+    session_timeout: int = f(INT32)
+    subscription: bytes = f(BYTES)
+    assignment: bytes = f(BYTES)
+
+
+@schema
+class GroupMetadataValue(_Record):
+    """Version 3 (static member ids) is what Kafka 2.3 to 4.x write."""
+
+    VERSIONS = (0, 4)
+    FLEXIBLE = 4
+    protocol_type: str = f(STRING)
+    generation: int = f(INT32)
+    protocol: str | None = f(STRING, default=None)
+    leader: str | None = f(STRING, default=None)
+    current_state_timestamp: int = f(INT64, "2+", default=-1)
+    members: list[MemberMetadata] = f(Array(MemberMetadata))
+
+
+@schema
+class TransactionLogKey(_Record):
+    VERSIONS = (0, 0)
+    FLEXIBLE = None
+    transactional_id: str = f(STRING, "0")
+
+
+@schema
+class TxnPartitions(Struct):
+    topic: str = f(STRING)
+    partition_ids: list[int] = f(Array(INT32))
+
+
+@schema
+class TransactionLogValue(_Record):
+    """Version 0, or 1 (flexible) when a KIP-890 field differs from its default — as Kafka
+    writes 1 once transaction.version 1+ is in use. `transaction_partitions` is null in Empty."""
+
+    VERSIONS = (0, 1)
+    FLEXIBLE = 1
+    producer_id: int = f(INT64)
+    previous_producer_id: int = f(INT64, "none", tag=0, tagged="1+", default=-1)
+    next_producer_id: int = f(INT64, "none", tag=1, tagged="1+", default=-1)
+    producer_epoch: int = f(INT16)
+    transaction_timeout_ms: int = f(INT32)
+    transaction_status: int = f(INT8)
+    transaction_partitions: list[TxnPartitions] | None = f(Array(TxnPartitions), default=None)
+    transaction_last_update_timestamp_ms: int = f(INT64)
+    transaction_start_timestamp_ms: int = f(INT64)
+    client_transaction_version: int = f(INT16, "none", tag=2, tagged="1+", default=0)
+
+
+def version_prefixed(msg: Message, version: int) -> bytes:
+    """The bytes Kafka stores: int16 version, then the struct at that version."""
+    lo, hi = msg.VERSIONS
+    if not lo <= version <= hi:
+        raise ValueError(f"{type(msg).__name__} has no version {version}")
+    w = Writer()
+    w.int16(version)
+    msg.write(w, version)
+    return w.getvalue()
+
+
+def read_version(data: bytes | memoryview) -> int:
+    if len(data) < 2:
+        raise DecodeError(f"record of {len(data)} bytes has no version")
+    return int.from_bytes(data[:2], "big", signed=True)
+
+
+def read_version_prefixed(cls: type[M], data: bytes | memoryview) -> tuple[int, M]:
+    """(version, struct); DecodeError for a version `cls` does not have, or bytes left over."""
+    version = read_version(data)
+    lo, hi = cls.VERSIONS
+    if not lo <= version <= hi:
+        raise DecodeError(f"{cls.__name__} version {version} is unknown (known: {lo}-{hi})")
+    r = Reader(data, 2)
+    msg = cls.read(r, version)
+    if r.remaining():
+        raise DecodeError(f"{cls.__name__} v{version}: {r.remaining()} bytes after the record")
+    return version, msg
