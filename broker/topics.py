@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -21,7 +22,7 @@ from storage.checkpoint import atomic_write
 from storage.clock import Clock
 from storage.config import LogConfig
 
-from .config import BrokerConfig
+from .config import BrokerConfig, ConfigError
 from .group_commit import GroupCommit
 from .partition import Partition
 from .replication.replica_state import Assignment
@@ -31,6 +32,8 @@ log = structlog.get_logger()
 LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_LEN = 249
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+# 2: the internal topics hold Kafka's records (OffsetCommitKey/Value, TransactionLogKey/Value, ...).
+TOPICS_FILE_VERSION = 2
 
 # Topic-level settings we understand, with Kafka's type for each: how a value is parsed, and
 # whether IncrementalAlterConfigs may APPEND to or SUBTRACT from it (LIST only).
@@ -139,6 +142,7 @@ class TopicTable:
         if not self.meta_file.exists():
             return
         data = json.loads(self.meta_file.read_text())
+        self._refuse_old_internal_layout(data)
         for t in data["topics"]:
             topic = Topic(t["name"], uuid.UUID(t["id"]), configs=t.get("configs", {}))
             lc = self.log_config(topic.configs)
@@ -147,6 +151,21 @@ class TopicTable:
         self._remove_orphans()
         log.info("topics loaded", topics=len(self.by_name),
                  partitions=sum(len(t.partitions) for t in self.by_name.values()))
+
+    def _refuse_old_internal_layout(self, data: dict[str, Any]) -> None:
+        """Before version 2 of topics.json, `__consumer_offsets` and `__transaction_state` held
+        records in a layout of Ketch's own. Read as Kafka's records they would be misread (an
+        old offset value v0 parses as Kafka's v0 with other fields), so refuse to start."""
+        if data.get("version", 1) >= TOPICS_FILE_VERSION:
+            return
+        for t in data["topics"]:
+            if t["name"] in INTERNAL_TOPICS:
+                raise ConfigError(
+                    "data_dir", str(self.data_dir),
+                    f"topic {t['name']} holds records in the layout of Ketch before Kafka's internal-topic "
+                    "formats (docs/transactions.md); start with an empty data directory, or delete the "
+                    f"{t['name']}-* directories and its entry in topics.json to drop committed offsets "
+                    "and transaction state")
 
     def _remove_orphans(self) -> None:
         """Delete partition directories topics.json does not name. A topic delete commits by
@@ -162,7 +181,7 @@ class TopicTable:
                 shutil.rmtree(d, ignore_errors=True)
 
     def _save(self) -> None:
-        data = {"version": 1, "topics": [
+        data = {"version": TOPICS_FILE_VERSION, "topics": [
             {"name": t.name, "id": str(t.topic_id), "partitions": len(t.partitions), "configs": t.configs}
             for t in self.by_name.values()
         ]}

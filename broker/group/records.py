@@ -1,83 +1,39 @@
-"""Keys and values of `__consumer_offsets`: our own binary layout (docs/groups.md), via construct.
+"""`__consumer_offsets` keys and values in Kafka's layout, mapped to the coordinator's dataclasses.
 
-The topic is compacted, so a key must name exactly the thing its value replaces: one key per
-(group, topic, partition) offset and one per group's metadata. The first int16 of a key says which
-kind it is (and leaves room for new kinds); the first int16 of a value is its layout version so a
-later broker can read what an older one wrote. A record with a null value is a tombstone: the
-thing its key names is gone (and compaction may drop the key for good).
+The schemas (OffsetCommitKey/Value, GroupMetadataKey/Value) are declared in
+protocol/messages/coordinator_records.py with every other Kafka message; this module chooses the
+versions Kafka 3.x/4.x write and turns them into the small dataclasses the group state machines use.
+The key's version says what the record is: 0 or 1 an offset commit, 2 a group's metadata. A record
+with a null value is a tombstone (the offset or group is gone; compaction may drop the key).
 
-Integers are big-endian; strings are int16-length-prefixed UTF-8; a nullable string is a presence
-byte (0/1) then the string; byte blobs are int32-length-prefixed.
+Versions written, as Kafka's group coordinator chooses them: offset key 1, offset value 3 (or 1
+when the commit carries an explicit expire timestamp, which only v1 can hold), group key 2, group
+value 3 (the version with static member ids). Every version Kafka ever wrote is read.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
-import construct as cs
+from protocol.messages.coordinator_records import (
+    GROUP_METADATA_KEY_VERSION,
+    OFFSET_COMMIT_KEY_VERSIONS,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    read_version,
+    read_version_prefixed,
+    version_prefixed,
+)
+from protocol.primitives import DecodeError
 
 OFFSET_KEY_VERSION: Final = 1
-GROUP_KEY_VERSION: Final = 2
-OFFSET_VALUE_VERSION: Final = 0
-GROUP_VALUE_VERSION: Final = 0
-
-_Str = cs.PascalString(cs.Int16ub, "utf8")
-_Bytes = cs.Prefixed(cs.Int32ub, cs.GreedyBytes)
-
-
-class _Nullable(cs.Adapter):  # type: ignore[misc]
-    """A presence byte then the value: None <-> absent. Kafka's own layouts use length -1 for
-    null; a flag keeps the construct definition declarative and costs the same byte count."""
-
-    def _decode(self, obj: Any, context: Any, path: Any) -> Any:
-        return obj.value if obj.present else None
-
-    def _encode(self, obj: Any, context: Any, path: Any) -> Any:
-        return {"present": obj is not None, "value": obj}
-
-
-def _nullable(sub: cs.Construct) -> cs.Construct:
-    return _Nullable(cs.Struct("present" / cs.Flag, "value" / cs.If(cs.this.present, sub)))
-
-
-_OFFSET_KEY = cs.Struct(
-    "version" / cs.Const(OFFSET_KEY_VERSION, cs.Int16ub),
-    "group" / _Str,
-    "topic" / _Str,
-    "partition" / cs.Int32sb,
-)
-_GROUP_KEY = cs.Struct(
-    "version" / cs.Const(GROUP_KEY_VERSION, cs.Int16ub),
-    "group" / _Str,
-)
-_OFFSET_VALUE = cs.Struct(
-    "version" / cs.Const(OFFSET_VALUE_VERSION, cs.Int16ub),
-    "offset" / cs.Int64sb,
-    "leader_epoch" / cs.Int32sb,
-    "metadata" / _Str,
-    "commit_timestamp" / cs.Int64sb,
-    "expire_timestamp" / cs.Int64sb,
-)
-_MEMBER = cs.Struct(
-    "member_id" / _Str,
-    "group_instance_id" / _nullable(_Str),
-    "client_id" / _Str,
-    "client_host" / _Str,
-    "rebalance_timeout_ms" / cs.Int32sb,
-    "session_timeout_ms" / cs.Int32sb,
-    "subscription" / _Bytes,
-    "assignment" / _Bytes,
-)
-_GROUP_VALUE = cs.Struct(
-    "version" / cs.Const(GROUP_VALUE_VERSION, cs.Int16ub),
-    "protocol_type" / _Str,
-    "generation" / cs.Int32sb,
-    "protocol_name" / _nullable(_Str),
-    "leader" / _nullable(_Str),
-    "state_timestamp" / cs.Int64sb,
-    "members" / cs.PrefixedArray(cs.Int32ub, _MEMBER),
-)
+OFFSET_VALUE_VERSION: Final = 3
+OFFSET_VALUE_VERSION_WITH_EXPIRY: Final = 1
+GROUP_VALUE_VERSION: Final = 3
 
 
 class RecordFormatError(ValueError):
@@ -132,61 +88,67 @@ Key = OffsetKey | GroupKey
 
 def encode_key(key: Key) -> bytes:
     if isinstance(key, OffsetKey):
-        return bytes(_OFFSET_KEY.build({"group": key.group, "topic": key.topic, "partition": key.partition}))
-    return bytes(_GROUP_KEY.build({"group": key.group}))
+        return version_prefixed(OffsetCommitKey(group=key.group, topic=key.topic, partition=key.partition),
+                                OFFSET_KEY_VERSION)
+    return version_prefixed(GroupMetadataKey(group=key.group), GROUP_METADATA_KEY_VERSION)
 
 
 def decode_key(data: bytes) -> Key:
-    if len(data) < 2:
-        raise RecordFormatError(f"key of {len(data)} bytes has no version")
-    version = int.from_bytes(data[:2], "big")
     try:
-        if version == OFFSET_KEY_VERSION:
-            k = _OFFSET_KEY.parse(data)
-            return OffsetKey(k.group, k.topic, k.partition)
-        if version == GROUP_KEY_VERSION:
-            return GroupKey(_GROUP_KEY.parse(data).group)
-    except cs.ConstructError as e:
+        version = read_version(data)
+        if version in OFFSET_COMMIT_KEY_VERSIONS:
+            k = read_version_prefixed(OffsetCommitKey, data)[1]
+            return OffsetKey(_text(k.group), _text(k.topic), k.partition)
+        if version == GROUP_METADATA_KEY_VERSION:
+            return GroupKey(_text(read_version_prefixed(GroupMetadataKey, data)[1].group))
+    except (DecodeError, UnicodeDecodeError) as e:
         raise RecordFormatError(f"malformed key: {e}") from e
-    raise RecordFormatError(f"unknown key version {version}")
+    raise RecordFormatError(f"unknown key version {version} (3+ are consumer-protocol records Ketch does not use)")
 
 
 def encode_offset_value(v: OffsetValue) -> bytes:
-    return bytes(_OFFSET_VALUE.build({
-        "offset": v.offset, "leader_epoch": v.leader_epoch, "metadata": v.metadata,
-        "commit_timestamp": v.commit_timestamp, "expire_timestamp": v.expire_timestamp,
-    }))
+    version = OFFSET_VALUE_VERSION if v.expire_timestamp == -1 else OFFSET_VALUE_VERSION_WITH_EXPIRY
+    return version_prefixed(OffsetCommitValue(
+        offset=v.offset, leader_epoch=v.leader_epoch, metadata=v.metadata,
+        commit_timestamp=v.commit_timestamp, expire_timestamp=v.expire_timestamp), version)
 
 
 def decode_offset_value(data: bytes) -> OffsetValue:
     try:
-        v = _OFFSET_VALUE.parse(data)
-    except cs.ConstructError as e:
+        _, v = read_version_prefixed(OffsetCommitValue, data)
+    except (DecodeError, UnicodeDecodeError) as e:
         raise RecordFormatError(f"malformed offset value: {e}") from e
-    return OffsetValue(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp)
+    return OffsetValue(v.offset, v.leader_epoch, v.metadata or "", v.commit_timestamp, v.expire_timestamp)
 
 
 def encode_group_value(v: GroupValue) -> bytes:
-    return bytes(_GROUP_VALUE.build({
-        "protocol_type": v.protocol_type, "generation": v.generation, "protocol_name": v.protocol_name,
-        "leader": v.leader, "state_timestamp": v.state_timestamp,
-        "members": [{
-            "member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
-            "client_host": m.client_host, "rebalance_timeout_ms": m.rebalance_timeout_ms,
-            "session_timeout_ms": m.session_timeout_ms, "subscription": m.subscription,
-            "assignment": m.assignment,
-        } for m in v.members],
-    }))
+    return version_prefixed(GroupMetadataValue(
+        protocol_type=v.protocol_type, generation=v.generation, protocol=v.protocol_name, leader=v.leader,
+        current_state_timestamp=v.state_timestamp,
+        members=[MemberMetadata(
+            member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+            client_host=m.client_host, rebalance_timeout=m.rebalance_timeout_ms,
+            session_timeout=m.session_timeout_ms, subscription=m.subscription, assignment=m.assignment)
+            for m in v.members]), GROUP_VALUE_VERSION)
 
 
 def decode_group_value(data: bytes) -> GroupValue:
     try:
-        v = _GROUP_VALUE.parse(data)
-    except cs.ConstructError as e:
+        version, v = read_version_prefixed(GroupMetadataValue, data)
+    except (DecodeError, UnicodeDecodeError) as e:
         raise RecordFormatError(f"malformed group value: {e}") from e
     members = tuple(
-        MemberValue(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
-                    m.session_timeout_ms, bytes(m.subscription), bytes(m.assignment))
-        for m in v.members
-    )
-    return GroupValue(v.protocol_type, v.generation, v.protocol_name, v.leader, v.state_timestamp, members)
+        MemberValue(_text(m.member_id), m.group_instance_id, _text(m.client_id), _text(m.client_host),
+                    # v0 has no rebalance timeout: Kafka's loader takes the session timeout for it
+                    m.rebalance_timeout if version >= 1 else m.session_timeout, m.session_timeout,
+                    bytes(m.subscription or b""), bytes(m.assignment or b""))
+        for m in v.members or ())
+    return GroupValue(_text(v.protocol_type), v.generation, v.protocol, v.leader, v.current_state_timestamp,
+                      members)
+
+
+def _text(s: str | None) -> str:
+    """A non-nullable string that arrived as null (length -1) is damage, not an empty name."""
+    if s is None:
+        raise RecordFormatError("null where Kafka's layout has a non-null string")
+    return s

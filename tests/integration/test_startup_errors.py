@@ -3,6 +3,7 @@ a non-zero exit, no traceback, and the data directory left as it was (issue 11, 
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -10,7 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT, free_port
+from confluent_kafka.admin import AdminClient, NewTopic
+from helpers import REPO_ROOT, BrokerProcess, free_port
 
 
 def _run(args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -108,3 +110,30 @@ def test_the_admin_cli_refuses_a_bad_bootstrap_address_in_one_line(tmp_path: Pat
     proc = _run(["topic", "list", "--bootstrap", "notaport"])
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "bootstrap" in proc.stderr and "expected HOST:PORT" in proc.stderr
+
+
+@pytest.mark.parametrize("internal", ["__consumer_offsets", "__transaction_state"])
+def test_a_data_directory_with_internal_topics_in_the_old_ketch_layout_is_refused(tmp_path: Path,
+                                                                                  internal: str) -> None:
+    """Issue 10: before topics.json version 2 the internal topics held Ketch's own record layout;
+    read as Kafka's records they would be misread, so the broker names the topic and stops."""
+    data = tmp_path / "data"
+    (data / f"{internal}-0").mkdir(parents=True)
+    table = json.dumps({"version": 1, "topics": [{"name": internal, "id": "7d9c7e0e-1f3b-4d35-9d0c-2f4c1b0e9a11",
+                                                  "partitions": 1, "configs": {}}]})
+    (data / "topics.json").write_text(table)
+    proc = _run(_broker(tmp_path, "--listen", f"127.0.0.1:{free_port()}"))
+    _one_line_error(proc, "data_dir", internal, "layout", "empty data directory")
+    assert (data / "topics.json").read_text() == table and (data / f"{internal}-0").is_dir()
+
+
+def test_an_old_data_directory_without_internal_topics_still_starts(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (data / "plain-0").mkdir(parents=True)
+    (data / "topics.json").write_text('{"version": 1, "topics": [{"name": "plain", '
+                                      '"id": "7d9c7e0e-1f3b-4d35-9d0c-2f4c1b0e9a12", "partitions": 1, "configs": {}}]}')
+    with BrokerProcess(data) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        assert "plain" in admin.list_topics(timeout=10).topics
+        admin.create_topics([NewTopic("fresh", 1, 1)])["fresh"].result(10)
+    assert json.loads((data / "topics.json").read_text())["version"] == 2  # rewritten in the new layout
