@@ -1,4 +1,4 @@
-"""The `ketch` command line: `ketch broker` runs a broker; later subcommands administer one."""
+"""The `ketch` command line: `ketch broker` runs a broker; the other subcommands administer one."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import signal
 import sys
+from importlib.metadata import entry_points
 
 from .config import ConfigError, load_config
 from .logs import configure
@@ -61,5 +62,9 @@ def main(argv: list[str] | None = None) -> None:
     from .admin import add_parsers
 
     add_parsers(sub)
+    # `ketch produce` / `ketch consume` are the client's (client/console.py): found through an
+    # entry point so the broker package keeps not importing the client (docs/architecture.md §1).
+    for ep in entry_points(group="ketch.commands"):
+        ep.load()(sub)
     args = p.parse_args(argv)
     sys.exit(args.func(args))

@@ -24,6 +24,7 @@ from protocol.messages.delete_groups import DeleteGroupsRequest
 from protocol.messages.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicState
 from protocol.messages.describe_cluster import DescribeClusterRequest
+from protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
 from protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from protocol.messages.describe_log_dirs import DescribableLogDirTopic, DescribeLogDirsRequest
 from protocol.messages.describe_producers import DescribeProducersRequest, TopicRequest
@@ -294,6 +295,16 @@ class Admin:
         resp = await self._retrying("IncrementalAlterConfigs", lambda: self._cluster.request_any(req))
         return {r.resource_name: (error_from_code(r.error_code, r.error_message) if r.error_code else None)
                 for r in resp.responses}
+
+    async def describe_topic_configs(self, name: str) -> dict[str, str | None]:
+        """Every config of topic `name` with its effective value (a default or an override)."""
+        req = DescribeConfigsRequest(resources=[DescribeConfigsResource(
+            resource_type=RESOURCE_TOPIC, resource_name=name, configuration_keys=None)])
+        resp = await self._retrying("DescribeConfigs", lambda: self._cluster.request_any(req))
+        [r] = resp.results
+        if r.error_code:
+            raise error_from_code(r.error_code, r.error_message or name)
+        return {c.name: c.value for c in r.configs}
 
     async def list_topics(self, *, internal: bool = False) -> set[str]:
         await self._cluster.refresh_metadata(all_topics=True)
