@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from protocol.errors import ErrorCode, KafkaError
 
-from .topics import TOPIC_CONFIGS, TopicTable
+from .config_catalog import TOPIC_CONFIGS
+from .topics import TopicTable
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -51,7 +52,8 @@ def apply_ops(current: Mapping[str, str], defaults: Mapping[str, str], ops: Iter
         elif o.op == DELETE:
             new.pop(o.name, None)
         else:
-            if TOPIC_CONFIGS.get(o.name) != "LIST":
+            d = TOPIC_CONFIGS.get(o.name)
+            if d is None or d.type != "LIST":
                 raise KafkaError(ErrorCode.INVALID_CONFIG,
                                  f"Can't {OP_NAMES[o.op]} to key {o.name} because its type is not LIST.")
             base = new.get(o.name, defaults.get(o.name)) or ""

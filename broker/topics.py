@@ -23,6 +23,7 @@ from storage.clock import Clock
 from storage.config import LogConfig
 
 from .config import BrokerConfig, ConfigError
+from .config_catalog import TOPIC_CONFIGS, check_value
 from .group_commit import GroupCommit
 from .partition import Partition
 from .replication.replica_state import Assignment
@@ -35,25 +36,6 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 # 2: the internal topics hold Kafka's records (OffsetCommitKey/Value, TransactionLogKey/Value, ...).
 TOPICS_FILE_VERSION = 2
 
-# Topic-level settings we understand, with Kafka's type for each: how a value is parsed, and
-# whether IncrementalAlterConfigs may APPEND to or SUBTRACT from it (LIST only).
-TOPIC_CONFIGS = {
-    "cleanup.policy": "LIST",
-    "retention.ms": "LONG",
-    "retention.bytes": "LONG",
-    "segment.bytes": "INT",
-    "segment.ms": "LONG",
-    "max.message.bytes": "INT",
-    "flush.messages": "LONG",
-    "flush.ms": "LONG",
-    "message.timestamp.type": "STRING",
-    "min.insync.replicas": "INT",
-    "compression.type": "STRING",
-    "delete.retention.ms": "LONG",
-    "min.cleanable.dirty.ratio": "DOUBLE",
-}
-_INT_RANGES = {"INT": (-(2**31), 2**31 - 1), "LONG": (-(2**63), 2**63 - 1)}
-COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 MAX_PARTITIONS = 100_000
 
 
@@ -87,27 +69,31 @@ class TopicTable:
         self.by_id: dict[uuid.UUID, Topic] = {}
         self.group_commit = GroupCommit()  # shared by every partition: one fsync per log per loop turn
 
-    def effective_configs(self, configs: dict[str, str]) -> dict[str, str]:
+    def broker_defaults(self) -> dict[str, tuple[str, str]]:
+        """Topic configs whose default comes from a broker setting that differs from Kafka's
+        default: topic config -> (Kafka's name of the broker setting, value). DescribeConfigs
+        reports these as STATIC_BROKER_CONFIG, the rest as DEFAULT_CONFIG."""
         c = self.cfg
-        defaults = {
-            "cleanup.policy": "delete",
-            "retention.ms": str(c.log_retention_ms),
-            "retention.bytes": str(c.log_retention_bytes),
-            "segment.bytes": str(c.log_segment_bytes),
-            "segment.ms": str(c.log_segment_ms),
-            "max.message.bytes": str(c.message_max_bytes),
-            "flush.messages": str(c.flush_messages) if c.flush_messages else "9223372036854775807",
-            "flush.ms": str(c.flush_ms) if c.flush_ms else "9223372036854775807",
-            "message.timestamp.type": "CreateTime",
-            "min.insync.replicas": "1",
-            "compression.type": "producer",
-            "delete.retention.ms": "86400000",
-            "min.cleanable.dirty.ratio": "0.5",
+        derived = {
+            "retention.ms": ("log.retention.ms", c.log_retention_ms),
+            "retention.bytes": ("log.retention.bytes", c.log_retention_bytes),
+            "segment.bytes": ("log.segment.bytes", c.log_segment_bytes),
+            "segment.ms": ("log.roll.ms", c.log_segment_ms),
+            "max.message.bytes": ("message.max.bytes", c.message_max_bytes),
+            "flush.messages": ("log.flush.interval.messages", c.flush_messages),
+            "flush.ms": ("log.flush.interval.ms", c.flush_ms),
         }
-        defaults.update(configs)
-        return defaults
+        return {k: (name, str(v)) for k, (name, v) in derived.items()
+                if v is not None and str(v) != TOPIC_CONFIGS[k].default}
 
-    def log_config(self, configs: dict[str, str]) -> LogConfig:
+    def effective_configs(self, configs: Mapping[str, str]) -> dict[str, str]:
+        """Every topic config: the topic's override, else the broker's setting, else Kafka's default."""
+        out = {name: d.default for name, d in TOPIC_CONFIGS.items()}
+        out.update({k: v for k, (_, v) in self.broker_defaults().items()})
+        out.update(configs)
+        return out
+
+    def log_config(self, configs: Mapping[str, str]) -> LogConfig:
         e = self.effective_configs(configs)
         big = 9223372036854775807
         flush_messages = int(e["flush.messages"])
@@ -117,9 +103,11 @@ class TopicTable:
             segment_ms=int(e["segment.ms"]),
             retention_ms=int(e["retention.ms"]),
             retention_bytes=int(e["retention.bytes"]),
+            index_interval_bytes=int(e["index.interval.bytes"]),
+            max_index_size=int(e["segment.index.bytes"]),
             flush_messages=None if flush_messages >= big else flush_messages,
             flush_ms=None if flush_ms >= big else flush_ms,
-            cleanup_policy=e["cleanup.policy"],
+            cleanup_policy=",".join(p.strip() for p in e["cleanup.policy"].split(",") if p.strip()),
             message_timestamp_type=e["message.timestamp.type"],  # type: ignore[arg-type]
             delete_retention_ms=int(e["delete.retention.ms"]),
             min_cleanable_dirty_ratio=float(e["min.cleanable.dirty.ratio"]),
@@ -223,22 +211,9 @@ class TopicTable:
         """Validate a complete set of topic overrides (names, types, ranges) as CreateTopics and
         both AlterConfigs APIs need it; returns the log settings they amount to."""
         for k, v in configs.items():
-            kind = TOPIC_CONFIGS.get(k)
-            if kind is None:
-                raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {k}")
             if v is None:
                 raise KafkaError(ErrorCode.INVALID_CONFIG, f"config {k!r} has no value")
-            _check_type(k, v, kind)
-        for k, least in (("max.message.bytes", 0), ("min.insync.replicas", 1)):
-            v = configs.get(k)
-            if v is not None and int(v) < least:
-                raise KafkaError(ErrorCode.INVALID_CONFIG,
-                                 f"Invalid value {v} for configuration {k}: Value must be at least {least}")
-        compression = configs.get("compression.type")
-        if compression is not None and compression not in COMPRESSION_TYPES:
-            raise KafkaError(ErrorCode.INVALID_CONFIG,
-                             f"Invalid value {compression} for configuration compression.type: "
-                             f"String must be one of: {', '.join(COMPRESSION_TYPES)}")
+            check_value(k, v)
         try:
             return self.log_config({k: v for k, v in configs.items() if v is not None})
         except ValueError as e:
@@ -349,20 +324,6 @@ class TopicTable:
         for t in self.by_name.values():
             for p in t.partitions:
                 p.close()
-
-
-def _check_type(name: str, value: str, kind: str) -> None:
-    """Parse a value as Kafka's ConfigDef would, with its wording for a value of the wrong type."""
-    try:
-        if kind in _INT_RANGES:
-            lo, hi = _INT_RANGES[kind]
-            if not lo <= int(value.strip()) <= hi:
-                raise ValueError
-        elif kind == "DOUBLE":
-            float(value.strip())
-    except ValueError:
-        raise KafkaError(ErrorCode.INVALID_CONFIG,
-                         f"Invalid value {value} for configuration {name}: Not a number of type {kind}") from None
 
 
 def _check_assignment(replicas: list[int], node_id: int) -> None:

@@ -32,7 +32,7 @@ class LogConfig:
     cleanup_policy         'delete' applies retention; 'compact' turns size/time retention off
                            and lets storage.cleaner.clean keep only the latest record per key;
                            'compact,delete' (either order) does both: compaction, and segments
-                           past retention deleted all the same.
+                           past retention deleted all the same; '' neither (the log keeps everything).
     delete_retention_ms    compaction keeps tombstones and transaction markers this long after
                            the cleaner first saw them removable (delete.retention.ms).
     min_cleanable_dirty_ratio  compaction runs once this share of the cleanable bytes was
@@ -74,8 +74,9 @@ class LogConfig:
             raise ValueError("flush_messages must be >= 1 or None")
         if self.flush_ms is not None and self.flush_ms < 0:
             raise ValueError("flush_ms must be >= 0 or None")
-        parts = self.cleanup_policy.split(",")
-        if not parts or len(set(parts)) != len(parts) or not set(parts) <= {"delete", "compact"}:
+        # Empty is a policy too (Kafka 4): neither retention nor compaction removes anything.
+        parts = [p for p in self.cleanup_policy.split(",") if p]
+        if len(set(parts)) != len(parts) or not set(parts) <= {"delete", "compact"}:
             raise ValueError(f"unknown cleanup_policy {self.cleanup_policy!r}")
         if self.delete_retention_ms < 0:
             raise ValueError("delete_retention_ms must be >= 0")

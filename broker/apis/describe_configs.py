@@ -1,8 +1,8 @@
-"""DescribeConfigs (32): topic configs (overrides and defaults) and the broker's own settings."""
+"""DescribeConfigs (32): topic configs (overrides and defaults) and the broker's own settings,
+with Kafka's types, sources, synonyms and documentation (broker/config_catalog.py)."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode
@@ -12,6 +12,17 @@ from protocol.messages.describe_configs import (
     DescribeConfigsResourceResult,
     DescribeConfigsResponse,
     DescribeConfigsResult,
+    DescribeConfigsSynonym,
+)
+
+from ..config import BrokerConfig
+from ..config_catalog import (
+    SOURCE_DEFAULT,
+    SOURCE_STATIC_BROKER,
+    SOURCE_TOPIC,
+    TOPIC_CONFIGS,
+    TYPE_IDS,
+    broker_entries,
 )
 
 if TYPE_CHECKING:
@@ -20,39 +31,67 @@ if TYPE_CHECKING:
 KEY = 32
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
-SOURCE_TOPIC = 1
-SOURCE_STATIC_BROKER = 4
-SOURCE_DEFAULT = 5
+
+
+def _topic_entries(ctx: BrokerContext, overrides: dict[str, str], req: DescribeConfigsRequest
+                   ) -> list[DescribeConfigsResourceResult]:
+    broker_defaults = ctx.topics.broker_defaults()
+    out = []
+    for name, value in sorted(ctx.topics.effective_configs(overrides).items()):
+        d = TOPIC_CONFIGS[name]
+        # Kafka's order: the most specific source first, the built-in default last.
+        synonyms = []
+        if name in overrides:
+            synonyms.append(DescribeConfigsSynonym(name=name, value=overrides[name], source=SOURCE_TOPIC))
+        if name in broker_defaults:
+            bname, bvalue = broker_defaults[name]
+            synonyms.append(DescribeConfigsSynonym(name=bname, value=bvalue, source=SOURCE_STATIC_BROKER))
+        synonyms.append(DescribeConfigsSynonym(name=d.synonyms[0] if d.synonyms else name, value=d.default,
+                                               source=SOURCE_DEFAULT))
+        source = synonyms[0].source
+        out.append(DescribeConfigsResourceResult(
+            name=name, value=value, read_only=False, is_default=source == SOURCE_DEFAULT, config_source=source,
+            is_sensitive=False, synonyms=synonyms if req.include_synonyms else [], config_type=TYPE_IDS[d.type],
+            documentation=d.doc if req.include_documentation else None))
+    return out
+
+
+def _broker_entries(ctx: BrokerContext, req: DescribeConfigsRequest) -> list[DescribeConfigsResourceResult]:
+    cfg = ctx.config
+    host, port = cfg.advertised_host_port
+    inter_broker = cfg.inter_broker_advertise or cfg.inter_broker_listen  # as configured (port 0: any)
+    out = []
+    for e in broker_entries(cfg, BrokerConfig(), f"{host}:{port}", inter_broker, ctx.topics.broker_defaults()):
+        source = SOURCE_DEFAULT if e.is_default else SOURCE_STATIC_BROKER
+        out.append(DescribeConfigsResourceResult(
+            name=e.name, value=e.value, read_only=True, is_default=e.is_default, config_source=source,
+            is_sensitive=False,
+            synonyms=[DescribeConfigsSynonym(name=e.name, value=e.value, source=source)] if req.include_synonyms else [],
+            config_type=TYPE_IDS[e.type], documentation=e.doc if req.include_documentation else None))
+    return out
 
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: DescribeConfigsRequest) -> DescribeConfigsResponse:
     results = []
     for res in req.resources:
-        entries: dict[str, tuple[str | None, int]] = {}
+        entries: list[DescribeConfigsResourceResult] = []
         code, msg = 0, None
         if res.resource_type == RESOURCE_TOPIC:
             topic = ctx.topics.get(res.resource_name)
             if topic is None:
                 code, msg = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {res.resource_name!r} does not exist"
             else:
-                for k, v in ctx.topics.effective_configs(topic.configs).items():
-                    entries[k] = (v, SOURCE_TOPIC if k in topic.configs else SOURCE_DEFAULT)
+                entries = _topic_entries(ctx, topic.configs, req)
         elif res.resource_type == RESOURCE_BROKER:
             if res.resource_name not in ("", str(ctx.node_id)):
                 code, msg = ErrorCode.INVALID_REQUEST, f"this broker is node {ctx.node_id}"
             else:
-                for f in dataclasses.fields(ctx.config):
-                    v = getattr(ctx.config, f.name)
-                    entries[f.name.replace("_", ".")] = (None if v is None else str(v), SOURCE_STATIC_BROKER)
+                entries = _broker_entries(ctx, req)
         else:
             code, msg = ErrorCode.INVALID_REQUEST, f"resource type {res.resource_type} is not supported"
         keys = res.configuration_keys
-        configs = [
-            DescribeConfigsResourceResult(name=k, value=v, read_only=res.resource_type == RESOURCE_BROKER,
-                                          is_default=src == SOURCE_DEFAULT, config_source=src, is_sensitive=False)
-            for k, (v, src) in sorted(entries.items()) if keys is None or k in keys
-        ]
+        configs = [e for e in entries if keys is None or e.name in keys]
         results.append(DescribeConfigsResult(error_code=code, error_message=msg, resource_type=res.resource_type,
                                              resource_name=res.resource_name, configs=configs))
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)

@@ -175,3 +175,84 @@ def test_kafka_python_alter_configs(module_broker: BrokerProcess, incremental: b
         assert described["segment.bytes"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
     finally:
         client.close()
+
+
+# ---- issue 10: every Kafka 4.x topic config, DescribeConfigs as Kafka 4 answers it ---------------
+
+def test_confluent_alter_configs_take_kafka_4_topic_configs(module_broker: BrokerProcess) -> None:
+    bs, t = module_broker.bootstrap, unique_topic("cf-k4")
+    create_topic(bs, t, 1)
+    client = admin(bs)
+    res = ConfigResource(ResourceType.TOPIC, t, set_config={
+        "file.delete.delay.ms": "1000", "segment.jitter.ms": "10", "preallocate": "true",
+        "message.timestamp.after.max.ms": "60000", "unclean.leader.election.enable": "false",
+        "leader.replication.throttled.replicas": "*", "local.retention.ms": "-2"})
+    client.alter_configs([res], request_timeout=30)[res].result(30)
+    assert _overrides(bs, t)["file.delete.delay.ms"] == "1000"
+
+    # SUBTRACT the only policy: an empty cleanup.policy (no deletion, no compaction), as Kafka 4 accepts
+    incr = ConfigResource(ResourceType.TOPIC, t, incremental_configs=[
+        ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SUBTRACT)])
+    client.incremental_alter_configs([incr], request_timeout=30)[incr].result(30)
+    assert _topic_configs(bs, t)["cleanup.policy"] == ("", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+
+    bad = ConfigResource(ResourceType.TOPIC, t, set_config={"remote.storage.enable": "true"})
+    err = _error(client.alter_configs([bad], request_timeout=30)[bad])
+    assert err.code() == KafkaError.INVALID_CONFIG and "Tiered Storage" in err.str()
+
+
+def _describe(bs: str, res: ConfigResource) -> dict[str, Any]:
+    client = admin(bs)  # kept alive until the answer is in
+    return client.describe_configs([res], request_timeout=30)[res].result(30)
+
+
+def test_confluent_describe_configs_types_sources_synonyms_and_docs(module_broker: BrokerProcess) -> None:
+    bs, t = module_broker.bootstrap, unique_topic("cf-describe")
+    create_topic(bs, t, 1)
+    res = ConfigResource(ResourceType.TOPIC, t, set_config={"retention.ms": "3600000"})
+    client = admin(bs)
+    client.alter_configs([res], request_timeout=30)[res].result(30)
+    entries = _describe(bs, ConfigResource(ResourceType.TOPIC, t))
+    assert len(entries) == 33 and "file.delete.delay.ms" in entries and "segment.index.bytes" in entries
+    retention = entries["retention.ms"]
+    assert ConfigSource(retention.source) == ConfigSource.DYNAMIC_TOPIC_CONFIG
+    assert [(s.name, s.value, ConfigSource(s.source)) for s in retention.synonyms.values()] == [
+        ("retention.ms", "3600000", ConfigSource.DYNAMIC_TOPIC_CONFIG),
+        ("log.retention.ms", "604800000", ConfigSource.DEFAULT_CONFIG)]
+    assert ConfigSource(entries["segment.bytes"].source) == ConfigSource.DEFAULT_CONFIG
+
+    broker = _describe(bs, ConfigResource(ResourceType.BROKER, "1"))
+    assert broker["advertised.listeners"].value.startswith(f"PLAINTEXT://{bs}")
+    assert broker["node.id"].value == "1" and broker["log.dirs"].value
+    assert "PLAINTEXT://" in broker["listeners"].value
+    assert broker["log.retention.ms"].value == "604800000" and broker["log.cleanup.policy"].value == "delete"
+    assert ConfigSource(broker["num.partitions"].source) == ConfigSource.DEFAULT_CONFIG
+    assert ConfigSource(broker["node.id"].source) == ConfigSource.DEFAULT_CONFIG
+
+
+def test_describe_configs_v4_carries_kafkas_types_and_documentation(module_broker: BrokerProcess) -> None:
+    """confluent-kafka does not expose config types, so the v4 answer is read off the wire."""
+    from helpers.raw import Raw  # noqa: PLC0415
+
+    from protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
+
+    bs, t = module_broker.bootstrap, unique_topic("raw-describe")
+    create_topic(bs, t, 1)
+    raw = Raw(module_broker.port)
+    try:
+        resp = raw.request(DescribeConfigsRequest(resources=[
+            DescribeConfigsResource(resource_type=2, resource_name=t, configuration_keys=None),
+            DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=None)],
+            include_synonyms=True, include_documentation=True), 4)
+    finally:
+        raw.close()
+    topic, broker = resp.results  # type: ignore[union-attr]
+    types = {c.name: c.config_type for c in topic.configs}
+    LONG, LIST, INT, BOOLEAN, DOUBLE, STRING = 5, 7, 3, 1, 6, 2  # Kafka's ConfigType ids
+    assert types["retention.bytes"] == LONG and types["cleanup.policy"] == LIST and types["segment.bytes"] == INT
+    assert types["preallocate"] == BOOLEAN and types["min.cleanable.dirty.ratio"] == DOUBLE
+    assert types["compression.type"] == STRING and 0 not in types.values()
+    assert all(c.documentation for c in topic.configs + broker.configs)
+    btypes = {c.name: c.config_type for c in broker.configs}
+    assert btypes["num.partitions"] == INT and btypes["auto.create.topics.enable"] == BOOLEAN
+    assert btypes["advertised.listeners"] == LIST and 0 not in btypes.values()

@@ -44,13 +44,37 @@ def _table(tmp_path: Path) -> TopicTable:
     ({"min.cleanable.dirty.ratio": "half"}, "Not a number of type DOUBLE"),
     ({"compression.type": "brotli"}, "String must be one of"),
     ({"min.insync.replicas": "0"}, "at least 1"),
-    ({"message.timestamp.type": "Whenever"}, "message_timestamp_type"),
-    ({"unclean.leader.election.enable": "true"}, "Unknown topic config name"),
+    ({"message.timestamp.type": "Whenever"}, "String must be one of: CreateTime, LogAppendTime"),
+    ({"unclean.leader.election.enable": "maybe"}, "Expected value to be either true or false"),
+    ({"cleanup.policy": "compact,shred"}, "String must be one of: compact, delete"),
+    ({"remote.storage.enable": "true"}, "Tiered Storage functionality is disabled"),
+    ({"leader.replication.throttled.replicas": "0:x"}, "partitionId:brokerId"),
+    ({"compression.lz4.level": "18"}, "between 1 and 17"),
+    ({"message.format.version": "3.0"}, "Unknown topic config name"),  # gone in Kafka 4
 ])
 def test_check_configs_refuses_bad_values(tmp_path: Path, configs: dict[str, str], fragment: str) -> None:
     with pytest.raises(KafkaError) as e:
         _table(tmp_path).check_configs(configs)
     assert e.value.code == ErrorCode.INVALID_CONFIG and fragment in e.value.message
+
+
+def test_every_kafka_4_topic_config_is_accepted_and_the_acted_on_ones_reach_the_log(tmp_path: Path) -> None:
+    from broker.config_catalog import TOPIC_CONFIGS
+
+    table = _table(tmp_path)
+    table.create("all", 1, configs={
+        "file.delete.delay.ms": "1000", "segment.jitter.ms": "5", "preallocate": "true",
+        "message.timestamp.before.max.ms": "100", "message.timestamp.after.max.ms": "100",
+        "unclean.leader.election.enable": "false", "follower.replication.throttled.replicas": "*",
+        "leader.replication.throttled.replicas": "0:1,1:1", "local.retention.ms": "-2",
+        "local.retention.bytes": "-2", "remote.storage.enable": "false", "min.compaction.lag.ms": "0",
+        "max.compaction.lag.ms": "1000", "compression.gzip.level": "5", "compression.zstd.level": "-5",
+        "index.interval.bytes": "128", "segment.index.bytes": "4096", "cleanup.policy": ""})
+    lc = table.by_name["all"].partitions[0].log.config
+    assert (lc.index_interval_bytes, lc.max_index_size) == (128, 4096)
+    assert not lc.deletes and not lc.compacts  # an empty cleanup.policy keeps everything
+    assert set(table.effective_configs({})) == set(TOPIC_CONFIGS) and len(TOPIC_CONFIGS) == 33
+    table.close()
 
 
 def test_added_partitions_and_configs_are_reloaded(tmp_path: Path) -> None:

@@ -1,0 +1,281 @@
+"""Every topic config Kafka 4.x defines, and the broker settings DescribeConfigs reports.
+
+One table, so CreateTopics, AlterConfigs, IncrementalAlterConfigs and DescribeConfigs agree on what
+exists, its type, its default, the broker setting it falls back to (its synonyms, Kafka's names)
+and what a value must look like. Admin tools (kafka-configs, AdminClient.describeConfigs, UIs)
+show these fields as they come; a config Kafka has and we refuse breaks scripts written for Kafka.
+
+`acted_on` says whether Ketch's logs honour the setting; the others are accepted, stored and
+reported (docs/configuration.md lists them) — as a Kafka broker stores configs of features a
+cluster does not use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from protocol.errors import ErrorCode, KafkaError
+
+from .config import BrokerConfig
+
+# DescribeConfigs config_type (v3+) and config_source values, Kafka's numbering.
+TYPE_IDS = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7, "CLASS": 8,
+            "PASSWORD": 9}
+SOURCE_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
+
+INT_MAX, LONG_MAX = 2**31 - 1, 2**63 - 1
+_RANGES = {"INT": (-(2**31), INT_MAX), "LONG": (-(2**63), LONG_MAX), "SHORT": (-(2**15), 2**15 - 1)}
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+
+Check = Callable[[str], str | None]  # the problem with a (type-checked) value, or None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfigDef:
+    name: str
+    type: str
+    default: str  # Kafka's default; a broker setting (first synonym) may replace it
+    synonyms: tuple[str, ...]  # broker settings that supply the default, most specific first
+    doc: str
+    acted_on: bool = True
+    check: Check | None = None
+
+
+def at_least(n: float) -> Check:
+    return lambda v: None if float(v) >= n else f"Value must be at least {n:g}"
+
+
+def between(lo: float, hi: float) -> Check:
+    return lambda v: None if lo <= float(v) <= hi else f"Value must be no less than {lo:g} and no more than {hi:g}"
+
+
+def one_of(*values: str) -> Check:
+    return lambda v: None if v in values else f"String must be one of: {', '.join(values)}"
+
+
+def list_of(*values: str) -> Check:
+    """A comma-separated list of distinct `values`; empty is allowed (cleanup.policy="" keeps
+    everything: no retention, no compaction — Kafka 4 accepts it)."""
+    def check(v: str) -> str | None:
+        items = [p.strip() for p in v.split(",") if p.strip()]
+        bad = [p for p in items if p not in values]
+        if bad:
+            return f"Invalid value {bad[0]} for configuration: String must be one of: {', '.join(values)}"
+        if len(set(items)) != len(items):
+            return "Values must not repeat"
+        return None
+    return check
+
+
+def _throttled_replicas(v: str) -> str | None:
+    """`*`, or partition:broker pairs, as Kafka's ThrottledReplicaListValidator."""
+    items = [p.strip() for p in v.split(",") if p.strip()]
+    if items == ["*"] or all(len(p.split(":")) == 2 and all(x.strip().isdigit() for x in p.split(":")) for p in items):
+        return None
+    return "must be the wildcard (*) or a list of partitionId:brokerId pairs"
+
+
+def _compression_level(lo: int, hi: int, default: int | None = None) -> Check:
+    def check(v: str) -> str | None:
+        n = int(v)
+        if lo <= n <= hi or (default is not None and n == default):
+            return None
+        return f"Value must be between {lo} and {hi}"
+    return check
+
+
+def _no_tiered_storage(v: str) -> str | None:
+    return None if v.lower() == "false" else "Tiered Storage functionality is disabled in the broker"
+
+
+_WEEK_MS, _DAY_MS = str(7 * 24 * 3600 * 1000), str(24 * 3600 * 1000)
+
+TOPIC_CONFIG_DEFS: tuple[TopicConfigDef, ...] = (
+    TopicConfigDef("cleanup.policy", "LIST", "delete", ("log.cleanup.policy",),
+                   "delete: old segments go by retention.ms/retention.bytes; compact: keep the latest record per "
+                   "key; both; or empty: keep everything", check=list_of("compact", "delete")),
+    TopicConfigDef("compression.gzip.level", "INT", "-1", ("compression.gzip.level",),
+                   "gzip level used when compression.type is gzip", False, _compression_level(1, 9, -1)),
+    TopicConfigDef("compression.lz4.level", "INT", "9", ("compression.lz4.level",),
+                   "lz4 level used when compression.type is lz4", False, _compression_level(1, 17)),
+    TopicConfigDef("compression.type", "STRING", "producer", ("compression.type",),
+                   "codec of stored batches; producer keeps what the producer sent", False,
+                   one_of(*COMPRESSION_TYPES)),
+    TopicConfigDef("compression.zstd.level", "INT", "3", ("compression.zstd.level",),
+                   "zstd level used when compression.type is zstd", False, _compression_level(-131072, 22)),
+    TopicConfigDef("delete.retention.ms", "LONG", _DAY_MS, ("log.cleaner.delete.retention.ms",),
+                   "how long compaction keeps tombstones and transaction markers", check=at_least(0)),
+    TopicConfigDef("file.delete.delay.ms", "LONG", "60000", ("log.segment.delete.delay.ms",),
+                   "wait before a deleted segment's files are removed", False, at_least(0)),
+    TopicConfigDef("flush.messages", "LONG", str(LONG_MAX), ("log.flush.interval.messages",),
+                   "fsync after this many records (1: every batch)", check=at_least(1)),
+    TopicConfigDef("flush.ms", "LONG", str(LONG_MAX), ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+                   "fsync when this long has passed since the last one", check=at_least(0)),
+    TopicConfigDef("follower.replication.throttled.replicas", "LIST", "", (),
+                   "replicas whose fetching is throttled on followers", False, _throttled_replicas),
+    TopicConfigDef("index.interval.bytes", "INT", "4096", ("log.index.interval.bytes",),
+                   "log bytes between two offset-index entries", check=at_least(0)),
+    TopicConfigDef("leader.replication.throttled.replicas", "LIST", "", (),
+                   "replicas whose fetching is throttled on the leader", False, _throttled_replicas),
+    TopicConfigDef("local.retention.bytes", "LONG", "-2", ("log.local.retention.bytes",),
+                   "local part of the log under tiered storage (-2: retention.bytes)", False, at_least(-2)),
+    TopicConfigDef("local.retention.ms", "LONG", "-2", ("log.local.retention.ms",),
+                   "local part of the log under tiered storage (-2: retention.ms)", False, at_least(-2)),
+    TopicConfigDef("max.compaction.lag.ms", "LONG", str(LONG_MAX), ("log.cleaner.max.compaction.lag.ms",),
+                   "longest a record stays uncompacted", False, at_least(1)),
+    TopicConfigDef("max.message.bytes", "INT", "1048588", ("message.max.bytes",),
+                   "largest record batch a producer may append", check=at_least(0)),
+    TopicConfigDef("message.timestamp.after.max.ms", "LONG", "3600000", ("log.message.timestamp.after.max.ms",),
+                   "how far in the future a CreateTime timestamp may be", False, at_least(0)),
+    TopicConfigDef("message.timestamp.before.max.ms", "LONG", str(LONG_MAX),
+                   ("log.message.timestamp.before.max.ms",),
+                   "how far in the past a CreateTime timestamp may be", False, at_least(0)),
+    TopicConfigDef("message.timestamp.type", "STRING", "CreateTime", ("log.message.timestamp.type",),
+                   "CreateTime keeps the producer's timestamps; LogAppendTime stamps the broker's clock",
+                   check=one_of("CreateTime", "LogAppendTime")),
+    TopicConfigDef("min.cleanable.dirty.ratio", "DOUBLE", "0.5", ("log.cleaner.min.cleanable.ratio",),
+                   "share of the log written since the last compaction that triggers the next",
+                   check=between(0, 1)),
+    TopicConfigDef("min.compaction.lag.ms", "LONG", "0", ("log.cleaner.min.compaction.lag.ms",),
+                   "shortest a record stays uncompacted", False, at_least(0)),
+    TopicConfigDef("min.insync.replicas", "INT", "1", ("min.insync.replicas",),
+                   "acks=all needs at least this many in-sync replicas", check=at_least(1)),
+    TopicConfigDef("preallocate", "BOOLEAN", "false", ("log.preallocate",),
+                   "create segment files at full size", False),
+    TopicConfigDef("remote.log.copy.disable", "BOOLEAN", "false", (),
+                   "stop copying segments to tiered storage", False),
+    TopicConfigDef("remote.log.delete.on.disable", "BOOLEAN", "false", (),
+                   "delete tiered data when tiered storage is turned off", False),
+    TopicConfigDef("remote.storage.enable", "BOOLEAN", "false", (),
+                   "tiered storage for this topic (not available: only false is accepted)", False,
+                   _no_tiered_storage),
+    TopicConfigDef("retention.bytes", "LONG", "-1", ("log.retention.bytes",),
+                   "delete old segments while a partition is bigger than this (-1: no limit)"),
+    TopicConfigDef("retention.ms", "LONG", _WEEK_MS, ("log.retention.ms", "log.retention.minutes",
+                                                      "log.retention.hours"),
+                   "delete segments whose newest record is older than this (-1: keep)", check=at_least(-1)),
+    TopicConfigDef("segment.bytes", "INT", str(1 << 30), ("log.segment.bytes",),
+                   "roll to a new segment at this size", check=at_least(14)),
+    TopicConfigDef("segment.index.bytes", "INT", str(10 * 1024 * 1024), ("log.index.size.max.bytes",),
+                   "size of a segment's offset index; a full index rolls the segment", check=at_least(4)),
+    TopicConfigDef("segment.jitter.ms", "LONG", "0", ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+                   "random amount taken off segment.ms per segment", False, at_least(0)),
+    TopicConfigDef("segment.ms", "LONG", _WEEK_MS, ("log.roll.ms", "log.roll.hours"),
+                   "roll to a new segment when the active one is this old", check=at_least(1)),
+    TopicConfigDef("unclean.leader.election.enable", "BOOLEAN", "false", ("unclean.leader.election.enable",),
+                   "let a replica outside the ISR become leader (losing data)", False),
+)
+TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in TOPIC_CONFIG_DEFS}
+
+
+def check_value(name: str, value: str) -> None:
+    """Parse and validate one topic config as Kafka's ConfigDef would, in its words."""
+    d = TOPIC_CONFIGS.get(name)
+    if d is None:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
+    v = value.strip()
+    try:
+        if d.type in _RANGES:
+            lo, hi = _RANGES[d.type]
+            if not lo <= int(v) <= hi:
+                raise ValueError
+        elif d.type == "DOUBLE":
+            float(v)
+        elif d.type == "BOOLEAN" and v.lower() not in ("true", "false"):
+            raise KafkaError(ErrorCode.INVALID_CONFIG,
+                             f"Invalid value {value} for configuration {name}: Expected value to be either true or false")
+    except ValueError:
+        raise KafkaError(ErrorCode.INVALID_CONFIG,
+                         f"Invalid value {value} for configuration {name}: Not a number of type {d.type}") from None
+    problem = d.check(v) if d.check is not None else None
+    if problem is not None:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: {problem}")
+
+
+# ---- the broker resource ------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class BrokerEntry:
+    name: str
+    value: str | None
+    type: str
+    is_default: bool
+    doc: str
+
+
+# Ketch setting -> (Kafka's name, type, documentation). Settings Kafka has no name for are
+# reported as ketch.<setting>, so nothing the broker runs with is hidden.
+_BROKER_NAMES: dict[str, tuple[str, str, str]] = {
+    "node_id": ("node.id", "INT", "this broker's id in the cluster"),
+    "data_dir": ("log.dirs", "STRING", "where the partition logs live"),
+    "cluster_id": ("ketch.cluster.id", "STRING", "the cluster's id, as DescribeCluster and Metadata report it"),
+    "rack": ("broker.rack", "STRING", "the rack this broker is in"),
+    "auto_create_topics": ("auto.create.topics.enable", "BOOLEAN", "Metadata for an unknown topic creates it"),
+    "num_partitions": ("num.partitions", "INT", "partitions of a topic created without a count"),
+    "default_replication_factor": ("default.replication.factor", "SHORT", "replicas of a topic created without one"),
+    "offsets_topic_num_partitions": ("offsets.topic.num.partitions", "INT", "partitions of __consumer_offsets"),
+    "transaction_state_num_partitions": ("transaction.state.log.num.partitions", "INT",
+                                         "partitions of __transaction_state"),
+    "transaction_state_segment_bytes": ("transaction.state.log.segment.bytes", "INT",
+                                        "segment size of __transaction_state"),
+    "transaction_max_timeout_ms": ("transaction.max.timeout.ms", "INT", "the longest transaction timeout allowed"),
+    "transactional_id_expiration_ms": ("transactional.id.expiration.ms", "INT",
+                                       "forget a transactional id idle this long"),
+    "transaction_abort_timed_out_interval_ms": ("transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                                                "INT", "how often timed-out transactions are looked for"),
+    "group_initial_rebalance_delay_ms": ("group.initial.rebalance.delay.ms", "INT",
+                                         "wait for more members before a new group's first rebalance"),
+    "group_min_session_timeout_ms": ("group.min.session.timeout.ms", "INT", "shortest session timeout allowed"),
+    "group_max_session_timeout_ms": ("group.max.session.timeout.ms", "INT", "longest session timeout allowed"),
+    "group_max_size": ("group.max.size", "INT", "most members a group may have"),
+    "offsets_retention_minutes": ("offsets.retention.minutes", "INT",
+                                  "keep an empty group's committed offsets this long"),
+    "offsets_retention_check_interval_ms": ("offsets.retention.check.interval.ms", "LONG",
+                                            "how often expired offsets are looked for"),
+    "offset_metadata_max_bytes": ("offset.metadata.max.bytes", "INT", "largest metadata of a committed offset"),
+    "socket_request_max_bytes": ("socket.request.max.bytes", "INT", "largest request accepted"),
+    "max_pipelined_requests": ("ketch.max.pipelined.requests", "INT",
+                               "requests read ahead on one connection before reading pauses"),
+    "log_retention_check_interval_ms": ("log.retention.check.interval.ms", "LONG",
+                                        "how often retention is applied"),
+    "log_checkpoint_interval_ms": ("log.flush.offset.checkpoint.interval.ms", "INT",
+                                   "how often recovery points are checkpointed"),
+    "producer_id_expiration_ms": ("producer.id.expiration.ms", "INT", "forget an idle idempotent producer"),
+    "producer_id_expiration_check_interval_ms": ("producer.id.expiration.check.interval.ms", "INT",
+                                                 "how often idle producers are looked for"),
+    "metrics_listen": ("ketch.metrics.listen", "STRING", "HOST:PORT of the Prometheus /metrics endpoint"),
+    "log_format": ("ketch.log.format", "STRING", "auto, json or console"),
+    "log_level": ("ketch.log.level", "STRING", "the broker's log level"),
+}
+
+
+def broker_entries(cfg: BrokerConfig, defaults: BrokerConfig, advertised: str, inter_broker: str,
+                   topic_defaults: dict[str, tuple[str, str]]) -> list[BrokerEntry]:
+    """What a broker resource of DescribeConfigs lists: listeners in Kafka's form, every setting
+    under Kafka's name, and the broker-level synonyms of the topic configs (log.retention.ms, ...)."""
+    listen = cfg.listen
+    out = [
+        BrokerEntry("listeners", f"PLAINTEXT://{listen},BROKER://{inter_broker}", "LIST", False,
+                    "where the broker listens: PLAINTEXT for clients, BROKER for brokers"),
+        BrokerEntry("advertised.listeners", f"PLAINTEXT://{advertised},BROKER://{inter_broker}", "LIST", False,
+                    "the addresses given to clients and brokers"),
+        BrokerEntry("inter.broker.listener.name", "BROKER", "STRING", False,
+                    "the listener brokers use (WriteTxnMarkers is served only there)"),
+        BrokerEntry("broker.id", str(cfg.node_id), "INT", False, "same as node.id"),
+        BrokerEntry("process.roles", "broker", "LIST", False, "the roles this process runs"),
+    ]
+    for attr, (name, type_, doc) in _BROKER_NAMES.items():
+        v = getattr(cfg, attr)
+        value = None if v is None else (str(v).lower() if isinstance(v, bool) else str(v))
+        out.append(BrokerEntry(name, value, type_, v == getattr(defaults, attr), doc))
+    for d in TOPIC_CONFIG_DEFS:
+        if not d.synonyms:
+            continue
+        name = d.synonyms[0]
+        if name in {e.name for e in out}:
+            continue
+        override = topic_defaults.get(d.name)
+        out.append(BrokerEntry(name, override[1] if override else d.default, d.type, override is None,
+                               f"default of the topic config {d.name}: {d.doc}"))
+    return sorted(out, key=lambda e: e.name)
