@@ -184,6 +184,30 @@ class StructType(FieldType):
         self.cls._codec(version, flex)[1](w, v)
 
 
+class NullableStruct(FieldType):
+    """A nested struct that may be null: an int8 marker (-1 null, 1 present) before it, as
+    Kafka's generated code writes nullable struct fields (DescribeTopicPartitions' Cursor)."""
+
+    def __init__(self, cls: type[Struct]):
+        self.cls = cls
+        self.name = cls.__name__
+
+    def read(self, r: Reader, flex: bool, version: int) -> Any:
+        if r.int8() < 0:
+            return None
+        return self.cls._codec(version, flex)[0](r)
+
+    def write(self, w: Writer, v: Any, flex: bool, version: int) -> None:
+        if v is None:
+            w.int8(-1)
+            return
+        w.int8(1)
+        self.cls._codec(version, flex)[1](w, v)
+
+    def default(self) -> Any:
+        return None
+
+
 def f(
     type_: FieldType | type[Struct],
     versions: str = "0+",

@@ -9,30 +9,30 @@ from __future__ import annotations
 from .messages.api_versions import ApiVersion
 
 SUPPORTED: dict[int, tuple[int, int]] = {
-    0: (3, 10),   # Produce
-    1: (4, 16),   # Fetch
-    2: (0, 7),    # ListOffsets
+    0: (3, 11),   # Produce (v11: TRANSACTION_ABORTABLE understood; v12 needs transaction.version 2)
+    1: (4, 17),   # Fetch (v17: the follower's directory id, KIP-853)
+    2: (0, 10),   # ListOffsets (v10: timeout_ms for tiered storage lookups; answered at once)
     3: (0, 12),   # Metadata
-    8: (0, 8),    # OffsetCommit (v9 is the new consumer protocol's member epochs)
-    9: (0, 8),    # OffsetFetch (v9 likewise)
-    10: (0, 4),   # FindCoordinator
+    8: (0, 9),    # OffsetCommit (v9: as v8 for classic groups; the epoch is the generation)
+    9: (0, 9),    # OffsetFetch (v9: member id/epoch, which classic groups ignore, as Kafka's)
+    10: (0, 6),   # FindCoordinator (v6: share-group keys, refused: no share groups)
     11: (0, 9),   # JoinGroup
     12: (0, 4),   # Heartbeat
     13: (0, 5),   # LeaveGroup
     14: (0, 5),   # SyncGroup
     15: (0, 5),   # DescribeGroups
     16: (0, 5),   # ListGroups
-    18: (0, 3),   # ApiVersions
+    18: (0, 4),   # ApiVersions
     19: (0, 7),   # CreateTopics
     20: (0, 6),   # DeleteTopics
     21: (0, 2),   # DeleteRecords
     22: (0, 5),   # InitProducerId
     23: (0, 4),   # OffsetForLeaderEpoch (Kafka 4.0 dropped v0-1, KIP-896; older clients still send them)
-    24: (0, 4),   # AddPartitionsToTxn (v4: broker-to-broker batches and verify_only, KIP-890)
-    25: (0, 3),   # AddOffsetsToTxn
+    24: (0, 5),   # AddPartitionsToTxn (v4: broker-to-broker batches and verify_only, KIP-890)
+    25: (0, 4),   # AddOffsetsToTxn
     26: (0, 5),   # EndTxn (v5: epoch bumped at every transaction end, KIP-890)
     27: (0, 1),   # WriteTxnMarkers
-    28: (0, 3),   # TxnOffsetCommit
+    28: (0, 4),   # TxnOffsetCommit
     32: (0, 4),   # DescribeConfigs
     33: (0, 2),   # AlterConfigs (topics; broker configs are static)
     35: (0, 4),   # DescribeLogDirs (the schema reaches v5: is_cordoned, KIP-1066)
@@ -44,6 +44,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     61: (0, 0),   # DescribeProducers
     65: (0, 0),   # DescribeTransactions
     66: (0, 1),   # ListTransactions
+    75: (0, 0),   # DescribeTopicPartitions (KIP-966)
 }
 
 API_NAMES: dict[int, str] = {
@@ -56,7 +57,7 @@ API_NAMES: dict[int, str] = {
     35: "DescribeLogDirs",
     37: "CreatePartitions", 42: "DeleteGroups", 44: "IncrementalAlterConfigs",
     47: "OffsetDelete", 60: "DescribeCluster",
-    61: "DescribeProducers", 65: "DescribeTransactions", 66: "ListTransactions",
+    61: "DescribeProducers", 65: "DescribeTransactions", 66: "ListTransactions", 75: "DescribeTopicPartitions",
 }
 
 

@@ -23,6 +23,7 @@ from . import (
     describe_groups,
     describe_log_dirs,
     describe_producers,
+    describe_topic_partitions,
     describe_transactions,
     end_txn,
     fetch,
@@ -50,7 +51,7 @@ HANDLERS: dict[int, Handler] = {
     m.KEY: m.handle
     for m in (produce, fetch, list_offsets, metadata, find_coordinator, api_versions, create_topics,
               delete_topics, init_producer_id, describe_configs, create_partitions, alter_configs,
-              incremental_alter_configs, describe_cluster, offset_for_leader_epoch,
+              incremental_alter_configs, describe_cluster, offset_for_leader_epoch, describe_topic_partitions,
               # logs: record deletion, log directories
               delete_records, describe_log_dirs,
               # consumer groups (broker/group)

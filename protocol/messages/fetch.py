@@ -23,7 +23,6 @@ class FetchPartition(Struct):
     last_fetched_epoch: int = f(INT32, "12+", default=-1)
     log_start_offset: int = f(INT64, "5+", default=-1)
     partition_max_bytes: int = f(INT32)
-    # v17+ (KIP-853) lies past VERSIONS; declared so that raising the cap is a one-line change.
     replica_directory_id: uuid.UUID = f(UUID, "17+", tag=0)
 
 
@@ -44,7 +43,7 @@ class ForgottenTopic(Struct):
 @schema
 class FetchRequest(Message):
     API_KEY = KEY
-    VERSIONS = (0, 16)  # Kafka defines up to 17; we stop at 16
+    VERSIONS = (0, 17)
     FLEXIBLE = 12
     cluster_id: str | None = f(STRING, "12+", tag=0, default=None)
     replica_id: int = f(INT32, "0-14", default=-1)
@@ -117,7 +116,7 @@ class NodeEndpoint(Struct):
 @schema
 class FetchResponse(Message):
     API_KEY = KEY
-    VERSIONS = (0, 16)  # Kafka defines up to 17; we stop at 16
+    VERSIONS = (0, 17)
     FLEXIBLE = 12
     throttle_time_ms: int = f(INT32, "1+")
     error_code: int = f(INT16, "7+")

@@ -24,12 +24,11 @@ class ListOffsetsTopic(Struct):
 @schema
 class ListOffsetsRequest(Message):
     API_KEY = KEY
-    VERSIONS = (0, 9)  # Kafka defines up to 10; we stop at 9
+    VERSIONS = (0, 10)
     FLEXIBLE = 6
     replica_id: int = f(INT32)
     isolation_level: int = f(INT8, "2+")
     topics: list[ListOffsetsTopic] = f(Array(ListOffsetsTopic))
-    # v10+ lies past VERSIONS; declared so that raising the cap is a one-line change.
     timeout_ms: int = f(INT32, "10+")
 
 
@@ -52,7 +51,7 @@ class ListOffsetsTopicResponse(Struct):
 @schema
 class ListOffsetsResponse(Message):
     API_KEY = KEY
-    VERSIONS = (0, 9)  # Kafka defines up to 10; we stop at 9
+    VERSIONS = (0, 10)
     FLEXIBLE = 6
     throttle_time_ms: int = f(INT32, "2+")
     topics: list[ListOffsetsTopicResponse] = f(Array(ListOffsetsTopicResponse))

@@ -18,6 +18,7 @@ from . import (
     describe_groups,
     describe_log_dirs,
     describe_producers,
+    describe_topic_partitions,
     describe_transactions,
     end_txn,
     fetch,
@@ -44,6 +45,8 @@ from . import (
 _PAIRS: tuple[tuple[type[Message], type[Message]], ...] = (
     (produce.ProduceRequest, produce.ProduceResponse),
     (fetch.FetchRequest, fetch.FetchResponse),
+    (describe_topic_partitions.DescribeTopicPartitionsRequest,
+     describe_topic_partitions.DescribeTopicPartitionsResponse),
     (list_offsets.ListOffsetsRequest, list_offsets.ListOffsetsResponse),
     (metadata.MetadataRequest, metadata.MetadataResponse),
     (offset_commit.OffsetCommitRequest, offset_commit.OffsetCommitResponse),

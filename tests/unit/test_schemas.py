@@ -53,6 +53,7 @@ from protocol.schema import (
     Array,
     FieldType,
     Message,
+    NullableStruct,
     Struct,
     StructType,
 )
@@ -104,6 +105,8 @@ def _value(ft: FieldType, version: int, flex: bool, depth: int) -> st.SearchStra
         return st.none() | st.lists(inner, max_size=2 if depth < 2 else 1)
     if isinstance(ft, StructType):
         return _struct(ft.cls, version, flex, depth + 1)
+    if isinstance(ft, NullableStruct):
+        return st.none() | _struct(ft.cls, version, flex, depth + 1)
     raise AssertionError(f"no strategy for {ft!r}")
 
 
