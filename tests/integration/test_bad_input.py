@@ -127,7 +127,7 @@ def test_unknown_api_versions_version_gets_v0_fallback(conn: Raw) -> None:
     resp = ApiVersionsResponse.read(r, 0)
     assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION
     keys = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-    assert keys[18] == (0, 3) and 0 in keys and 1 in keys
+    assert keys[18] == (0, 4) and 0 in keys and 1 in keys
     # the connection stays usable: the client retries with a version we speak
     again = conn.request(ApiVersionsRequest(), 3)
     assert isinstance(again, ApiVersionsResponse) and again.error_code == 0
