@@ -1,0 +1,144 @@
+"""The KRaft APIs on the controller listener: Vote (52), BeginQuorumEpoch (53), EndQuorumEpoch
+(54), Fetch (1) of the metadata log, FetchSnapshot (59); and DescribeQuorum (55), which also
+answers on the client listener so admin tools can ask. One module for the five because they
+are one protocol — the quorum's — and each is a few lines around the shell (broker/quorum/shell.py).
+
+Requests from outside the quorum are refused in Kafka's terms before the node sees them: another
+cluster's id is INCONSISTENT_CLUSTER_ID, a sender that is not a voter INCONSISTENT_VOTER_SET, a
+request for anything but __cluster_metadata-0 UNKNOWN_TOPIC_OR_PARTITION (INVALID_REQUEST for a
+malformed one). Stale epochs are the node's business: it answers with its own epoch and leader.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.errors import ErrorCode
+from protocol.headers import RequestHeader
+from protocol.messages import begin_quorum_epoch as bqe
+from protocol.messages import describe_quorum as dq
+from protocol.messages import end_quorum_epoch as eqe
+from protocol.messages import fetch as kfetch
+from protocol.messages import fetch_snapshot as ksnap
+from protocol.messages import vote as kvote
+
+from ..quorum import wire_codec as wc
+from ..quorum.messages import FetchResponse, FetchSnapshotResponse, VoteResponse
+
+if TYPE_CHECKING:
+    from ..context import BrokerContext, ClientInfo
+
+
+def _refusal(ctx: BrokerContext, cluster_id: str | None, sender: int) -> int:
+    if ctx.quorum is None:
+        return ErrorCode.BROKER_NOT_AVAILABLE
+    if cluster_id is not None and cluster_id != ctx.config.cluster_id:
+        return ErrorCode.INCONSISTENT_CLUSTER_ID
+    if sender not in ctx.quorum.voters:
+        return ErrorCode.INCONSISTENT_VOTER_SET
+    return 0
+
+
+async def vote(ctx: BrokerContext, client: ClientInfo, header: RequestHeader, req: kvote.VoteRequest
+               ) -> kvote.VoteResponse:
+    try:
+        msg = wc.vote_request_from_wire(req)
+    except wc.WireFormatError:
+        return wc.vote_response_to_wire(None, ErrorCode.INVALID_REQUEST)
+    error = _refusal(ctx, req.cluster_id, msg.candidate)
+    if error:
+        return wc.vote_response_to_wire(None, error)
+    assert ctx.quorum is not None
+    reply = await ctx.quorum.ask(msg.candidate, msg, VoteResponse)
+    return wc.vote_response_to_wire(reply, 0 if reply is not None else ErrorCode.REQUEST_TIMED_OUT)
+
+
+async def begin_quorum_epoch(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+                             req: bqe.BeginQuorumEpochRequest) -> bqe.BeginQuorumEpochResponse:
+    try:
+        msg = wc.begin_epoch_from_wire(req)
+        error = _refusal(ctx, req.cluster_id, msg.leader)
+    except wc.WireFormatError:
+        error = ErrorCode.INVALID_REQUEST
+    if not error:
+        assert ctx.quorum is not None
+        ctx.quorum.tell(msg.leader, msg)
+    return bqe.BeginQuorumEpochResponse(error_code=error, topics=_quorum_topics(ctx))
+
+
+async def end_quorum_epoch(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+                           req: eqe.EndQuorumEpochRequest) -> eqe.EndQuorumEpochResponse:
+    """Acknowledged; the node does not hand over early yet — the next election follows the
+    departed leader's silence, a fetch timeout later."""
+    error = 0 if req.cluster_id in (None, ctx.config.cluster_id) else ErrorCode.INCONSISTENT_CLUSTER_ID
+    return eqe.EndQuorumEpochResponse(error_code=error, topics=_quorum_topics(ctx))
+
+
+def _quorum_topics(ctx: BrokerContext) -> list[bqe.QuorumTopicResponse]:
+    leader, epoch = (-1, -1)
+    if ctx.quorum is not None:
+        leader, epoch, _, _ = ctx.quorum.status()
+    return [bqe.QuorumTopicResponse(topic_name=wc.METADATA_TOPIC, partitions=[bqe.QuorumPartitionResponse(
+        partition_index=wc.METADATA_PARTITION, error_code=0, leader_id=leader, leader_epoch=epoch)])]
+
+
+async def metadata_fetch(ctx: BrokerContext, client: ClientInfo, header: RequestHeader, req: kfetch.FetchRequest
+                         ) -> kfetch.FetchResponse:
+    try:
+        msg = wc.fetch_request_from_wire(req, header.api_version)
+    except wc.WireFormatError:
+        return kfetch.FetchResponse(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    error = _refusal(ctx, req.cluster_id, msg.replica)
+    if error:
+        return wc.fetch_response_to_wire(None, error)
+    assert ctx.quorum is not None
+    reply = await ctx.quorum.ask(msg.replica, msg, FetchResponse)
+    if reply is None:
+        leader, epoch, _, _ = ctx.quorum.status()
+        return wc.fetch_response_to_wire(None, ErrorCode.REQUEST_TIMED_OUT, (leader, epoch))
+    return wc.fetch_response_to_wire(reply)
+
+
+async def fetch_snapshot(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+                         req: ksnap.FetchSnapshotRequest) -> ksnap.FetchSnapshotResponse:
+    try:
+        msg = wc.fetch_snapshot_request_from_wire(req)
+    except wc.WireFormatError:
+        return ksnap.FetchSnapshotResponse(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    error = _refusal(ctx, req.cluster_id, msg.replica)
+    if error:
+        return wc.fetch_snapshot_response_to_wire(None, error)
+    assert ctx.quorum is not None
+    reply = await ctx.quorum.ask(msg.replica, msg, FetchSnapshotResponse)
+    return wc.fetch_snapshot_response_to_wire(reply, 0 if reply is not None else ErrorCode.REQUEST_TIMED_OUT)
+
+
+async def describe_quorum(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+                          req: dq.DescribeQuorumRequest) -> dq.DescribeQuorumResponse:
+    if ctx.quorum is None:
+        return dq.DescribeQuorumResponse(error_code=ErrorCode.BROKER_NOT_AVAILABLE)
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            if t.topic_name != wc.METADATA_TOPIC or p.partition_index != wc.METADATA_PARTITION:
+                parts.append(dq.DescribeQuorumPartitionResponse(
+                    partition_index=p.partition_index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            leader, epoch, hw, voters = ctx.quorum.status()
+            if leader != ctx.node_id:
+                # only the leader knows how far the others are (Kafka answers NOT_LEADER_OR_FOLLOWER)
+                parts.append(dq.DescribeQuorumPartitionResponse(
+                    partition_index=p.partition_index, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                    error_message=f"the quorum leader is node {leader}" if leader >= 0 else "no quorum leader yet",
+                    leader_id=leader, leader_epoch=epoch))
+                continue
+            parts.append(dq.DescribeQuorumPartitionResponse(
+                partition_index=p.partition_index, error_code=0, leader_id=leader, leader_epoch=epoch,
+                high_watermark=hw, observers=[], current_voters=[dq.ReplicaState(
+                    replica_id=v.node_id, log_end_offset=v.log_end_offset, last_fetch_timestamp=v.last_fetch_ms,
+                    last_caught_up_timestamp=v.last_fetch_ms) for v in voters]))
+        topics.append(dq.DescribeQuorumTopicResponse(topic_name=t.topic_name, partitions=parts))
+    nodes = [dq.QuorumNode(node_id=n, listeners=[dq.Listener(name="CONTROLLER", host=h, port=port)])
+             for n, (h, port) in sorted(ctx.quorum.voters.items())]
+    return dq.DescribeQuorumResponse(error_code=0, topics=topics, nodes=nodes)

@@ -1,0 +1,226 @@
+"""The quorum node's asyncio shell: ticks it, persists its Readies, carries its messages over TCP.
+
+The node (node.py) decides; this only does I/O, in the order the node demands: a Ready is
+persisted (QuorumStore, fsynced) before any of its messages leaves, and applied after. The
+persist runs on the loop: the metadata log takes a few small appends a second, and keeping it
+synchronous means no input can reach the node between `ready()` and `advance()`.
+
+Messages become Kafka's KRaft requests on the voters' controller listeners (wire_codec.py). The
+node's messages are one-way; Kafka's are request/response. An incoming request is fed to the
+node and answered with the node's reply to that sender (a parked fetch waits for it — at most a
+tick); an outgoing request's response is fed back to the node as a message from the peer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from protocol.schema import Message as WireMessage
+
+from ..wire import BrokerConnection, WireError
+from . import wire_codec as wc
+from .messages import (
+    BeginQuorumEpoch,
+    Entry,
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    Message,
+    Snapshot,
+    VoteRequest,
+    VoteResponse,
+)
+from .node import QuorumConfig, QuorumNode, Role
+from .store import QuorumStore
+
+log = structlog.get_logger()
+
+TICK_S = 0.1
+REPLY_TIMEOUT_S = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class VoterStatus:
+    node_id: int
+    log_end_offset: int
+    last_fetch_ms: int
+
+
+class QuorumShell:
+    def __init__(self, node_id: int, voters: dict[int, tuple[str, int]], directory: Path, cluster_id: str,
+                 on_commit: Callable[[Entry], None] | None = None,
+                 on_restore: Callable[[Snapshot], None] | None = None,
+                 config: QuorumConfig | None = None) -> None:
+        self.id = node_id
+        self.voters = voters
+        self.cluster_id = cluster_id
+        self.store = QuorumStore(directory)
+        self.cfg = config or QuorumConfig(election_timeout_ticks=10, fetch_timeout_ticks=20)
+        self.on_commit = on_commit or (lambda e: None)
+        self.on_restore = on_restore or (lambda s: None)
+        self.node: QuorumNode | None = None
+        self._waiting: dict[tuple[int, type], deque[asyncio.Future[Any]]] = {}
+        self._conns: dict[int, BrokerConnection] = {}
+        self._connecting: dict[int, asyncio.Lock] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._ticker: asyncio.Task[None] | None = None
+        self._last_fetch_ms: dict[int, int] = {}
+        self._became_leader = asyncio.Event()
+        self.committed_entries = 0
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> None:
+        persisted = self.store.load()
+        if persisted.snapshot is not None:
+            self.on_restore(persisted.snapshot)
+        self.node = QuorumNode(self.id, frozenset(self.voters), persisted, self.cfg)
+        self._drain()
+        self._ticker = asyncio.get_running_loop().create_task(self._tick_loop())
+        log.info("metadata quorum started", node_id=self.id, voters=sorted(self.voters), epoch=persisted.epoch,
+                 log_end=self.node.log_end)
+
+    async def stop(self) -> None:
+        if self._ticker:
+            self._ticker.cancel()
+        for t in list(self._tasks):
+            t.cancel()
+        for c in self._conns.values():
+            c.close()
+        self._conns.clear()
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_S)
+            assert self.node is not None
+            was = self.node.role
+            self.node.tick()
+            self._drain()
+            if self.node.role != was:
+                log.info("quorum role changed", role=self.node.role.value, epoch=self.node.epoch,
+                         leader=self.node.leader)
+
+    # ---- the node's Readies ------------------------------------------------------------------------
+    def _drain(self) -> None:
+        node = self.node
+        assert node is not None
+        while node.has_ready():
+            ready = node.ready()
+            self.store.persist(ready)
+            for dst, msg in ready.messages:
+                self._route(dst, msg)
+            if ready.restore is not None:
+                self.on_restore(ready.restore)
+            for e in ready.committed:
+                self.committed_entries += 1
+                if e.data:
+                    self.on_commit(e)
+            node.advance(ready)
+
+    def _route(self, dst: int, msg: Message) -> None:
+        waiters = self._waiting.get((dst, type(msg)))
+        while waiters:
+            fut = waiters.popleft()
+            if not fut.done():
+                fut.set_result(msg)
+                return
+        if isinstance(msg, VoteRequest | BeginQuorumEpoch | FetchRequest | FetchSnapshotRequest):
+            task = asyncio.get_running_loop().create_task(self._send(dst, msg))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        # a reply nobody waits for any more: dropped (the node copes with lost messages)
+
+    # ---- incoming requests (handlers on the controller listener) -----------------------------------
+    async def ask(self, src: int, msg: Message, reply: type) -> Any:
+        """Feed `msg` from `src` to the node and wait for its reply of type `reply` (None on timeout)."""
+        node = self.node
+        if node is None:
+            return None
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault((src, reply), deque()).append(fut)
+        if isinstance(msg, FetchRequest):
+            self._last_fetch_ms[src] = int(time.time() * 1000)
+        node.receive(src, msg)
+        self._drain()
+        try:
+            return await asyncio.wait_for(fut, REPLY_TIMEOUT_S)
+        except TimeoutError:
+            return None
+
+    def tell(self, src: int, msg: Message) -> None:
+        if self.node is None:
+            return
+        self.node.receive(src, msg)
+        self._drain()
+
+    # ---- outgoing requests ---------------------------------------------------------------------------
+    async def _conn(self, dst: int) -> BrokerConnection:
+        conn = self._conns.get(dst)
+        if conn is not None and not conn.closed:
+            return conn
+        lock = self._connecting.setdefault(dst, asyncio.Lock())
+        async with lock:
+            conn = self._conns.get(dst)
+            if conn is None or conn.closed:
+                host, port = self.voters[dst]
+                conn = await BrokerConnection.connect(host, port, client_id=f"ketch-quorum-{self.id}", timeout=1.0)
+                self._conns[dst] = conn
+            return conn
+
+    async def _send(self, dst: int, msg: Message) -> None:
+        try:
+            conn = await self._conn(dst)
+            wire: WireMessage
+            if isinstance(msg, VoteRequest):
+                wire = wc.vote_request_to_wire(msg, self.cluster_id, dst)
+                resp = await conn.request(wire, timeout=REPLY_TIMEOUT_S)
+                back: Message | None = wc.vote_response_from_wire(resp, msg.pre_vote)
+            elif isinstance(msg, BeginQuorumEpoch):
+                await conn.request(wc.begin_epoch_to_wire(msg, self.cluster_id, dst), timeout=REPLY_TIMEOUT_S)
+                back = None
+            elif isinstance(msg, FetchRequest):
+                resp = await conn.request(wc.fetch_request_to_wire(msg, self.cluster_id),
+                                          timeout=REPLY_TIMEOUT_S + wc.FETCH_MAX_WAIT_MS / 1000)
+                back = wc.fetch_response_from_wire(resp, msg.fetch_offset)
+            else:
+                assert isinstance(msg, FetchSnapshotRequest)
+                resp = await conn.request(wc.fetch_snapshot_request_to_wire(msg, self.cluster_id),
+                                          timeout=REPLY_TIMEOUT_S)
+                back = wc.fetch_snapshot_response_from_wire(resp)
+        except (WireError, OSError, ConnectionError, wc.WireFormatError, ValueError) as e:
+            stale = self._conns.pop(dst, None)
+            if stale is not None:
+                stale.close()
+            log.debug("quorum request failed", to=dst, message=type(msg).__name__, error=str(e))
+            return
+        if back is not None and self.node is not None:
+            self.node.receive(dst, back)
+            self._drain()
+
+    # ---- what DescribeQuorum and `ketch cluster describe` show ---------------------------------------
+    def status(self) -> tuple[int, int, int, list[VoterStatus]]:
+        """(leader id or -1, epoch, high watermark, voters with their log end as this node knows it)."""
+        node = self.node
+        assert node is not None
+        lead = node._lead  # noqa: SLF001 - the leader's own view of its followers
+        now = int(time.time() * 1000)
+        voters = []
+        for v in sorted(self.voters):
+            if v == self.id:
+                voters.append(VoterStatus(v, node.log_end, now))
+            elif node.role == Role.LEADER and lead is not None:
+                voters.append(VoterStatus(v, lead.match.get(v, 0), self._last_fetch_ms.get(v, -1)))
+            else:
+                voters.append(VoterStatus(v, -1, -1))
+        return (node.leader if node.leader is not None else -1), node.epoch, node.high_watermark, voters
+
+    def reply_types(self) -> dict[type, type]:
+        return {VoteRequest: VoteResponse, FetchRequest: FetchResponse, FetchSnapshotRequest: FetchSnapshotResponse}
