@@ -21,7 +21,7 @@ def _broker(args: argparse.Namespace) -> int:
     try:
         cfg = load_config(args.config, overrides={
             "listen": args.listen, "advertise": args.advertise, "data_dir": args.data_dir, "node_id": args.node_id,
-            "metrics_listen": args.metrics_listen,
+            "metrics_listen": args.metrics_listen, "controller_listen": args.controller_listen, "voters": args.voters,
         })
     except ConfigError as e:
         print(f"ketch broker: {e}", file=sys.stderr)
@@ -57,6 +57,10 @@ def main(argv: list[str] | None = None) -> None:
                    help="HOST:PORT for Prometheus metrics at /metrics (default: none)")
     b.add_argument("--data-dir", dest="data_dir", help="where logs live (default ./data)")
     b.add_argument("--node-id", dest="node_id", type=int, help="this broker's node id (default 1)")
+    b.add_argument("--controller-listen", dest="controller_listen",
+                   help="HOST:PORT of this node's controller listener when it is the only voter (default any free port)")
+    b.add_argument("--voters", help="the metadata quorum: NODE_ID@HOST:PORT,... of every voter's controller listener "
+                                    "(default: this node alone)")
     b.add_argument("--config", help="TOML file of settings (see docs/configuration.md)")
     b.set_defaults(func=_broker)
     from .admin import add_parsers

@@ -29,6 +29,19 @@ class ConfigError(ValueError):
         self.name = name
 
 
+def parse_voters(value: str) -> dict[int, tuple[str, int]]:
+    """ "1@host:port,2@host:port" -> {1: (host, port), 2: ...}; a ConfigError for anything else."""
+    out: dict[int, tuple[str, int]] = {}
+    for part in (p.strip() for p in value.split(",") if p.strip()):
+        node, at, hostport = part.partition("@")
+        if not at or not node.isdigit():
+            raise ConfigError("voters", value, f"{part!r} is not NODE_ID@HOST:PORT")
+        if int(node) in out:
+            raise ConfigError("voters", value, f"node {node} is named twice")
+        out[int(node)] = parse_host_port("voters", hostport)
+    return out
+
+
 def parse_host_port(name: str, value: str, source: str = "") -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
     if not sep:
@@ -48,6 +61,11 @@ class BrokerConfig:
     inter_broker_listen: str = "127.0.0.1:0"
     inter_broker_advertise: str | None = None
     metrics_listen: str = ""  # host:port of the Prometheus /metrics endpoint; empty: no endpoint
+    # The metadata quorum (docs/cluster.md). `voters`: "1@host:port,2@host:port,..." — the voters'
+    # controller listeners; empty: this node alone is the quorum, its controller listener on
+    # `controller_listen` (port 0: any free port).
+    controller_listen: str = "127.0.0.1:0"
+    voters: str = ""
     data_dir: str = "./data"
     cluster_id: str = "ketch-cluster"
     rack: str | None = None
@@ -88,6 +106,9 @@ class BrokerConfig:
     log_format: str = "auto"  # auto | json | console
     log_level: str = "info"
 
+    def voter_map(self) -> dict[int, tuple[str, int]]:
+        return parse_voters(self.voters) if self.voters else {}
+
     def validate(self) -> BrokerConfig:
         """Refuse what the broker could not run with, before anything touches the data directory."""
         parse_host_port("listen", self.listen)
@@ -98,6 +119,11 @@ class BrokerConfig:
             parse_host_port("inter_broker_advertise", self.inter_broker_advertise)
         if self.metrics_listen:
             parse_host_port("metrics_listen", self.metrics_listen)
+        parse_host_port("controller_listen", self.controller_listen)
+        voters = self.voter_map()
+        if voters and self.node_id not in voters:
+            raise ConfigError("voters", self.voters, f"node {self.node_id} is not one of the voters "
+                              f"{sorted(voters)} (observers are not supported yet)")
         if self.node_id < 0:
             raise ConfigError("node_id", self.node_id, "must be at least 0")
         if not self.data_dir:

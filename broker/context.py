@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .group.coordinator import GroupCoordinator
     from .metrics import BrokerMetrics
     from .producer_ids import ProducerIdAllocator
+    from .quorum.shell import QuorumShell
     from .topics import TopicTable
     from .txn.coordinator import TransactionCoordinator
 
@@ -39,6 +40,7 @@ class ClientInfo:
     endpoint: tuple[str, int]
     inter_broker: bool = False
     client_id: str | None = None
+    controller: bool = False  # the controller listener: the metadata quorum's protocol only
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +53,7 @@ class BrokerContext:
     txn: TransactionCoordinator
     producer_ids: ProducerIdAllocator
     metrics: BrokerMetrics
+    quorum: QuorumShell | None = None  # the metadata quorum (broker/quorum/shell.py)
 
 
 # `async def handle(ctx, client, header, request) -> response | None`; None: send nothing (acks=0).

@@ -37,10 +37,10 @@ from protocol.messages.api_versions import ApiVersionsResponse
 from protocol.messages.registry import REQUESTS
 from protocol.primitives import DecodeError, Reader, Writer
 from protocol.schema import Message
-from protocol.supported import API_NAMES, SUPPORTED, api_versions_table
+from protocol.supported import API_NAMES, CONTROLLER_SUPPORTED, SUPPORTED, api_versions_table
 from storage.clock import SYSTEM_CLOCK, Clock
 
-from .apis import HANDLERS
+from .apis import CONTROLLER_HANDLERS, HANDLERS
 from .config import BrokerConfig, ConfigError, parse_host_port
 from .context import BrokerContext, ClientInfo
 from .group import GroupCoordinator
@@ -49,6 +49,7 @@ from .metrics import BrokerMetrics
 from .metrics_http import MetricsEndpoint
 from .metrics_render import render
 from .producer_ids import ProducerIdAllocator
+from .quorum.shell import METADATA_DIR, QuorumShell
 from .topics import TopicTable
 from .txn.coordinator import TransactionCoordinator
 
@@ -92,12 +93,15 @@ def encode_response(header: RequestHeader, resp: Message) -> bytes:
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, server: BrokerServer, endpoint: tuple[str, int], inter_broker: bool) -> None:
+    def __init__(self, server: BrokerServer, endpoint: tuple[str, int], inter_broker: bool,
+                 controller: bool = False) -> None:
         self.server = server
+        self.supported = CONTROLLER_SUPPORTED if controller else SUPPORTED
+        self.handlers = CONTROLLER_HANDLERS if controller else HANDLERS
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
         self.slots: deque[_Slot] = deque()
-        self.info = ClientInfo(next(_conn_ids), "?", endpoint, inter_broker)
+        self.info = ClientInfo(next(_conn_ids), "?", endpoint, inter_broker, controller=controller)
         self.closed = False
         self.reading_paused = False
         self.tasks: set[asyncio.Task[Any]] = set()
@@ -163,7 +167,7 @@ class Connection(asyncio.Protocol):
             self._abort("malformed request header", error=str(e))
             return
         self.info.client_id = header.client_id
-        supported = SUPPORTED.get(api_key)
+        supported = self.supported.get(api_key)
         if supported is None or req_cls is None:
             self._abort("unknown API key", api_key=api_key, api_version=header.api_version)
             return
@@ -171,7 +175,8 @@ class Connection(asyncio.Protocol):
         if not lo <= header.api_version <= hi:
             if api_key == 18:
                 # Kafka's fallback: error 35 and our ranges in a v0 body, so the client can retry.
-                resp = ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=api_versions_table())
+                resp = ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION,
+                                           api_keys=api_versions_table(self.supported))
                 hdr = RequestHeader(18, 0, header.correlation_id, header.client_id)
                 self._queue_done(encode_response(hdr, resp))
                 log.info("unsupported ApiVersions version, answered with v0 ranges", conn=self.info.conn_id,
@@ -186,7 +191,7 @@ class Connection(asyncio.Protocol):
             self._abort("malformed request body", api=API_NAMES.get(api_key, api_key),
                         api_version=header.api_version, error=str(e))
             return
-        handler = HANDLERS[api_key]
+        handler = self.handlers[api_key]
         slot = _Slot()
         self.slots.append(slot)
         coro = handler(self.server.ctx, self.info, header, req)
@@ -260,12 +265,15 @@ class BrokerServer:
         self.groups = GroupCoordinator(cfg, self.topics, clock)
         self.txn = TransactionCoordinator(cfg, self.topics, self.producer_ids, self.metrics, clock,
                                           self._broker_address)
+        self.quorum = QuorumShell(cfg.node_id, cfg.voter_map(), Path(cfg.data_dir) / METADATA_DIR, cfg.cluster_id)
         self.ctx = BrokerContext(cfg.node_id, cfg, clock, self.topics, self.groups, self.txn, self.producer_ids,
-                                 self.metrics)
+                                 self.metrics, self.quorum)
         self.connections: set[Connection] = set()
         self._metrics_endpoint: MetricsEndpoint | None = None
         self._server: asyncio.Server | None = None
         self._inter_broker_server: asyncio.Server | None = None
+        self._controller_server: asyncio.Server | None = None
+        self.controller_endpoint: tuple[str, int] = ("127.0.0.1", 0)  # known once bound
         self.inter_broker_endpoint: tuple[str, int] | None = None  # known once bound
         self.housekeeper = Housekeeper(self.topics, clock, cfg.log_retention_check_interval_ms,
                                        cfg.log_checkpoint_interval_ms, cfg.producer_id_expiration_check_interval_ms)
@@ -293,6 +301,7 @@ class BrokerServer:
         if not os.access(data_dir, os.W_OK | os.X_OK):
             raise ConfigError("data_dir", self.cfg.data_dir, "the directory is not writable")
         self.producer_ids.load()
+        self.quorum.start()  # a single node leads its one-voter quorum at once
         # Recovering a large log after a crash is long work: keep it off the loop (nothing else
         # touches the table before start() returns).
         await asyncio.to_thread(self.topics.load)
@@ -302,6 +311,8 @@ class BrokerServer:
             await self._metrics_endpoint.start()
         assert self._server is not None and self._inter_broker_server is not None
         await self._inter_broker_server.start_serving()  # the marker sender talks to it
+        assert self._controller_server is not None
+        await self._controller_server.start_serving()
         await self._server.start_serving()
         loop = asyncio.get_running_loop()
         self._retention_task = loop.create_task(self.housekeeper.run())
@@ -335,6 +346,7 @@ class BrokerServer:
                               f"cannot listen there: {e.strerror or e}") from None
         bound = self._inter_broker_server.sockets[0].getsockname()
         self.inter_broker_endpoint = ("127.0.0.1" if ib_host in ("0.0.0.0", "", "::") else ib_host), bound[1]
+        await self._bind_controller()
         if self.cfg.metrics_listen:
             m_host, m_port = parse_host_port("metrics_listen", self.cfg.metrics_listen)
             self._metrics_endpoint = MetricsEndpoint(
@@ -345,6 +357,32 @@ class BrokerServer:
                 self._server.close()
                 raise ConfigError("metrics_listen", self.cfg.metrics_listen,
                                   f"cannot listen there: {e.strerror or e}") from None
+
+    async def _bind_controller(self) -> None:
+        """The controller listener: this node's place in the metadata quorum. With `voters` it is
+        the address the voters name for this node; alone, `controller_listen` (any free port)."""
+        cfg = self.cfg
+        voters = cfg.voter_map()
+        if voters:
+            host, port = voters[cfg.node_id]
+            setting, value = "voters", cfg.voters
+        else:
+            host, port = parse_host_port("controller_listen", cfg.controller_listen)
+            setting, value = "controller_listen", cfg.controller_listen
+        loop = asyncio.get_running_loop()
+        try:
+            self._controller_server = await loop.create_server(
+                lambda: Connection(self, self.controller_endpoint, False, controller=True), host or "0.0.0.0", port,
+                reuse_address=True, start_serving=False)
+        except OSError as e:
+            for srv in (self._server, self._inter_broker_server):
+                if srv is not None:
+                    srv.close()
+            raise ConfigError(setting, value, f"cannot listen there (controller listener): {e.strerror or e}") from None
+        bound = self._controller_server.sockets[0].getsockname()
+        self.controller_endpoint = ("127.0.0.1" if host in ("0.0.0.0", "", "::") else host), bound[1]
+        if not voters:
+            self.quorum.voters = {cfg.node_id: self.controller_endpoint}
 
     def _inter_broker_advertised(self) -> tuple[str, int]:
         if self.cfg.inter_broker_advertise:
@@ -357,7 +395,8 @@ class BrokerServer:
             self._retention_task.cancel()
         if self._metrics_endpoint:
             await self._metrics_endpoint.stop()
-        servers = [srv for srv in (self._server, self._inter_broker_server) if srv is not None]
+        await self.quorum.stop()
+        servers = [srv for srv in (self._server, self._inter_broker_server, self._controller_server) if srv is not None]
         for srv in servers:
             srv.close()
         for c in list(self.connections):

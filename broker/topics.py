@@ -26,6 +26,7 @@ from .config import BrokerConfig, ConfigError
 from .config_catalog import TOPIC_CONFIGS, check_value
 from .group_commit import GroupCommit
 from .partition import Partition
+from .quorum.wire_codec import METADATA_TOPIC
 from .replication.replica_state import Assignment
 
 log = structlog.get_logger()
@@ -161,7 +162,7 @@ class TopicTable:
         them behind, and a topic created later under the same name must not find that data."""
         for d in self.data_dir.iterdir():
             name, _, index = d.name.rpartition("-")
-            if not (d.is_dir() and name and index.isdigit()):
+            if not (d.is_dir() and name and index.isdigit()) or name == METADATA_TOPIC:
                 continue
             topic = self.by_name.get(name)
             if topic is None or int(index) >= len(topic.partitions):

@@ -93,6 +93,11 @@ class BrokerConnection:
                 if not fut.done():
                     fut.set_exception(err)
 
+    @property
+    def closed(self) -> bool:
+        """The connection is gone (closed here, or the read loop ended on an error)."""
+        return self._read_task.done()
+
     def close(self) -> None:
         self._read_task.cancel()
         self._writer.close()

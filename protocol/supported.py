@@ -44,7 +44,19 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     61: (0, 0),   # DescribeProducers
     65: (0, 0),   # DescribeTransactions
     66: (0, 1),   # ListTransactions
+    55: (0, 2),   # DescribeQuorum (the metadata quorum, also answered on the controller listener)
     75: (0, 0),   # DescribeTopicPartitions (KIP-966)
+}
+
+# The controller listener speaks the metadata quorum's protocol (KRaft) and nothing a client uses.
+CONTROLLER_SUPPORTED: dict[int, tuple[int, int]] = {
+    1: (13, 17),  # Fetch of __cluster_metadata-0 (topic ids, replica state)
+    18: (0, 4),   # ApiVersions
+    52: (0, 2),   # Vote (v2: pre-vote, KIP-996)
+    53: (0, 1),   # BeginQuorumEpoch
+    54: (0, 1),   # EndQuorumEpoch
+    55: (0, 2),   # DescribeQuorum
+    59: (0, 1),   # FetchSnapshot
 }
 
 API_NAMES: dict[int, str] = {
@@ -57,10 +69,12 @@ API_NAMES: dict[int, str] = {
     35: "DescribeLogDirs",
     37: "CreatePartitions", 42: "DeleteGroups", 44: "IncrementalAlterConfigs",
     47: "OffsetDelete", 60: "DescribeCluster",
-    61: "DescribeProducers", 65: "DescribeTransactions", 66: "ListTransactions", 75: "DescribeTopicPartitions",
+    61: "DescribeProducers", 65: "DescribeTransactions", 66: "ListTransactions", 75: "DescribeTopicPartitions", 52: "Vote", 53: "BeginQuorumEpoch", 54: "EndQuorumEpoch",
+    55: "DescribeQuorum", 59: "FetchSnapshot",
 }
 
 
-def api_versions_table() -> list[ApiVersion]:
+def api_versions_table(table: dict[int, tuple[int, int]] | None = None) -> list[ApiVersion]:
     """The ApiVersions answer's ranges (also the v0 body of the UNSUPPORTED_VERSION fallback)."""
-    return [ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(SUPPORTED.items())]
+    return [ApiVersion(api_key=k, min_version=lo, max_version=hi)
+            for k, (lo, hi) in sorted((SUPPORTED if table is None else table).items())]

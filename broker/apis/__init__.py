@@ -42,6 +42,7 @@ from . import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    quorum,
     sync_group,
     txn_offset_commit,
     write_txn_markers,
@@ -60,4 +61,11 @@ HANDLERS: dict[int, Handler] = {
               # transactions (broker/txn)
               add_partitions_to_txn, add_offsets_to_txn, end_txn, write_txn_markers, txn_offset_commit,
               describe_transactions, list_transactions, describe_producers)
+}
+HANDLERS[55] = quorum.describe_quorum  # DescribeQuorum answers on the client listener too
+
+# The controller listener: the metadata quorum's protocol (KRaft), and nothing a client uses.
+CONTROLLER_HANDLERS: dict[int, Handler] = {
+    1: quorum.metadata_fetch, 18: api_versions.handle, 52: quorum.vote, 53: quorum.begin_quorum_epoch,
+    54: quorum.end_quorum_epoch, 55: quorum.describe_quorum, 59: quorum.fetch_snapshot,
 }

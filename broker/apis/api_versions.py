@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from protocol.headers import RequestHeader
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
-from protocol.supported import api_versions_table
+from protocol.supported import CONTROLLER_SUPPORTED, api_versions_table
 
 if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
@@ -16,4 +16,5 @@ KEY = 18
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: ApiVersionsRequest) -> ApiVersionsResponse:
-    return ApiVersionsResponse(error_code=0, api_keys=api_versions_table(), throttle_time_ms=0)
+    table = CONTROLLER_SUPPORTED if client.controller else None  # each listener lists what it serves
+    return ApiVersionsResponse(error_code=0, api_keys=api_versions_table(table), throttle_time_ms=0)

@@ -44,6 +44,7 @@ from .store import QuorumStore
 
 log = structlog.get_logger()
 
+METADATA_DIR = "__cluster_metadata-0"  # in the data directory, as Kafka names it
 TICK_S = 0.1
 REPLY_TIMEOUT_S = 2.0
 

@@ -42,13 +42,13 @@ def _frame(e: Entry) -> bytes:
 class QuorumStore:
     def __init__(self, directory: Path | str) -> None:
         self.dir = Path(directory)
-        self.dir.mkdir(parents=True, exist_ok=True)
         self._positions: list[int] = []  # file position of each entry in `log`
         self._offsets: list[int] = []
         self._size = 0
 
     # ---- load ----------------------------------------------------------------------------------
     def load(self) -> Persisted:
+        self.dir.mkdir(parents=True, exist_ok=True)
         epoch, voted = 0, None
         state = self.dir / STATE_FILE
         if state.exists():

@@ -10,9 +10,9 @@ import sys
 import textwrap
 from pathlib import Path
 
+from helpers.quorum_sim import _apply_to_disk
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from helpers.quorum_sim import _apply_to_disk
 
 from broker.quorum.messages import Entry, Snapshot
 from broker.quorum.node import Persisted, Ready

@@ -209,9 +209,16 @@ def test_round_trip(cls: type[Message], version: int) -> None:
     check()
 
 
+# The quorum's own messages: kafka-python, a client, does not carry them. They round-trip above all
+# the same, and the 3-process quorum tests use them between real brokers.
+_NOT_IN_ORACLE = {f"{n}{kind}" for n in ("Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "FetchSnapshot")
+                  for kind in ("Request", "Response")}
+
+
 def test_oracle_is_available() -> None:
     assert _ORACLE, "kafka-python's JSON codec is missing: the cross-check oracle cannot run"
-    missing = [c.__name__ for reg in (REQUESTS, RESPONSES) for c in reg.values() if c.__name__ not in _ORACLE]
+    missing = [c.__name__ for reg in (REQUESTS, RESPONSES) for c in reg.values()
+               if c.__name__ not in _ORACLE and c.__name__ not in _NOT_IN_ORACLE]
     assert not missing
 
 

@@ -1,0 +1,140 @@
+"""Issue 13: the metadata quorum across three real broker processes (Kafka's KRaft messages on
+their controller listeners): one leader that all agree on, its SIGKILL and a new election, a
+restarted voter catching up, and what strangers get."""
+
+from __future__ import annotations
+
+import socket
+import struct
+from dataclasses import dataclass
+
+import pytest
+from helpers import free_port
+from helpers.cluster import Cluster
+from helpers.raw import Raw
+
+from protocol.errors import ErrorCode
+from protocol.messages.describe_quorum import (
+    DescribeQuorumPartitionRequest,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    DescribeQuorumTopicRequest,
+)
+from protocol.messages.vote import VotePartitionRequest, VoteRequest, VoteResponse, VoteTopicRequest
+
+ELECTION_BOUND_S = 10.0  # Kafka's defaults elect within a few seconds; ours: fetch timeout 2 s + election 1-2 s
+
+
+@dataclass(frozen=True)
+class View:
+    error: int
+    leader: int
+    epoch: int
+    high_watermark: int
+    log_ends: dict[int, int]
+
+
+def describe(port: int) -> View | None:
+    try:
+        raw = Raw(port)
+    except OSError:
+        return None
+    try:
+        resp = raw.request(DescribeQuorumRequest(topics=[DescribeQuorumTopicRequest(
+            topic_name="__cluster_metadata", partitions=[DescribeQuorumPartitionRequest(partition_index=0)])]), 2)
+    except (OSError, AssertionError):
+        return None
+    finally:
+        raw.close()
+    assert isinstance(resp, DescribeQuorumResponse)
+    p = resp.topics[0].partitions[0]
+    return View(p.error_code, p.leader_id, p.leader_epoch, p.high_watermark,
+                {v.replica_id: v.log_end_offset for v in p.current_voters})
+
+
+@pytest.fixture
+def quorum(cluster_factory) -> tuple[Cluster, dict[int, int]]:  # type: ignore[no-untyped-def]
+    controller = {n: free_port() for n in (1, 2, 3)}
+    voters = ",".join(f"{n}@127.0.0.1:{p}" for n, p in controller.items())
+    return cluster_factory(3, args_for=lambda c, n: ["--voters", voters]), controller
+
+
+def agreed_leader(c: Cluster, nodes: list[int]) -> View | None:
+    """The leader's view once every node in `nodes` names the same leader and epoch."""
+    views = {n: describe(c.ports[n]) for n in nodes}
+    if any(v is None or v.leader < 0 for v in views.values()):
+        return None
+    pairs = {(v.leader, v.epoch) for v in views.values() if v is not None}
+    if len(pairs) != 1:
+        return None
+    leader = views.get(next(iter(pairs))[0])
+    return leader if leader is not None and leader.error == 0 else None
+
+
+def test_three_brokers_agree_on_one_leader_that_replicates_to_all(quorum) -> None:  # type: ignore[no-untyped-def]
+    c, _ = quorum
+    view: list[View] = []
+    c.wait_until(lambda: view.append(v) or True if (v := agreed_leader(c, [1, 2, 3])) else False,
+                 timeout=ELECTION_BOUND_S, message="one quorum leader named by all three")
+    leader = view[-1]
+    c.wait_until(lambda: (v := describe(c.ports[leader.leader])) is not None and v.high_watermark >= 1
+                 and set(v.log_ends.values()) == {v.high_watermark}, timeout=10,
+                 message="every voter holds the leader's epoch entry")
+    followers = [n for n in (1, 2, 3) if n != leader.leader]
+    for n in followers:
+        v = describe(c.ports[n])
+        assert v is not None and v.error == ErrorCode.NOT_LEADER_OR_FOLLOWER and v.leader == leader.leader
+
+
+def test_sigkill_of_the_leader_elects_another_and_the_voter_rejoins(quorum) -> None:  # type: ignore[no-untyped-def]
+    c, _ = quorum
+    first: list[View] = []
+    c.wait_until(lambda: first.append(v) or True if (v := agreed_leader(c, [1, 2, 3])) else False,
+                 timeout=ELECTION_BOUND_S, message="a first leader")
+    old = first[-1]
+    c.kill(old.leader)
+    survivors = [n for n in (1, 2, 3) if n != old.leader]
+    second: list[View] = []
+    c.wait_until(lambda: second.append(v) or True if (v := agreed_leader(c, survivors)) and v.epoch > old.epoch
+                 else False, timeout=ELECTION_BOUND_S, message="a new leader among the two survivors")
+    new = second[-1]
+    assert new.leader in survivors
+    c.restart(old.leader)
+    c.wait_until(lambda: (v := describe(c.ports[new.leader])) is not None and v.error == 0
+                 and v.log_ends.get(old.leader, -1) == v.high_watermark and v.high_watermark > old.high_watermark,
+                 timeout=20, message="the restarted voter caught up with the new leader")
+    back = describe(c.ports[old.leader])
+    assert back is not None and (back.leader, back.epoch) == (new.leader, new.epoch)  # it did not depose anyone
+
+
+def _vote(port: int, cluster_id: str, candidate: int, epoch: int) -> VoteResponse:
+    raw = Raw(port)
+    try:
+        resp = raw.request(VoteRequest(cluster_id=cluster_id, voter_id=1, topics=[VoteTopicRequest(
+            topic_name="__cluster_metadata", partitions=[VotePartitionRequest(
+                partition_index=0, candidate_epoch=epoch, candidate_id=candidate, last_offset_epoch=0,
+                last_offset=0, pre_vote=False)])]), 2)
+    finally:
+        raw.close()
+    assert isinstance(resp, VoteResponse)
+    return resp
+
+
+def test_strangers_and_stale_candidates_are_refused_in_kafkas_terms(quorum) -> None:  # type: ignore[no-untyped-def]
+    c, controller = quorum
+    view: list[View] = []
+    c.wait_until(lambda: view.append(v) or True if (v := agreed_leader(c, [1, 2, 3])) else False,
+                 timeout=ELECTION_BOUND_S, message="a leader")
+    node = next(n for n in (1, 2, 3) if n != view[-1].leader)
+    assert _vote(controller[node], "another-cluster", 2, 99).error_code == ErrorCode.INCONSISTENT_CLUSTER_ID
+    assert _vote(controller[node], "ketch-cluster", 7, 99).error_code == ErrorCode.INCONSISTENT_VOTER_SET
+    stale = _vote(controller[node], "ketch-cluster", view[-1].leader, 0).topics[0].partitions[0]
+    assert not stale.vote_granted and stale.leader_epoch == view[-1].epoch
+    # The quorum's APIs are not on the client listener: the broker closes that connection, and lives on.
+    with socket.create_connection(("127.0.0.1", c.ports[node])) as s:
+        body = struct.pack(">hhih", 52, 2, 1, -1)
+        s.sendall(struct.pack(">i", len(body)) + body)
+        s.settimeout(5)
+        assert s.recv(1) == b""
+    again = describe(c.ports[node])
+    assert again is not None and again.leader == view[-1].leader
