@@ -20,6 +20,7 @@ from storage.clock import Clock
 
 if TYPE_CHECKING:
     from .config import BrokerConfig
+    from .controller.quorum_controller import QuorumController
     from .group.coordinator import GroupCoordinator
     from .metrics import BrokerMetrics
     from .producer_ids import ProducerIdAllocator
@@ -54,6 +55,7 @@ class BrokerContext:
     producer_ids: ProducerIdAllocator
     metrics: BrokerMetrics
     quorum: QuorumShell | None = None  # the metadata quorum (broker/quorum/shell.py)
+    controller: QuorumController | None = None  # decides when this node's quorum leads
 
 
 # `async def handle(ctx, client, header, request) -> response | None`; None: send nothing (acks=0).

@@ -34,6 +34,7 @@ from protocol.headers import (
     write_response_header,
 )
 from protocol.messages.api_versions import ApiVersionsResponse
+from protocol.messages.metadata_records import unframe
 from protocol.messages.registry import REQUESTS
 from protocol.primitives import DecodeError, Reader, Writer
 from protocol.schema import Message
@@ -43,12 +44,14 @@ from storage.clock import SYSTEM_CLOCK, Clock
 from .apis import CONTROLLER_HANDLERS, HANDLERS
 from .config import BrokerConfig, ConfigError, parse_host_port
 from .context import BrokerContext, ClientInfo
+from .controller.quorum_controller import QuorumController
 from .group import GroupCoordinator
 from .housekeeping import Housekeeper
 from .metrics import BrokerMetrics
 from .metrics_http import MetricsEndpoint
 from .metrics_render import render
-from .producer_ids import ProducerIdAllocator
+from .producer_ids import ProducerIdAllocator, legacy_producer_id_floor
+from .quorum.messages import Entry
 from .quorum.shell import METADATA_DIR, QuorumShell
 from .topics import TopicTable
 from .txn.coordinator import TransactionCoordinator
@@ -261,13 +264,16 @@ class BrokerServer:
         self.clock = clock
         self.metrics = BrokerMetrics()
         self.topics = TopicTable(cfg, clock)
-        self.producer_ids = ProducerIdAllocator(Path(cfg.data_dir))
+        self.controller = QuorumController(legacy_producer_id_floor(Path(cfg.data_dir)))
+        self.quorum = QuorumShell(cfg.node_id, cfg.voter_map(), Path(cfg.data_dir) / METADATA_DIR, cfg.cluster_id,
+                                  on_commit=self._on_metadata)
+        self.quorum.on_role_change = lambda role: self.controller.reset()
+        self.producer_ids = ProducerIdAllocator(cfg.node_id, self.quorum.leader_address)
         self.groups = GroupCoordinator(cfg, self.topics, clock)
         self.txn = TransactionCoordinator(cfg, self.topics, self.producer_ids, self.metrics, clock,
                                           self._broker_address)
-        self.quorum = QuorumShell(cfg.node_id, cfg.voter_map(), Path(cfg.data_dir) / METADATA_DIR, cfg.cluster_id)
         self.ctx = BrokerContext(cfg.node_id, cfg, clock, self.topics, self.groups, self.txn, self.producer_ids,
-                                 self.metrics, self.quorum)
+                                 self.metrics, self.quorum, self.controller)
         self.connections: set[Connection] = set()
         self._metrics_endpoint: MetricsEndpoint | None = None
         self._server: asyncio.Server | None = None
@@ -300,11 +306,10 @@ class BrokerServer:
             raise ConfigError("data_dir", self.cfg.data_dir, f"cannot create the directory: {e.strerror}") from None
         if not os.access(data_dir, os.W_OK | os.X_OK):
             raise ConfigError("data_dir", self.cfg.data_dir, "the directory is not writable")
-        self.producer_ids.load()
-        self.quorum.start()  # a single node leads its one-voter quorum at once
         # Recovering a large log after a crash is long work: keep it off the loop (nothing else
         # touches the table before start() returns).
-        await asyncio.to_thread(self.topics.load)
+        await asyncio.to_thread(self.topics.load)  # refuses an unreadable data directory first
+        self.quorum.start()  # a single node leads its one-voter quorum at once
         await self.groups.start()  # loads __consumer_offsets in the background
         self.txn.load()  # rebuilt from __transaction_state before any request can reach it
         if self._metrics_endpoint:  # serving before the Kafka port: ready means both
@@ -313,6 +318,9 @@ class BrokerServer:
         await self._inter_broker_server.start_serving()  # the marker sender talks to it
         assert self._controller_server is not None
         await self._controller_server.start_serving()
+        if not await self.producer_ids.first_block(timeout=10.0):
+            log.warning("no producer-id block yet (no quorum leader?); InitProducerId answers "
+                        "COORDINATOR_LOAD_IN_PROGRESS until one comes")
         await self._server.start_serving()
         loop = asyncio.get_running_loop()
         self._retention_task = loop.create_task(self.housekeeper.run())
@@ -358,6 +366,14 @@ class BrokerServer:
                 raise ConfigError("metrics_listen", self.cfg.metrics_listen,
                                   f"cannot listen there: {e.strerror or e}") from None
 
+    def _on_metadata(self, entry: Entry) -> None:
+        """A committed metadata record: applied to the image, or — if this broker cannot read it —
+        logged and skipped whole (never half-applied)."""
+        try:
+            self.controller.replay(entry.offset, unframe(entry.data))
+        except (DecodeError, ValueError) as e:
+            log.error("metadata record not applied", offset=entry.offset, epoch=entry.epoch, error=str(e))
+
     async def _bind_controller(self) -> None:
         """The controller listener: this node's place in the metadata quorum. With `voters` it is
         the address the voters name for this node; alone, `controller_listen` (any free port)."""
@@ -395,6 +411,7 @@ class BrokerServer:
             self._retention_task.cancel()
         if self._metrics_endpoint:
             await self._metrics_endpoint.stop()
+        await self.producer_ids.stop()
         await self.quorum.stop()
         servers = [srv for srv in (self._server, self._inter_broker_server, self._controller_server) if srv is not None]
         for srv in servers:

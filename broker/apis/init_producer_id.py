@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 
@@ -26,7 +26,10 @@ KEY = 22
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: InitProducerIdRequest) -> InitProducerIdResponse:
     if req.transactional_id is None:
-        return InitProducerIdResponse(error_code=0, producer_id=ctx.producer_ids.allocate(), producer_epoch=0)
+        try:
+            return InitProducerIdResponse(error_code=0, producer_id=ctx.producer_ids.allocate(), producer_epoch=0)
+        except KafkaError as e:  # no producer-id block yet: retriable
+            return InitProducerIdResponse(error_code=e.code, producer_id=-1, producer_epoch=-1)
     pid, epoch = (req.producer_id, req.producer_epoch) if header.api_version >= 3 else (-1, -1)
     d = await ctx.txn.init_producer_id(req.transactional_id, req.transaction_timeout_ms, pid, epoch)
     if d.error:

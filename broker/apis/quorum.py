@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
+from protocol.messages import allocate_producer_ids as apids
 from protocol.messages import begin_quorum_epoch as bqe
 from protocol.messages import describe_quorum as dq
 from protocol.messages import end_quorum_epoch as eqe
@@ -142,3 +143,17 @@ async def describe_quorum(ctx: BrokerContext, client: ClientInfo, header: Reques
     nodes = [dq.QuorumNode(node_id=n, listeners=[dq.Listener(name="CONTROLLER", host=h, port=port)])
              for n, (h, port) in sorted(ctx.quorum.voters.items())]
     return dq.DescribeQuorumResponse(error_code=0, topics=topics, nodes=nodes)
+
+
+async def allocate_producer_ids(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+                                req: apids.AllocateProducerIdsRequest) -> apids.AllocateProducerIdsResponse:
+    """Only the serving quorum leader decides (NOT_CONTROLLER elsewhere); the block is the
+    broker's once its ProducerIdsRecord is committed."""
+    quorum, controller = ctx.quorum, ctx.controller
+    if quorum is None or controller is None or not quorum.serving:
+        return apids.AllocateProducerIdsResponse(error_code=ErrorCode.NOT_CONTROLLER, producer_id_start=-1)
+    record, start, count = controller.allocate_producer_ids(req.broker_id, req.broker_epoch)
+    if not await quorum.propose(record):
+        controller.reset()
+        return apids.AllocateProducerIdsResponse(error_code=ErrorCode.NOT_CONTROLLER, producer_id_start=-1)
+    return apids.AllocateProducerIdsResponse(error_code=0, producer_id_start=start, producer_id_len=count)

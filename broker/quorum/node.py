@@ -121,6 +121,7 @@ class QuorumNode:
         self._last_fetch_sent = -(10**9)
         self._election = _Election()
         self._lead: _Leader | None = None
+        self.epoch_start_offset = -1  # where this node's leadership began (its marker entry)
         # Ready bookkeeping
         self._hs_dirty = False
         self._truncated: int | None = None
@@ -180,6 +181,12 @@ class QuorumNode:
 
     def _append(self, entries: list[Entry]) -> None:
         self.log.extend(entries)
+
+    @property
+    def serving(self) -> bool:
+        """Leader, with its own epoch committed: everything committed before is in the log (and,
+        once the caller applied this Ready, in its state), so decisions may be taken."""
+        return self.role == Role.LEADER and self.high_watermark > self.epoch_start_offset >= 0
 
     # ---- inputs ----------------------------------------------------------------------------------
     def tick(self) -> None:
@@ -318,6 +325,7 @@ class QuorumNode:
         self.role, self.leader = Role.LEADER, self.id
         others = self.voters - {self.id}
         self._lead = _Leader(match={v: 0 for v in others}, heard={v: self.now for v in others})
+        self.epoch_start_offset = self.log_end
         self._append([Entry(self.log_end, self.epoch, b"")])  # starts the epoch; commits the older entries with it
         self._send_begin_epoch()
         self._maybe_commit()

@@ -75,8 +75,10 @@ class QuorumShell:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ticker: asyncio.Task[None] | None = None
         self._last_fetch_ms: dict[int, int] = {}
-        self._became_leader = asyncio.Event()
+        self._proposals: dict[int, tuple[bytes, asyncio.Future[bool]]] = {}
         self.committed_entries = 0
+        self.on_role_change: Callable[[Role], None] = lambda role: None
+        self._seen: tuple[Role, int] | None = None  # role and epoch last reported
 
     # ---- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -102,17 +104,23 @@ class QuorumShell:
         while True:
             await asyncio.sleep(TICK_S)
             assert self.node is not None
-            was = self.node.role
             self.node.tick()
             self._drain()
-            if self.node.role != was:
-                log.info("quorum role changed", role=self.node.role.value, epoch=self.node.epoch,
-                         leader=self.node.leader)
 
     # ---- the node's Readies ------------------------------------------------------------------------
     def _drain(self) -> None:
         node = self.node
         assert node is not None
+        self._drain_ready(node)
+        if (node.role, node.epoch) != self._seen:
+            self._seen = (node.role, node.epoch)
+            log.info("quorum role changed", role=node.role.value, epoch=node.epoch, leader=node.leader)
+            for fut in (f for _, f in self._proposals.values() if not f.done()):
+                fut.set_result(False)  # a proposal of a lost leadership may never commit
+            self._proposals.clear()
+            self.on_role_change(node.role)
+
+    def _drain_ready(self, node: QuorumNode) -> None:
         while node.has_ready():
             ready = node.ready()
             self.store.persist(ready)
@@ -124,6 +132,9 @@ class QuorumShell:
                 self.committed_entries += 1
                 if e.data:
                     self.on_commit(e)
+                waiting = self._proposals.pop(e.offset, None)
+                if waiting is not None and not waiting[1].done():
+                    waiting[1].set_result(waiting[0] == e.data)
             node.advance(ready)
 
     def _route(self, dst: int, msg: Message) -> None:
@@ -205,6 +216,35 @@ class QuorumShell:
         if back is not None and self.node is not None:
             self.node.receive(dst, back)
             self._drain()
+
+    # ---- proposals (the active controller) -----------------------------------------------------------
+    @property
+    def serving(self) -> bool:
+        return self.node is not None and self.node.serving
+
+    def leader_address(self) -> tuple[str, int] | None:
+        node = self.node
+        if node is None or node.leader is None:
+            return None
+        return self.voters.get(node.leader)
+
+    async def propose(self, data: bytes, timeout: float = 5.0) -> bool:
+        """Append `data` to the metadata log; True once it is committed, False if this node
+        stopped leading before that (the entry may be lost) or the timeout passed."""
+        node = self.node
+        if node is None or not node.serving:
+            return False
+        offset = node.propose(data)
+        if offset is None:
+            return False
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._proposals[offset] = (data, fut)
+        self._drain()
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            self._proposals.pop(offset, None)
+            return False
 
     # ---- what DescribeQuorum and `ketch cluster describe` show ---------------------------------------
     def status(self) -> tuple[int, int, int, list[VoterStatus]]:

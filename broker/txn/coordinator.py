@@ -207,7 +207,11 @@ class TransactionCoordinator:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + CONCURRENT_WAIT_S
         while True:
-            d = await self._execute(tid, decide())
+            try:
+                decision = decide()
+            except KafkaError as e:  # no producer id to hand out yet (retriable), nothing changed
+                return Decision(error=e.code)
+            d = await self._execute(tid, decision)
             remaining = deadline - loop.time()
             if d.error != ErrorCode.CONCURRENT_TRANSACTIONS or remaining <= 0:
                 return d

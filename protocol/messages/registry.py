@@ -6,6 +6,7 @@ from ..schema import Message
 from . import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    allocate_producer_ids,
     alter_configs,
     api_versions,
     begin_quorum_epoch,
@@ -56,6 +57,7 @@ _PAIRS: tuple[tuple[type[Message], type[Message]], ...] = (
     (end_quorum_epoch.EndQuorumEpochRequest, end_quorum_epoch.EndQuorumEpochResponse),
     (describe_quorum.DescribeQuorumRequest, describe_quorum.DescribeQuorumResponse),
     (fetch_snapshot.FetchSnapshotRequest, fetch_snapshot.FetchSnapshotResponse),
+    (allocate_producer_ids.AllocateProducerIdsRequest, allocate_producer_ids.AllocateProducerIdsResponse),
     (describe_topic_partitions.DescribeTopicPartitionsRequest,
      describe_topic_partitions.DescribeTopicPartitionsResponse),
     (list_offsets.ListOffsetsRequest, list_offsets.ListOffsetsResponse),

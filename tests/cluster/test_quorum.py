@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pytest
 from helpers import free_port
 from helpers.cluster import Cluster
-from helpers.raw import Raw
+from helpers.raw import Raw, producer_ids
 
 from protocol.errors import ErrorCode
 from protocol.messages.describe_quorum import (
@@ -138,3 +138,20 @@ def test_strangers_and_stale_candidates_are_refused_in_kafkas_terms(quorum) -> N
         assert s.recv(1) == b""
     again = describe(c.ports[node])
     assert again is not None and again.leader == view[-1].leader
+
+
+def test_a_thousand_producer_ids_across_three_brokers_are_distinct(quorum) -> None:  # type: ignore[no-untyped-def]
+    """Every broker takes its blocks from the active controller through the quorum."""
+    c, _ = quorum
+    c.wait_until(lambda: agreed_leader(c, [1, 2, 3]) is not None, timeout=ELECTION_BOUND_S, message="a leader")
+    ids: list[int] = []
+    for _ in range(4):
+        for n in (1, 2, 3):
+            ids += producer_ids(c.ports[n], 84)
+    assert len(ids) == 1008 and len(set(ids)) == 1008
+    # each broker's ids come from its own blocks: no two brokers share a block
+    blocks = {}
+    for n in (1, 2, 3):
+        for pid in producer_ids(c.ports[n], 1):
+            blocks.setdefault(pid // 1000, set()).add(n)
+    assert all(len(owners) == 1 for owners in blocks.values())

@@ -86,3 +86,23 @@ class Raw:
         flexible = req.is_flexible(version) and req.API_KEY != 18
         assert read_response_header(r, flexible) == self.corr
         return RESPONSES[req.API_KEY].read(r, version)
+
+
+def producer_ids(port: int, n: int) -> list[int]:
+    """`n` producer ids from InitProducerId (no transactional id) on one connection, retrying the
+    retriable COORDINATOR_LOAD_IN_PROGRESS a broker answers while its next id block is on its way."""
+    from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse  # noqa: PLC0415
+
+    raw = Raw(port)
+    out: list[int] = []
+    try:
+        while len(out) < n:
+            resp = raw.request(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000), 4)
+            assert isinstance(resp, InitProducerIdResponse)
+            if resp.error_code == 0:
+                out.append(resp.producer_id)
+            else:
+                assert resp.error_code == 14, resp
+    finally:
+        raw.close()
+    return out

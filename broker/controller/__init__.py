@@ -1,0 +1,1 @@
+"""The active controller: decisions about the cluster's metadata, taken on the quorum leader."""

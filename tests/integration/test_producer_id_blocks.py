@@ -1,0 +1,34 @@
+"""Producer ids come in blocks the metadata quorum records: distinct across restarts (graceful or
+SIGKILL) and continuing after a producer_ids.json written by an older Ketch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from helpers import BrokerProcess
+from helpers.raw import producer_ids as raw_producer_ids
+
+
+def producer_ids(broker: BrokerProcess, n: int) -> list[int]:
+    return raw_producer_ids(broker.port, n)
+
+
+def test_ids_stay_distinct_across_blocks_and_restarts(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    b = broker_factory()
+    first = producer_ids(b, 2500)  # three blocks
+    assert len(set(first)) == 2500 and first == sorted(first)
+    b.restart(kill=True)
+    second = producer_ids(b, 10)
+    b.restart(kill=False)
+    third = producer_ids(b, 10)
+    seen = first + second + third
+    assert len(set(seen)) == len(seen) and min(second) > max(first) and min(third) > max(second)
+
+
+def test_a_data_directory_from_before_the_quorum_keeps_its_ids_taken(tmp_path: Path, broker_factory) -> None:  # type: ignore[no-untyped-def]
+    data = tmp_path / "old" / "data"
+    data.mkdir(parents=True)
+    (data / "producer_ids.json").write_text(json.dumps({"version": 1, "next_block_start": 7000}))
+    b = broker_factory(data_dir=data)
+    assert min(producer_ids(b, 5)) >= 7000
