@@ -47,7 +47,7 @@ from protocol.messages.write_txn_markers import (
     WriteTxnMarkersRequest,
 )
 
-from . import admin_logs
+from . import admin_cluster, admin_logs
 from .cli_support import AdminError, bootstrap_arg, check, connect, coordinator, print_rows, run_command
 from .wire import BrokerConnection
 
@@ -430,6 +430,8 @@ def add_parsers(sub: Any) -> None:
     xa.add_argument("--producer-epoch", type=int)
     xa.add_argument("--coordinator-epoch", type=int)
     x.set_defaults(func=_run_txn)
+
+    admin_cluster.add_parsers(sub, common)
 
 
 def _run_topic(args: argparse.Namespace) -> int:

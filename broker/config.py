@@ -66,6 +66,7 @@ class BrokerConfig:
     # `controller_listen` (port 0: any free port).
     controller_listen: str = "127.0.0.1:0"
     voters: str = ""
+    metadata_snapshot_records: int = 1000  # snapshot the metadata image every this many records
     data_dir: str = "./data"
     cluster_id: str = "ketch-cluster"
     rack: str | None = None
@@ -133,7 +134,7 @@ class BrokerConfig:
             v = getattr(self, f.name)
             if not isinstance(v, int) or isinstance(v, bool) or f.name in unlimited:
                 continue
-            if f.name.endswith(("_bytes", "_partitions", "_size", "_requests")) and v < 1:
+            if f.name.endswith(("_bytes", "_partitions", "_size", "_requests", "_records")) and v < 1:
                 raise ConfigError(f.name, v, "must be at least 1")
             if f.name.endswith(("_ms", "_minutes")) and v < 0:
                 raise ConfigError(f.name, v, "must not be negative")

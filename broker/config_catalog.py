@@ -245,6 +245,10 @@ _BROKER_NAMES: dict[str, tuple[str, str, str]] = {
     "producer_id_expiration_check_interval_ms": ("producer.id.expiration.check.interval.ms", "INT",
                                                  "how often idle producers are looked for"),
     "metrics_listen": ("ketch.metrics.listen", "STRING", "HOST:PORT of the Prometheus /metrics endpoint"),
+    "voters": ("controller.quorum.voters", "LIST", "the metadata quorum's voters: id@host:port of their controller listeners"),
+    "controller_listen": ("ketch.controller.listen", "STRING", "the controller listener of a node that is the only voter"),
+    "metadata_snapshot_records": ("ketch.metadata.snapshot.records", "INT",
+                                  "snapshot the metadata image every this many records"),
     "log_format": ("ketch.log.format", "STRING", "auto, json or console"),
     "log_level": ("ketch.log.level", "STRING", "the broker's log level"),
 }

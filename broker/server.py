@@ -47,11 +47,12 @@ from .context import BrokerContext, ClientInfo
 from .controller.quorum_controller import QuorumController
 from .group import GroupCoordinator
 from .housekeeping import Housekeeper
+from .metadata.image import MetadataImage
 from .metrics import BrokerMetrics
 from .metrics_http import MetricsEndpoint
 from .metrics_render import render
 from .producer_ids import ProducerIdAllocator, legacy_producer_id_floor
-from .quorum.messages import Entry
+from .quorum.messages import Entry, Snapshot
 from .quorum.shell import METADATA_DIR, QuorumShell
 from .topics import TopicTable
 from .txn.coordinator import TransactionCoordinator
@@ -266,7 +267,9 @@ class BrokerServer:
         self.topics = TopicTable(cfg, clock)
         self.controller = QuorumController(legacy_producer_id_floor(Path(cfg.data_dir)))
         self.quorum = QuorumShell(cfg.node_id, cfg.voter_map(), Path(cfg.data_dir) / METADATA_DIR, cfg.cluster_id,
-                                  on_commit=self._on_metadata)
+                                  on_commit=self._on_metadata, on_restore=self._on_metadata_snapshot,
+                                  snapshot_every=cfg.metadata_snapshot_records,
+                                  snapshot_state=lambda: self.controller.image.to_snapshot())
         self.quorum.on_role_change = lambda role: self.controller.reset()
         self.producer_ids = ProducerIdAllocator(cfg.node_id, self.quorum.leader_address)
         self.groups = GroupCoordinator(cfg, self.topics, clock)
@@ -373,6 +376,11 @@ class BrokerServer:
             self.controller.replay(entry.offset, unframe(entry.data))
         except (DecodeError, ValueError) as e:
             log.error("metadata record not applied", offset=entry.offset, epoch=entry.epoch, error=str(e))
+
+    def _on_metadata_snapshot(self, snapshot: Snapshot) -> None:
+        """The image restarts from a snapshot (at start, or sent by the quorum leader)."""
+        self.controller.image = MetadataImage.from_snapshot(snapshot.data)
+        self.controller.reset()
 
     async def _bind_controller(self) -> None:
         """The controller listener: this node's place in the metadata quorum. With `voters` it is

@@ -8,7 +8,8 @@ records are written (docs/cluster.md).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import json
+from dataclasses import asdict, dataclass, replace
 
 from protocol.messages.metadata_records import ProducerIdsRecord
 
@@ -17,6 +18,17 @@ from protocol.messages.metadata_records import ProducerIdsRecord
 class MetadataImage:
     offset: int = -1  # the last log offset applied
     next_producer_id: int = 0  # ids below this are handed out (ProducerIdsRecord)
+
+    def to_snapshot(self) -> bytes:
+        """The image as a quorum snapshot's payload (JSON: small, and readable when debugging)."""
+        return json.dumps({"version": 1, **asdict(self)}, sort_keys=True).encode()
+
+    @classmethod
+    def from_snapshot(cls, data: bytes) -> MetadataImage:
+        raw = json.loads(data)
+        if raw.pop("version", None) != 1:
+            raise ValueError("unknown metadata snapshot version")
+        return cls(**raw)
 
     def apply(self, offset: int, record: object) -> MetadataImage:
         if isinstance(record, ProducerIdsRecord):

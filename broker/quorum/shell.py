@@ -60,7 +60,8 @@ class QuorumShell:
     def __init__(self, node_id: int, voters: dict[int, tuple[str, int]], directory: Path, cluster_id: str,
                  on_commit: Callable[[Entry], None] | None = None,
                  on_restore: Callable[[Snapshot], None] | None = None,
-                 config: QuorumConfig | None = None) -> None:
+                 config: QuorumConfig | None = None, snapshot_every: int = 0,
+                 snapshot_state: Callable[[], bytes] | None = None) -> None:
         self.id = node_id
         self.voters = voters
         self.cluster_id = cluster_id
@@ -68,6 +69,12 @@ class QuorumShell:
         self.cfg = config or QuorumConfig(election_timeout_ticks=10, fetch_timeout_ticks=20)
         self.on_commit = on_commit or (lambda e: None)
         self.on_restore = on_restore or (lambda s: None)
+        # Every `snapshot_every` applied records the state is snapshotted and the log before it
+        # dropped, so a restart replays the snapshot and the tail, not the whole history.
+        self.snapshot_every = snapshot_every
+        self.snapshot_state = snapshot_state
+        self._since_snapshot = 0
+        self.replayed = 0  # entries applied since this process started (tests look at it)
         self.node: QuorumNode | None = None
         self._waiting: dict[tuple[int, type], deque[asyncio.Future[Any]]] = {}
         self._conns: dict[int, BrokerConnection] = {}
@@ -130,12 +137,18 @@ class QuorumShell:
                 self.on_restore(ready.restore)
             for e in ready.committed:
                 self.committed_entries += 1
+                self.replayed += 1
+                self._since_snapshot += 1
                 if e.data:
                     self.on_commit(e)
                 waiting = self._proposals.pop(e.offset, None)
                 if waiting is not None and not waiting[1].done():
                     waiting[1].set_result(waiting[0] == e.data)
             node.advance(ready)
+            if ready.committed and self.snapshot_every and self.snapshot_state is not None \
+                    and self._since_snapshot >= self.snapshot_every:
+                node.take_snapshot(ready.committed[-1].offset + 1, self.snapshot_state())
+                self._since_snapshot = 0
 
     def _route(self, dst: int, msg: Message) -> None:
         waiters = self._waiting.get((dst, type(msg)))

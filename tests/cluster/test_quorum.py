@@ -155,3 +155,54 @@ def test_a_thousand_producer_ids_across_three_brokers_are_distinct(quorum) -> No
         for pid in producer_ids(c.ports[n], 1):
             blocks.setdefault(pid // 1000, set()).add(n)
     assert all(len(owners) == 1 for owners in blocks.values())
+
+
+def test_a_voter_that_fell_behind_the_snapshot_catches_up_from_it(cluster_factory) -> None:  # type: ignore[no-untyped-def]
+    from broker.quorum.store import QuorumStore  # noqa: PLC0415
+
+    controller = {n: free_port() for n in (1, 2, 3)}
+    voters = ",".join(f"{n}@127.0.0.1:{p}" for n, p in controller.items())
+    c = cluster_factory(3, args_for=lambda c, n: ["--voters", voters], env={"KETCH_METADATA_SNAPSHOT_RECORDS": "3"})
+    view: list[View] = []
+    c.wait_until(lambda: view.append(v) or True if (v := agreed_leader(c, [1, 2, 3])) else False,
+                 timeout=ELECTION_BOUND_S, message="a leader")
+    leader = view[-1].leader
+    behind = next(n for n in (1, 2, 3) if n != leader)
+    c.kill(behind)
+    producer_ids(c.ports[leader], 8000)  # eight blocks: eight records, snapshots past the dead voter's log
+    c.restart(behind)
+    c.wait_until(lambda: (v := describe(c.ports[leader])) is not None and v.error == 0
+                 and v.log_ends.get(behind) == v.high_watermark, timeout=20, message="the voter caught up")
+    c[behind].stop()
+    persisted = QuorumStore(c[behind].data_dir / "__cluster_metadata-0").load()
+    assert persisted.snapshot is not None and persisted.snapshot.end_offset >= 3  # it took the leader's snapshot
+
+
+def _cluster_describe(bootstrap: str) -> dict:  # type: ignore[type-arg]
+    import json  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from helpers import REPO_ROOT  # noqa: PLC0415
+
+    out = subprocess.run([sys.executable, "-m", "broker", "cluster", "describe", "--bootstrap", bootstrap, "--json"],
+                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)[0]  # type: ignore[no-any-return]
+
+
+def test_cluster_describe_names_the_leader_from_any_broker(quorum) -> None:  # type: ignore[no-untyped-def]
+    c, _ = quorum
+    view: list[View] = []
+    c.wait_until(lambda: view.append(v) or True if (v := agreed_leader(c, [1, 2, 3])) else False,
+                 timeout=ELECTION_BOUND_S, message="a leader")
+    follower = next(n for n in (1, 2, 3) if n != view[-1].leader)
+    d = _cluster_describe(f"127.0.0.1:{c.ports[follower]}")  # asked at a follower, answered by the leader
+    assert (d["leader"], d["epoch"]) == (view[-1].leader, view[-1].epoch)
+    assert sorted(v["node"] for v in d["voters"]) == [1, 2, 3]
+    assert [v["role"] for v in d["voters"] if v["node"] == view[-1].leader] == ["leader"]
+
+
+def test_a_single_broker_is_a_one_voter_quorum(broker) -> None:  # type: ignore[no-untyped-def]
+    d = _cluster_describe(broker.bootstrap)
+    assert d["leader"] == 1 and [v["node"] for v in d["voters"]] == [1] and d["voters"][0]["lag"] == 0

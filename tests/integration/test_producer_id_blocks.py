@@ -32,3 +32,19 @@ def test_a_data_directory_from_before_the_quorum_keeps_its_ids_taken(tmp_path: P
     (data / "producer_ids.json").write_text(json.dumps({"version": 1, "next_block_start": 7000}))
     b = broker_factory(data_dir=data)
     assert min(producer_ids(b, 5)) >= 7000
+
+
+def test_a_restart_replays_the_snapshot_and_the_tail_only(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    """With a snapshot every 5 metadata records, 12 blocks leave a snapshot and a short tail: the
+    restarted broker rebuilds its image from them and hands out ids after everything before."""
+    from broker.quorum.store import QuorumStore  # noqa: PLC0415
+
+    b = broker_factory(env={"KETCH_METADATA_SNAPSHOT_RECORDS": "5"})
+    first = producer_ids(b, 12 * 1000)
+    b.stop()
+    persisted = QuorumStore(b.data_dir / "__cluster_metadata-0").load()
+    assert persisted.snapshot is not None and persisted.snapshot.end_offset >= 10
+    assert len(persisted.entries) < 8  # the log holds only what follows the snapshot
+    b.start()
+    after = producer_ids(b, 3)
+    assert min(after) > max(first) and len(set(first + after)) == len(first) + 3
