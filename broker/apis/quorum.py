@@ -69,9 +69,15 @@ async def begin_quorum_epoch(ctx: BrokerContext, client: ClientInfo, header: Req
 
 async def end_quorum_epoch(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                            req: eqe.EndQuorumEpochRequest) -> eqe.EndQuorumEpochResponse:
-    """Acknowledged; the node does not hand over early yet — the next election follows the
-    departed leader's silence, a fetch timeout later."""
-    error = 0 if req.cluster_id in (None, ctx.config.cluster_id) else ErrorCode.INCONSISTENT_CLUSTER_ID
+    """The leader is shutting down cleanly: the preferred voters start the next election now."""
+    try:
+        msg = wc.end_epoch_from_wire(req, header.api_version)
+        error = _refusal(ctx, req.cluster_id, msg.leader)
+    except wc.WireFormatError:
+        error = ErrorCode.INVALID_REQUEST
+    if not error:
+        assert ctx.quorum is not None
+        ctx.quorum.tell(msg.leader, msg)
     return eqe.EndQuorumEpochResponse(error_code=error, topics=_quorum_topics(ctx))
 
 

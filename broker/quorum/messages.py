@@ -54,6 +54,16 @@ class BeginQuorumEpoch:
 
 
 @dataclass(frozen=True, slots=True)
+class EndQuorumEpoch:
+    """A leader stepping down (clean shutdown): the voters need not wait for a fetch timeout.
+    `preferred` are the voters most caught up, best first; they start an election in that order."""
+
+    epoch: int
+    leader: int
+    preferred: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class FetchRequest:
     epoch: int
     replica: int
@@ -91,5 +101,5 @@ class FetchSnapshotResponse:
     snapshot: Snapshot | None  # None: the leader no longer has that snapshot (fetch again)
 
 
-Message = (VoteRequest | VoteResponse | BeginQuorumEpoch | FetchRequest | FetchResponse
+Message = (VoteRequest | VoteResponse | BeginQuorumEpoch | EndQuorumEpoch | FetchRequest | FetchResponse
            | FetchSnapshotRequest | FetchSnapshotResponse)

@@ -31,6 +31,7 @@ from enum import Enum
 
 from .messages import (
     BeginQuorumEpoch,
+    EndQuorumEpoch,
     Entry,
     FetchRequest,
     FetchResponse,
@@ -223,6 +224,18 @@ class QuorumNode:
         self.snapshot = snap
         self._snapshot_dirty = snap
 
+    def resign(self) -> None:
+        """Stop leading before a clean shutdown: tell the voters (most caught-up first) so the next
+        election starts now rather than a fetch timeout later. Nothing committed is affected."""
+        if self.role != Role.LEADER or self._lead is None:
+            return
+        match = self._lead.match
+        preferred = tuple(sorted(self.voters - {self.id}, key=lambda v: (-match.get(v, 0), v)))
+        self._broadcast(EndQuorumEpoch(self.epoch, self.id, preferred))
+        self.role, self.leader, self._lead = Role.UNATTACHED, None, None
+        self._last_contact = self.now
+        self._timeout = 3 * self._random_timeout()  # let the preferred voters go first
+
     def receive(self, src: int, msg: Message) -> None:
         if src not in self.voters:
             return  # only voters take part (observers are not supported yet)
@@ -232,6 +245,8 @@ class QuorumNode:
             self._on_vote_response(src, msg)
         elif isinstance(msg, BeginQuorumEpoch):
             self._on_begin_epoch(msg)
+        elif isinstance(msg, EndQuorumEpoch):
+            self._on_end_epoch(msg)
         elif isinstance(msg, FetchRequest):
             self._on_fetch(src, msg)
         elif isinstance(msg, FetchResponse):
@@ -394,6 +409,18 @@ class QuorumNode:
             self._set_epoch(msg.epoch, msg.leader)
         elif self.role != Role.LEADER and self.leader is None:
             self._follow(msg.leader)
+
+    def _on_end_epoch(self, msg: EndQuorumEpoch) -> None:
+        if msg.epoch != self.epoch or self.leader != msg.leader or self.role != Role.FOLLOWER:
+            return
+        # The leader is leaving: the most caught-up voter asks for votes at once, the next ones a
+        # little later each (if the first cannot win, they still do not wait a whole fetch timeout).
+        rank = msg.preferred.index(self.id) if self.id in msg.preferred else len(msg.preferred)
+        self.role, self.leader = Role.UNATTACHED, None
+        self._last_contact = self.now
+        self._timeout = 2 * rank
+        if rank == 0:
+            self._become_prospective()
 
     # ---- replication: the leader's side ------------------------------------------------------------
     def _leader_tick(self) -> None:

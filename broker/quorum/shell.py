@@ -29,6 +29,7 @@ from ..wire import BrokerConnection, WireError
 from . import wire_codec as wc
 from .messages import (
     BeginQuorumEpoch,
+    EndQuorumEpoch,
     Entry,
     FetchRequest,
     FetchResponse,
@@ -101,6 +102,15 @@ class QuorumShell:
     async def stop(self) -> None:
         if self._ticker:
             self._ticker.cancel()
+        if self.node is not None and self.node.role == Role.LEADER and len(self.voters) > 1:
+            # A clean shutdown hands leadership over (EndQuorumEpoch) instead of leaving the
+            # voters to notice the silence a fetch timeout later.
+            self.node.resign()
+            self._drain()
+            handover = [t for t in self._tasks if not t.done()]
+            if handover:
+                await asyncio.wait(handover, timeout=1.0)
+            log.info("quorum leadership handed over", epoch=self.node.epoch)
         for t in list(self._tasks):
             t.cancel()
         for c in self._conns.values():
@@ -157,7 +167,7 @@ class QuorumShell:
             if not fut.done():
                 fut.set_result(msg)
                 return
-        if isinstance(msg, VoteRequest | BeginQuorumEpoch | FetchRequest | FetchSnapshotRequest):
+        if isinstance(msg, VoteRequest | BeginQuorumEpoch | EndQuorumEpoch | FetchRequest | FetchSnapshotRequest):
             task = asyncio.get_running_loop().create_task(self._send(dst, msg))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -210,6 +220,9 @@ class QuorumShell:
                 back: Message | None = wc.vote_response_from_wire(resp, msg.pre_vote)
             elif isinstance(msg, BeginQuorumEpoch):
                 await conn.request(wc.begin_epoch_to_wire(msg, self.cluster_id, dst), timeout=REPLY_TIMEOUT_S)
+                back = None
+            elif isinstance(msg, EndQuorumEpoch):
+                await conn.request(wc.end_epoch_to_wire(msg, self.cluster_id), timeout=REPLY_TIMEOUT_S)
                 back = None
             elif isinstance(msg, FetchRequest):
                 resp = await conn.request(wc.fetch_request_to_wire(msg, self.cluster_id),

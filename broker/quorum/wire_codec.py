@@ -15,6 +15,7 @@ from collections.abc import Iterable
 
 from protocol.errors import ErrorCode
 from protocol.messages import begin_quorum_epoch as bqe
+from protocol.messages import end_quorum_epoch as eqe
 from protocol.messages import fetch as kfetch
 from protocol.messages import fetch_snapshot as ksnap
 from protocol.messages import vote as kvote
@@ -22,6 +23,7 @@ from protocol.records import Record, build_batch, decode_batches
 
 from .messages import (
     BeginQuorumEpoch,
+    EndQuorumEpoch,
     Entry,
     FetchRequest,
     FetchResponse,
@@ -122,6 +124,23 @@ def begin_epoch_from_wire(req: bqe.BeginQuorumEpochRequest) -> BeginQuorumEpoch:
     p = _one_partition(req.topics, "BeginQuorumEpoch")
     assert isinstance(p, bqe.BeginQuorumEpochPartitionRequest)
     return BeginQuorumEpoch(p.leader_epoch, p.leader_id)
+
+
+# ---- EndQuorumEpoch --------------------------------------------------------------------------------
+
+def end_epoch_to_wire(m: EndQuorumEpoch, cluster_id: str) -> eqe.EndQuorumEpochRequest:
+    return eqe.EndQuorumEpochRequest(cluster_id=cluster_id, topics=[eqe.EndQuorumEpochTopicRequest(
+        topic_name=METADATA_TOPIC, partitions=[eqe.EndQuorumEpochPartitionRequest(
+            partition_index=METADATA_PARTITION, leader_id=m.leader, leader_epoch=m.epoch,
+            preferred_successors=list(m.preferred),
+            preferred_candidates=[eqe.ReplicaInfo(candidate_id=v) for v in m.preferred])])])
+
+
+def end_epoch_from_wire(req: eqe.EndQuorumEpochRequest, version: int) -> EndQuorumEpoch:
+    p = _one_partition(req.topics, "EndQuorumEpoch")
+    assert isinstance(p, eqe.EndQuorumEpochPartitionRequest)
+    preferred = p.preferred_successors if version == 0 else [c.candidate_id for c in p.preferred_candidates]
+    return EndQuorumEpoch(p.leader_epoch, p.leader_id, tuple(preferred))
 
 
 # ---- Fetch of the metadata log ---------------------------------------------------------------------

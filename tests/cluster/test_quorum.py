@@ -206,3 +206,16 @@ def test_cluster_describe_names_the_leader_from_any_broker(quorum) -> None:  # t
 def test_a_single_broker_is_a_one_voter_quorum(broker) -> None:  # type: ignore[no-untyped-def]
     d = _cluster_describe(broker.bootstrap)
     assert d["leader"] == 1 and [v["node"] for v in d["voters"]] == [1] and d["voters"][0]["lag"] == 0
+
+
+def test_a_leader_stopped_cleanly_hands_over_with_end_quorum_epoch(quorum) -> None:  # type: ignore[no-untyped-def]
+    c, _ = quorum
+    first: list[View] = []
+    c.wait_until(lambda: first.append(v) or True if (v := agreed_leader(c, [1, 2, 3])) else False,
+                 timeout=ELECTION_BOUND_S, message="a leader")
+    old = first[-1]
+    c[old.leader].stop()  # SIGTERM: a clean shutdown
+    assert "quorum leadership handed over" in c[old.leader].log_text()
+    survivors = [n for n in (1, 2, 3) if n != old.leader]
+    c.wait_until(lambda: (v := agreed_leader(c, survivors)) is not None and v.epoch > old.epoch,
+                 timeout=ELECTION_BOUND_S, message="a new leader after the handover")

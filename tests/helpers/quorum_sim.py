@@ -4,7 +4,7 @@ Many QuorumNodes in one process, one seeded RNG deciding everything: which messa
 (so messages are delayed and reordered), which are dropped or duplicated, when the network
 splits and heals, when a node crashes (losing whatever it had not persisted: its pending Ready
 is thrown away) and restarts from its durable state, when a node processes its Ready, takes a
-snapshot, or when the leader is given a proposal. After every step the checker verifies Raft's
+snapshot, hands leadership over (EndQuorumEpoch), or when the leader is given a proposal. After every step the checker verifies Raft's
 safety properties:
 
 * at most one leader per epoch (ever);
@@ -160,6 +160,11 @@ class QuorumSim:
                     self.proposed += 1
                     sn.node.propose(b"v%d" % self.proposed)
                     self.trace.append(f"propose at {sn.node.id}")
+        elif r < 0.9015:
+            for sn in alive:
+                if sn.node.role == Role.LEADER:
+                    sn.node.resign()  # a clean shutdown's handover, the node staying up
+                    self.trace.append(f"resign {sn.node.id}")
         elif r < 0.92:
             sn = self.rng.choice(alive) if alive else None
             if sn is not None and sn.next_offset > sn.node.log_start:

@@ -150,3 +150,17 @@ def test_a_restarted_node_keeps_its_vote() -> None:
     again = QuorumNode(2, frozenset({1, 2, 3}), Persisted(1, 1, None, ()), CFG)
     again.receive(3, VoteRequest(1, 3, -1, -1, pre_vote=False))
     assert not again.ready().messages[0][1].granted  # type: ignore[union-attr]
+
+
+def test_a_resigning_leader_hands_over_without_a_fetch_timeout() -> None:
+    net = Net()
+    net.ticks(20)
+    old = net.leader()
+    epoch = old.epoch
+    old.resign()
+    net.cut = set()
+    net.flush()
+    net.ticks(3)  # well inside the fetch timeout (8 ticks): only the handover can explain a new leader
+    new = net.leader()
+    assert new is not old and new.epoch == epoch + 1
+    assert old.role == Role.FOLLOWER and old.leader == new.id

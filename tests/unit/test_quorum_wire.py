@@ -81,3 +81,11 @@ def test_fetch_snapshot() -> None:
     for resp in (FetchSnapshotResponse(4, 1, Snapshot(25, 3, b"state")), FetchSnapshotResponse(4, 1, None)):
         assert wc.fetch_snapshot_response_from_wire(
             _bytes_round_trip(wc.fetch_snapshot_response_to_wire(resp), 1)) == resp
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_end_quorum_epoch(version: int) -> None:
+    from broker.quorum.messages import EndQuorumEpoch  # noqa: PLC0415
+
+    m = EndQuorumEpoch(5, 1, (3, 2))
+    assert wc.end_epoch_from_wire(_bytes_round_trip(wc.end_epoch_to_wire(m, "c1"), version), version) == m
