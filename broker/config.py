@@ -67,6 +67,8 @@ class BrokerConfig:
     controller_listen: str = "127.0.0.1:0"
     voters: str = ""
     metadata_snapshot_records: int = 1000  # snapshot the metadata image every this many records
+    broker_heartbeat_interval_ms: int = 2000  # Kafka's broker.heartbeat.interval.ms
+    broker_session_timeout_ms: int = 9000  # Kafka's broker.session.timeout.ms: fenced after this silence
     data_dir: str = "./data"
     cluster_id: str = "ketch-cluster"
     rack: str | None = None

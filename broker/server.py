@@ -47,6 +47,7 @@ from .context import BrokerContext, ClientInfo
 from .controller.quorum_controller import QuorumController
 from .group import GroupCoordinator
 from .housekeeping import Housekeeper
+from .lifecycle import BrokerLifecycle
 from .metadata.image import MetadataImage
 from .metrics import BrokerMetrics
 from .metrics_http import MetricsEndpoint
@@ -265,13 +266,17 @@ class BrokerServer:
         self.clock = clock
         self.metrics = BrokerMetrics()
         self.topics = TopicTable(cfg, clock)
-        self.controller = QuorumController(legacy_producer_id_floor(Path(cfg.data_dir)))
+        self.controller = QuorumController(legacy_producer_id_floor(Path(cfg.data_dir)), cfg.broker_session_timeout_ms)
         self.quorum = QuorumShell(cfg.node_id, cfg.voter_map(), Path(cfg.data_dir) / METADATA_DIR, cfg.cluster_id,
                                   on_commit=self._on_metadata, on_restore=self._on_metadata_snapshot,
                                   snapshot_every=cfg.metadata_snapshot_records,
                                   snapshot_state=lambda: self.controller.image.to_snapshot())
         self.quorum.on_role_change = lambda role: self.controller.reset()
         self.producer_ids = ProducerIdAllocator(cfg.node_id, self.quorum.leader_address)
+        self.lifecycle = BrokerLifecycle(cfg.node_id, cfg.cluster_id, self._listeners, cfg.rack,
+                                         self.quorum.leader_address, lambda: self.controller.image.offset,
+                                         cfg.broker_heartbeat_interval_ms / 1000)
+        self._controller_task: asyncio.Task[None] | None = None
         self.groups = GroupCoordinator(cfg, self.topics, clock)
         self.txn = TransactionCoordinator(cfg, self.topics, self.producer_ids, self.metrics, clock,
                                           self._broker_address)
@@ -321,6 +326,8 @@ class BrokerServer:
         await self._inter_broker_server.start_serving()  # the marker sender talks to it
         assert self._controller_server is not None
         await self._controller_server.start_serving()
+        self.lifecycle.start()
+        self._controller_task = asyncio.get_running_loop().create_task(self._fence_silent_brokers())
         if not await self.producer_ids.first_block(timeout=10.0):
             log.warning("no producer-id block yet (no quorum leader?); InitProducerId answers "
                         "COORDINATOR_LOAD_IN_PROGRESS until one comes")
@@ -377,6 +384,23 @@ class BrokerServer:
         except (DecodeError, ValueError) as e:
             log.error("metadata record not applied", offset=entry.offset, epoch=entry.epoch, error=str(e))
 
+    def _listeners(self) -> list[tuple[str, str, int]]:
+        """What this broker registers: its client listener (PLAINTEXT) and inter-broker one (BROKER)."""
+        host, port = self.cfg.advertised_host_port
+        ib_host, ib_port = self._inter_broker_advertised()
+        return [("PLAINTEXT", host, port), ("BROKER", ib_host, ib_port)]
+
+    async def _fence_silent_brokers(self) -> None:
+        """On the quorum leader: fence brokers whose heartbeats stopped (the controller decides)."""
+        while True:
+            await asyncio.sleep(0.5)
+            if not self.quorum.serving:
+                continue
+            for record in self.controller.expire(self.clock.now_ms()):
+                if not await self.quorum.propose(record):
+                    self.controller.reset()
+                    break
+
     def _on_metadata_snapshot(self, snapshot: Snapshot) -> None:
         """The image restarts from a snapshot (at start, or sent by the quorum leader)."""
         self.controller.image = MetadataImage.from_snapshot(snapshot.data)
@@ -420,6 +444,9 @@ class BrokerServer:
         if self._metrics_endpoint:
             await self._metrics_endpoint.stop()
         await self.producer_ids.stop()
+        await self.lifecycle.stop()
+        if self._controller_task:
+            self._controller_task.cancel()
         await self.quorum.stop()
         servers = [srv for srv in (self._server, self._inter_broker_server, self._controller_server) if srv is not None]
         for srv in servers:

@@ -57,6 +57,8 @@ CONTROLLER_SUPPORTED: dict[int, tuple[int, int]] = {
     54: (0, 1),   # EndQuorumEpoch
     55: (0, 2),   # DescribeQuorum
     59: (0, 1),   # FetchSnapshot
+    62: (0, 4),   # BrokerRegistration
+    63: (0, 1),   # BrokerHeartbeat
     67: (0, 0),   # AllocateProducerIds (brokers ask the active controller for a block)
 }
 
@@ -71,7 +73,8 @@ API_NAMES: dict[int, str] = {
     37: "CreatePartitions", 42: "DeleteGroups", 44: "IncrementalAlterConfigs",
     47: "OffsetDelete", 60: "DescribeCluster",
     61: "DescribeProducers", 65: "DescribeTransactions", 66: "ListTransactions", 75: "DescribeTopicPartitions", 52: "Vote", 53: "BeginQuorumEpoch", 54: "EndQuorumEpoch",
-    55: "DescribeQuorum", 59: "FetchSnapshot", 67: "AllocateProducerIds",
+    55: "DescribeQuorum", 59: "FetchSnapshot", 67: "AllocateProducerIds", 62: "BrokerRegistration",
+    63: "BrokerHeartbeat",
 }
 
 

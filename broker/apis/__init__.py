@@ -68,5 +68,5 @@ HANDLERS[55] = quorum.describe_quorum  # DescribeQuorum answers on the client li
 CONTROLLER_HANDLERS: dict[int, Handler] = {
     1: quorum.metadata_fetch, 18: api_versions.handle, 52: quorum.vote, 53: quorum.begin_quorum_epoch,
     54: quorum.end_quorum_epoch, 55: quorum.describe_quorum, 59: quorum.fetch_snapshot,
-    67: quorum.allocate_producer_ids,
+    62: quorum.broker_registration, 63: quorum.broker_heartbeat, 67: quorum.allocate_producer_ids,
 }

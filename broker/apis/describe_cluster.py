@@ -1,5 +1,7 @@
 """DescribeCluster (60): the cluster id, the controller and the brokers, as AdminClient.describeCluster
-asks for them. The values are Metadata's: one broker that is also the controller.
+asks for them. The brokers are those the metadata log has registered and not fenced (fenced ones
+too, marked, when v2 asks for them); the controller is the quorum leader. Each broker's address
+is that of the listener the request came in on (client or inter-broker), as Kafka answers.
 
 Kafka answers a request for the controllers' endpoint (KIP-919) on a broker listener with
 MISMATCHED_ENDPOINT_TYPE, and an unknown endpoint type with UNSUPPORTED_ENDPOINT_TYPE; v0 has no
@@ -52,11 +54,22 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
     if err is not None:
         return err
     host, port = client.endpoint  # the listener this request came in on
+    brokers = {ctx.node_id: DescribeClusterBroker(broker_id=ctx.node_id, host=host, port=port, rack=ctx.config.rack)}
+    controller = ctx.node_id
+    if ctx.controller is not None and ctx.quorum is not None:
+        leader = ctx.quorum.status()[0]
+        controller = leader if leader >= 0 else controller
+        for b in ctx.controller.image.brokers:
+            if b.node_id == ctx.node_id or (b.fenced and not req.include_fenced_brokers):
+                continue
+            h, p = (b.inter_broker_host, b.inter_broker_port) if client.inter_broker else (b.host, b.port)
+            brokers[b.node_id] = DescribeClusterBroker(broker_id=b.node_id, host=h, port=p, rack=b.rack,
+                                                      is_fenced=b.fenced)
     return DescribeClusterResponse(
         endpoint_type=ENDPOINT_BROKERS,
         cluster_id=ctx.config.cluster_id,
-        controller_id=ctx.node_id,
-        brokers=[DescribeClusterBroker(broker_id=ctx.node_id, host=host, port=port, rack=ctx.config.rack)],
+        controller_id=controller,
+        brokers=[brokers[n] for n in sorted(brokers)],
         cluster_authorized_operations=(CLUSTER_OPERATIONS if req.include_cluster_authorized_operations
                                        else AUTHORIZED_OPERATIONS_OMITTED),
     )

@@ -17,6 +17,8 @@ from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages import allocate_producer_ids as apids
 from protocol.messages import begin_quorum_epoch as bqe
+from protocol.messages import broker_heartbeat as bhb
+from protocol.messages import broker_registration as breg
 from protocol.messages import describe_quorum as dq
 from protocol.messages import end_quorum_epoch as eqe
 from protocol.messages import fetch as kfetch
@@ -163,3 +165,35 @@ async def allocate_producer_ids(ctx: BrokerContext, client: ClientInfo, header: 
         controller.reset()
         return apids.AllocateProducerIdsResponse(error_code=ErrorCode.NOT_CONTROLLER, producer_id_start=-1)
     return apids.AllocateProducerIdsResponse(error_code=0, producer_id_start=start, producer_id_len=count)
+
+
+async def broker_registration(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+                              req: breg.BrokerRegistrationRequest) -> breg.BrokerRegistrationResponse:
+    quorum, controller = ctx.quorum, ctx.controller
+    if quorum is None or controller is None or not quorum.serving:
+        return breg.BrokerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER)
+    if req.cluster_id != ctx.config.cluster_id:
+        return breg.BrokerRegistrationResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID)
+    record, epoch = controller.register_broker(
+        req.broker_id, req.incarnation_id, [(lst.name, lst.host, lst.port) for lst in req.listeners], req.rack,
+        ctx.clock.now_ms())
+    if not await quorum.propose(record):
+        controller.reset()
+        return breg.BrokerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER)
+    return breg.BrokerRegistrationResponse(error_code=0, broker_epoch=epoch)
+
+
+async def broker_heartbeat(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+                           req: bhb.BrokerHeartbeatRequest) -> bhb.BrokerHeartbeatResponse:
+    quorum, controller = ctx.quorum, ctx.controller
+    if quorum is None or controller is None or not quorum.serving:
+        return bhb.BrokerHeartbeatResponse(error_code=ErrorCode.NOT_CONTROLLER)
+    error, record, caught_up, fenced = controller.heartbeat(
+        req.broker_id, req.broker_epoch, req.current_metadata_offset, req.want_fence, ctx.clock.now_ms())
+    if error:
+        return bhb.BrokerHeartbeatResponse(error_code=error)
+    if record is not None and not await quorum.propose(record):
+        controller.reset()
+        return bhb.BrokerHeartbeatResponse(error_code=ErrorCode.NOT_CONTROLLER)
+    return bhb.BrokerHeartbeatResponse(error_code=0, is_caught_up=caught_up, is_fenced=fenced,
+                                       should_shut_down=req.want_shut_down)

@@ -9,8 +9,10 @@ declared; an unknown type is a DecodeError, which the broker logs without applyi
 
 from __future__ import annotations
 
+import uuid
+
 from ..primitives import DecodeError, Reader, Writer
-from ..schema import INT32, INT64, Message, f, schema
+from ..schema import BOOL, INT16, INT32, INT64, STRING, UINT16, UUID, Array, Message, Struct, f, schema
 
 FRAME_VERSION = 1
 
@@ -33,7 +35,64 @@ class ProducerIdsRecord(_MetadataRecord):
     next_producer_id: int = f(INT64)
 
 
-RECORD_TYPES: dict[int, type[_MetadataRecord]] = {cls.RECORD_TYPE: cls for cls in (ProducerIdsRecord,)}
+@schema
+class BrokerEndpoint(Struct):
+    name: str = f(STRING)
+    host: str = f(STRING)
+    port: int = f(UINT16)
+    security_protocol: int = f(INT16)
+
+
+@schema
+class BrokerFeature(Struct):
+    name: str = f(STRING)
+    min_supported_version: int = f(INT16)
+    max_supported_version: int = f(INT16)
+
+
+@schema
+class RegisterBrokerRecord(_MetadataRecord):
+    """A broker joined (or rejoined with a new incarnation); it starts fenced. Ketch writes v1."""
+
+    RECORD_TYPE = 0
+    VERSIONS = (0, 3)
+    FLEXIBLE = 0
+    broker_id: int = f(INT32)
+    is_migrating_zk_broker: bool = f(BOOL, "2+")
+    incarnation_id: uuid.UUID = f(UUID)
+    broker_epoch: int = f(INT64)
+    end_points: list[BrokerEndpoint] = f(Array(BrokerEndpoint))
+    features: list[BrokerFeature] = f(Array(BrokerFeature))
+    rack: str | None = f(STRING, default=None)
+    fenced: bool = f(BOOL, default=True)
+    in_controlled_shutdown: bool = f(BOOL, "1+")
+    log_dirs: list[uuid.UUID] = f(Array(UUID), "3+", tag=0, tagged="3+")
+
+
+@schema
+class FenceBrokerRecord(_MetadataRecord):
+    """The broker missed its heartbeats (or asked to be fenced): it may lead nothing."""
+
+    RECORD_TYPE = 7
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    id: int = f(INT32)
+    epoch: int = f(INT64)
+
+
+@schema
+class UnfenceBrokerRecord(_MetadataRecord):
+    """The broker caught up with the metadata log and heartbeats: it may lead again."""
+
+    RECORD_TYPE = 8
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    id: int = f(INT32)
+    epoch: int = f(INT64)
+
+
+RECORD_TYPES: dict[int, type[_MetadataRecord]] = {
+    cls.RECORD_TYPE: cls for cls in (ProducerIdsRecord, RegisterBrokerRecord, FenceBrokerRecord, UnfenceBrokerRecord)}
 
 
 def frame(record: _MetadataRecord, version: int = 0) -> bytes:

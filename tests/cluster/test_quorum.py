@@ -219,3 +219,42 @@ def test_a_leader_stopped_cleanly_hands_over_with_end_quorum_epoch(quorum) -> No
     survivors = [n for n in (1, 2, 3) if n != old.leader]
     c.wait_until(lambda: (v := agreed_leader(c, survivors)) is not None and v.epoch > old.epoch,
                  timeout=ELECTION_BOUND_S, message="a new leader after the handover")
+
+
+def _describe_cluster(port: int, fenced: bool = True) -> dict[int, bool]:
+    """node id -> is fenced, from DescribeCluster v2 on a broker's client listener."""
+    from protocol.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse  # noqa: PLC0415
+
+    raw = Raw(port)
+    try:
+        resp = raw.request(DescribeClusterRequest(include_cluster_authorized_operations=False,
+                                                  include_fenced_brokers=fenced), 2)
+    finally:
+        raw.close()
+    assert isinstance(resp, DescribeClusterResponse) and resp.error_code == 0
+    return {b.broker_id: b.is_fenced for b in resp.brokers}
+
+
+@pytest.fixture
+def fast_quorum(cluster_factory) -> tuple[Cluster, dict[int, int]]:  # type: ignore[no-untyped-def]
+    controller = {n: free_port() for n in (1, 2, 3)}
+    voters = ",".join(f"{n}@127.0.0.1:{p}" for n, p in controller.items())
+    env = {"KETCH_BROKER_HEARTBEAT_INTERVAL_MS": "300", "KETCH_BROKER_SESSION_TIMEOUT_MS": "2000"}
+    return cluster_factory(3, args_for=lambda c, n: ["--voters", voters], env=env), controller
+
+
+def test_brokers_register_and_a_silent_one_is_fenced_until_it_heartbeats_again(fast_quorum) -> None:  # type: ignore[no-untyped-def]
+    c, _ = fast_quorum
+    c.wait_until(lambda: all(_describe_cluster(c.ports[n]) == {1: False, 2: False, 3: False} for n in (1, 2, 3)),
+                 timeout=20, message="three registered, unfenced brokers seen from every broker")
+    view = agreed_leader(c, [1, 2, 3])
+    assert view is not None
+    silent = next(n for n in (1, 2, 3) if n != view.leader)  # freeze a broker that is not the quorum leader
+    other = next(n for n in (1, 2, 3) if n not in (silent, view.leader))
+    c.pause(silent)
+    c.wait_until(lambda: _describe_cluster(c.ports[other]).get(silent) is True, timeout=15,
+                 message="the frozen broker fenced")
+    assert silent not in _describe_cluster(c.ports[other], fenced=False)  # not offered to clients
+    c.resume(silent)
+    c.wait_until(lambda: _describe_cluster(c.ports[other]).get(silent) is False, timeout=15,
+                 message="unfenced once it heartbeats again")

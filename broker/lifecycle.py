@@ -1,0 +1,105 @@
+"""A broker's life in the cluster: register with the active controller, then heartbeat.
+
+The controller records the registration (the broker starts fenced), unfences the broker once a
+heartbeat shows it has applied the metadata log up to its registration, and fences it when the
+heartbeats stop for the session timeout. A broker whose epoch the controller no longer knows (a
+new registration replaced it, or the controller lost it) registers again. Every call goes to the
+quorum leader's controller listener, even when that is this process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+
+import structlog
+
+from protocol.errors import ErrorCode
+from protocol.messages.broker_heartbeat import BrokerHeartbeatRequest, BrokerHeartbeatResponse
+from protocol.messages.broker_registration import (
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+    Listener,
+)
+
+from .wire import BrokerConnection, WireError
+
+log = structlog.get_logger()
+
+
+class BrokerLifecycle:
+    def __init__(self, node_id: int, cluster_id: str, listeners: Callable[[], list[tuple[str, str, int]]],
+                 rack: str | None, controller: Callable[[], tuple[str, int] | None],
+                 metadata_offset: Callable[[], int], heartbeat_interval_s: float) -> None:
+        self.node_id = node_id
+        self.cluster_id = cluster_id
+        self.incarnation = uuid.uuid4()  # a new one per process: the controller tells restarts apart
+        self._listeners = listeners
+        self.rack = rack
+        self._controller = controller
+        self._offset = metadata_offset
+        self.interval = heartbeat_interval_s
+        self.epoch: int | None = None
+        self.fenced = True
+        self._conn: BrokerConnection | None = None
+        self._conn_to: tuple[str, int] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.registered = asyncio.Event()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+        if self._conn:
+            self._conn.close()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._step()
+            except (WireError, OSError, ConnectionError) as e:
+                log.debug("controller unreachable", error=str(e))
+                if self._conn:
+                    self._conn.close()
+                self._conn = None
+            await asyncio.sleep(self.interval)
+
+    async def _connection(self) -> BrokerConnection | None:
+        address = self._controller()
+        if address is None:
+            return None
+        if self._conn is None or self._conn.closed or self._conn_to != address:
+            if self._conn:
+                self._conn.close()
+            self._conn = await BrokerConnection.connect(*address, client_id=f"ketch-broker-{self.node_id}", timeout=2.0)
+            self._conn_to = address
+        return self._conn
+
+    async def _step(self) -> None:
+        conn = await self._connection()
+        if conn is None:
+            return
+        if self.epoch is None:
+            resp = await conn.request(BrokerRegistrationRequest(
+                broker_id=self.node_id, cluster_id=self.cluster_id, incarnation_id=self.incarnation,
+                listeners=[Listener(name=n, host=h, port=p, security_protocol=0) for n, h, p in self._listeners()],
+                rack=self.rack), timeout=10.0)
+            assert isinstance(resp, BrokerRegistrationResponse)
+            if resp.error_code == 0:
+                self.epoch = resp.broker_epoch
+                log.info("broker registered", broker_epoch=self.epoch)
+            return
+        resp = await conn.request(BrokerHeartbeatRequest(
+            broker_id=self.node_id, broker_epoch=self.epoch, current_metadata_offset=self._offset()), timeout=10.0)
+        assert isinstance(resp, BrokerHeartbeatResponse)
+        if resp.error_code in (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED):
+            self.epoch = None  # register again
+        elif resp.error_code == 0:
+            if self.fenced != resp.is_fenced:
+                log.info("broker fenced" if resp.is_fenced else "broker unfenced", broker_epoch=self.epoch)
+            self.fenced = resp.is_fenced
+            if not resp.is_fenced:
+                self.registered.set()
