@@ -19,6 +19,7 @@ from protocol.messages.describe_quorum import (
     DescribeQuorumTopicRequest,
 )
 
+from . import cluster_up
 from .cli_support import AdminError, connect, print_rows, run_command
 from .wire import BrokerConnection
 
@@ -66,10 +67,11 @@ async def cluster_describe(bootstrap: str) -> dict[str, Any]:
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
-    c = sub.add_parser("cluster", help="the metadata quorum: leader, epoch, voters and their lag")
+    c = sub.add_parser("cluster", help="start a local cluster; describe the metadata quorum")
     csub = c.add_subparsers(dest="action", required=True)
-    csub.add_parser("describe", parents=[common])
-    c.set_defaults(func=run)
+    d = csub.add_parser("describe", parents=[common], help="the quorum leader, epoch, voters and their lag")
+    d.set_defaults(func=run)
+    cluster_up.add_parser(csub)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ if str(TESTS_DIR) not in sys.path:  # makes `import helpers` work whatever the r
 from helpers import BrokerError, BrokerProcess, Cluster, unique_topic  # noqa: E402
 from helpers.raw import Raw  # noqa: E402
 
-SUITES = ("unit", "integration", "compat", "chaos")
+SUITES = ("unit", "integration", "compat", "chaos", "sim", "cluster")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -28,6 +28,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "chaos: crash/fault-injection tests against real brokers (tests/chaos)"
     )
     config.addinivalue_line("markers", "spark: runs Apache Spark (tests/spark); deselect with -m 'not spark'")
+    config.addinivalue_line("markers", "sim: seeded deterministic simulation of the metadata quorum (tests/sim)")
+    config.addinivalue_line("markers", "cluster: several real broker processes in one quorum (tests/cluster)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,0 +1,75 @@
+"""`ketch cluster up -n 3`: three local brokers forming one quorum, their logs prefixed, all of
+them stopped by one Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from helpers import REPO_ROOT, wait_until
+from test_quorum import _cluster_describe, _describe_cluster
+
+
+def _free_base() -> int:
+    """A base port with base..base+2 and base+100..base+102 all free."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + 102 > 65535:
+            continue
+        ports = [base + i for i in range(3)] + [base + 100 + i for i in range(3)]
+        socks = []
+        try:
+            for p in ports:
+                s = socket.socket()
+                s.bind(("127.0.0.1", p))
+                socks.append(s)
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise AssertionError("no free port range")
+
+
+def test_cluster_up_starts_three_brokers_in_one_quorum_and_stops_them(tmp_path: Path) -> None:
+    base = _free_base()
+    proc = subprocess.Popen([sys.executable, "-m", "broker", "cluster", "up", "-n", "3", "--base-port", str(base),
+                             "--data-dir", str(tmp_path / "cluster")], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    try:
+        wait_until(lambda: any("bootstrap" in line for line in lines), timeout=30, message="the bootstrap line")
+        assert f"127.0.0.1:{base},127.0.0.1:{base + 1},127.0.0.1:{base + 2}" in next(
+            line for line in lines if "bootstrap" in line)
+
+        def three_live() -> bool:
+            try:
+                return _describe_cluster(base) == {1: False, 2: False, 3: False}
+            except OSError:
+                return False
+
+        wait_until(three_live, timeout=30, message="three registered brokers")
+        d = _cluster_describe(f"127.0.0.1:{base + 1}")
+        assert sorted(v["node"] for v in d["voters"]) == [1, 2, 3] and d["leader"] in (1, 2, 3)
+        assert any(line.startswith("[node 2] ") for line in lines)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0
+        reader.join(10)
+        assert any("ketch cluster: stopped" in line for line in lines)
+        for port in (base, base + 1, base + 2):
+            with socket.socket() as s:
+                assert s.connect_ex(("127.0.0.1", port)) != 0  # nobody listens any more
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
