@@ -1,5 +1,6 @@
 """`ketch cluster describe`: the metadata quorum as the leader sees it (kafka-metadata-quorum
-describe --status / --replication): leader, epoch, high watermark, each voter's log end and lag.
+describe --status / --replication): leader, epoch, high watermark, each voter's log end and lag;
+and the registered brokers, fenced or not (DescribeCluster with fenced brokers).
 
 DescribeQuorum answers fully only on the quorum leader; asked elsewhere it names the leader, and
 the command asks again on the leader's controller listener (the answer lists every voter's).
@@ -12,6 +13,7 @@ import time
 from typing import Any
 
 from protocol.errors import ErrorCode
+from protocol.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 from protocol.messages.describe_quorum import (
     DescribeQuorumPartitionRequest,
     DescribeQuorumRequest,
@@ -39,8 +41,13 @@ async def cluster_describe(bootstrap: str) -> dict[str, Any]:
     conn = await connect(bootstrap)
     try:
         resp = await _ask(conn)
+        cluster = await conn.request(DescribeClusterRequest(include_cluster_authorized_operations=False,
+                                                            include_fenced_brokers=True))
     finally:
         conn.close()
+    assert isinstance(cluster, DescribeClusterResponse)
+    brokers = [{"node": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack,
+                "state": "fenced" if b.is_fenced else "alive"} for b in cluster.brokers]
     p = resp.topics[0].partitions[0]
     if p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and p.leader_id >= 0:
         listeners = {n.node_id: n.listeners for n in resp.nodes}
@@ -63,6 +70,7 @@ async def cluster_describe(bootstrap: str) -> dict[str, Any]:
                     "last_fetch_ms_ago": now - v.last_fetch_timestamp if v.last_fetch_timestamp >= 0 else -1,
                     "role": "leader" if v.replica_id == p.leader_id else "follower"}
                    for v in p.current_voters],
+        "brokers": brokers,
     }
 
 
@@ -81,4 +89,6 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"Quorum leader: {d['leader']}  Epoch: {d['epoch']}  High watermark: {d['high_watermark']}")
     print_rows(d["voters"], False)
+    print()
+    print_rows(d["brokers"], False)
     return 0

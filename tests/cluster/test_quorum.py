@@ -254,6 +254,8 @@ def test_brokers_register_and_a_silent_one_is_fenced_until_it_heartbeats_again(f
     c.pause(silent)
     c.wait_until(lambda: _describe_cluster(c.ports[other]).get(silent) is True, timeout=15,
                  message="the frozen broker fenced")
+    states = {b["node"]: b["state"] for b in _cluster_describe(f"127.0.0.1:{c.ports[other]}")["brokers"]}
+    assert states == {n: "fenced" if n == silent else "alive" for n in (1, 2, 3)}
     assert silent not in _describe_cluster(c.ports[other], fenced=False)  # not offered to clients
     c.resume(silent)
     c.wait_until(lambda: _describe_cluster(c.ports[other]).get(silent) is False, timeout=15,

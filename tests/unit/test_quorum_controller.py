@@ -105,3 +105,21 @@ def test_broker_records_survive_a_snapshot() -> None:
     c = QuorumController()
     _register(c, 3, now=0, offset=4)
     assert MetadataImage.from_snapshot(c.image.to_snapshot()) == c.image
+
+
+def test_a_metadata_record_the_broker_cannot_read_is_skipped_whole(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """An unknown record type, an unknown version, or a record that contradicts the image: logged,
+    not applied, and the image stays what it was (never half-applied, never a crash)."""
+    from broker.config import BrokerConfig  # noqa: PLC0415
+    from broker.quorum.messages import Entry  # noqa: PLC0415
+    from broker.server import BrokerServer  # noqa: PLC0415
+
+    server = BrokerServer(BrokerConfig(data_dir=str(tmp_path)))
+    good = frame(ProducerIdsRecord(broker_id=1, next_producer_id=1000))
+    server._on_metadata(Entry(0, 1, good))
+    before = server.controller.image
+    for bad in (bytes([1, 99, 0, 0]), bytes([1, 15, 7]) + good[3:], good, b"\xff"):
+        server._on_metadata(Entry(1, 1, bad))  # `good` again goes backwards: refused by the image
+    assert server.controller.image == before
+    out = capsys.readouterr()
+    assert (out.out + out.err).count("metadata record not applied") == 4
