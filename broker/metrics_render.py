@@ -85,7 +85,25 @@ def render(ctx: BrokerContext, connections: int, started_ms: int) -> str:
     _partitions(ctx, out)
     _groups(ctx, out)
     _transactions(ctx, out)
+    _quorum(ctx, out)
     return out.text()
+
+
+def _quorum(ctx: BrokerContext, out: Exposition) -> None:
+    """The metadata quorum as this node sees it, and the brokers the metadata log registered."""
+    if ctx.quorum is None or ctx.quorum.node is None:
+        return
+    leader, epoch, hw, _voters = ctx.quorum.status()
+    out.family("ketch_quorum_leader", "gauge", "Node id of the metadata quorum's leader (-1: none known).", leader)
+    out.family("ketch_quorum_epoch", "gauge", "The metadata quorum's current epoch.", epoch)
+    out.family("ketch_quorum_high_watermark", "gauge", "Committed end of the metadata log, as this node knows it.",
+               hw)
+    out.family("ketch_quorum_is_leader", "gauge", "1 on the node that leads the metadata quorum.",
+               1 if leader == ctx.node_id else 0)
+    if ctx.controller is not None:
+        out.family("ketch_brokers", "gauge", "Brokers registered in the metadata log, by state.",
+                   [((("state", state),), sum(1 for b in ctx.controller.image.brokers if b.fenced == fenced))
+                    for state, fenced in (("alive", False), ("fenced", True))])
 
 
 def _partitions(ctx: BrokerContext, out: Exposition) -> None:

@@ -199,3 +199,11 @@ def test_refused_kafka_connections_are_counted_by_reason(metered: tuple[BrokerPr
         s.sendall((2**31 - 1).to_bytes(4, "big"))  # a frame size far over socket_request_max_bytes
         assert s.recv(16) == b""  # the broker hangs up
     assert m.value("ketch_connections_aborted_total", reason="invalid frame size") == before + 1
+
+
+def test_the_metadata_quorum_and_the_registered_brokers(metered: tuple[BrokerProcess, Metrics]) -> None:
+    _b, m = metered
+    wait_until(lambda: m.value("ketch_brokers", state="alive") == 1, timeout=15, message="this broker registered")
+    assert m.value("ketch_brokers", state="fenced") == 0
+    assert m.value("ketch_quorum_leader") == 1 and m.value("ketch_quorum_is_leader") == 1
+    assert m.value("ketch_quorum_epoch") >= 1 and m.value("ketch_quorum_high_watermark") >= 2
