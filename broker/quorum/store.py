@@ -22,7 +22,7 @@ from pathlib import Path
 
 import crc32c
 
-from storage.checkpoint import atomic_write
+from storage.checkpoint import atomic_write, fsync_dir
 
 from .messages import Entry, Snapshot
 from .node import Persisted, Ready
@@ -58,7 +58,12 @@ class QuorumStore:
         start = snapshot.end_offset if snapshot else 0
         entries: list[Entry] = []
         path = self.dir / LOG_FILE
-        data = path.read_bytes() if path.exists() else b""
+        if not path.exists():
+            # The file's directory entry must be durable before any append to it is acknowledged
+            # (a power loss could otherwise lose the whole file, fsynced contents and all).
+            path.touch()
+            fsync_dir(self.dir)
+        data = path.read_bytes()
         pos = 0
         while pos + _HEAD.size <= len(data):
             crc, n = _HEAD.unpack_from(data, pos)

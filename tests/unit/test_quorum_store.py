@@ -112,3 +112,17 @@ def test_sigkill_mid_write_loses_nothing_acknowledged(tmp_path: Path) -> None:
     assert acked >= 2000 and len(loaded.entries) >= acked
     assert [e.offset for e in loaded.entries] == list(range(len(loaded.entries)))
     assert loaded == Persisted(1, 1, None, loaded.entries)
+
+
+def test_the_new_log_files_directory_entry_is_made_durable(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Issue 11 item 2's lesson, kept for the quorum: a file that is fsynced but whose directory
+    entry is not can vanish in a power loss; the log file is created and its directory fsynced
+    before anything is appended (votes and snapshots go through the atomic, durable write)."""
+    from broker.quorum import store as store_module  # noqa: PLC0415
+
+    synced: list[Path] = []
+    monkeypatch.setattr(store_module, "fsync_dir", lambda d: synced.append(Path(d)))
+    QuorumStore(tmp_path / "q").load()
+    assert synced == [tmp_path / "q"] and (tmp_path / "q" / LOG_FILE).exists()
+    QuorumStore(tmp_path / "q").load()
+    assert synced == [tmp_path / "q"]  # an existing file needs nothing more
