@@ -43,3 +43,19 @@ def test_group_max_size_defaults_to_kafkas_and_reaches_the_coordinator(tmp_path:
     f = tmp_path / "k.toml"
     f.write_text("group_max_size = 5\n")
     assert settings_from(load_config(f, env={})).max_group_size == 5
+
+
+def test_the_quorum_voters_from_file_environment_and_their_errors(tmp_path: Path) -> None:
+    from broker.config import ConfigError  # noqa: PLC0415
+
+    f = tmp_path / "ketch.toml"
+    f.write_text('voters = "1@127.0.0.1:9101,2@127.0.0.1:9102,3@127.0.0.1:9103"\nnode_id = 2\n')
+    assert load_config(f, env={}).voter_map() == {1: ("127.0.0.1", 9101), 2: ("127.0.0.1", 9102),
+                                                  3: ("127.0.0.1", 9103)}
+    env = {"KETCH_VOTERS": "1@h:1,4@h:4", "KETCH_NODE_ID": "4"}
+    assert sorted(load_config(None, env=env).voter_map()) == [1, 4]
+    assert load_config(None, env={}).voter_map() == {}  # alone: a one-voter quorum of this node
+    for voters, node, problem in [("1@h:1,2@h:2", 3, "not one of the voters"), ("one@h:1", 1, "NODE_ID@HOST:PORT"),
+                                  ("1@h:1,1@h:2", 1, "named twice"), ("1@h", 1, "HOST:PORT")]:
+        with pytest.raises(ConfigError, match=problem):
+            load_config(None, env={"KETCH_VOTERS": voters, "KETCH_NODE_ID": str(node)})
