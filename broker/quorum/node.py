@@ -185,9 +185,12 @@ class QuorumNode:
 
     @property
     def serving(self) -> bool:
-        """Leader, with its own epoch committed: everything committed before is in the log (and,
-        once the caller applied this Ready, in its state), so decisions may be taken."""
-        return self.role == Role.LEADER and self.high_watermark > self.epoch_start_offset >= 0
+        """Leader, with its own epoch committed and everything committed applied by the caller:
+        only then does the caller's state hold every earlier decision, so new ones may be taken.
+        (The simulation found the gap: a leader whose committed entries were not applied yet
+        handed out producer ids from a stale image.)"""
+        return (self.role == Role.LEADER and self.high_watermark > self.epoch_start_offset >= 0
+                and self._applied >= self.high_watermark)
 
     # ---- inputs ----------------------------------------------------------------------------------
     def tick(self) -> None:

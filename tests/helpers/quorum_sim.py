@@ -83,7 +83,18 @@ class QuorumSim:
         if disk.snapshot is not None:
             sn.applied = [bytes.fromhex(x) for x in json.loads(disk.snapshot.data)]
             sn.next_offset = disk.snapshot.end_offset
+        self.restored(sn)
         return sn
+
+    # ---- what a subclass may change: the proposals and the state machine ------------------------------
+    def propose(self, sn: SimNode) -> None:
+        sn.node.propose(b"v%d" % self.proposed)
+
+    def applied(self, sn: SimNode, entry: Entry) -> None:
+        """Called after `entry` joined `sn`'s state machine (checked against the committed sequence)."""
+
+    def restored(self, sn: SimNode) -> None:
+        """Called after `sn`'s state machine was rebuilt from a snapshot (at boot or sent by the leader)."""
 
     # ---- actions -------------------------------------------------------------------------------------
     def _connected(self, a: int, b: int) -> bool:
@@ -98,6 +109,7 @@ class QuorumSim:
             sn.applied = [bytes.fromhex(x) for x in json.loads(ready.restore.data)]
             sn.next_offset = ready.restore.end_offset
             self._check_state_machine(sn)
+            self.restored(sn)
         for e in ready.committed:
             self._commit(sn, e)
         sn.node.advance(ready)
@@ -120,6 +132,7 @@ class QuorumSim:
             sn.applied.append(e.data)
         sn.next_offset = e.offset + 1
         self._check_state_machine(sn)
+        self.applied(sn, e)
 
     def _check_state_machine(self, sn: SimNode) -> None:
         """The node's state machine holds exactly the committed payloads below its next offset."""
@@ -158,7 +171,7 @@ class QuorumSim:
             for sn in alive:
                 if sn.node.role == Role.LEADER:
                     self.proposed += 1
-                    sn.node.propose(b"v%d" % self.proposed)
+                    self.propose(sn)
                     self.trace.append(f"propose at {sn.node.id}")
         elif r < 0.9015:
             for sn in alive:
