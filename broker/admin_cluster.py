@@ -1,6 +1,8 @@
 """`ketch cluster describe`: the metadata quorum as the leader sees it (kafka-metadata-quorum
 describe --status / --replication): leader, epoch, high watermark, each voter's log end and lag;
-and the registered brokers, fenced or not (DescribeCluster with fenced brokers).
+the registered brokers, fenced or not (DescribeCluster with fenced brokers); and the partitions
+that need attention (kafka-topics --describe --unavailable-partitions / --under-min-isr-partitions):
+those without a leader and those whose ISR is below the topic's min.insync.replicas.
 
 DescribeQuorum answers fully only on the quorum leader; asked elsewhere it names the leader, and
 the command asks again on the leader's controller listener (the answer lists every voter's).
@@ -14,12 +16,18 @@ from typing import Any
 
 from protocol.errors import ErrorCode
 from protocol.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
+from protocol.messages.describe_configs import (
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+    DescribeConfigsResponse,
+)
 from protocol.messages.describe_quorum import (
     DescribeQuorumPartitionRequest,
     DescribeQuorumRequest,
     DescribeQuorumResponse,
     DescribeQuorumTopicRequest,
 )
+from protocol.messages.metadata import MetadataRequest, MetadataResponse
 
 from . import cluster_up
 from .cli_support import AdminError, connect, print_rows, run_command
@@ -37,12 +45,44 @@ async def _ask(conn: BrokerConnection) -> DescribeQuorumResponse:
     return resp
 
 
+TOPIC_RESOURCE = 2
+
+
+async def _attention(conn: BrokerConnection) -> list[dict[str, Any]]:
+    """Partitions without a leader, or with fewer in sync than the topic's min.insync.replicas."""
+    md = await conn.request(MetadataRequest(topics=None, allow_auto_topic_creation=False))
+    assert isinstance(md, MetadataResponse)
+    topics = [t for t in md.topics if t.error_code == 0 and t.name]
+    min_isr: dict[str, int] = {}
+    if topics:
+        cfg = await conn.request(DescribeConfigsRequest(resources=[DescribeConfigsResource(
+            resource_type=TOPIC_RESOURCE, resource_name=t.name or "", configuration_keys=["min.insync.replicas"])
+            for t in topics]))
+        assert isinstance(cfg, DescribeConfigsResponse)
+        for r in cfg.results:
+            for c in r.configs:
+                if c.name == "min.insync.replicas" and c.value is not None:
+                    min_isr[r.resource_name] = int(c.value)
+    out = []
+    for t in sorted(topics, key=lambda t: t.name or ""):
+        need = min_isr.get(t.name or "", 1)
+        for p in sorted(t.partitions, key=lambda p: p.partition_index):
+            problem = "no leader" if p.leader_id < 0 else \
+                f"ISR {len(p.isr_nodes)} below min.insync.replicas {need}" if len(p.isr_nodes) < need else None
+            if problem:
+                out.append({"topic": t.name, "partition": p.partition_index, "leader": p.leader_id,
+                            "replicas": ",".join(map(str, p.replica_nodes)), "isr": ",".join(map(str, p.isr_nodes)),
+                            "problem": problem})
+    return out
+
+
 async def cluster_describe(bootstrap: str) -> dict[str, Any]:
     conn = await connect(bootstrap)
     try:
         resp = await _ask(conn)
         cluster = await conn.request(DescribeClusterRequest(include_cluster_authorized_operations=False,
                                                             include_fenced_brokers=True))
+        attention = await _attention(conn)
     finally:
         conn.close()
     assert isinstance(cluster, DescribeClusterResponse)
@@ -71,6 +111,7 @@ async def cluster_describe(bootstrap: str) -> dict[str, Any]:
                     "role": "leader" if v.replica_id == p.leader_id else "follower"}
                    for v in p.current_voters],
         "brokers": brokers,
+        "partitions_needing_attention": attention,
     }
 
 
@@ -91,4 +132,9 @@ def run(args: argparse.Namespace) -> int:
     print_rows(d["voters"], False)
     print()
     print_rows(d["brokers"], False)
+    print()
+    if d["partitions_needing_attention"]:
+        print_rows(d["partitions_needing_attention"], False)
+    else:
+        print("Every partition has a leader and at least min.insync.replicas in sync.")
     return 0

@@ -78,6 +78,8 @@ class BrokerConfig:
     default_replication_factor: int = 1
     offsets_topic_num_partitions: int = 50
     transaction_state_num_partitions: int = 50
+    offsets_topic_replication_factor: int = 1
+    transaction_state_replication_factor: int = 1
     transaction_state_segment_bytes: int = 100 * 1024 * 1024  # Kafka's transaction.state.log.segment.bytes
     transaction_max_timeout_ms: int = 900_000  # InitProducerId asking for more: INVALID_TRANSACTION_TIMEOUT
     transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000

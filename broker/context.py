@@ -21,6 +21,7 @@ from storage.clock import Clock
 if TYPE_CHECKING:
     from .config import BrokerConfig
     from .controller.quorum_controller import QuorumController
+    from .controller.shell import ControllerShell
     from .group.coordinator import GroupCoordinator
     from .metrics import BrokerMetrics
     from .producer_ids import ProducerIdAllocator
@@ -56,6 +57,7 @@ class BrokerContext:
     metrics: BrokerMetrics
     quorum: QuorumShell | None = None  # the metadata quorum (broker/quorum/shell.py)
     controller: QuorumController | None = None  # decides when this node's quorum leads
+    controller_shell: ControllerShell | None = None  # runs and commits its decisions
 
 
 # `async def handle(ctx, client, header, request) -> response | None`; None: send nothing (acks=0).

@@ -58,14 +58,40 @@ class BrokerLifecycle:
 
     async def _run(self) -> None:
         while True:
+            registered_now = False
             try:
-                await self._step()
+                registered_now = await self._step()
             except (WireError, OSError, ConnectionError) as e:
                 log.debug("controller unreachable", error=str(e))
                 if self._conn:
                     self._conn.close()
                 self._conn = None
-            await asyncio.sleep(self.interval)
+            if not registered_now:  # a new registration heartbeats at once: unfenced sooner
+                await asyncio.sleep(self.interval)
+
+    async def shut_down(self, timeout: float) -> None:
+        """Controlled shutdown: heartbeat with WantShutDown until the controller has moved every
+        leadership away and says the broker may stop (or `timeout` passes)."""
+        if self._task:
+            self._task.cancel()
+        if self.epoch is None:
+            return
+        deadline = asyncio.get_running_loop().time() + timeout
+        while asyncio.get_running_loop().time() < deadline:
+            try:
+                conn = await self._connection()
+                if conn is not None:
+                    resp = await conn.request(BrokerHeartbeatRequest(
+                        broker_id=self.node_id, broker_epoch=self.epoch, current_metadata_offset=self._offset(),
+                        want_shut_down=True), timeout=2.0)
+                    if resp.error_code == 0 and resp.should_shut_down:
+                        log.info("controlled shutdown: leaderships moved away")
+                        return
+            except (WireError, OSError, ConnectionError) as e:
+                log.debug("controller unreachable during shutdown", error=str(e))
+                self._conn = None
+            await asyncio.sleep(0.2)
+        log.warning("controlled shutdown not confirmed by the controller in time; stopping anyway")
 
     async def _connection(self) -> BrokerConnection | None:
         address = self._controller()
@@ -78,10 +104,11 @@ class BrokerLifecycle:
             self._conn_to = address
         return self._conn
 
-    async def _step(self) -> None:
+    async def _step(self) -> bool:
+        """One registration or heartbeat; True if the broker has just registered."""
         conn = await self._connection()
         if conn is None:
-            return
+            return False
         if self.epoch is None:
             resp = await conn.request(BrokerRegistrationRequest(
                 broker_id=self.node_id, cluster_id=self.cluster_id, incarnation_id=self.incarnation,
@@ -91,7 +118,8 @@ class BrokerLifecycle:
             if resp.error_code == 0:
                 self.epoch = resp.broker_epoch
                 log.info("broker registered", broker_epoch=self.epoch)
-            return
+                return True
+            return False
         resp = await conn.request(BrokerHeartbeatRequest(
             broker_id=self.node_id, broker_epoch=self.epoch, current_metadata_offset=self._offset()), timeout=10.0)
         assert isinstance(resp, BrokerHeartbeatResponse)
@@ -103,3 +131,4 @@ class BrokerLifecycle:
             self.fenced = resp.is_fenced
             if not resp.is_fenced:
                 self.registered.set()
+        return False

@@ -122,7 +122,7 @@ def _partitions(ctx: BrokerContext, out: Exposition) -> None:
             rows["size_bytes"].append((labels, plog.size_in_bytes))
             rows["segments"].append((labels, p.segment_count))
     out.family("ketch_topics", "gauge", "Topics, internal ones included.", len(topics))
-    out.family("ketch_partitions", "gauge", "Partitions this broker leads.", sum(len(t.partitions) for t in topics))
+    out.family("ketch_partitions", "gauge", "Partitions this broker leads.", sum(p.is_leader for t in topics for p in t.partitions))
     helps = {
         "log_start_offset": "First offset still in the log.",
         "log_end_offset": "Offset the next record will get.",

@@ -16,9 +16,11 @@ and every later request starts only once it has finished (ORDERED_APIS).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import time
+import uuid
 from collections import deque
 from collections.abc import Coroutine
 from pathlib import Path
@@ -26,7 +28,7 @@ from typing import Any
 
 import structlog
 
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import (
     RequestHeader,
     read_request_header,
@@ -34,7 +36,7 @@ from protocol.headers import (
     write_response_header,
 )
 from protocol.messages.api_versions import ApiVersionsResponse
-from protocol.messages.metadata_records import unframe
+from protocol.messages.metadata_records import unframe_batch
 from protocol.messages.registry import REQUESTS
 from protocol.primitives import DecodeError, Reader, Writer
 from protocol.schema import Message
@@ -44,7 +46,9 @@ from storage.clock import SYSTEM_CLOCK, Clock
 from .apis import CONTROLLER_HANDLERS, HANDLERS
 from .config import BrokerConfig, ConfigError, parse_host_port
 from .context import BrokerContext, ClientInfo
+from .controller.client import ControllerClient
 from .controller.quorum_controller import QuorumController
+from .controller.shell import ControllerShell
 from .group import GroupCoordinator
 from .housekeeping import Housekeeper
 from .lifecycle import BrokerLifecycle
@@ -272,6 +276,9 @@ class BrokerServer:
                                   snapshot_every=cfg.metadata_snapshot_records,
                                   snapshot_state=lambda: self.controller.image.to_snapshot())
         self.quorum.on_role_change = lambda role: self.controller.reset()
+        self.controller_shell = ControllerShell(self.quorum, self.controller)
+        self.topics.writer = self.controller_client = ControllerClient(cfg.node_id, self.controller_shell,
+                                                                       self.quorum.leader_address)
         self.producer_ids = ProducerIdAllocator(cfg.node_id, self.quorum.leader_address)
         self.lifecycle = BrokerLifecycle(cfg.node_id, cfg.cluster_id, self._listeners, cfg.rack,
                                          self.quorum.leader_address, lambda: self.controller.image.offset,
@@ -281,7 +288,7 @@ class BrokerServer:
         self.txn = TransactionCoordinator(cfg, self.topics, self.producer_ids, self.metrics, clock,
                                           self._broker_address)
         self.ctx = BrokerContext(cfg.node_id, cfg, clock, self.topics, self.groups, self.txn, self.producer_ids,
-                                 self.metrics, self.quorum, self.controller)
+                                 self.metrics, self.quorum, self.controller, self.controller_shell)
         self.connections: set[Connection] = set()
         self._metrics_endpoint: MetricsEndpoint | None = None
         self._server: asyncio.Server | None = None
@@ -299,11 +306,14 @@ class BrokerServer:
         return self.cfg.node_id
 
     def _broker_address(self, node: int) -> tuple[str, int] | None:
-        """Where broker `node` takes inter-broker requests (markers, verification). One broker
-        today: ourselves; the cluster metadata will name the others."""
-        if node != self.cfg.node_id:
+        """Where broker `node` takes inter-broker requests (markers, verification): its BROKER
+        listener as registered in the metadata image; ourselves, the bound listener."""
+        if node == self.cfg.node_id:
+            return self.inter_broker_endpoint
+        b = self.controller.image.broker(node)
+        if b is None or b.fenced or not b.inter_broker_port:
             return None
-        return self.inter_broker_endpoint
+        return b.inter_broker_host, b.inter_broker_port
 
     async def start(self) -> None:
         await self._bind()
@@ -317,7 +327,15 @@ class BrokerServer:
         # Recovering a large log after a crash is long work: keep it off the loop (nothing else
         # touches the table before start() returns).
         await asyncio.to_thread(self.topics.load)  # refuses an unreadable data directory first
-        self.quorum.start()  # a single node leads its one-voter quorum at once
+        legacy = self.topics.legacy_topics()
+        if legacy and self.cfg.voter_map():
+            raise ConfigError("data_dir", self.cfg.data_dir,
+                              "topics.json of a single-node Ketch: start this data directory once without "
+                              "voters so that its topics move into the metadata log")
+        self.quorum.start()  # replays the metadata log (the topics' logs open); alone, it leads at once
+        if legacy:
+            await self._migrate(legacy)
+        self.topics.remove_orphans()
         await self.groups.start()  # loads __consumer_offsets in the background
         self.txn.load()  # rebuilt from __transaction_state before any request can reach it
         if self._metrics_endpoint:  # serving before the Kafka port: ready means both
@@ -328,6 +346,10 @@ class BrokerServer:
         await self._controller_server.start_serving()
         self.lifecycle.start()
         self._controller_task = asyncio.get_running_loop().create_task(self._fence_silent_brokers())
+        try:  # clients should find this broker in the metadata it serves
+            await asyncio.wait_for(self.lifecycle.registered.wait(), 10.0)
+        except TimeoutError:
+            log.warning("not registered with an active controller yet; serving anyway")
         if not await self.producer_ids.first_block(timeout=10.0):
             log.warning("no producer-id block yet (no quorum leader?); InitProducerId answers "
                         "COORDINATOR_LOAD_IN_PROGRESS until one comes")
@@ -377,12 +399,26 @@ class BrokerServer:
                                   f"cannot listen there: {e.strerror or e}") from None
 
     def _on_metadata(self, entry: Entry) -> None:
-        """A committed metadata record: applied to the image, or — if this broker cannot read it —
-        logged and skipped whole (never half-applied)."""
+        """A committed metadata entry: its records applied to the image together, or — if this
+        broker cannot read or apply one of them — logged and skipped whole (never half-applied).
+        The topic table then follows the new image."""
         try:
-            self.controller.replay(entry.offset, unframe(entry.data))
+            self.controller.replay_all(entry.offset, unframe_batch(entry.data))
         except (DecodeError, ValueError) as e:
-            log.error("metadata record not applied", offset=entry.offset, epoch=entry.epoch, error=str(e))
+            log.error("metadata entry not applied", offset=entry.offset, epoch=entry.epoch, error=str(e))
+            return
+        self.topics.apply_image(self.controller.image)
+        self.txn.sender.poke()  # markers waiting for a leader, or for a broker's address
+
+    async def _migrate(self, legacy: list[dict[str, Any]]) -> None:
+        """Turn a topics.json (Ketch before the quorum) into metadata records, once: the same
+        names, ids, partition counts and configs, every partition led here as before."""
+        for t in legacy:
+            if t["name"] in self.controller.image.topics:
+                continue
+            await self.controller_shell.adopt_topic(t["name"], uuid.UUID(t["id"]), t["partitions"],
+                                                    t.get("configs", {}), self.cfg.node_id)
+        self.topics.retire_legacy_file()
 
     def _listeners(self) -> list[tuple[str, str, int]]:
         """What this broker registers: its client listener (PLAINTEXT) and inter-broker one (BROKER)."""
@@ -396,15 +432,14 @@ class BrokerServer:
             await asyncio.sleep(0.5)
             if not self.quorum.serving:
                 continue
-            for record in self.controller.expire(self.clock.now_ms()):
-                if not await self.quorum.propose(record):
-                    self.controller.reset()
-                    break
+            with contextlib.suppress(KafkaError):  # leadership lost meanwhile: the next leader decides
+                await self.controller_shell.run(lambda: (self.controller.expire(self.clock.now_ms()), None))
 
     def _on_metadata_snapshot(self, snapshot: Snapshot) -> None:
         """The image restarts from a snapshot (at start, or sent by the quorum leader)."""
         self.controller.image = MetadataImage.from_snapshot(snapshot.data)
         self.controller.reset()
+        self.topics.apply_image(self.controller.image)
 
     async def _bind_controller(self) -> None:
         """The controller listener: this node's place in the metadata quorum. With `voters` it is
@@ -444,7 +479,10 @@ class BrokerServer:
         if self._metrics_endpoint:
             await self._metrics_endpoint.stop()
         await self.producer_ids.stop()
+        if len(self.controller.image.live_brokers()) > 1:
+            await self.lifecycle.shut_down(timeout=5.0)  # leaderships move to other brokers first
         await self.lifecycle.stop()
+        self.controller_client.close()
         if self._controller_task:
             self._controller_task.cancel()
         await self.quorum.stop()

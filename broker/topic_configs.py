@@ -67,7 +67,7 @@ def apply_ops(current: Mapping[str, str], defaults: Mapping[str, str], ops: Iter
     return new
 
 
-def alter(topics: TopicTable, node_id: int, resources: Sequence[ConfigResource], *, incremental: bool,
+async def alter(topics: TopicTable, node_id: int, resources: Sequence[ConfigResource], *, incremental: bool,
           validate_only: bool) -> list[tuple[int, str | None]]:
     """(error code, message) per resource, in request order; nothing changes when validate_only."""
     named = Counter((r.type, r.name) for r in resources)
@@ -78,7 +78,7 @@ def alter(topics: TopicTable, node_id: int, resources: Sequence[ConfigResource],
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
             _check_shape(r, incremental)
             if r.type == RESOURCE_TOPIC:
-                _alter_topic(topics, r, incremental=incremental, validate_only=validate_only)
+                await _alter_topic(topics, r, incremental=incremental, validate_only=validate_only)
             elif r.type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
                 if r.type == RESOURCE_BROKER and r.name not in ("", str(node_id)):
                     raise KafkaError(ErrorCode.INVALID_REQUEST,
@@ -107,7 +107,7 @@ def _check_shape(r: ConfigResource, incremental: bool) -> None:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {o.op}")
 
 
-def _alter_topic(topics: TopicTable, r: ConfigResource, *, incremental: bool, validate_only: bool) -> None:
+async def _alter_topic(topics: TopicTable, r: ConfigResource, *, incremental: bool, validate_only: bool) -> None:
     topic = topics.get(r.name)
     if topic is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{r.name}' does not exist.")
@@ -118,4 +118,4 @@ def _alter_topic(topics: TopicTable, r: ConfigResource, *, incremental: bool, va
     if validate_only:
         topics.check_alter_configs(r.name, new)
     else:
-        topics.set_configs(r.name, new)
+        await topics.set_configs(r.name, new)

@@ -1,30 +1,38 @@
-"""The topics this broker holds: names, ids, partition counts, per-topic config, on-disk logs.
+"""The topics this broker holds: the metadata image's topics, and the logs of the partitions
+this broker is a replica of.
 
-Until the metadata quorum exists (docs/architecture.md §5) the topic table is a JSON file in the data
-directory, rewritten atomically on every change; the logs are the partitions' own directories.
+What topics exist, their partitions' replicas, leaders and ISRs, and their config overrides are
+the metadata log's (broker/metadata/image.py): every change goes to the active controller —
+on this node when its quorum leads, else forwarded over the controller listener — and this table
+follows the committed image (`apply_image`): it opens the logs of the partitions assigned here,
+hands each its leadership or followership, closes and deletes the logs of deleted topics. A
+topics.json left by a Ketch before the quorum is turned into metadata records once and renamed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shutil
+import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
 from protocol.errors import ErrorCode, KafkaError
-from storage.checkpoint import atomic_write
 from storage.clock import Clock
 from storage.config import LogConfig
 
 from .config import BrokerConfig, ConfigError
 from .config_catalog import TOPIC_CONFIGS, check_value
+from .controller.placement import check_assignment
 from .group_commit import GroupCommit
+from .metadata.image import MetadataImage, PartitionInfo, TopicInfo
 from .partition import Partition
 from .quorum.wire_codec import METADATA_TOPIC
 from .replication.replica_state import Assignment
@@ -46,16 +54,51 @@ def validate_topic_name(name: str | None) -> None:
                          f"topic name {name!r} must be 1-249 chars of [a-zA-Z0-9._-], not '.' or '..'")
 
 
+WAIT_FOR_IMAGE_S = 10.0
+
+
 @dataclass
 class Topic:
+    """A topic as this broker knows it: the image's view, and the logs it holds."""
+
     name: str
     topic_id: uuid.UUID
-    partitions: list[Partition] = field(default_factory=list)
-    configs: dict[str, str] = field(default_factory=dict)
+    info: TopicInfo
+    local: dict[int, Partition] = field(default_factory=dict)  # the partitions this broker is a replica of
 
     @property
     def is_internal(self) -> bool:
         return self.name in INTERNAL_TOPICS
+
+    @property
+    def configs(self) -> Mapping[str, str]:
+        return self.info.configs
+
+    @property
+    def num_partitions(self) -> int:
+        return len(self.info.partitions)
+
+    @property
+    def partitions(self) -> list[Partition]:
+        """The partition logs held here, by index."""
+        return [self.local[i] for i in sorted(self.local)]
+
+
+class TopicWriter(Protocol):
+    """Where topic changes go: the active controller (broker/controller/client.py)."""
+
+    async def create_topic(self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str],
+                           assignments: Sequence[Sequence[int]] | None) -> None: ...
+
+    async def create_partitions(self, name: str, count: int, assignments: Sequence[Sequence[int]] | None) -> None: ...
+
+    async def delete_topic(self, name: str) -> None: ...
+
+    async def set_configs(self, name: str, configs: Mapping[str, str]) -> None: ...
+
+
+# (topic, partition log, leads it): a partition this broker became leader or follower of.
+LeadershipListener = Callable[[str, Partition, bool], None]
 
 
 class TopicTable:
@@ -69,6 +112,10 @@ class TopicTable:
         self.by_name: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}
         self.group_commit = GroupCommit()  # shared by every partition: one fsync per log per loop turn
+        self.image = MetadataImage()
+        self.writer: TopicWriter | None = None
+        self.listeners: list[LeadershipListener] = []
+        self._changed = asyncio.Event()  # set (and replaced) whenever the image changes
 
     def broker_defaults(self) -> dict[str, tuple[str, str]]:
         """Topic configs whose default comes from a broker setting that differs from Kafka's
@@ -118,28 +165,110 @@ class TopicTable:
         )
 
     def _open_partition(self, topic: str, index: int, config: LogConfig) -> Partition:
-        """Open a partition's log and lead it: one broker is every partition's only replica and
-        its whole ISR (the cluster's metadata will hand leadership out instead)."""
-        node = self.cfg.node_id
-        p = Partition.open(self.data_dir, topic, index, config, node, self.clock.now_ms, self.group_commit)
-        p.become_leader(Assignment((node,), frozenset({node}), node, 0, 0))
-        return p
+        return Partition.open(self.data_dir, topic, index, config, self.cfg.node_id, self.clock.now_ms,
+                              self.group_commit)
 
-    # ---- persistence -------------------------------------------------------------------------
+    # ---- following the metadata image ---------------------------------------------------------------
     def load(self) -> None:
+        """Prepare the data directory (the logs open as the metadata image names them)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
+
+    def legacy_topics(self) -> list[dict[str, Any]]:
+        """The topics of a topics.json written before the metadata quorum (to be migrated)."""
         if not self.meta_file.exists():
-            return
+            return []
         data = json.loads(self.meta_file.read_text())
         self._refuse_old_internal_layout(data)
-        for t in data["topics"]:
-            topic = Topic(t["name"], uuid.UUID(t["id"]), configs=t.get("configs", {}))
-            lc = self.log_config(topic.configs)
-            topic.partitions = [self._open_partition(topic.name, i, lc) for i in range(t["partitions"])]
-            self._index(topic)
-        self._remove_orphans()
-        log.info("topics loaded", topics=len(self.by_name),
-                 partitions=sum(len(t.partitions) for t in self.by_name.values()))
+        return list(data["topics"])
+
+    def retire_legacy_file(self) -> None:
+        self.meta_file.rename(self.meta_file.with_suffix(".json.migrated"))
+        log.info("topics.json migrated into the metadata log", renamed_to=self.meta_file.name + ".migrated")
+
+    def apply_image(self, image: MetadataImage) -> None:
+        """Make the local logs what the committed image says."""
+        old, self.image = self.image, image
+        node = self.cfg.node_id
+        for name in [n for n in self.by_name if n not in image.topics or
+                     image.topics[n].topic_id != self.by_name[n].topic_id]:
+            self._drop(self.by_name[name])
+        for name, info in image.topics.items():
+            topic = self.by_name.get(name)
+            if topic is None:
+                topic = Topic(name, info.topic_id, info)
+                self._index(topic)
+            before = topic.info
+            topic.info = info
+            if before is info and name in old.topics:
+                continue
+            lc = self.log_config(info.configs)
+            if before.configs != info.configs:
+                for p in topic.local.values():
+                    p.update_config(lc)
+            for i, pinfo in enumerate(info.partitions):
+                if i < len(before.partitions) and before.partitions[i] == pinfo and i in topic.local:
+                    continue
+                part = topic.local.get(i)
+                if node not in pinfo.replicas:
+                    if part is not None:  # moved away (reassignment): the data is the new replicas'
+                        part.close()
+                        del topic.local[i]
+                        shutil.rmtree(self.data_dir / f"{name}-{i}", ignore_errors=True)
+                    continue
+                if part is None:
+                    part = topic.local[i] = self._open_partition(name, i, lc)
+                self._lead_or_follow(part, pinfo)
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def _lead_or_follow(self, part: Partition, p: PartitionInfo) -> None:
+        a = Assignment(p.replicas, frozenset(p.isr), p.leader, p.leader_epoch, p.partition_epoch)
+        leads = p.leader == self.cfg.node_id
+        if leads:
+            part.become_leader(a)
+        else:
+            part.become_follower(a)
+        for listener in self.listeners:
+            listener(part.topic, part, leads)
+
+    def _drop(self, topic: Topic) -> None:
+        del self.by_name[topic.name]
+        self.by_id.pop(topic.topic_id, None)
+        for i, p in topic.local.items():
+            p.close()
+            shutil.rmtree(self.data_dir / f"{topic.name}-{i}", ignore_errors=True)
+        log.info("topic deleted", topic=topic.name)
+
+    def remove_orphans(self) -> None:
+        """Delete partition directories the image does not assign here: a topic deleted while
+        this broker was down, or a delete that crashed between the record and the directories —
+        a topic created later under the same name must not find that data."""
+        node = self.cfg.node_id
+        for d in self.data_dir.iterdir():
+            name, _, index = d.name.rpartition("-")
+            if not (d.is_dir() and name and index.isdigit()) or name == METADATA_TOPIC:
+                continue
+            info = self.image.topics.get(name)
+            i = int(index)
+            if info is None or i >= len(info.partitions) or node not in info.partitions[i].replicas:
+                log.warning("removing the directory of a partition not assigned here", directory=d.name)
+                topic = self.by_name.get(name)
+                if topic is not None and i in topic.local:
+                    topic.local.pop(i).close()
+                shutil.rmtree(d, ignore_errors=True)
+
+    async def wait_for(self, done: Callable[[], bool], what: str, timeout: float = WAIT_FOR_IMAGE_S) -> None:
+        """Until the local image satisfies `done` (a change the controller committed reaches this
+        broker a moment later): REQUEST_TIMED_OUT after `timeout`."""
+        deadline = time.monotonic() + timeout
+        while not done():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"{what}: committed, but not yet applied on this broker")
+            try:
+                await asyncio.wait_for(self._changed.wait(), left)
+            except TimeoutError:
+                pass
 
     def _refuse_old_internal_layout(self, data: dict[str, Any]) -> None:
         """Before version 2 of topics.json, `__consumer_offsets` and `__transaction_state` held
@@ -156,55 +285,55 @@ class TopicTable:
                     f"{t['name']}-* directories and its entry in topics.json to drop committed offsets "
                     "and transaction state")
 
-    def _remove_orphans(self) -> None:
-        """Delete partition directories topics.json does not name. A topic delete commits by
-        rewriting topics.json and only then removes the directories; a crash in between leaves
-        them behind, and a topic created later under the same name must not find that data."""
-        for d in self.data_dir.iterdir():
-            name, _, index = d.name.rpartition("-")
-            if not (d.is_dir() and name and index.isdigit()) or name == METADATA_TOPIC:
-                continue
-            topic = self.by_name.get(name)
-            if topic is None or int(index) >= len(topic.partitions):
-                log.warning("removing the directory of a deleted partition", directory=d.name)
-                shutil.rmtree(d, ignore_errors=True)
-
-    def _save(self) -> None:
-        data = {"version": TOPICS_FILE_VERSION, "topics": [
-            {"name": t.name, "id": str(t.topic_id), "partitions": len(t.partitions), "configs": t.configs}
-            for t in self.by_name.values()
-        ]}
-        atomic_write(self.meta_file, json.dumps(data).encode())
-
     def _index(self, topic: Topic) -> None:
         self.by_name[topic.name] = topic
         self.by_id[topic.topic_id] = topic
 
-    # ---- operations --------------------------------------------------------------------------
+    # ---- lookups --------------------------------------------------------------------------------
     def get(self, name: str) -> Topic | None:
         return self.by_name.get(name)
 
     def partition(self, name: str, index: int) -> Partition | None:
+        """The partition's log if this broker holds it."""
         t = self.by_name.get(name)
-        if t is None or not 0 <= index < len(t.partitions):
-            return None
-        return t.partitions[index]
+        return None if t is None else t.local.get(index)
+
+    def exists(self, name: str, index: int) -> bool:
+        """The partition exists in the cluster (held here or not)."""
+        t = self.image.topics.get(name)
+        return t is not None and 0 <= index < len(t.partitions)
+
+    def missing(self, name: str, index: int) -> ErrorCode:
+        """Why a partition has no log here: another broker's (NOT_LEADER_OR_FOLLOWER: the client
+        refreshes its metadata and goes there) or nobody's."""
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER if self.exists(name, index) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    # ---- changes (through the controller) -----------------------------------------------------
+    def _writer(self) -> TopicWriter:
+        if self.writer is None:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, "no controller to send topic changes to")
+        return self.writer
 
     def check_create(self, name: str, num_partitions: int, replication_factor: int,
-                     configs: dict[str, str]) -> tuple[int, int]:
-        """Validate a creation request; returns the effective (partitions, replication factor)."""
+                     configs: Mapping[str, str]) -> tuple[int, int]:
+        """Validate a creation request; returns the effective (partitions, replication factor).
+        Whether the replicas can be placed is the controller's to say."""
         validate_topic_name(name)
         if name in self.by_name:
-            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         n = self.cfg.num_partitions if num_partitions == -1 else num_partitions
         rf = self.cfg.default_replication_factor if replication_factor == -1 else replication_factor
         if n <= 0:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"number of partitions must be positive, got {n}")
         if n > MAX_PARTITIONS:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"{n} partitions is more than this broker allows")
-        if rf <= 0 or rf > 1:
+        if rf <= 0:
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, f"Replication factor must be larger than 0, got {rf}.")
+        live = len(self.image.live_brokers())
+        if rf > max(live, 1):
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             f"replication factor {rf} is larger than the 1 available broker")
+                             f"Unable to replicate the partition {rf} time(s): The target replication factor of "
+                             f"{rf} cannot be reached because only {live} broker(s) are registered.")
         self.check_configs(configs)
         return n, rf
 
@@ -220,17 +349,23 @@ class TopicTable:
         except ValueError as e:
             raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
 
-    def create(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
-               configs: dict[str, str] | None = None) -> Topic:
+    async def create(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
+                     configs: Mapping[str, str] | None = None,
+                     assignments: Sequence[Sequence[int]] | None = None) -> Topic:
+        """Create through the controller; returns once this broker's image has the topic."""
         configs = dict(configs or {})
-        n, _rf = self.check_create(name, num_partitions, replication_factor, configs)
-        topic = Topic(name, uuid.uuid4(), configs=configs)
-        lc = self.log_config(configs)
-        topic.partitions = [self._open_partition(name, i, lc) for i in range(n)]
-        self._index(topic)
-        self._save()
-        log.info("topic created", topic=name, partitions=n)
-        return topic
+        if assignments:
+            n, rf = len(assignments), len(assignments[0])
+            validate_topic_name(name)
+            if name in self.by_name:
+                raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+            self.check_configs(configs)
+        else:
+            n, rf = self.check_create(name, num_partitions, replication_factor, configs)
+        await self._writer().create_topic(name, n, rf, configs, assignments)
+        await self.wait_for(lambda: name in self.by_name, f"topic {name}")
+        log.info("topic created", topic=name, partitions=n, replication_factor=rf)
+        return self.by_name[name]
 
     def _existing(self, name: str) -> Topic:
         topic = self.by_name.get(name)
@@ -238,7 +373,7 @@ class TopicTable:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
         return topic
 
-    def check_add_partitions(self, name: str, count: int, assignments: list[list[int]] | None) -> Topic:
+    def check_add_partitions(self, name: str, count: int, assignments: Sequence[Sequence[int]] | None) -> Topic:
         """Validate raising a topic's partition count to `count`, with Kafka's errors and messages."""
         topic = self._existing(name)
         if topic.is_internal:
@@ -246,7 +381,7 @@ class TopicTable:
             # at startup; records already written would be looked for in the wrong partition.
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"The number of partitions of the internal topic {name} cannot be changed.")
-        current = len(topic.partitions)
+        current = topic.num_partitions
         if count < current:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS,
                              f"Topic currently has {current} partitions, which is higher than the requested {count}.")
@@ -260,28 +395,17 @@ class TopicTable:
                 raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                  f"Attempted to add {added} additional partition(s), but only "
                                  f"{len(assignments)} assignment(s) were specified.")
+            registered = [b.node_id for b in self.image.brokers] or [self.cfg.node_id]
             for replicas in assignments:
-                _check_assignment(replicas, self.cfg.node_id)
+                check_assignment(replicas, registered)
         return topic
 
-    def add_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None) -> Topic:
-        """Open the new partitions' logs, then commit the new count to topics.json: a partition
-        becomes visible (and writable) only once the table that names it is on disk."""
+    async def add_partitions(self, name: str, count: int, assignments: Sequence[Sequence[int]] | None = None) -> Topic:
         topic = self.check_add_partitions(name, count, assignments)
-        lc = self.log_config(topic.configs)
-        first = len(topic.partitions)
-        added = []
-        for i in range(first, count):  # (an earlier add that crashed before _save: see _remove_orphans)
-            added.append(self._open_partition(name, i, lc))
-        topic.partitions.extend(added)
-        try:
-            self._save()
-        except BaseException:
-            del topic.partitions[first:]
-            for p in added:
-                p.close()
-            raise
-        log.info("partitions added", topic=name, partitions=count, was=first)
+        await self._writer().create_partitions(name, count, assignments)
+        await self.wait_for(lambda: (t := self.by_name.get(name)) is not None and t.num_partitions >= count,
+                            f"partitions of {name}")
+        log.info("partitions added", topic=name, partitions=count)
         return topic
 
     def check_alter_configs(self, name: str, configs: Mapping[str, str | None]) -> Topic:
@@ -289,52 +413,30 @@ class TopicTable:
         self.check_configs(configs)
         return topic
 
-    def set_configs(self, name: str, configs: Mapping[str, str]) -> Topic:
+    async def set_configs(self, name: str, configs: Mapping[str, str]) -> Topic:
         """Replace a topic's overrides (what AlterConfigs means; IncrementalAlterConfigs computes the
-        whole new set first), persist them, then hand the new settings to every partition log."""
+        whole new set first). The partitions take the new settings when the image brings them."""
         topic = self._existing(name)
-        lc = self.check_configs(configs)
+        self.check_configs(configs)
         new = dict(configs)
-        if new == topic.configs:
+        if new == dict(topic.configs):
             return topic
-        old, topic.configs = topic.configs, new
-        try:
-            self._save()
-        except BaseException:
-            topic.configs = old
-            raise
-        for p in topic.partitions:
-            p.update_config(lc)
+        await self._writer().set_configs(name, new)
+        await self.wait_for(lambda: (t := self.by_name.get(name)) is None or dict(t.configs) == new,
+                            f"configs of {name}")
         log.info("topic configs altered", topic=name, configs=new)
         return topic
 
-    def delete(self, name: str) -> Topic:
+    async def delete(self, name: str) -> Topic:
         topic = self.by_name.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-        del self.by_name[name]
-        del self.by_id[topic.topic_id]
-        self._save()
-        for p in topic.partitions:
-            p.close()
-            shutil.rmtree(self.data_dir / f"{name}-{p.index}", ignore_errors=True)
-        log.info("topic deleted", topic=name)
+        await self._writer().delete_topic(name)
+        await self.wait_for(lambda: self.by_name.get(name) is not topic, f"deleting {name}")
         return topic
 
     def close(self) -> None:
         for t in self.by_name.values():
-            for p in t.partitions:
+            for p in t.local.values():
                 p.close()
 
-
-def _check_assignment(replicas: list[int], node_id: int) -> None:
-    if not replicas:
-        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                         "The manual partition assignment includes an empty replica list.")
-    for b in replicas:
-        if replicas.count(b) > 1:
-            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                             f"The manual partition assignment includes the broker {b} more than once.")
-        if b != node_id:
-            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                             f"The manual partition assignment includes broker {b}, but no such broker is registered.")

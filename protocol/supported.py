@@ -48,14 +48,19 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     75: (0, 0),   # DescribeTopicPartitions (KIP-966)
 }
 
-# The controller listener speaks the metadata quorum's protocol (KRaft) and nothing a client uses.
+# The controller listener speaks the metadata quorum's protocol (KRaft) and takes the topic changes brokers forward.
 CONTROLLER_SUPPORTED: dict[int, tuple[int, int]] = {
     1: (13, 17),  # Fetch of __cluster_metadata-0 (topic ids, replica state)
     18: (0, 4),   # ApiVersions
+    19: (0, 7),   # CreateTopics (forwarded by brokers)
+    20: (0, 6),   # DeleteTopics (forwarded)
+    33: (0, 2),   # AlterConfigs (topic configs, forwarded)
+    37: (0, 3),   # CreatePartitions (forwarded)
     52: (0, 2),   # Vote (v2: pre-vote, KIP-996)
     53: (0, 1),   # BeginQuorumEpoch
     54: (0, 1),   # EndQuorumEpoch
     55: (0, 2),   # DescribeQuorum
+    56: (0, 3),   # AlterPartition (partition leaders' ISR changes)
     59: (0, 1),   # FetchSnapshot
     62: (0, 4),   # BrokerRegistration
     63: (0, 1),   # BrokerHeartbeat
@@ -70,7 +75,7 @@ API_NAMES: dict[int, str] = {
     23: "OffsetForLeaderEpoch", 24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn",
     26: "EndTxn", 27: "WriteTxnMarkers", 28: "TxnOffsetCommit", 32: "DescribeConfigs", 33: "AlterConfigs",
     35: "DescribeLogDirs",
-    37: "CreatePartitions", 42: "DeleteGroups", 44: "IncrementalAlterConfigs",
+    37: "CreatePartitions", 42: "DeleteGroups", 44: "IncrementalAlterConfigs", 56: "AlterPartition",
     47: "OffsetDelete", 60: "DescribeCluster",
     61: "DescribeProducers", 65: "DescribeTransactions", 66: "ListTransactions", 75: "DescribeTopicPartitions", 52: "Vote", 53: "BeginQuorumEpoch", 54: "EndQuorumEpoch",
     55: "DescribeQuorum", 59: "FetchSnapshot", 67: "AllocateProducerIds", 62: "BrokerRegistration",

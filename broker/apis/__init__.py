@@ -13,6 +13,7 @@ from . import (
     add_partitions_to_txn,
     alter_configs,
     api_versions,
+    controller_topics,
     create_partitions,
     create_topics,
     delete_groups,
@@ -66,7 +67,10 @@ HANDLERS[55] = quorum.describe_quorum  # DescribeQuorum answers on the client li
 
 # The controller listener: the metadata quorum's protocol (KRaft), and nothing a client uses.
 CONTROLLER_HANDLERS: dict[int, Handler] = {
-    1: quorum.metadata_fetch, 18: api_versions.handle, 52: quorum.vote, 53: quorum.begin_quorum_epoch,
+    1: quorum.metadata_fetch, 18: api_versions.handle, 19: controller_topics.create_topics,
+    20: controller_topics.delete_topics, 33: controller_topics.alter_configs, 37: controller_topics.create_partitions,
+    56: controller_topics.alter_partition,
+    52: quorum.vote, 53: quorum.begin_quorum_epoch,
     54: quorum.end_quorum_epoch, 55: quorum.describe_quorum, 59: quorum.fetch_snapshot,
     62: quorum.broker_registration, 63: quorum.broker_heartbeat, 67: quorum.allocate_producer_ids,
 }

@@ -27,7 +27,7 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
     if not req.group_id:
         return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID)
-    ctx.groups.ensure_topic()
+    await ctx.groups.ensure_topic()
     tp = TopicPartition(OFFSETS_TOPIC, ctx.groups.partition_for(req.group_id))
     code = await ctx.txn.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch, [tp])
     return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=for_version(code, KEY, header.api_version))

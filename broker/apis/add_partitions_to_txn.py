@@ -41,8 +41,8 @@ def _results(topics: list[AddPartitionsToTxnTopic], code_for: dict[TopicPartitio
 async def _one(ctx: BrokerContext, tid: str, pid: int, epoch: int, topics: list[AddPartitionsToTxnTopic],
                verify_only: bool, version: int) -> list[AddPartitionsToTxnTopicResult]:
     wanted = [TopicPartition(t.name, p) for t in topics for p in t.partitions]
-    unknown = {tp: int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for tp in wanted
-               if ctx.topics.partition(tp[0], tp[1]) is None}
+    unknown = {tp: int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for tp in wanted  # in the cluster, not just here
+               if not ctx.topics.exists(tp[0], tp[1])}
     if unknown:
         return _results(topics, unknown, ErrorCode.OPERATION_NOT_ATTEMPTED)
     if verify_only:

@@ -23,7 +23,7 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: AlterConfigsRequest) -> AlterConfigsResponse:
     resources = [ConfigResource(r.resource_type, r.resource_name, tuple(ConfigOp(c.name, c.value) for c in r.configs))
                  for r in req.resources]
-    results = alter(ctx.topics, ctx.node_id, resources, incremental=False, validate_only=req.validate_only)
+    results = await alter(ctx.topics, ctx.node_id, resources, incremental=False, validate_only=req.validate_only)
     return AlterConfigsResponse(throttle_time_ms=0, responses=[
         AlterConfigsResourceResponse(error_code=code, error_message=msg, resource_type=r.type, resource_name=r.name)
         for r, (code, msg) in zip(resources, results, strict=True)])

@@ -34,7 +34,7 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
             if req.validate_only:
                 ctx.topics.check_add_partitions(t.name, t.count, assignments)
             else:
-                ctx.topics.add_partitions(t.name, t.count, assignments)
+                await ctx.topics.add_partitions(t.name, t.count, assignments)
         except KafkaError as e:
             results.append(CreatePartitionsTopicResult(name=t.name, error_code=e.code, error_message=e.message))
         else:

@@ -1,4 +1,5 @@
-"""CreateTopics (19): validate name, partition count, replication factor and configs, then create."""
+"""CreateTopics (19): validate name, partition count, replication factor and configs, then have the
+controller create the topic (here or forwarded) and answer once this broker's image has it."""
 
 from __future__ import annotations
 
@@ -33,16 +34,20 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
             continue
         seen.add(t.name)
         configs = {c.name: c.value for c in t.configs if c.value is not None}
+        assignments = [list(a.broker_ids) for a in sorted(t.assignments, key=lambda a: a.partition_index)]
         try:
-            if t.assignments:
-                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 "manual replica assignment is not supported on a single broker")
+            if assignments and (t.num_partitions != -1 or t.replication_factor != -1):
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Both numPartitions or replicationFactor and "
+                                 "replicasAssignments were set. Both cannot be used at the same time.")
             if req.validate_only:
-                n, rf = ctx.topics.check_create(t.name, t.num_partitions, t.replication_factor, configs)
+                if assignments:
+                    n, rf = len(assignments), len(assignments[0])
+                else:
+                    n, rf = ctx.topics.check_create(t.name, t.num_partitions, t.replication_factor, configs)
                 topic_id = uuid.UUID(int=0)
             else:
-                topic = ctx.topics.create(t.name, t.num_partitions, t.replication_factor, configs)
-                n, rf, topic_id = len(topic.partitions), 1, topic.topic_id
+                topic = await ctx.topics.create(t.name, t.num_partitions, t.replication_factor, configs, assignments)
+                n, rf, topic_id = topic.num_partitions, len(topic.info.partitions[0].replicas), topic.topic_id
         except KafkaError as e:
             results.append(CreatableTopicResult(name=t.name, error_code=e.code, error_message=e.message))
             continue

@@ -15,6 +15,7 @@ KEY = 42
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: DeleteGroupsRequest) -> DeleteGroupsResponse:
+    await ctx.groups.ensure_topic()
     results = ctx.groups.delete_groups(list(req.groups_names))
     return DeleteGroupsResponse(results=[DeletableGroupResult(group_id=g, error_code=results[g])
                                          for g in req.groups_names])

@@ -36,7 +36,7 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
             found = ctx.topics.get(name or "")
             if found is not None and found.is_internal:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "internal topics cannot be deleted")
-            topic = ctx.topics.delete(name or "")
+            topic = await ctx.topics.delete(name or "")
             results.append(DeletableTopicResult(name=name, topic_id=topic.topic_id, error_code=0))
         except KafkaError as e:
             results.append(DeletableTopicResult(name=name, topic_id=topic_id or ZERO_UUID, error_code=e.code,

@@ -3,6 +3,7 @@ with Kafka's types, sources, synonyms and documentation (broker/config_catalog.p
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode
@@ -33,7 +34,7 @@ RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 
 
-def _topic_entries(ctx: BrokerContext, overrides: dict[str, str], req: DescribeConfigsRequest
+def _topic_entries(ctx: BrokerContext, overrides: Mapping[str, str], req: DescribeConfigsRequest
                    ) -> list[DescribeConfigsResourceResult]:
     broker_defaults = ctx.topics.broker_defaults()
     out = []

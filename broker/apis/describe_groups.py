@@ -26,6 +26,7 @@ NOT_REQUESTED = -2147483648
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: DescribeGroupsRequest) -> DescribeGroupsResponse:
+    await ctx.groups.ensure_topic()
     ops = GROUP_OPERATIONS if header.api_version >= 3 and req.include_authorized_operations else NOT_REQUESTED
     out = []
     for gid in req.groups:

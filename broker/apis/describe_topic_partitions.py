@@ -21,7 +21,7 @@ from protocol.messages.describe_topic_partitions import (
     DescribeTopicPartitionsResponseTopic,
 )
 
-from .metadata import TOPIC_OPERATIONS
+from .metadata import TOPIC_OPERATIONS, leader_epoch
 
 if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
@@ -40,7 +40,6 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
         return DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=[
             DescribeTopicPartitionsResponseTopic(error_code=ErrorCode.INVALID_REQUEST, name=n) for n in names])
     budget = max(0, min(req.response_partition_limit, MAX_PARTITIONS_PER_RESPONSE))
-    node = ctx.node_id
     topics: list[DescribeTopicPartitionsResponseTopic] = []
     next_cursor: Cursor | None = None
     for name in names:
@@ -55,15 +54,18 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
         if budget == 0:
             next_cursor = Cursor(topic_name=name, partition_index=first)
             break
-        chosen = topic.partitions[first:first + budget]
+        chosen = list(enumerate(topic.info.partitions))[first:first + budget]
         budget -= len(chosen)
+        offline = {b.node_id for b in table.image.brokers if b.fenced}
         topics.append(DescribeTopicPartitionsResponseTopic(
             error_code=0, name=name, topic_id=topic.topic_id, is_internal=topic.is_internal,
             topic_authorized_operations=TOPIC_OPERATIONS,
             partitions=[DescribeTopicPartitionsResponsePartition(
-                error_code=0, partition_index=p.index, leader_id=node, leader_epoch=p.leader_epoch,
-                replica_nodes=[node], isr_nodes=[node], offline_replicas=[]) for p in chosen]))
-        if first + len(chosen) < len(topic.partitions):
+                error_code=ErrorCode.LEADER_NOT_AVAILABLE if p.leader < 0 else 0, partition_index=i,
+                leader_id=p.leader, leader_epoch=leader_epoch(topic, i, p.leader_epoch), replica_nodes=list(p.replicas),
+                isr_nodes=list(p.isr), offline_replicas=[r for r in p.replicas if r in offline])
+                for i, p in chosen]))
+        if first + len(chosen) < topic.num_partitions:
             next_cursor = Cursor(topic_name=name, partition_index=first + len(chosen))
             break
     return DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)

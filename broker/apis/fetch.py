@@ -77,7 +77,7 @@ def _collect(ctx: BrokerContext, req: FetchRequest,
         for fp in ft.partitions:
             part = ctx.topics.partition(name, fp.partition)
             if part is None:
-                out.append(_error(fp.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                out.append(_error(fp.partition, ctx.topics.missing(name, fp.partition)))
                 continue
             watched.append(part)
             limit = min(fp.partition_max_bytes, max(budget - total, 0))

@@ -1,7 +1,8 @@
 """FindCoordinator (10): which broker coordinates a group or a transactional id.
 
-On a single broker that is this broker; the partition of `__consumer_offsets` or
-`__transaction_state` that owns the key is computed the same way a cluster will use.
+The leader of the partition of `__consumer_offsets` or `__transaction_state` that owns the key,
+as this broker's metadata image names it — possibly another broker; the topic is created on the
+first need. On the leader itself the coordinator must also have loaded that partition.
 """
 
 from __future__ import annotations
@@ -12,6 +13,10 @@ from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.find_coordinator import Coordinator, FindCoordinatorRequest, FindCoordinatorResponse
 
+from ..group.coordinator import OFFSETS_TOPIC
+from ..txn.coordinator import TOPIC as TXN_TOPIC
+from .metadata import broker_endpoint
+
 if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
 
@@ -20,32 +25,34 @@ KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
 
 
-def _one(ctx: BrokerContext, client: ClientInfo, key: str, key_type: int) -> Coordinator:
-    host, port = client.endpoint  # the listener this request came in on
+async def _one(ctx: BrokerContext, client: ClientInfo, key: str, key_type: int) -> Coordinator:
+    def refuse(code: ErrorCode, message: str) -> Coordinator:
+        return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code, error_message=message)
+
     if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
-        return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.INVALID_REQUEST,
-                           error_message=f"unknown key type {key_type}")
+        return refuse(ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}")
     if key_type == KEY_TYPE_GROUP:
-        # the group's coordinator leads partition partition_for(key) of __consumer_offsets, which
-        # is created on this first need; on one broker that leader is this broker
         if not ctx.groups.sm.active:
-            return Coordinator(key=key, node_id=-1, host="", port=-1,
-                               error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message="shutting down")
-        ctx.groups.ensure_topic()
+            return refuse(ErrorCode.COORDINATOR_NOT_AVAILABLE, "shutting down")
+        await ctx.groups.ensure_topic()
+        topic, partition = OFFSETS_TOPIC, ctx.groups.partition_for(key)
     else:
-        # the leader of __transaction_state partition partition_for(key) coordinates the id; on one
-        # broker that is this broker once the topic (created on this first need) is loaded
-        ctx.txn.ensure_topic()
-        if not ctx.txn.owns(key):
-            return Coordinator(key=key, node_id=-1, host="", port=-1,
-                               error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message="transaction state not loaded")
-    return Coordinator(key=key, node_id=ctx.node_id, host=host, port=port, error_code=0, error_message=None)
+        await ctx.txn.ensure_topic()
+        topic, partition = TXN_TOPIC, ctx.txn.partition_for(key)
+    info = ctx.topics.image.topics.get(topic)
+    leader = info.partitions[partition].leader if info and partition < len(info.partitions) else -1
+    if leader == ctx.node_id and key_type == KEY_TYPE_TRANSACTION and not ctx.txn.owns(key):
+        return refuse(ErrorCode.COORDINATOR_NOT_AVAILABLE, "transaction state not loaded")
+    endpoint = broker_endpoint(ctx, client, leader) if leader >= 0 else None
+    if endpoint is None:
+        return refuse(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic}-{partition} has no live leader")
+    return Coordinator(key=key, node_id=leader, host=endpoint[0], port=endpoint[1], error_code=0, error_message=None)
 
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: FindCoordinatorRequest) -> FindCoordinatorResponse:
     if header.api_version >= 4:
-        return FindCoordinatorResponse(coordinators=[_one(ctx, client, k, req.key_type) for k in req.coordinator_keys])
-    c = _one(ctx, client, req.key, req.key_type)
+        return FindCoordinatorResponse(coordinators=[await _one(ctx, client, k, req.key_type) for k in req.coordinator_keys])
+    c = await _one(ctx, client, req.key, req.key_type)
     return FindCoordinatorResponse(error_code=c.error_code, error_message=c.error_message, node_id=c.node_id,
                                    host=c.host, port=c.port)

@@ -15,6 +15,7 @@ KEY = 12
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: HeartbeatRequest) -> HeartbeatResponse:
+    await ctx.groups.ensure_topic()
     instance = req.group_instance_id if header.api_version >= 3 else None
     err = ctx.groups.heartbeat(req.group_id, req.member_id, instance, req.generation_id)
     return HeartbeatResponse(error_code=err)

@@ -24,7 +24,7 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
     resources = [ConfigResource(r.resource_type, r.resource_name,
                                 tuple(ConfigOp(c.name, c.value, c.config_operation) for c in r.configs))
                  for r in req.resources]
-    results = alter(ctx.topics, ctx.node_id, resources, incremental=True, validate_only=req.validate_only)
+    results = await alter(ctx.topics, ctx.node_id, resources, incremental=True, validate_only=req.validate_only)
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=[
         AlterConfigsResourceResponse(error_code=code, error_message=msg, resource_type=r.type, resource_name=r.name)
         for r, (code, msg) in zip(resources, results, strict=True)])

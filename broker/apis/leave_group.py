@@ -19,6 +19,7 @@ KEY = 13
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: LeaveGroupRequest) -> LeaveGroupResponse:
+    await ctx.groups.ensure_topic()
     if header.api_version < 3:
         top, errors = ctx.groups.leave(req.group_id, [(req.member_id, None)])
         if not top and errors:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages.list_offsets import (
     ListOffsetsPartitionResponse,
@@ -34,7 +34,7 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
             part = ctx.topics.partition(t.name, p.partition_index)
             if part is None:
                 parts.append(ListOffsetsPartitionResponse(partition_index=p.partition_index,
-                                                          error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                                                          error_code=ctx.topics.missing(t.name, p.partition_index)))
                 continue
             try:
                 offset, ts = part.offset_for(p.timestamp, isolation, p.current_leader_epoch)

@@ -1,4 +1,8 @@
-"""Metadata (3): brokers, topics and partition leaders; auto-creates topics when allowed."""
+"""Metadata (3): brokers, topics and partition leaders; auto-creates topics when allowed.
+
+Everything comes from this broker's metadata image, so every broker answers for the whole
+cluster: the live brokers on the listener the request came in on, each partition's leader,
+replicas, ISR and the replicas on fenced brokers (offline)."""
 
 from __future__ import annotations
 
@@ -28,23 +32,56 @@ KEY = 3
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 
 
+def broker_endpoint(ctx: BrokerContext, client: ClientInfo, node: int) -> tuple[str, int] | None:
+    """Where a client on this listener reaches broker `node` (None: not a live broker)."""
+    if node == ctx.node_id:
+        return client.endpoint
+    b = ctx.topics.image.broker(node)
+    if b is None or b.fenced:
+        return None
+    return (b.inter_broker_host, b.inter_broker_port) if client.inter_broker else (b.host, b.port)
+
+
+def live_brokers(ctx: BrokerContext, client: ClientInfo) -> list[tuple[int, str, int, str | None]]:
+    """(id, host, port, rack) of every unfenced broker, and this one whatever the image says."""
+    image = ctx.topics.image
+    out = {}
+    for b in image.brokers:
+        ep = broker_endpoint(ctx, client, b.node_id)
+        if ep is not None and (not b.fenced or b.node_id == ctx.node_id):
+            out[b.node_id] = (b.node_id, ep[0], ep[1], b.rack)
+    if ctx.node_id not in out:
+        out[ctx.node_id] = (ctx.node_id, client.endpoint[0], client.endpoint[1], ctx.config.rack)
+    return [out[k] for k in sorted(out)]
+
+
+def leader_epoch(topic: Topic, index: int, committed: int) -> int:
+    """The epoch a client must fetch with. A partition led here never leads below an epoch its
+    log already holds (Partition.become_leader): a log written under a later epoch — restored or
+    repaired by hand — makes that the epoch, and clients must be told it or be fenced forever."""
+    local = topic.local.get(index)
+    return max(committed, local.leader_epoch) if local is not None and local.is_leader else committed
+
+
 def topic_entry(ctx: BrokerContext, topic: Topic, ops: int = AUTHORIZED_OPERATIONS_OMITTED) -> MetadataResponseTopic:
-    node = ctx.node_id
+    image = ctx.topics.image
+    offline = {b.node_id for b in image.brokers if b.fenced}
     return MetadataResponseTopic(
         error_code=0, name=topic.name, topic_id=topic.topic_id, is_internal=topic.is_internal,
         topic_authorized_operations=ops,
         partitions=[
-            MetadataResponsePartition(error_code=0, partition_index=p.index, leader_id=node,
-                                      leader_epoch=p.leader_epoch, replica_nodes=[node], isr_nodes=[node],
-                                      offline_replicas=[])
-            for p in topic.partitions
+            MetadataResponsePartition(
+                error_code=ErrorCode.LEADER_NOT_AVAILABLE if p.leader < 0 else 0, partition_index=i,
+                leader_id=p.leader, leader_epoch=leader_epoch(topic, i, p.leader_epoch), replica_nodes=list(p.replicas),
+                isr_nodes=list(p.isr), offline_replicas=[r for r in p.replicas if r in offline])
+            for i, p in enumerate(topic.info.partitions)
         ],
     )
 
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: MetadataRequest) -> MetadataResponse:
-    host, port = client.endpoint  # the listener this request came in on
+    brokers = live_brokers(ctx, client)
     topics: list[MetadataResponseTopic] = []
     table = ctx.topics
     ops = TOPIC_OPERATIONS if req.include_topic_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
@@ -67,20 +104,28 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 if auto:
                     try:
-                        t = table.create(name or "")
+                        t = await table.create(name or "")
                     except KafkaError as e:
                         code = e.code
+                        t = table.get(name or "")  # created meanwhile by someone else
                 if t is None:
                     topics.append(MetadataResponseTopic(error_code=code, name=name, is_internal=False))
                     continue
             topics.append(topic_entry(ctx, t, ops))
     return MetadataResponse(
         throttle_time_ms=0,
-        brokers=[MetadataResponseBroker(node_id=ctx.node_id, host=host, port=port, rack=ctx.config.rack)],
+        brokers=[MetadataResponseBroker(node_id=n, host=h, port=p, rack=rack) for n, h, p, rack in brokers],
         cluster_id=ctx.config.cluster_id,
-        controller_id=ctx.node_id,
+        controller_id=_controller_id(ctx, brokers),
         topics=topics,
         # v8-10 (librdkafka's describe_cluster asks through Metadata v10, not DescribeCluster)
         cluster_authorized_operations=(CLUSTER_OPERATIONS if req.include_cluster_authorized_operations
                                        else AUTHORIZED_OPERATIONS_OMITTED),
     )
+
+
+def _controller_id(ctx: BrokerContext, brokers: list[tuple[int, str, int, str | None]]) -> int:
+    """The quorum leader when it is a broker clients can reach (combined mode), else this broker:
+    clients send nothing to the controller id but take -1 as "no cluster yet"."""
+    leader = ctx.quorum.status()[0] if ctx.quorum is not None and ctx.quorum.node is not None else -1
+    return leader if any(b[0] == leader for b in brokers) else ctx.node_id

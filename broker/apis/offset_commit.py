@@ -23,6 +23,7 @@ KEY = 8
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: OffsetCommitRequest) -> OffsetCommitResponse:
+    await ctx.groups.ensure_topic()
     v = header.api_version
     offsets: dict[TopicPartition, OffsetCommitIn] = {}
     for t in req.topics:

@@ -24,6 +24,7 @@ KEY = 47
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: OffsetDeleteRequest) -> OffsetDeleteResponse:
+    await ctx.groups.ensure_topic()
     partitions = [TopicPartition(t.name, p.partition_index) for t in req.topics for p in t.partitions]
     err, results = ctx.groups.delete_offsets(req.group_id, partitions)
     if err:

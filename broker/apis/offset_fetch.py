@@ -48,6 +48,7 @@ def _fetch(ctx: BrokerContext, group_id: str, partitions: list[TopicPartition] |
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: OffsetFetchRequest) -> OffsetFetchResponse:
+    await ctx.groups.ensure_topic()
     v = header.api_version
     stable = req.require_stable if v >= 7 else False
     if v >= 8:

@@ -32,7 +32,7 @@ NO_EPOCH = -1
 def _answer(ctx: BrokerContext, topic: str, p: OffsetForLeaderPartition) -> EpochEndOffset:
     part = ctx.topics.partition(topic, p.partition)
     if part is None:
-        return EpochEndOffset(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, partition=p.partition)
+        return EpochEndOffset(error_code=ctx.topics.missing(topic, p.partition), partition=p.partition)
     current = p.current_leader_epoch
     if current != NO_EPOCH and current != part.leader_epoch:
         code = ErrorCode.FENCED_LEADER_EPOCH if current < part.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH

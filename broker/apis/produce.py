@@ -122,7 +122,7 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                 parts.append(PartitionProduceResponse(index=pd.index, error_code=ErrorCode.INVALID_REQUIRED_ACKS,
                                                       base_offset=-1))
             elif part is None:
-                parts.append(PartitionProduceResponse(index=pd.index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                parts.append(PartitionProduceResponse(index=pd.index, error_code=ctx.topics.missing(name, pd.index),
                                                       base_offset=-1))
             elif name in INTERNAL_TOPICS:
                 # The coordinators' own logs: a client record there could stop the broker from

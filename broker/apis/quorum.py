@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages import allocate_producer_ids as apids
 from protocol.messages import begin_quorum_epoch as bqe
@@ -185,15 +185,26 @@ async def broker_registration(ctx: BrokerContext, client: ClientInfo, header: Re
 
 async def broker_heartbeat(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                            req: bhb.BrokerHeartbeatRequest) -> bhb.BrokerHeartbeatResponse:
-    quorum, controller = ctx.quorum, ctx.controller
-    if quorum is None or controller is None or not quorum.serving:
+    """Decided one at a time with the other partition-affecting changes (ControllerShell): an
+    unfence, fence or controlled shutdown carries the leadership changes that follow from it."""
+    shell, controller = ctx.controller_shell, ctx.controller
+    if shell is None or controller is None or not shell.active:
         return bhb.BrokerHeartbeatResponse(error_code=ErrorCode.NOT_CONTROLLER)
-    error, record, caught_up, fenced = controller.heartbeat(
-        req.broker_id, req.broker_epoch, req.current_metadata_offset, req.want_fence, ctx.clock.now_ms())
+    outcome: list[tuple[int, bool, bool, bool]] = []
+
+    def decide() -> tuple[bytes | None, None]:
+        error, entry, caught_up, fenced, may_stop = controller.heartbeat(
+            req.broker_id, req.broker_epoch, req.current_metadata_offset, req.want_fence, req.want_shut_down,
+            ctx.clock.now_ms())
+        outcome.append((error, caught_up, fenced, may_stop))
+        return (None if error else entry), None
+
+    try:
+        await shell.run(decide)
+    except KafkaError as e:
+        return bhb.BrokerHeartbeatResponse(error_code=e.code)
+    error, caught_up, fenced, may_stop = outcome[0]
     if error:
         return bhb.BrokerHeartbeatResponse(error_code=error)
-    if record is not None and not await quorum.propose(record):
-        controller.reset()
-        return bhb.BrokerHeartbeatResponse(error_code=ErrorCode.NOT_CONTROLLER)
     return bhb.BrokerHeartbeatResponse(error_code=0, is_caught_up=caught_up, is_fenced=fenced,
-                                       should_shut_down=req.want_shut_down)
+                                       should_shut_down=may_stop)

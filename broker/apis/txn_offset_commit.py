@@ -55,7 +55,7 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                                                     leader_epoch=p.committed_leader_epoch if v >= 2 else -1,
                                                     metadata=p.committed_metadata)
         for t in req.topics for p in t.partitions}
-    ctx.groups.ensure_topic()
+    await ctx.groups.ensure_topic()
     offsets_partition = TopicPartition(OFFSETS_TOPIC, ctx.groups.partition_for(req.group_id))
     verdict = ctx.txn.verify(req.transactional_id, req.producer_id, req.producer_epoch, [offsets_partition])
     if verdict:

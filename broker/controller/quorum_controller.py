@@ -9,23 +9,40 @@ leader's own epoch has committed, so that image holds everything committed befor
 Brokers: a registration gets a new broker epoch and a RegisterBrokerRecord (fenced); heartbeats
 from a broker that has applied the log up to its registration unfence it; a broker not heard
 from for the session timeout is fenced (on a new leader, every broker gets a full session first).
+A fence or a controlled shutdown is one entry with the partition changes that move leadership
+away (placement.py); an unfence brings back leaders for partitions that had none.
+
+Topics: decided against the committed image only — the shell runs one topic or partition
+decision at a time and waits for its entry to commit — so a topic and its partitions are one
+entry: on every broker they appear together or not at all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.metadata_records import (
+    TOPIC_RESOURCE,
     BrokerEndpoint,
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
     FenceBrokerRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
     UnfenceBrokerRecord,
     frame,
+    frame_batch,
 )
 
-from ..metadata.image import MetadataImage
+from ..metadata.image import MetadataImage, TopicInfo
+from .placement import check_assignment, initial_state, led_by, move_leadership, place
 
 PRODUCER_ID_BLOCK = 1000
 REGISTER_BROKER_RECORD_VERSION = 1
@@ -48,6 +65,10 @@ class QuorumController:
     def replay(self, offset: int, record: object) -> None:
         """A committed record, in log order (on every broker, leader or not)."""
         self.image = self.image.apply(offset, record)
+
+    def replay_all(self, offset: int, records: Sequence[object]) -> None:
+        """The records of one committed entry: all applied, or (ValueError) none."""
+        self.image = self.image.apply_all(offset, records)
 
     def reset(self) -> None:
         """Leadership changed: forget what was proposed and not committed, and who was heard."""
@@ -80,31 +101,159 @@ class QuorumController:
         return frame(record, REGISTER_BROKER_RECORD_VERSION), epoch
 
     def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int, want_fence: bool,
-                  now_ms: int) -> tuple[int, bytes | None, bool, bool]:
-        """(error, record to propose or None, caught up, fenced once the record applies)."""
+                  want_shut_down: bool, now_ms: int) -> tuple[int, bytes | None, bool, bool, bool]:
+        """(error, entry to propose or None, caught up, fenced once it applies, may shut down).
+
+        A broker that wants to shut down is marked so (its leaderships move to other ISR members
+        in the same entry) and is told it may stop once it leads nothing."""
         b = self.image.broker(broker_id)
         if b is None:
-            return ErrorCode.BROKER_ID_NOT_REGISTERED, None, False, True
+            return ErrorCode.BROKER_ID_NOT_REGISTERED, None, False, True, False
         if b.epoch != broker_epoch:
-            return ErrorCode.STALE_BROKER_EPOCH, None, False, True
+            return ErrorCode.STALE_BROKER_EPOCH, None, False, True, False
         self._heard[broker_id] = now_ms
         caught_up = metadata_offset >= b.registered_at
+        if want_shut_down:
+            if b.fenced or not led_by(self.image, broker_id) and b.in_controlled_shutdown:
+                return 0, None, caught_up, b.fenced, True
+            if not b.in_controlled_shutdown:
+                change = BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=b.epoch,
+                                                        in_controlled_shutdown=1)
+                return 0, self._with_moves([frame(change, 1)], {broker_id}), caught_up, False, False
+            moves = move_leadership(self.image, {broker_id})
+            return 0, frame_batch([frame(c) for c in moves]) if moves else None, caught_up, False, False
         if b.fenced and caught_up and not want_fence:
-            return 0, frame(UnfenceBrokerRecord(id=broker_id, epoch=b.epoch)), True, False
+            record = frame(UnfenceBrokerRecord(id=broker_id, epoch=b.epoch))
+            return 0, self._with_moves([record], set(), unfenced=broker_id), True, False, False
         if not b.fenced and want_fence:
-            return 0, frame(FenceBrokerRecord(id=broker_id, epoch=b.epoch)), caught_up, True
-        return 0, None, caught_up, b.fenced
+            record = frame(FenceBrokerRecord(id=broker_id, epoch=b.epoch))
+            return 0, self._with_moves([record], {broker_id}), caught_up, True, False
+        return 0, None, caught_up, b.fenced, False
 
-    def expire(self, now_ms: int) -> list[bytes]:
-        """Fence every unfenced broker not heard from for the session timeout."""
+    def _with_moves(self, records: list[bytes], leaving: set[int], unfenced: int | None = None) -> bytes:
+        """`records` and the leadership changes they call for, as one entry."""
+        image = self.image
+        if unfenced is not None:
+            b = image.broker(unfenced)
+            assert b is not None
+            image = image._with_broker(image.offset, replace(b, fenced=False))  # noqa: SLF001
+        return frame_batch(records + [frame(c) for c in move_leadership(image, leaving)])
+
+    def expire(self, now_ms: int) -> bytes | None:
+        """Fence every unfenced broker not heard from for the session timeout: one entry, with
+        the leadership changes that follow."""
         if self._lead_since_ms is None:
             self._lead_since_ms = now_ms  # a new leader: every broker gets a full session first
         self._fencing = {(n, e) for n, e in self._fencing if (b := self.image.broker(n)) and not b.fenced
                          and b.epoch == e}
         out = []
+        leaving = set()
         for b in self.image.brokers:
             last = self._heard.get(b.node_id, self._lead_since_ms)
             if not b.fenced and now_ms - last > self.session_timeout_ms and (b.node_id, b.epoch) not in self._fencing:
                 self._fencing.add((b.node_id, b.epoch))
                 out.append(frame(FenceBrokerRecord(id=b.node_id, epoch=b.epoch)))
-        return out
+                leaving.add(b.node_id)
+        return self._with_moves(out, leaving) if out else None
+
+    # ---- topics ----------------------------------------------------------------------------------------
+    def create_topic(self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str],
+                     assignments: Sequence[Sequence[int]] | None = None) -> tuple[bytes, uuid.UUID]:
+        """(entry, topic id). Name, count and configs are checked by the caller (TopicTable)."""
+        if name in self.image.topics:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        live = self.image.live_brokers()
+        if assignments:
+            for a in assignments:
+                check_assignment(a, [b.node_id for b in self.image.brokers])
+            replicas = [list(a) for a in assignments]
+        else:
+            replicas = place(name, 0, partitions, replication_factor, live)
+        topic_id = uuid.uuid4()
+        records = [frame(TopicRecord(name=name, topic_id=topic_id))]
+        records += [frame(ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=name, name=k, value=v))
+                    for k, v in sorted(configs.items())]
+        for i, r in enumerate(replicas):
+            p = initial_state(r, live)
+            records.append(frame(PartitionRecord(partition_id=i, topic_id=topic_id, replicas=list(p.replicas),
+                                                 isr=list(p.isr), leader=p.leader, leader_epoch=p.leader_epoch,
+                                                 partition_epoch=p.partition_epoch)))
+        return frame_batch(records), topic_id
+
+    def adopt_topic(self, name: str, topic_id: uuid.UUID, partitions: int, configs: Mapping[str, str],
+                    node: int) -> bytes:
+        """A topic of a single-node data directory from before the quorum (topics.json): its id
+        kept, every partition on `node` and led by it, at the epoch its log already has (0)."""
+        records = [frame(TopicRecord(name=name, topic_id=topic_id))]
+        records += [frame(ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=name, name=k, value=v))
+                    for k, v in sorted(configs.items())]
+        records += [frame(PartitionRecord(partition_id=i, topic_id=topic_id, replicas=[node], isr=[node], leader=node,
+                                          leader_epoch=0, partition_epoch=0)) for i in range(partitions)]
+        return frame_batch(records)
+
+    def _topic(self, name: str) -> TopicInfo:
+        t = self.image.topics.get(name)
+        if t is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        return t
+
+    def create_partitions(self, name: str, count: int, assignments: Sequence[Sequence[int]] | None) -> bytes:
+        t = self._topic(name)
+        first = len(t.partitions)
+        if count <= first:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                             f"Topic currently has {first} partitions, which is higher than the requested {count}."
+                             if count < first else f"Topic already has {first} partitions.")
+        live = self.image.live_brokers()
+        if assignments is not None:
+            for a in assignments:
+                check_assignment(a, [b.node_id for b in self.image.brokers])
+            replicas = [list(a) for a in assignments]
+        else:
+            replicas = place(name, first, count - first, len(t.partitions[0].replicas) if t.partitions else 1, live)
+        out = []
+        for i, r in enumerate(replicas, start=first):
+            p = initial_state(r, live)
+            out.append(frame(PartitionRecord(partition_id=i, topic_id=t.topic_id, replicas=list(p.replicas),
+                                             isr=list(p.isr), leader=p.leader, leader_epoch=0, partition_epoch=0)))
+        return frame_batch(out)
+
+    def delete_topic(self, name: str) -> tuple[bytes, uuid.UUID]:
+        t = self._topic(name)
+        return frame(RemoveTopicRecord(topic_id=t.topic_id)), t.topic_id
+
+    def set_configs(self, name: str, configs: Mapping[str, str]) -> bytes | None:
+        """The topic's whole new set of overrides; None if nothing changes."""
+        t = self._topic(name)
+        out = [frame(ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=name, name=k, value=v))
+               for k, v in sorted(configs.items()) if t.configs.get(k) != v]
+        out += [frame(ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=name, name=k, value=None))
+                for k in sorted(t.configs) if k not in configs]
+        return frame_batch(out) if out else None
+
+    # ---- AlterPartition -----------------------------------------------------------------------------
+    def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, partition: int,
+                        leader_epoch: int, partition_epoch: int, new_isr: Sequence[int]) -> tuple[int, bytes | None]:
+        """A leader's ISR change: (error, entry). Kafka's checks, in its order: the sender's
+        broker epoch, the partition, the leader epoch, the partition epoch, the new members."""
+        b = self.image.broker(broker_id)
+        if b is None or b.epoch != broker_epoch:
+            return ErrorCode.STALE_BROKER_EPOCH, None
+        t = self.image.topic_by_id(topic_id)
+        if t is None:
+            return ErrorCode.UNKNOWN_TOPIC_ID, None
+        if not 0 <= partition < len(t.partitions):
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        p = t.partitions[partition]
+        if p.leader != broker_id:
+            return ErrorCode.INVALID_REQUEST, None
+        if leader_epoch != p.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH, None
+        if partition_epoch != p.partition_epoch:
+            return ErrorCode.INVALID_UPDATE_VERSION, None
+        isr = list(dict.fromkeys(new_isr))
+        if broker_id not in isr or any(r not in p.replicas for r in isr):
+            return ErrorCode.INVALID_REQUEST, None
+        if any(r not in p.isr and not ((x := self.image.broker(r)) and x.live) for r in isr):
+            return ErrorCode.INELIGIBLE_REPLICA, None
+        return 0, frame(PartitionChangeRecord(partition_id=partition, topic_id=topic_id, isr=isr))

@@ -25,7 +25,7 @@ from protocol.errors import ErrorCode, KafkaError
 from protocol.records import Record, build_batch, decode_batches, parse_control_record
 from storage.clock import Clock
 
-from ..partition import AppendOrigin, Isolation
+from ..partition import AppendOrigin, Isolation, Partition
 from .model import (
     CommitPlan,
     Effects,
@@ -44,7 +44,7 @@ from .state import GroupStateMachine, Settings
 
 if TYPE_CHECKING:
     from ..config import BrokerConfig
-    from ..topics import Topic, TopicTable
+    from ..topics import TopicTable
 
 log = structlog.get_logger()
 
@@ -72,7 +72,7 @@ class GroupCoordinator:
         self.cfg = cfg
         self.topics = topics
         self.clock = clock
-        self.sm = GroupStateMachine(settings_from(cfg), lambda t, p: topics.partition(t, p) is not None)
+        self.sm = GroupStateMachine(settings_from(cfg), topics.exists)
         self._waiters: dict[int, asyncio.Future[JoinResult | SyncResult]] = {}
         self._tokens = itertools.count(1)
         self._wake = asyncio.Event()
@@ -85,10 +85,20 @@ class GroupCoordinator:
         loop = asyncio.get_running_loop()
         topic = self.topics.get(OFFSETS_TOPIC)
         if topic is not None:
-            for p in topic.partitions:
+            led = [p for p in topic.partitions if p.is_leader]
+            for p in led:
                 self.sm.begin_loading(p.index)
-            self._load_task = loop.create_task(self._load(topic))
+            self._load_task = loop.create_task(self._load(led))
+        self.topics.listeners.append(self._on_partition)
         self._timer_task = loop.create_task(self._timer_loop())
+
+    def _on_partition(self, topic: str, partition: Partition, leads: bool) -> None:
+        """A `__consumer_offsets` partition created after start and led here: nothing to load.
+        (Leadership moving between brokers — loading and unloading — comes with replication.)"""
+        if topic == OFFSETS_TOPIC and leads and partition.index not in self.sm.owned \
+                and partition.index not in self.sm.loading:
+            self.sm.own_partitions([partition.index], self.clock.now_ms())
+            self._wake.set()
 
     async def stop(self) -> None:
         self.sm.active = False
@@ -101,19 +111,17 @@ class GroupCoordinator:
             fut.cancel()
         self._waiters.clear()
 
-    def ensure_topic(self) -> None:
-        """Create `__consumer_offsets` the first time a group needs it."""
+    async def ensure_topic(self) -> None:
+        """Create `__consumer_offsets` the first time a group needs it (every handler of a group
+        API calls this first); the partitions led here are owned as the image brings them."""
         if self.topics.get(OFFSETS_TOPIC) is not None:
             return
         try:
-            topic = self.topics.create(OFFSETS_TOPIC, self.cfg.offsets_topic_num_partitions, 1,
-                                       dict(OFFSETS_TOPIC_CONFIGS))
-        except KafkaError as e:
-            if e.code == ErrorCode.TOPIC_ALREADY_EXISTS:
-                return
-            raise
-        self.sm.own_partitions((p.index for p in topic.partitions), self.clock.now_ms())
-        self._wake.set()
+            await self.topics.create(OFFSETS_TOPIC, self.cfg.offsets_topic_num_partitions,
+                                     self.cfg.offsets_topic_replication_factor, dict(OFFSETS_TOPIC_CONFIGS))
+        except KafkaError as e:  # no controller yet: groups answer COORDINATOR_NOT_AVAILABLE meanwhile
+            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                log.warning("cannot create " + OFFSETS_TOPIC, error=e.code.name, message=e.message)
 
     # ---- loading -----------------------------------------------------------------------------
     def is_loading(self, partition: int) -> bool:
@@ -121,10 +129,10 @@ class GroupCoordinator:
         marker written meanwhile would be past the loader's end and leave offsets pending."""
         return partition in self.sm.loading
 
-    async def _load(self, topic: Topic) -> None:
+    async def _load(self, partitions: list[Partition]) -> None:
         started = time.monotonic()
         records = 0
-        for p in topic.partitions:
+        for p in partitions:
             pos = p.log_start_offset
             while True:
                 r = p.read(pos, LOAD_READ_BYTES, Isolation.READ_UNCOMMITTED)  # up to the high watermark
@@ -210,7 +218,7 @@ class GroupCoordinator:
 
     # ---- the APIs ----------------------------------------------------------------------------
     async def join(self, req: JoinRequest) -> JoinResult:
-        self.ensure_topic()
+        await self.ensure_topic()
         token = next(self._tokens)
         fut: asyncio.Future[JoinResult | SyncResult] = asyncio.get_running_loop().create_future()
         self._waiters[token] = fut
@@ -224,7 +232,7 @@ class GroupCoordinator:
         return result
 
     async def sync(self, req: SyncRequest) -> SyncResult:
-        self.ensure_topic()
+        await self.ensure_topic()
         token = next(self._tokens)
         fut: asyncio.Future[JoinResult | SyncResult] = asyncio.get_running_loop().create_future()
         self._waiters[token] = fut
@@ -238,13 +246,11 @@ class GroupCoordinator:
         return result
 
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int) -> int:
-        self.ensure_topic()
         err = self.sm.heartbeat(group_id, member_id, group_instance_id, generation, self.clock.now_ms())
         self._apply(self.sm.drain())
         return err
 
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
-        self.ensure_topic()
         out = self.sm.leave_group(group_id, members, self.clock.now_ms())
         self._apply(self.sm.drain())
         return out
@@ -252,7 +258,6 @@ class GroupCoordinator:
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
                        offsets: dict[TopicPartition, OffsetCommitIn],
                        retention_ms: int = -1) -> dict[TopicPartition, int]:
-        self.ensure_topic()
         plan = self.sm.commit_offsets(group_id, member_id, group_instance_id, generation, offsets, self.clock.now_ms(),
                                       retention_ms)
         errors = self._commit(plan)
@@ -261,24 +266,20 @@ class GroupCoordinator:
 
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None,
                       require_stable: bool) -> tuple[int, list[FetchedOffset]]:
-        self.ensure_topic()
         return self.sm.fetch_offsets(group_id, partitions, require_stable)
 
     def describe_group(self, group_id: str) -> tuple[int, GroupSummary]:
-        self.ensure_topic()
         return self.sm.describe_group(group_id)
 
     def list_groups(self, states: list[str] | None, types: list[str] | None) -> tuple[int, list[tuple[str, str, str]]]:
         return self.sm.list_groups(states, types)
 
     def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
-        self.ensure_topic()
         out = self.sm.delete_groups(group_ids, self.clock.now_ms())
         self._apply(self.sm.drain())
         return out
 
     def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> tuple[int, dict[TopicPartition, int]]:
-        self.ensure_topic()
         out = self.sm.delete_offsets(group_id, partitions)
         self._apply(self.sm.drain())
         return out
@@ -291,7 +292,6 @@ class GroupCoordinator:
         """Write the offsets as a transactional batch of `producer_id`; they stay pending (and
         OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for them) until the
         transaction's marker is written to the group's partition and complete_txn is called."""
-        self.ensure_topic()
         plan = self.sm.prepare_txn_offsets(group_id, producer_id, producer_epoch, offsets, self.clock.now_ms(),
                                            member_id=member_id, group_instance_id=group_instance_id,
                                            generation=generation)

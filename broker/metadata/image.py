@@ -1,22 +1,36 @@
 """MetadataImage: the committed metadata log, applied. Immutable: a record makes a new image.
 
 Every broker (voter or not) applies the committed entries of the metadata quorum in order, so
-every image at the same offset is the same. So far the image holds what the log carries today:
-the producer-id blocks handed out. Topics, partitions, brokers and configs join it as their
-records are written (docs/cluster.md).
+every image at the same offset is the same: the producer-id blocks handed out, the registered
+brokers, and the topics with their partitions (replicas, leader, epochs, ISR) and config overrides.
+An entry may carry several records (a topic and its partitions); they are applied together or,
+if one cannot be, not at all — an image is never half-applied.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, replace
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from protocol.messages.metadata_records import (
+    NO_LEADER_CHANGE,
+    TOPIC_RESOURCE,
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
     FenceBrokerRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
     UnfenceBrokerRecord,
 )
+
+NO_LEADER = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +46,31 @@ class BrokerInfo:
     registered_at: int  # the log offset of its registration: caught up once it has applied this
     inter_broker_host: str = ""  # the inter-broker listener (BROKER)
     inter_broker_port: int = 0
+    in_controlled_shutdown: bool = False  # asked to stop: its leaderships are moved away
+
+    @property
+    def live(self) -> bool:
+        """May lead and join an ISR: unfenced and not on its way out."""
+        return not self.fenced and not self.in_controlled_shutdown
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    """A partition as the controller committed it."""
+
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: tuple[PartitionInfo, ...] = ()
+    configs: Mapping[str, str] = field(default_factory=dict)  # the topic's overrides
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +78,16 @@ class MetadataImage:
     offset: int = -1  # the last log offset applied
     next_producer_id: int = 0  # ids below this are handed out (ProducerIdsRecord)
     brokers: tuple[BrokerInfo, ...] = ()  # by node id
+    topics: Mapping[str, TopicInfo] = field(default_factory=dict)  # by name
 
     def broker(self, node_id: int) -> BrokerInfo | None:
         return next((b for b in self.brokers if b.node_id == node_id), None)
+
+    def live_brokers(self) -> list[int]:
+        return [b.node_id for b in self.brokers if b.live]
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return next((t for t in self.topics.values() if t.topic_id == topic_id), None)
 
     def _with_broker(self, offset: int, info: BrokerInfo) -> MetadataImage:
         others = tuple(b for b in self.brokers if b.node_id != info.node_id)
@@ -49,17 +95,42 @@ class MetadataImage:
 
     def to_snapshot(self) -> bytes:
         """The image as a quorum snapshot's payload (JSON: small, and readable when debugging)."""
-        return json.dumps({"version": 1, **asdict(self)}, sort_keys=True).encode()
+        topics = [{"name": t.name, "topic_id": str(t.topic_id), "configs": dict(t.configs),
+                   "partitions": [asdict(p) for p in t.partitions]} for t in self.topics.values()]
+        return json.dumps({"version": 2, "offset": self.offset, "next_producer_id": self.next_producer_id,
+                           "brokers": [asdict(b) for b in self.brokers], "topics": topics}, sort_keys=True).encode()
 
     @classmethod
     def from_snapshot(cls, data: bytes) -> MetadataImage:
         raw = json.loads(data)
-        if raw.pop("version", None) != 1:
+        if raw.pop("version", None) not in (1, 2):
             raise ValueError("unknown metadata snapshot version")
-        raw["brokers"] = tuple(BrokerInfo(**b) for b in raw.get("brokers", ()))
-        return cls(**raw)
+        topics = {}
+        for t in raw.get("topics", ()):
+            parts = tuple(PartitionInfo(tuple(p["replicas"]), tuple(p["isr"]), p["leader"], p["leader_epoch"],
+                                        p["partition_epoch"]) for p in t["partitions"])
+            topics[t["name"]] = TopicInfo(t["name"], uuid.UUID(t["topic_id"]), parts, dict(t["configs"]))
+        return cls(offset=raw["offset"], next_producer_id=raw["next_producer_id"],
+                   brokers=tuple(BrokerInfo(**b) for b in raw.get("brokers", ())), topics=topics)
+
+    def apply_all(self, offset: int, records: Iterable[object]) -> MetadataImage:
+        """The records of one entry, together: ValueError (and this image unchanged) if any fails."""
+        image = self
+        for r in records:
+            image = image.apply(offset, r)
+        return image
 
     def apply(self, offset: int, record: object) -> MetadataImage:
+        if isinstance(record, TopicRecord | PartitionRecord | PartitionChangeRecord | ConfigRecord | RemoveTopicRecord):
+            return replace(self, offset=offset, topics=_apply_topic_record(self.topics, record))
+        if isinstance(record, BrokerRegistrationChangeRecord):
+            b = self.broker(record.broker_id)
+            if b is None or b.epoch != record.broker_epoch:
+                raise ValueError(f"registration change for broker {record.broker_id} epoch {record.broker_epoch}, "
+                                 f"registered: {b}")
+            fenced = {1: True, -1: False}.get(record.fenced, b.fenced)
+            shutting = b.in_controlled_shutdown or record.in_controlled_shutdown == 1
+            return self._with_broker(offset, replace(b, fenced=fenced, in_controlled_shutdown=shutting))
         if isinstance(record, ProducerIdsRecord):
             if record.next_producer_id <= self.next_producer_id:
                 raise ValueError(f"producer-id block ending at {record.next_producer_id} does not follow "
@@ -78,3 +149,59 @@ class MetadataImage:
                                  f"registered: {b}")
             return self._with_broker(offset, replace(b, fenced=isinstance(record, FenceBrokerRecord)))
         raise ValueError(f"no rule to apply {type(record).__name__}")
+
+
+def _find(topics: Mapping[str, TopicInfo], topic_id: uuid.UUID) -> TopicInfo:
+    t = next((t for t in topics.values() if t.topic_id == topic_id), None)
+    if t is None:
+        raise ValueError(f"no topic with id {topic_id}")
+    return t
+
+
+def _apply_topic_record(topics: Mapping[str, TopicInfo], record: Any) -> dict[str, TopicInfo]:
+    """A new topics mapping (the untouched topics shared with the old one)."""
+    out = dict(topics)
+    if isinstance(record, TopicRecord):
+        if record.name in out or any(t.topic_id == record.topic_id for t in out.values()):
+            raise ValueError(f"topic {record.name} ({record.topic_id}) exists already")
+        out[record.name] = TopicInfo(record.name, record.topic_id)
+    elif isinstance(record, RemoveTopicRecord):
+        del out[_find(out, record.topic_id).name]
+    elif isinstance(record, ConfigRecord):
+        if record.resource_type != TOPIC_RESOURCE:
+            raise ValueError(f"config record for resource type {record.resource_type}")
+        t = out.get(record.resource_name)
+        if t is None:
+            raise ValueError(f"config record for unknown topic {record.resource_name}")
+        configs = dict(t.configs)
+        if record.value is None:
+            configs.pop(record.name, None)
+        else:
+            configs[record.name] = record.value
+        out[t.name] = replace(t, configs=configs)
+    elif isinstance(record, PartitionRecord):
+        t = _find(out, record.topic_id)
+        if record.partition_id != len(t.partitions):
+            raise ValueError(f"partition {record.partition_id} of {t.name} does not follow its "
+                             f"{len(t.partitions)} partitions")
+        p = PartitionInfo(tuple(record.replicas), tuple(record.isr), record.leader, record.leader_epoch,
+                          record.partition_epoch)
+        out[t.name] = replace(t, partitions=t.partitions + (p,))
+    else:
+        assert isinstance(record, PartitionChangeRecord)
+        t = _find(out, record.topic_id)
+        if not 0 <= record.partition_id < len(t.partitions):
+            raise ValueError(f"change to partition {record.partition_id} of {t.name}, which has "
+                             f"{len(t.partitions)} partitions")
+        old = t.partitions[record.partition_id]
+        leader_changed = record.leader != NO_LEADER_CHANGE
+        new = PartitionInfo(
+            replicas=tuple(record.replicas) if record.replicas is not None else old.replicas,
+            isr=tuple(record.isr) if record.isr is not None else old.isr,
+            leader=record.leader if leader_changed else old.leader,
+            leader_epoch=old.leader_epoch + 1 if leader_changed else old.leader_epoch,
+            partition_epoch=old.partition_epoch + 1)
+        parts = list(t.partitions)
+        parts[record.partition_id] = new
+        out[t.name] = replace(t, partitions=tuple(parts))
+    return out

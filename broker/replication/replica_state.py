@@ -94,8 +94,10 @@ class ReplicaState:
         """Take leadership (or a new epoch/partition epoch of it). Returns True if this is a new
         leader epoch, i.e. the caller must start a new epoch in the log and fail waiting requests.
 
-        Followers start as caught up "now" (Kafka resets their state on a leader change) so the
-        leader does not shrink the ISR before they have had a chance to fetch from it.
+        Followers in the ISR start as caught up "now" (Kafka resets their state on a leader
+        change) so the leader does not shrink the ISR before they have had a chance to fetch from
+        it; the others start as never caught up, so the high watermark does not wait for them
+        until they have fetched up to the leader's log end.
         """
         new_epoch = self.role != Role.LEADER or self.assignment is None or \
             a.leader_epoch != self.assignment.leader_epoch
@@ -105,12 +107,12 @@ class ReplicaState:
         if new_epoch:
             self.leader_epoch_start_offset = log_end_offset
             self.high_watermark = max(self.high_watermark, high_watermark)
-            self.followers = {r: FollowerProgress(last_caught_up_ms=now_ms, last_fetch_ms=now_ms)
+            self.followers = {r: FollowerProgress(last_caught_up_ms=now_ms if r in a.isr else 0, last_fetch_ms=now_ms)
                               for r in a.replicas if r != self.local_id}
         else:
             for r in a.replicas:
                 if r != self.local_id and r not in self.followers:
-                    self.followers[r] = FollowerProgress(last_caught_up_ms=now_ms, last_fetch_ms=now_ms)
+                    self.followers[r] = FollowerProgress(last_caught_up_ms=0, last_fetch_ms=now_ms)
             for r in list(self.followers):
                 if r not in a.replicas:
                     del self.followers[r]

@@ -17,17 +17,23 @@ is the one its retry would have got.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from protocol.errors import ErrorCode, KafkaError
+from protocol.messages.add_partitions_to_txn import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnTopic,
+    AddPartitionsToTxnTransaction,
+)
 from protocol.records import Record, build_batch, decode_batches
 from protocol.topic_partition import TopicPartition
 from storage.clock import Clock
 
 from ..partition import AppendOrigin, Isolation
+from ..wire import WireError
 from .faults import crash_point
 from .log_records import TxnLogFormatError, decode_key, decode_value, encode_key, encode_value
 from .machine import Decision, MarkerJob, TxnStateMachine
@@ -46,6 +52,7 @@ log = structlog.get_logger()
 
 TOPIC = "__transaction_state"
 CONCURRENT_WAIT_S = 2.0
+VERIFY_TIMEOUT_S = 5.0  # a verification asked of another broker
 _LOAD_READ_BYTES = 1024 * 1024
 
 
@@ -88,24 +95,41 @@ class TransactionCoordinator:
         topic = self.topics.get(TOPIC)
         if topic is not None:
             self._load_topic(topic)
+        self.topics.listeners.append(self._on_partition)
 
-    def ensure_topic(self) -> None:
+    def _on_partition(self, topic: str, partition: Partition, leads: bool) -> None:
+        """A `__transaction_state` partition created after start and led here (an empty log).
+        (Leadership moving between brokers — loading and unloading — comes with replication.)"""
+        if topic != TOPIC or not leads or partition.index in self._owned:
+            return
+        t = self.topics.get(TOPIC)
+        if t is not None:
+            self.machine.num_partitions = t.num_partitions
+        self._load_partition(partition)
+
+    async def ensure_topic(self) -> None:
         """Create `__transaction_state` when a transactional id first looks for its coordinator,
         as Kafka does, so brokers that never run transactions carry no 50 idle partitions."""
         if self.topics.get(TOPIC) is None:
             cfg = self.cfg
             configs = {"cleanup.policy": "compact", "segment.bytes": str(cfg.transaction_state_segment_bytes)}
-            self._load_topic(self.topics.create(TOPIC, cfg.transaction_state_num_partitions, configs=configs))
+            try:
+                await self.topics.create(TOPIC, cfg.transaction_state_num_partitions,
+                                         cfg.transaction_state_replication_factor, configs=configs)
+            except KafkaError as e:  # no controller yet: FindCoordinator answers COORDINATOR_NOT_AVAILABLE
+                if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                    log.warning("cannot create " + TOPIC, error=e.code.name, message=e.message)
 
     def _load_topic(self, topic: Topic) -> None:
-        if len(topic.partitions) != self.machine.num_partitions:
+        if topic.num_partitions != self.machine.num_partitions:
             # The records already sit where the old count put them: keep using it.
             log.warning("__transaction_state has a different partition count than configured; using it",
-                        partitions=len(topic.partitions), configured=self.machine.num_partitions)
-            self.machine.num_partitions = len(topic.partitions)
+                        partitions=topic.num_partitions, configured=self.machine.num_partitions)
+            self.machine.num_partitions = topic.num_partitions
         loaded = 0
         for part in topic.partitions:
-            loaded += self._load_partition(part)
+            if part.is_leader:
+                loaded += self._load_partition(part)
         prepared = self.machine.recovered_jobs()
         log.info("transaction coordinator loaded", transactional_ids=len(self.machine.txns), records=loaded,
                  completing=len(prepared))
@@ -153,9 +177,12 @@ class TransactionCoordinator:
         await self.sender.stop()
 
     def _leader_of(self, tp: TopicPartition) -> int:
-        """The broker that must write a marker for `tp`; DELETED once its topic is gone."""
-        part = self.topics.partition(tp[0], tp[1])
-        return DELETED if part is None else part.leader
+        """The broker that must write a marker for `tp` as the metadata image names it (-1: none
+        right now); DELETED once its topic is gone."""
+        info = self.topics.image.topics.get(tp[0])
+        if info is None or not 0 <= tp[1] < len(info.partitions):
+            return DELETED
+        return info.partitions[tp[1]].leader
 
     # ---- what handlers call -------------------------------------------------------------------
     def owns(self, tid: str) -> bool:
@@ -192,6 +219,34 @@ class TransactionCoordinator:
         if not self.owns(tid):
             return ErrorCode.NOT_COORDINATOR
         return self.machine.verify(tid, producer_id, producer_epoch, partitions)
+
+    async def verify_anywhere(self, tid: str, producer_id: int, producer_epoch: int,
+                              partitions: Sequence[TopicPartition]) -> ErrorCode:
+        """`verify`, asking the coordinator of `tid` over the wire when it is another broker
+        (AddPartitionsToTxn v4 with verify_only, as Kafka's partition leaders do)."""
+        if self.owns(tid):
+            return self.verify(tid, producer_id, producer_epoch, partitions)
+        node = self._leader_of(TopicPartition(TOPIC, self.partition_for(tid)))
+        if node < 0 or node == self.cfg.node_id:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        by_topic: dict[str, list[int]] = {}
+        for t, p in partitions:
+            by_topic.setdefault(t, []).append(p)
+        request = AddPartitionsToTxnRequest(transactions=[AddPartitionsToTxnTransaction(
+            transactional_id=tid, producer_id=producer_id, producer_epoch=producer_epoch, verify_only=True,
+            topics=[AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in by_topic.items()])])
+        try:
+            conn = await self.sender.connection(node)
+            resp = await conn.request(request, version=max(4, min(conn.version_for(AddPartitionsToTxnRequest), 5)),
+                                      timeout=VERIFY_TIMEOUT_S)
+        except (WireError, OSError) as e:
+            log.info("transaction verification with the coordinator failed", broker=node, error=str(e))
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if resp.error_code:
+            return ErrorCode(resp.error_code)
+        codes = [r.partition_error_code for tx in resp.results_by_transaction for t in tx.topic_results
+                 for r in t.results_by_partition if r.partition_error_code]
+        return ErrorCode(codes[0]) if codes else ErrorCode.NONE
 
     def describe(self, tid: str) -> TxnMetadata | None:
         return self.machine.get(tid)

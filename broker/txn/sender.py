@@ -61,9 +61,14 @@ class MarkerSender:
         self.queue.add(job)
         self._wake.set()
 
-    async def _connection(self, node: int) -> BrokerConnection:
+    def poke(self) -> None:
+        """The cluster changed (a new leader, a broker back): look at what is owed again."""
+        self._wake.set()
+
+    async def connection(self, node: int) -> BrokerConnection:
+        """The inter-broker connection to `node` (shared with verification requests)."""
         conn = self._conns.get(node)
-        if conn is not None:
+        if conn is not None and not conn.closed:
             return conn
         addr = self._address_of(node)
         if addr is None:
@@ -93,7 +98,7 @@ class MarkerSender:
 
     async def _send(self, node: int, sends: list[MarkerSend]) -> None:
         try:
-            conn = await self._connection(node)
+            conn = await self.connection(node)
             resp = await conn.request(build_request(sends), timeout=REQUEST_TIMEOUT_S)
         except (WireError, OSError) as e:
             log.warning("WriteTxnMarkers failed, will retry", broker=node, error=str(e), markers=len(sends))

@@ -6,9 +6,8 @@ AddPartitionsToTxn — is at the partition leader: the first transactional batch
 a partition (when the leader's producer state shows no transaction open for it) is held until the
 transaction coordinator confirms the partition is part of the producer's ongoing transaction. On
 a cluster that question is an AddPartitionsToTxn v4 request with verify_only=true to the
-coordinator; here the coordinator is always this broker, so `verify` asks it directly, with the
-same inputs and the same answers, and stays async so that swapping in the request changes no
-caller. Batches after the first of a transaction need no check: producer state already ties
+coordinator (TransactionCoordinator.verify_anywhere): asked directly when the coordinator is this
+broker, over the inter-broker listener otherwise, with the same answers. Batches after the first of a transaction need no check: producer state already ties
 them to the open transaction.
 
 What the producer is told (Kafka's mapping for clients that predate TRANSACTION_ABORTABLE):
@@ -54,6 +53,6 @@ async def verify(coordinator: TransactionCoordinator, transactional_id: str, pro
     """Per partition, the error the producer gets (NONE: go ahead and append)."""
     out: dict[TopicPartition, ErrorCode] = {}
     for tp in partitions:
-        code = coordinator.verify(transactional_id, producer_id, producer_epoch, [tp])
+        code = await coordinator.verify_anywhere(transactional_id, producer_id, producer_epoch, [tp])
         out[tp] = _FOR_PRODUCER.get(code, ErrorCode.INVALID_TXN_STATE)
     return out

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 
 from ..primitives import DecodeError, Reader, Writer
-from ..schema import BOOL, INT16, INT32, INT64, STRING, UINT16, UUID, Array, Message, Struct, f, schema
+from ..schema import BOOL, INT8, INT16, INT32, INT64, STRING, UINT16, UUID, Array, Message, Struct, f, schema
 
 FRAME_VERSION = 1
 
@@ -91,8 +91,108 @@ class UnfenceBrokerRecord(_MetadataRecord):
     epoch: int = f(INT64)
 
 
+@schema
+class BrokerRegistrationChangeRecord(_MetadataRecord):
+    """A registered broker's state changed; Ketch writes it for controlled shutdown (v1's
+    InControlledShutdown = 1: the broker asked to stop, its leaderships are being moved away)."""
+
+    RECORD_TYPE = 17
+    VERSIONS = (0, 2)
+    FLEXIBLE = 0
+    broker_id: int = f(INT32)
+    broker_epoch: int = f(INT64)
+    fenced: int = f(INT8, tag=0, tagged="0+")  # -1 unfence, 0 unchanged, 1 fence
+    in_controlled_shutdown: int = f(INT8, "1+", tag=1, tagged="1+")  # 0 unchanged, 1 shutting down
+    log_dirs: list[uuid.UUID] = f(Array(UUID), "2+", tag=2, tagged="2+")
+
+
+@schema
+class TopicRecord(_MetadataRecord):
+    """A topic was created: its name and the id every partition record refers to it by."""
+
+    RECORD_TYPE = 2
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    name: str = f(STRING)
+    topic_id: uuid.UUID = f(UUID)
+
+
+@schema
+class PartitionRecord(_MetadataRecord):
+    """A partition's whole state as the controller created it. Ketch writes v0."""
+
+    RECORD_TYPE = 3
+    VERSIONS = (0, 2)
+    FLEXIBLE = 0
+    partition_id: int = f(INT32, default=-1)
+    topic_id: uuid.UUID = f(UUID)
+    replicas: list[int] = f(Array(INT32))
+    isr: list[int] = f(Array(INT32))
+    removing_replicas: list[int] = f(Array(INT32))
+    adding_replicas: list[int] = f(Array(INT32))
+    leader: int = f(INT32, default=-1)
+    leader_recovery_state: int = f(INT8, tag=0, tagged="0+")
+    leader_epoch: int = f(INT32, default=-1)
+    partition_epoch: int = f(INT32, default=-1)
+    directories: list[uuid.UUID] = f(Array(UUID), "1+")
+    eligible_leader_replicas: list[int] | None = f(Array(INT32), "2+", default=None, tag=1, tagged="2+")
+    last_known_elr: list[int] | None = f(Array(INT32), "2+", default=None, tag=2, tagged="2+")
+
+
+NO_LEADER_CHANGE = -2
+
+
+@schema
+class PartitionChangeRecord(_MetadataRecord):
+    """A change to a partition (every field tagged; absent = unchanged). The partition epoch
+    bumps with every change, the leader epoch whenever `leader` is present. Ketch writes v0."""
+
+    RECORD_TYPE = 5
+    VERSIONS = (0, 2)
+    FLEXIBLE = 0
+    partition_id: int = f(INT32, default=-1)
+    topic_id: uuid.UUID = f(UUID)
+    isr: list[int] | None = f(Array(INT32), default=None, tag=0, tagged="0+")
+    leader: int = f(INT32, default=NO_LEADER_CHANGE, tag=1, tagged="0+")
+    replicas: list[int] | None = f(Array(INT32), default=None, tag=2, tagged="0+")
+    removing_replicas: list[int] | None = f(Array(INT32), default=None, tag=3, tagged="0+")
+    adding_replicas: list[int] | None = f(Array(INT32), default=None, tag=4, tagged="0+")
+    leader_recovery_state: int = f(INT8, default=-1, tag=5, tagged="0+")
+    directories: list[uuid.UUID] | None = f(Array(UUID), "1+", default=None, tag=8, tagged="1+")
+    eligible_leader_replicas: list[int] | None = f(Array(INT32), "2+", default=None, tag=6, tagged="2+")
+    last_known_elr: list[int] | None = f(Array(INT32), "2+", default=None, tag=7, tagged="2+")
+
+
+TOPIC_RESOURCE = 2  # ConfigResource type of a topic
+
+
+@schema
+class ConfigRecord(_MetadataRecord):
+    """A config was set (value) or removed (null) on a resource (Ketch: topics)."""
+
+    RECORD_TYPE = 4
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    resource_type: int = f(INT8)
+    resource_name: str = f(STRING)
+    name: str = f(STRING)
+    value: str | None = f(STRING, default=None)
+
+
+@schema
+class RemoveTopicRecord(_MetadataRecord):
+    """A topic was deleted, with its partitions and configs."""
+
+    RECORD_TYPE = 9
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    topic_id: uuid.UUID = f(UUID)
+
+
 RECORD_TYPES: dict[int, type[_MetadataRecord]] = {
-    cls.RECORD_TYPE: cls for cls in (ProducerIdsRecord, RegisterBrokerRecord, FenceBrokerRecord, UnfenceBrokerRecord)}
+    cls.RECORD_TYPE: cls for cls in (ProducerIdsRecord, RegisterBrokerRecord, FenceBrokerRecord, UnfenceBrokerRecord,
+                                     BrokerRegistrationChangeRecord, TopicRecord, PartitionRecord,
+                                     PartitionChangeRecord, ConfigRecord, RemoveTopicRecord)}
 
 
 def frame(record: _MetadataRecord, version: int = 0) -> bytes:
@@ -120,3 +220,38 @@ def unframe(data: bytes) -> _MetadataRecord:
     if r.remaining():
         raise DecodeError(f"{cls.__name__}: {r.remaining()} bytes after the record")
     return msg
+
+
+BATCH_MARKER = 0  # never a frame version: an entry that starts with it holds several records
+
+
+def frame_batch(records: list[bytes]) -> bytes:
+    """Several framed records as one metadata-log entry, committed (and applied) together — as
+    Kafka's controller writes a topic and its partitions in one atomic record batch. One record
+    stays a bare frame, so entries written before batching read the same."""
+    if len(records) == 1:
+        return records[0]
+    w = Writer()
+    w.uvarint(BATCH_MARKER)
+    w.uvarint(len(records))
+    for r in records:
+        w.uvarint(len(r))
+        w.raw(r)
+    return w.getvalue()
+
+
+def unframe_batch(data: bytes) -> list[_MetadataRecord]:
+    """The records of one entry; DecodeError if any of them cannot be read."""
+    if not data or data[0] != BATCH_MARKER:
+        return [unframe(data)]
+    r = Reader(data)
+    r.uvarint()
+    out = []
+    for _ in range(r.uvarint()):
+        n = r.uvarint()
+        if n > r.remaining():
+            raise DecodeError(f"metadata record of {n} bytes in {r.remaining()}")
+        out.append(unframe(r.raw(n)))
+    if r.remaining():
+        raise DecodeError(f"{r.remaining()} bytes after the records of a metadata entry")
+    return out

@@ -6,50 +6,17 @@ from __future__ import annotations
 
 import socket
 import struct
-from dataclasses import dataclass
 
 import pytest
 from helpers import free_port
 from helpers.cluster import Cluster
+from helpers.quorum_views import View, agreed_leader, describe
 from helpers.raw import Raw, producer_ids
 
 from protocol.errors import ErrorCode
-from protocol.messages.describe_quorum import (
-    DescribeQuorumPartitionRequest,
-    DescribeQuorumRequest,
-    DescribeQuorumResponse,
-    DescribeQuorumTopicRequest,
-)
 from protocol.messages.vote import VotePartitionRequest, VoteRequest, VoteResponse, VoteTopicRequest
 
 ELECTION_BOUND_S = 10.0  # Kafka's defaults elect within a few seconds; ours: fetch timeout 2 s + election 1-2 s
-
-
-@dataclass(frozen=True)
-class View:
-    error: int
-    leader: int
-    epoch: int
-    high_watermark: int
-    log_ends: dict[int, int]
-
-
-def describe(port: int) -> View | None:
-    try:
-        raw = Raw(port)
-    except OSError:
-        return None
-    try:
-        resp = raw.request(DescribeQuorumRequest(topics=[DescribeQuorumTopicRequest(
-            topic_name="__cluster_metadata", partitions=[DescribeQuorumPartitionRequest(partition_index=0)])]), 2)
-    except (OSError, AssertionError):
-        return None
-    finally:
-        raw.close()
-    assert isinstance(resp, DescribeQuorumResponse)
-    p = resp.topics[0].partitions[0]
-    return View(p.error_code, p.leader_id, p.leader_epoch, p.high_watermark,
-                {v.replica_id: v.log_end_offset for v in p.current_voters})
 
 
 @pytest.fixture
@@ -57,18 +24,6 @@ def quorum(cluster_factory) -> tuple[Cluster, dict[int, int]]:  # type: ignore[n
     controller = {n: free_port() for n in (1, 2, 3)}
     voters = ",".join(f"{n}@127.0.0.1:{p}" for n, p in controller.items())
     return cluster_factory(3, args_for=lambda c, n: ["--voters", voters]), controller
-
-
-def agreed_leader(c: Cluster, nodes: list[int]) -> View | None:
-    """The leader's view once every node in `nodes` names the same leader and epoch."""
-    views = {n: describe(c.ports[n]) for n in nodes}
-    if any(v is None or v.leader < 0 for v in views.values()):
-        return None
-    pairs = {(v.leader, v.epoch) for v in views.values() if v is not None}
-    if len(pairs) != 1:
-        return None
-    leader = views.get(next(iter(pairs))[0])
-    return leader if leader is not None and leader.error == 0 else None
 
 
 def test_three_brokers_agree_on_one_leader_that_replicates_to_all(quorum) -> None:  # type: ignore[no-untyped-def]

@@ -136,4 +136,8 @@ def test_an_old_data_directory_without_internal_topics_still_starts(tmp_path: Pa
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         assert "plain" in admin.list_topics(timeout=10).topics
         admin.create_topics([NewTopic("fresh", 1, 1)])["fresh"].result(10)
-    assert json.loads((data / "topics.json").read_text())["version"] == 2  # rewritten in the new layout
+    # its topics moved into the metadata log; the file is kept, renamed, and not read again
+    assert not (data / "topics.json").exists() and (data / "topics.json.migrated").exists()
+    with BrokerProcess(data) as broker:
+        topics = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10).topics
+        assert {"plain", "fresh"} <= set(topics)

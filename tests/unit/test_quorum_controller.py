@@ -1,5 +1,7 @@
-"""The controller's decisions — producer-id blocks, broker registration, heartbeats and fencing —
-and the records they become (the allocator against real brokers: tests/integration/test_producer_id_blocks.py)."""
+"""The controller's decisions — producer-id blocks, broker registration, heartbeats and fencing,
+topics and partitions, leadership moves, AlterPartition — and the records they become (the
+allocator against real brokers: tests/integration/test_producer_id_blocks.py; topics across three
+processes: tests/cluster/test_topics.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +11,16 @@ import pytest
 
 from broker.controller.quorum_controller import PRODUCER_ID_BLOCK, QuorumController
 from broker.metadata.image import MetadataImage
-from protocol.errors import ErrorCode
-from protocol.messages.metadata_records import ProducerIdsRecord, frame, unframe
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages.metadata_records import (
+    PartitionRecord,
+    ProducerIdsRecord,
+    TopicRecord,
+    frame,
+    frame_batch,
+    unframe,
+    unframe_batch,
+)
 from protocol.primitives import DecodeError
 
 
@@ -70,16 +80,19 @@ def test_a_broker_is_unfenced_once_caught_up_and_fenced_when_silent() -> None:
     epoch = _register(c, 1, now=0, offset=10)
     b = c.image.broker(1)
     assert b is not None and b.fenced and (b.host, b.port, b.inter_broker_port) == ("h1", 9092, 9093)
-    error, record, caught_up, fenced = c.heartbeat(1, epoch, metadata_offset=9, want_fence=False, now_ms=100)
+    error, record, caught_up, fenced, _ = c.heartbeat(1, epoch, metadata_offset=9, want_fence=False,
+                                                      want_shut_down=False, now_ms=100)
     assert (error, record, caught_up, fenced) == (0, None, False, True)  # not yet at its registration
-    error, record, caught_up, fenced = c.heartbeat(1, epoch, metadata_offset=10, want_fence=False, now_ms=200)
+    error, record, caught_up, fenced, _ = c.heartbeat(1, epoch, metadata_offset=10, want_fence=False,
+                                                      want_shut_down=False, now_ms=200)
     assert error == 0 and record is not None and caught_up and not fenced
-    c.replay(11, unframe(record))
+    c.replay_all(11, unframe_batch(record))
     assert c.image.broker(1).fenced is False  # type: ignore[union-attr]
-    assert c.expire(now_ms=1100) == []  # heard 900 ms ago
-    [fence] = c.expire(now_ms=1300)
-    assert c.expire(now_ms=1400) == []  # already proposed, not proposed twice
-    c.replay(12, unframe(fence))
+    assert c.expire(now_ms=1100) is None  # heard 900 ms ago
+    fence = c.expire(now_ms=1300)
+    assert fence is not None
+    assert c.expire(now_ms=1400) is None  # already proposed, not proposed twice
+    c.replay_all(12, unframe_batch(fence))
     assert c.image.broker(1).fenced is True  # type: ignore[union-attr]
 
 
@@ -88,17 +101,17 @@ def test_stale_and_unknown_heartbeats_are_refused() -> None:
     first = _register(c, 1, now=0, offset=0)
     second = _register(c, 1, now=0, offset=1)  # restarted: a new epoch replaces the old
     assert second > first
-    assert c.heartbeat(1, first, 5, False, 0)[0] == ErrorCode.STALE_BROKER_EPOCH
-    assert c.heartbeat(2, 1, 5, False, 0)[0] == ErrorCode.BROKER_ID_NOT_REGISTERED
+    assert c.heartbeat(1, first, 5, False, False, 0)[0] == ErrorCode.STALE_BROKER_EPOCH
+    assert c.heartbeat(2, 1, 5, False, False, 0)[0] == ErrorCode.BROKER_ID_NOT_REGISTERED
 
 
 def test_a_new_leader_gives_every_broker_a_full_session() -> None:
     c = QuorumController(session_timeout_ms=1000)
     epoch = _register(c, 1, now=0, offset=0)
-    c.replay(1, unframe(c.heartbeat(1, epoch, 0, False, 0)[1]))  # type: ignore[arg-type]
+    c.replay_all(1, unframe_batch(c.heartbeat(1, epoch, 0, False, False, 0)[1]))  # type: ignore[arg-type]
     c.reset()  # leadership moved here at t=5000: nobody was heard by this leader yet
-    assert c.expire(now_ms=5000) == [] and c.expire(now_ms=5900) == []
-    assert len(c.expire(now_ms=6100)) == 1
+    assert c.expire(now_ms=5000) is None and c.expire(now_ms=5900) is None
+    assert c.expire(now_ms=6100) is not None
 
 
 def test_broker_records_survive_a_snapshot() -> None:
@@ -121,5 +134,142 @@ def test_a_metadata_record_the_broker_cannot_read_is_skipped_whole(tmp_path, cap
     for bad in (bytes([1, 99, 0, 0]), bytes([1, 15, 7]) + good[3:], good, b"\xff"):
         server._on_metadata(Entry(1, 1, bad))  # `good` again goes backwards: refused by the image
     assert server.controller.image == before
+    # a topic whose second partition record is out of order: the topic is not created at all
+    tid = uuid.uuid4()
+    half = frame_batch([frame(TopicRecord(name="half", topic_id=tid)),
+                        frame(PartitionRecord(partition_id=0, topic_id=tid, replicas=[1], isr=[1], leader=1)),
+                        frame(PartitionRecord(partition_id=5, topic_id=tid, replicas=[1], isr=[1], leader=1))])
+    server._on_metadata(Entry(2, 1, half))
+    assert server.controller.image == before and "half" not in server.topics.by_name
+    assert not (tmp_path / "half-0").exists()
     out = capsys.readouterr()
-    assert (out.out + out.err).count("metadata record not applied") == 4
+    assert (out.out + out.err).count("metadata entry not applied") == 5
+
+
+# ---- topics, partitions, leadership --------------------------------------------------------------
+def _cluster(n: int = 3) -> QuorumController:
+    """A controller whose image has brokers 1..n registered and unfenced."""
+    c = QuorumController(session_timeout_ms=1000)
+    offset = 0
+    for node in range(1, n + 1):
+        epoch = _register(c, node, now=0, offset=offset)
+        entry = c.heartbeat(node, epoch, offset, False, False, 0)[1]
+        assert entry is not None
+        c.replay_all(offset + 1, unframe_batch(entry))
+        offset += 2
+    return c
+
+
+def _commit(c: QuorumController, entry: bytes | None) -> None:
+    assert entry is not None
+    c.replay_all(c.image.offset + 1, unframe_batch(entry))
+
+
+def test_replicas_are_striped_over_live_brokers_and_the_first_leads() -> None:
+    c = _cluster(3)
+    entry, topic_id = c.create_topic("t", 6, 2, {"retention.ms": "1000"})
+    _commit(c, entry)
+    t = c.image.topics["t"]
+    assert t.topic_id == topic_id and dict(t.configs) == {"retention.ms": "1000"}
+    assert [p.leader for p in t.partitions] == [p.replicas[0] for p in t.partitions]
+    assert {p.leader for p in t.partitions} == {1, 2, 3}
+    assert all(len(set(p.replicas)) == 2 and p.isr == (p.leader,) and p.leader_epoch == 0 for p in t.partitions)
+    with pytest.raises(KafkaError) as e:
+        c.create_topic("t", 1, 1, {})
+    assert e.value.code == ErrorCode.TOPIC_ALREADY_EXISTS
+    with pytest.raises(KafkaError) as e:
+        c.create_topic("u", 1, 4, {})
+    assert e.value.code == ErrorCode.INVALID_REPLICATION_FACTOR and "only 3 broker(s)" in e.value.message
+    with pytest.raises(KafkaError) as e:
+        c.create_topic("u", 1, 1, {}, assignments=[[1, 9]])
+    assert e.value.code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+
+
+def test_a_topic_and_its_partitions_are_one_entry_applied_whole_or_not_at_all() -> None:
+    c = _cluster(1)
+    entry, _ = c.create_topic("t", 3, 1, {"segment.bytes": "4096"})
+    records = unframe_batch(entry)
+    assert [type(r).__name__ for r in records] == ["TopicRecord", "ConfigRecord"] + ["PartitionRecord"] * 3
+    before = c.image
+    with pytest.raises(ValueError):  # the last record names a partition out of order: nothing applies
+        c.replay_all(100, records[:-2] + records[-1:])
+    assert c.image == before and "t" not in c.image.topics
+
+
+def test_fencing_moves_leadership_to_the_isr_or_leaves_the_partition_leaderless() -> None:
+    c = _cluster(3)
+    _commit(c, c.create_topic("t", 3, 3, {}, assignments=[[1, 2, 3], [2, 3, 1], [3, 1, 2]])[0])
+    # partition 0's ISR grows to {1, 2} through its leader's AlterPartition
+    t = c.image.topics["t"]
+    b1 = c.image.broker(1)
+    assert b1 is not None
+    err, entry = c.alter_partition(1, b1.epoch, t.topic_id, 0, 0, 0, [1, 2])
+    assert err == 0
+    _commit(c, entry)
+    c._heard.update({2: 10_000, 3: 10_000})  # broker 1 silent since 0
+    _commit(c, c.expire(now_ms=10_500))
+    t = c.image.topics["t"]
+    assert c.image.broker(1).fenced  # type: ignore[union-attr]
+    assert (t.partitions[0].leader, t.partitions[0].isr, t.partitions[0].leader_epoch) == (2, (2,), 1)
+    assert [p.leader for p in t.partitions[1:]] == [2, 3]  # untouched
+    # broker 2 fenced too: partition 0 has nobody left in its ISR, keeps it, and has no leader
+    c._heard.update({3: 20_000})
+    _commit(c, c.expire(now_ms=20_500))
+    p0 = c.image.topics["t"].partitions[0]
+    assert (p0.leader, p0.isr) == (-1, (2,))
+    # broker 2 comes back (heartbeats, caught up): unfencing re-elects it for partition 0
+    b2 = c.image.broker(2)
+    assert b2 is not None
+    _commit(c, c.heartbeat(2, b2.epoch, c.image.offset, False, False, 21_000)[1])
+    p0 = c.image.topics["t"].partitions[0]
+    assert p0.leader == 2 and p0.leader_epoch == 3
+
+
+def test_controlled_shutdown_moves_leadership_first_then_lets_the_broker_go() -> None:
+    c = _cluster(2)
+    _commit(c, c.create_topic("t", 1, 2, {}, assignments=[[1, 2]])[0])
+    t = c.image.topics["t"]
+    b1 = c.image.broker(1)
+    assert b1 is not None
+    _commit(c, c.alter_partition(1, b1.epoch, t.topic_id, 0, 0, 0, [1, 2])[1])
+    error, entry, _, _, may_stop = c.heartbeat(1, b1.epoch, c.image.offset, False, True, 0)
+    assert error == 0 and not may_stop
+    _commit(c, entry)
+    assert c.image.broker(1).in_controlled_shutdown  # type: ignore[union-attr]
+    assert c.image.topics["t"].partitions[0].leader == 2
+    assert c.heartbeat(1, b1.epoch, c.image.offset, False, True, 0)[4] is True  # leads nothing: may stop
+    with pytest.raises(KafkaError):  # nor is it given new partitions
+        c.create_topic("u", 1, 2, {})
+
+
+def test_alter_partition_is_checked_in_kafkas_order() -> None:
+    c = _cluster(3)
+    _commit(c, c.create_topic("t", 1, 3, {}, assignments=[[1, 2, 3]])[0])
+    tid = c.image.topics["t"].topic_id
+    e1 = c.image.broker(1).epoch  # type: ignore[union-attr]
+    e2 = c.image.broker(2).epoch  # type: ignore[union-attr]
+    assert c.alter_partition(1, e1 + 100, tid, 0, 0, 0, [1, 2])[0] == ErrorCode.STALE_BROKER_EPOCH
+    assert c.alter_partition(1, e1, uuid.uuid4(), 0, 0, 0, [1, 2])[0] == ErrorCode.UNKNOWN_TOPIC_ID
+    assert c.alter_partition(1, e1, tid, 5, 0, 0, [1, 2])[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert c.alter_partition(2, e2, tid, 0, 0, 0, [1, 2])[0] == ErrorCode.INVALID_REQUEST  # not the leader
+    assert c.alter_partition(1, e1, tid, 0, 1, 0, [1, 2])[0] == ErrorCode.FENCED_LEADER_EPOCH
+    assert c.alter_partition(1, e1, tid, 0, 0, 7, [1, 2])[0] == ErrorCode.INVALID_UPDATE_VERSION
+    c._heard.update({1: 10_000, 3: 10_000})
+    _commit(c, c.expire(now_ms=10_500))  # broker 2 fenced: it may not join the ISR
+    assert c.alter_partition(1, e1, tid, 0, 0, 0, [1, 2])[0] == ErrorCode.INELIGIBLE_REPLICA
+    err, entry = c.alter_partition(1, e1, tid, 0, 0, 0, [1, 3])
+    assert err == 0
+    _commit(c, entry)
+    p = c.image.topics["t"].partitions[0]
+    assert (p.isr, p.leader_epoch, p.partition_epoch) == ((1, 3), 0, 1)  # an ISR change keeps the leader epoch
+
+
+def test_topic_records_survive_a_snapshot_and_delete_removes_them() -> None:
+    c = _cluster(2)
+    _commit(c, c.create_topic("t", 2, 2, {"retention.ms": "5"})[0])
+    _commit(c, c.set_configs("t", {"segment.bytes": "4096"}))
+    assert dict(c.image.topics["t"].configs) == {"segment.bytes": "4096"}
+    _commit(c, c.create_partitions("t", 3, None))
+    assert MetadataImage.from_snapshot(c.image.to_snapshot()) == c.image
+    _commit(c, c.delete_topic("t")[0])
+    assert "t" not in c.image.topics

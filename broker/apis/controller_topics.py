@@ -1,0 +1,150 @@
+"""Topic changes on the controller listener: CreateTopics (19), DeleteTopics (20), AlterConfigs
+(33), CreatePartitions (37) as brokers forward them (broker/controller/client.py), and
+AlterPartition (56) from partition leaders — Kafka's ControllerApis. The active controller decides and answers once its entry has committed; any
+other node answers NOT_CONTROLLER and never forwards again (no loops between stale views).
+Names and configs are checked again here: the controller listener is open to anyone."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+from protocol.errors import ErrorCode, KafkaError
+from protocol.headers import RequestHeader
+from protocol.messages import alter_configs as ac
+from protocol.messages import alter_partition as ap
+from protocol.messages import create_partitions as cp
+from protocol.messages import create_topics as ct
+from protocol.messages import delete_topics as dt
+from protocol.messages.metadata_records import TOPIC_RESOURCE
+from protocol.primitives import ZERO_UUID
+
+from ..topics import validate_topic_name
+
+if TYPE_CHECKING:
+    from ..context import BrokerContext, ClientInfo
+    from ..controller.shell import ControllerShell
+
+
+def _shell(ctx: BrokerContext) -> ControllerShell:
+    if ctx.controller_shell is None:
+        raise KafkaError(ErrorCode.NOT_CONTROLLER, "no controller here")
+    return ctx.controller_shell
+
+
+async def create_topics(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+                        req: ct.CreateTopicsRequest) -> ct.CreateTopicsResponse:
+    out = []
+    for t in req.topics:
+        try:
+            validate_topic_name(t.name)
+            configs = {c.name: c.value for c in t.configs if c.value is not None}
+            ctx.topics.check_configs(configs)
+            assignments = [list(a.broker_ids) for a in sorted(t.assignments, key=lambda a: a.partition_index)]
+            n = len(assignments) if assignments else (ctx.config.num_partitions if t.num_partitions == -1
+                                                      else t.num_partitions)
+            rf = len(assignments[0]) if assignments else (ctx.config.default_replication_factor
+                                                          if t.replication_factor == -1 else t.replication_factor)
+            if n <= 0 or rf <= 0:
+                raise KafkaError(ErrorCode.INVALID_PARTITIONS if n <= 0 else ErrorCode.INVALID_REPLICATION_FACTOR,
+                                 "partitions and replication factor must be positive")
+            topic_id = await _shell(ctx).create_topic(t.name, n, rf, configs, assignments)
+        except KafkaError as e:
+            out.append(ct.CreatableTopicResult(name=t.name, error_code=e.code, error_message=e.message))
+            continue
+        out.append(ct.CreatableTopicResult(name=t.name, topic_id=topic_id, error_code=0, error_message=None,
+                                           num_partitions=n, replication_factor=rf))
+    return ct.CreateTopicsResponse(throttle_time_ms=0, topics=out)
+
+
+async def create_partitions(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+                            req: cp.CreatePartitionsRequest) -> cp.CreatePartitionsResponse:
+    out = []
+    for t in req.topics:
+        assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
+        try:
+            await _shell(ctx).create_partitions(t.name, t.count, assignments)
+        except KafkaError as e:
+            out.append(cp.CreatePartitionsTopicResult(name=t.name, error_code=e.code, error_message=e.message))
+        else:
+            out.append(cp.CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None))
+    return cp.CreatePartitionsResponse(throttle_time_ms=0, results=out)
+
+
+async def delete_topics(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+                        req: dt.DeleteTopicsRequest) -> dt.DeleteTopicsResponse:
+    names = [t.name for t in req.topics] if header.api_version >= 6 else list(req.topic_names)
+    out = []
+    for name in names:
+        try:
+            topic_id = await _shell(ctx).delete_topic(name or "")
+        except KafkaError as e:
+            out.append(dt.DeletableTopicResult(name=name, topic_id=ZERO_UUID, error_code=e.code,
+                                               error_message=e.message))
+        else:
+            out.append(dt.DeletableTopicResult(name=name, topic_id=topic_id, error_code=0))
+    return dt.DeleteTopicsResponse(throttle_time_ms=0, responses=out)
+
+
+async def alter_configs(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+                        req: ac.AlterConfigsRequest) -> ac.AlterConfigsResponse:
+    out = []
+    for r in req.resources:
+        try:
+            if r.resource_type != TOPIC_RESOURCE:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "the controller takes topic configs only")
+            configs = {c.name: c.value or "" for c in r.configs}
+            ctx.topics.check_configs(configs)
+            shell = _shell(ctx)
+            if not req.validate_only:
+                await shell.set_configs(r.resource_name, configs)
+        except KafkaError as e:
+            out.append(ac.AlterConfigsResourceResponse(error_code=e.code, error_message=e.message,
+                                                       resource_type=r.resource_type, resource_name=r.resource_name))
+        else:
+            out.append(ac.AlterConfigsResourceResponse(error_code=0, resource_type=r.resource_type,
+                                                       resource_name=r.resource_name))
+    return ac.AlterConfigsResponse(throttle_time_ms=0, responses=out)
+
+
+async def alter_partition(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+                          req: ap.AlterPartitionRequest) -> ap.AlterPartitionResponse:
+    """ISR changes from partition leaders, each decided and committed in turn; the answer carries
+    the partition's state as committed (or the error and the state the controller holds)."""
+    shell = ctx.controller_shell
+    if shell is None or not shell.active:
+        return ap.AlterPartitionResponse(error_code=ErrorCode.NOT_CONTROLLER)
+    controller = shell.controller
+    topics = []
+    for t in req.topics:
+        info = controller.image.topics.get(t.topic_name) if header.api_version < 2 else \
+            controller.image.topic_by_id(t.topic_id)
+        results = []
+        for p in t.partitions:
+            isr = [b.broker_id for b in p.new_isr_with_epochs] if header.api_version >= 3 else list(p.new_isr)
+            if info is None:
+                code: int = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if header.api_version < 2 else ErrorCode.UNKNOWN_TOPIC_ID
+            else:
+                tid = info.topic_id
+                outcome: list[int] = []
+
+                def decide(tid: uuid.UUID = tid, p: ap.PartitionData = p, isr: list[int] = isr,
+                           outcome: list[int] = outcome) -> tuple[bytes | None, None]:
+                    code, entry = controller.alter_partition(req.broker_id, req.broker_epoch, tid, p.partition_index,
+                                                             p.leader_epoch, p.partition_epoch, isr)
+                    outcome.append(code)
+                    return entry, None
+
+                try:
+                    await shell.run(decide)
+                    code = outcome[0]
+                except KafkaError as e:
+                    code = e.code
+            now = controller.image.topic_by_id(info.topic_id) if info is not None else None
+            state = now.partitions[p.partition_index] if now and 0 <= p.partition_index < len(now.partitions) else None
+            results.append(ap.PartitionResult(
+                partition_index=p.partition_index, error_code=code,
+                leader_id=state.leader if state else -1, leader_epoch=state.leader_epoch if state else -1,
+                isr=list(state.isr) if state else [], partition_epoch=state.partition_epoch if state else -1))
+        topics.append(ap.TopicResult(topic_name=t.topic_name, topic_id=t.topic_id, partitions=results))
+    return ap.AlterPartitionResponse(error_code=0, topics=topics)

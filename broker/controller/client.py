@@ -1,0 +1,111 @@
+"""Topic changes from any broker to the active controller (TopicTable's writer).
+
+When this node's quorum leads, the decision runs here (ControllerShell). Otherwise the change
+goes as a Kafka request — CreateTopics, CreatePartitions, DeleteTopics, AlterConfigs — to the
+controller listener of the quorum leader, as Kafka's brokers forward them; the caller then waits
+for its own image to show the result (TopicTable). No leader known, or a leader that no longer
+leads: NOT_CONTROLLER, which clients retry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import structlog
+
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import alter_configs as ac
+from protocol.messages import create_partitions as cp
+from protocol.messages import create_topics as ct
+from protocol.messages import delete_topics as dt
+from protocol.messages.metadata_records import TOPIC_RESOURCE
+from protocol.schema import Message
+
+from ..wire import BrokerConnection, WireError
+from .shell import ControllerShell
+
+log = structlog.get_logger()
+
+FORWARD_TIMEOUT_S = 15.0
+
+
+class ControllerClient:
+    def __init__(self, node_id: int, shell: ControllerShell,
+                 leader_address: Callable[[], tuple[str, int] | None]) -> None:
+        self.node_id = node_id
+        self.shell = shell
+        self.leader_address = leader_address
+        self._conn: BrokerConnection | None = None
+        self._conn_to: tuple[str, int] | None = None
+
+    # ---- TopicWriter --------------------------------------------------------------------------
+    async def create_topic(self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str],
+                           assignments: Sequence[Sequence[int]] | None) -> None:
+        if self.shell.active:
+            await self.shell.create_topic(name, partitions, replication_factor, configs, assignments)
+            return
+        topic = ct.CreatableTopic(
+            name=name, num_partitions=-1 if assignments else partitions,
+            replication_factor=-1 if assignments else replication_factor,
+            assignments=[ct.CreatableReplicaAssignment(partition_index=i, broker_ids=list(a))
+                         for i, a in enumerate(assignments or [])],
+            configs=[ct.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])
+        resp: Any = await self._forward(ct.CreateTopicsRequest(topics=[topic], timeout_ms=int(FORWARD_TIMEOUT_S * 1000)))
+        _raise(resp.topics[0].error_code, resp.topics[0].error_message)
+
+    async def create_partitions(self, name: str, count: int, assignments: Sequence[Sequence[int]] | None) -> None:
+        if self.shell.active:
+            await self.shell.create_partitions(name, count, assignments)
+            return
+        topic = cp.CreatePartitionsTopic(name=name, count=count, assignments=None if assignments is None else [
+            cp.CreatePartitionsAssignment(broker_ids=list(a)) for a in assignments])
+        resp: Any = await self._forward(cp.CreatePartitionsRequest(topics=[topic], timeout_ms=int(FORWARD_TIMEOUT_S * 1000)))
+        _raise(resp.results[0].error_code, resp.results[0].error_message)
+
+    async def delete_topic(self, name: str) -> None:
+        if self.shell.active:
+            await self.shell.delete_topic(name)
+            return
+        resp: Any = await self._forward(dt.DeleteTopicsRequest(topics=[dt.DeleteTopicState(name=name)], topic_names=[name],
+                                                          timeout_ms=int(FORWARD_TIMEOUT_S * 1000)))
+        _raise(resp.responses[0].error_code, resp.responses[0].error_message)
+
+    async def set_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        if self.shell.active:
+            await self.shell.set_configs(name, configs)
+            return
+        resource = ac.AlterConfigsResource(resource_type=TOPIC_RESOURCE, resource_name=name,
+                                           configs=[ac.AlterableConfig(name=k, value=v) for k, v in configs.items()])
+        resp: Any = await self._forward(ac.AlterConfigsRequest(resources=[resource], validate_only=False))
+        _raise(resp.responses[0].error_code, resp.responses[0].error_message)
+
+    # ---- the wire ---------------------------------------------------------------------------------
+    async def _forward(self, request: Message) -> object:
+        address = self.leader_address()
+        if address is None:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, "no metadata quorum leader is known")
+        try:
+            if self._conn is None or self._conn.closed or self._conn_to != address:
+                if self._conn is not None:
+                    self._conn.close()
+                self._conn = await BrokerConnection.connect(*address, client_id=f"ketch-forward-{self.node_id}",
+                                                            timeout=2.0)
+                self._conn_to = address
+            return await self._conn.request(request, timeout=FORWARD_TIMEOUT_S)
+        except (WireError, OSError) as e:
+            if self._conn is not None:
+                self._conn.close()
+            self._conn = None
+            log.info("forwarding to the controller failed", controller=address, error=str(e))
+            raise KafkaError(ErrorCode.NOT_CONTROLLER,
+                             f"the controller at {address[0]}:{address[1]} did not answer") from None
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+
+
+def _raise(code: int, message: str | None) -> None:
+    if code:
+        raise KafkaError(ErrorCode(code), message or "")

@@ -1,0 +1,91 @@
+"""Where a partition's replicas go and who leads it: the controller's rules, sans-IO.
+
+Replicas are striped over the live brokers (unfenced, not shutting down) in node-id order, each
+partition starting one broker further on, so leaders — the first replica — spread evenly; the
+starting broker depends on the topic's name so that many one-partition topics do not all land on
+the same broker (Kafka's StripedReplicaPlacer starts at a random broker).
+
+Leaders are chosen from the ISR only (no unclean election). A partition whose leader is fenced
+or shutting down gets the first live ISR member; with none, it has no leader (-1) and keeps its
+last ISR member, so the broker that has its data is elected again when it comes back — what Kafka
+does without eligible-leader replicas.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable, Sequence
+
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages.metadata_records import PartitionChangeRecord
+
+from ..metadata.image import NO_LEADER, MetadataImage, PartitionInfo, TopicInfo
+
+
+def place(topic: str, first_partition: int, count: int, replication_factor: int,
+          live: Sequence[int]) -> list[list[int]]:
+    """Replica lists for partitions `first_partition .. first_partition + count - 1`."""
+    brokers = sorted(live)
+    if replication_factor > len(brokers):
+        raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                         f"Unable to replicate the partition {replication_factor} time(s): The target replication "
+                         f"factor of {replication_factor} cannot be reached because only {len(brokers)} broker(s) "
+                         "are registered.")
+    start = zlib.crc32(topic.encode()) % len(brokers)
+    out = []
+    for p in range(first_partition, first_partition + count):
+        first = (start + p) % len(brokers)
+        out.append([brokers[(first + k) % len(brokers)] for k in range(replication_factor)])
+    return out
+
+
+def check_assignment(replicas: Sequence[int], registered: Iterable[int]) -> None:
+    """A replica list given by the client (CreateTopics / CreatePartitions assignments)."""
+    known = set(registered)
+    if not replicas:
+        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                         "The manual partition assignment includes an empty replica list.")
+    for b in replicas:
+        if list(replicas).count(b) > 1:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"The manual partition assignment includes the broker {b} more than once.")
+        if b not in known:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"The manual partition assignment includes broker {b}, but no such broker is registered.")
+
+
+def initial_state(replicas: Sequence[int], live: Iterable[int]) -> PartitionInfo:
+    """A new partition: led by its first live replica. Until followers replicate (docs/cluster.md)
+    only the leader holds data, so the ISR is the leader alone."""
+    up = set(live)
+    leader = next((r for r in replicas if r in up), NO_LEADER)
+    isr = (leader,) if leader != NO_LEADER else (replicas[0],)
+    return PartitionInfo(tuple(replicas), isr, leader, 0, 0)
+
+
+def _elect(p: PartitionInfo, live: set[int], leaving: set[int]) -> tuple[tuple[int, ...], int]:
+    """(new ISR, new leader) once `leaving` may no longer lead or be in sync."""
+    isr = tuple(r for r in p.isr if r not in leaving) or p.isr
+    if p.leader in live and p.leader not in leaving:
+        return isr, p.leader
+    return isr, next((r for r in isr if r in live and r not in leaving), NO_LEADER)
+
+
+def move_leadership(image: MetadataImage, leaving: set[int]) -> list[PartitionChangeRecord]:
+    """Changes for every partition after brokers `leaving` are fenced or shut down, and every
+    leaderless partition whose ISR now has a live broker (one that came back)."""
+    live = {b.node_id for b in image.brokers if b.live} - leaving
+    out = []
+    for t in image.topics.values():
+        for i, p in enumerate(t.partitions):
+            isr, leader = _elect(p, live, leaving)
+            if (isr, leader) == (p.isr, p.leader):
+                continue
+            out.append(PartitionChangeRecord(partition_id=i, topic_id=t.topic_id,
+                                             isr=list(isr) if isr != p.isr else None,
+                                             leader=leader if leader != p.leader else -2))
+    return out
+
+
+def led_by(image: MetadataImage, broker: int) -> list[tuple[TopicInfo, int]]:
+    return [(t, i) for t in image.topics.values() for i, p in enumerate(t.partitions) if p.leader == broker]

@@ -1,0 +1,68 @@
+"""Runs the controller's decisions on the node whose quorum leads, and commits them.
+
+One decision at a time that touches brokers, topics or partitions: each is taken against the
+committed image, proposed, and awaited before the next is taken, so no decision is made on a view
+that an entry in flight is about to change (AllocateProducerIds keeps its own working view and
+does not queue here). A proposal that does not commit — leadership lost — resets the controller
+and answers NOT_CONTROLLER, which every client and broker retries against the new leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
+
+from protocol.errors import ErrorCode, KafkaError
+
+from ..quorum.shell import QuorumShell
+from .quorum_controller import QuorumController
+
+R = TypeVar("R")
+
+
+class ControllerShell:
+    def __init__(self, quorum: QuorumShell, controller: QuorumController) -> None:
+        self.quorum = quorum
+        self.controller = controller
+        self._lock = asyncio.Lock()
+
+    @property
+    def active(self) -> bool:
+        return self.quorum.serving
+
+    async def run(self, decide: Callable[[], tuple[bytes | None, R]]) -> R:
+        """`decide()` -> (entry or None, result); the result once the entry has committed.
+        KafkaError from `decide` (a refused request) passes through, nothing proposed."""
+        async with self._lock:
+            if not self.quorum.serving:
+                raise KafkaError(ErrorCode.NOT_CONTROLLER, "this node is not the active controller")
+            entry, result = decide()
+            if entry is not None and not await self.quorum.propose(entry):
+                self.controller.reset()
+                raise KafkaError(ErrorCode.NOT_CONTROLLER, "controller leadership lost before the change committed")
+            return result
+
+    # ---- the topic changes, as the client listener (forwarded) and this node ask for them ---------
+    async def create_topic(self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str],
+                           assignments: Sequence[Sequence[int]] | None) -> uuid.UUID:
+        c = self.controller
+        return await self.run(lambda: c.create_topic(name, partitions, replication_factor, configs, assignments))
+
+    async def create_partitions(self, name: str, count: int, assignments: Sequence[Sequence[int]] | None) -> None:
+        c = self.controller
+        await self.run(lambda: (c.create_partitions(name, count, assignments), None))
+
+    async def delete_topic(self, name: str) -> uuid.UUID:
+        c = self.controller
+        return await self.run(lambda: c.delete_topic(name))
+
+    async def set_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        c = self.controller
+        await self.run(lambda: (c.set_configs(name, configs), None))
+
+    async def adopt_topic(self, name: str, topic_id: uuid.UUID, partitions: int, configs: Mapping[str, str],
+                          node: int) -> None:
+        c = self.controller
+        await self.run(lambda: (c.adopt_topic(name, topic_id, partitions, configs, node), None))
