@@ -273,3 +273,20 @@ def test_topic_records_survive_a_snapshot_and_delete_removes_them() -> None:
     assert MetadataImage.from_snapshot(c.image.to_snapshot()) == c.image
     _commit(c, c.delete_topic("t")[0])
     assert "t" not in c.image.topics
+
+
+def test_partition_records_are_framed_as_kafkas_json_says() -> None:
+    """PartitionChangeRecord v0: PartitionId, TopicId, then only the changed fields as tagged fields
+    (Leader is tag 1); PartitionRecord v0: its fields in order, LeaderRecoveryState tagged (tag 0)."""
+    import struct
+
+    from protocol.messages.metadata_records import PartitionChangeRecord
+
+    tid = uuid.UUID(int=5)
+    change = frame(PartitionChangeRecord(partition_id=1, topic_id=tid, leader=2))
+    assert change == bytes([1, 5, 0]) + struct.pack(">i", 1) + tid.bytes + bytes([1, 1, 4]) + struct.pack(">i", 2)
+    record = frame(PartitionRecord(partition_id=0, topic_id=tid, replicas=[1, 2], isr=[1], leader=1,
+                                   leader_epoch=0, partition_epoch=0))
+    assert record == (bytes([1, 3, 0]) + struct.pack(">i", 0) + tid.bytes + b"\x03" + struct.pack(">ii", 1, 2)
+                      + b"\x02" + struct.pack(">i", 1) + b"\x01" + b"\x01" + struct.pack(">iii", 1, 0, 0) + b"\x00")
+    assert unframe(change) == PartitionChangeRecord(partition_id=1, topic_id=tid, leader=2)
