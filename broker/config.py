@@ -78,8 +78,10 @@ class BrokerConfig:
     default_replication_factor: int = 1
     offsets_topic_num_partitions: int = 50
     transaction_state_num_partitions: int = 50
-    offsets_topic_replication_factor: int = 1
-    transaction_state_replication_factor: int = 1
+    replica_lag_time_max_ms: int = 30000  # Kafka's replica.lag.time.max.ms: out of the ISR after this behind
+    # Kafka's default is 3; Ketch takes at most the live brokers, so one broker needs no setting
+    offsets_topic_replication_factor: int = 3
+    transaction_state_replication_factor: int = 3
     transaction_state_segment_bytes: int = 100 * 1024 * 1024  # Kafka's transaction.state.log.segment.bytes
     transaction_max_timeout_ms: int = 900_000  # InitProducerId asking for more: INVALID_TRANSACTION_TIMEOUT
     transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .metrics import BrokerMetrics
     from .producer_ids import ProducerIdAllocator
     from .quorum.shell import QuorumShell
+    from .replication.manager import ReplicaManager
     from .topics import TopicTable
     from .txn.coordinator import TransactionCoordinator
 
@@ -58,6 +59,7 @@ class BrokerContext:
     quorum: QuorumShell | None = None  # the metadata quorum (broker/quorum/shell.py)
     controller: QuorumController | None = None  # decides when this node's quorum leads
     controller_shell: ControllerShell | None = None  # runs and commits its decisions
+    replication: ReplicaManager | None = None  # followers' fetchers, leaders' ISR changes
 
 
 # `async def handle(ctx, client, header, request) -> response | None`; None: send nothing (acks=0).

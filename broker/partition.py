@@ -33,7 +33,7 @@ from storage.producer_state import ProducerEntry
 
 from .batch_validation import validate_client_batches
 from .group_commit import GroupCommit
-from .replication.replica_state import Assignment, ReplicaState, Role
+from .replication.replica_state import Assignment, IsrChange, ReplicaState, Role
 
 logger = structlog.get_logger(__name__)
 
@@ -74,20 +74,22 @@ class Partition:
     __slots__ = ("topic", "index", "log", "state", "_waiters", "_now_ms", "_group_commit")
 
     def __init__(self, topic: str, index: int, log: PartitionLog, local_id: int,
-                 now_ms: Callable[[], int], group_commit: GroupCommit | None = None) -> None:
+                 now_ms: Callable[[], int], group_commit: GroupCommit | None = None,
+                 replica_lag_time_max_ms: int = 30_000) -> None:
         self.topic = topic
         self.index = index
         self.log = log
-        self.state = ReplicaState(local_id)
+        self.state = ReplicaState(local_id, replica_lag_time_max_ms)
         self._waiters: list[asyncio.Future[None]] = []
         self._now_ms = now_ms
         self._group_commit = group_commit or GroupCommit()
 
     @classmethod
     def open(cls, data_dir: Path, topic: str, index: int, config: LogConfig, local_id: int,
-             now_ms: Callable[[], int], group_commit: GroupCommit | None = None) -> Partition:
+             now_ms: Callable[[], int], group_commit: GroupCommit | None = None,
+             replica_lag_time_max_ms: int = 30_000) -> Partition:
         plog = PartitionLog.open(data_dir / f"{topic}-{index}", config, now_ms=now_ms)
-        return cls(topic, index, plog, local_id, now_ms, group_commit)
+        return cls(topic, index, plog, local_id, now_ms, group_commit, replica_lag_time_max_ms)
 
     # ---- leadership (given) -----------------------------------------------------------------
     def become_leader(self, a: Assignment) -> None:
@@ -225,6 +227,92 @@ class Partition:
             # Parked fetches re-check their offsets: one now below the start gets OFFSET_OUT_OF_RANGE.
             self.notify()
         return start
+
+    # ---- replication: the leader's side -------------------------------------------------------
+    def diverging(self, fetch_offset: int, last_fetched_epoch: int) -> tuple[int, int] | None:
+        """A follower's log that parts from ours: (epoch, end offset) it must truncate to, or None.
+        Kafka's check on a replica fetch (KIP-320 via Fetch v12+): the follower's last epoch must
+        be one of ours and its fetch offset must not pass where that epoch ends here."""
+        if last_fetched_epoch < 0:
+            return None
+        epoch, end = self.log.end_offset_for_epoch(last_fetched_epoch)
+        if epoch < 0:  # an epoch older than anything here: nothing past our log start is shared
+            return None if fetch_offset <= self.log.log_start_offset else (last_fetched_epoch, self.log.log_start_offset)
+        if epoch != last_fetched_epoch or end < fetch_offset:
+            return epoch, end
+        return None
+
+    def on_follower_fetch(self, replica: int, fetch_offset: int) -> IsrChange | None:
+        """A follower fetched from `fetch_offset` (its log end): the high watermark may move,
+        parked acks=all produces may complete, and the follower may rejoin the ISR (the change
+        to ask the controller for)."""
+        now = self._now_ms()
+        if self.state.on_follower_fetch(replica, fetch_offset, self.log.log_end_offset, now):
+            self._advance_high_watermark()
+            self.notify()
+        return self.state.isr_expansion(self.log.log_end_offset)
+
+    def isr_shrink(self) -> IsrChange | None:
+        """Followers that fell behind for replica.lag.time.max.ms: the change to ask for."""
+        return self.state.isr_shrink(self.log.log_end_offset, self._now_ms())
+
+    async def caught_up_as_leader(self, timeout_s: float) -> bool:
+        """Wait until the high watermark covers the log as it stood when this was called: a new
+        leader's records past its old high watermark are committed only once the ISR confirms
+        them, and a coordinator loading the partition must not miss them (nor read what may be
+        truncated). False if leadership went or the time ran out."""
+        target = self.log.log_end_offset
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while self.is_leader and self.log.high_watermark < target:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            fut: asyncio.Future[None] = loop.create_future()
+            self.add_waiter(fut)
+            try:
+                await asyncio.wait_for(fut, remaining)
+            except TimeoutError:
+                pass
+            finally:
+                self.discard_waiter(fut)
+        return self.is_leader
+
+    # ---- replication: the follower's side ------------------------------------------------------
+    def append_replicated(self, records: bytes | memoryview, leader_high_watermark: int,
+                          leader_log_start: int) -> None:
+        """Batches copied from the leader (its offsets and epochs kept), then the leader's high
+        watermark as far as this log reaches."""
+        if records:
+            self.append(records, AppendOrigin.REPLICATION)
+        if leader_log_start > self.log.log_start_offset:
+            self.log.delete_records_before(min(leader_log_start, self.log.log_end_offset))
+        if self.state.on_leader_high_watermark(leader_high_watermark, self.log.log_end_offset):
+            self.log.high_watermark = self.state.high_watermark
+
+    def truncate_to_divergence(self, epoch: int, end_offset: int) -> int:
+        """The leader says our log parts from its at `epoch` ending at `end_offset`: cut ours back
+        to where both agree (Kafka's follower truncation). Returns the new log end."""
+        mine_epoch, mine_end = self.log.end_offset_for_epoch(epoch)
+        if epoch < 0 or mine_epoch < 0:
+            target = min(self.log.high_watermark, self.log.log_end_offset)
+        elif mine_epoch == epoch:
+            target = min(end_offset, mine_end)
+        else:
+            target = min(mine_end, self.log.log_end_offset)
+        if target < self.log.log_end_offset:
+            logger.info("truncating follower log after divergence", topic=self.topic, partition=self.index,
+                        to=target, was=self.log.log_end_offset, leader_epoch=epoch)
+            self.log.truncate_to(target)
+            self.state.on_truncate(target)
+        return self.log.log_end_offset
+
+    def restart_at(self, offset: int) -> None:
+        """The leader has nothing from our log end on (its log starts later): start over there."""
+        logger.info("follower log restarts at the leader's log start", topic=self.topic, partition=self.index,
+                    offset=offset)
+        self.log.truncate_fully_and_start_at(offset)
+        self.state.on_truncate(offset)
 
     # ---- reads ------------------------------------------------------------------------------
     def check_epoch(self, current_leader_epoch: int) -> ErrorCode:

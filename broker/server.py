@@ -56,9 +56,13 @@ from .metadata.image import MetadataImage
 from .metrics import BrokerMetrics
 from .metrics_http import MetricsEndpoint
 from .metrics_render import render
+from .partition import Partition
 from .producer_ids import ProducerIdAllocator, legacy_producer_id_floor
 from .quorum.messages import Entry, Snapshot
 from .quorum.shell import METADATA_DIR, QuorumShell
+from .replication.fetcher import ReplicaFetcher
+from .replication.manager import ReplicaManager
+from .replication.replica_state import Assignment, IsrChange
 from .topics import TopicTable
 from .txn.coordinator import TransactionCoordinator
 
@@ -284,11 +288,14 @@ class BrokerServer:
                                          self.quorum.leader_address, lambda: self.controller.image.offset,
                                          cfg.broker_heartbeat_interval_ms / 1000)
         self._controller_task: asyncio.Task[None] | None = None
+        self.replication = ReplicaManager(self.topics, ReplicaFetcher(cfg.node_id, self._broker_address,
+                                                                      self._topic_id),
+                                          self._alter_partition, cfg.replica_lag_time_max_ms)
         self.groups = GroupCoordinator(cfg, self.topics, clock)
         self.txn = TransactionCoordinator(cfg, self.topics, self.producer_ids, self.metrics, clock,
                                           self._broker_address)
         self.ctx = BrokerContext(cfg.node_id, cfg, clock, self.topics, self.groups, self.txn, self.producer_ids,
-                                 self.metrics, self.quorum, self.controller, self.controller_shell)
+                                 self.metrics, self.quorum, self.controller, self.controller_shell, self.replication)
         self.connections: set[Connection] = set()
         self._metrics_endpoint: MetricsEndpoint | None = None
         self._server: asyncio.Server | None = None
@@ -314,6 +321,23 @@ class BrokerServer:
         if b is None or b.fenced or not b.inter_broker_port:
             return None
         return b.inter_broker_host, b.inter_broker_port
+
+    def _topic_id(self, name: str) -> uuid.UUID:
+        t = self.topics.image.topics.get(name)
+        return t.topic_id if t is not None else uuid.UUID(int=0)
+
+    async def _alter_partition(self, part: Partition, change: IsrChange) -> tuple[ErrorCode, Assignment | None]:
+        """A leader's ISR change to the active controller, in this broker's registration epoch."""
+        epoch = self.lifecycle.epoch
+        a = part.state.assignment
+        if epoch is None or a is None:
+            return ErrorCode.STALE_BROKER_EPOCH, None
+        code, info = await self.controller_client.alter_partition(
+            epoch, self._topic_id(part.topic), part.index, change.leader_epoch, change.partition_epoch,
+            sorted(change.new_isr))
+        if code or info is None:
+            return code, None
+        return code, Assignment(a.replicas, frozenset(info.isr), info.leader, info.leader_epoch, info.partition_epoch)
 
     async def start(self) -> None:
         await self._bind()
@@ -345,6 +369,7 @@ class BrokerServer:
         assert self._controller_server is not None
         await self._controller_server.start_serving()
         self.lifecycle.start()
+        self.replication.start()
         self._controller_task = asyncio.get_running_loop().create_task(self._fence_silent_brokers())
         try:  # clients should find this broker in the metadata it serves
             await asyncio.wait_for(self.lifecycle.registered.wait(), 10.0)
@@ -482,6 +507,7 @@ class BrokerServer:
         if len(self.controller.image.live_brokers()) > 1:
             await self.lifecycle.shut_down(timeout=5.0)  # leaderships move to other brokers first
         await self.lifecycle.stop()
+        await self.replication.stop()
         self.controller_client.close()
         if self._controller_task:
             self._controller_task.cancel()

@@ -166,7 +166,7 @@ class TopicTable:
 
     def _open_partition(self, topic: str, index: int, config: LogConfig) -> Partition:
         return Partition.open(self.data_dir, topic, index, config, self.cfg.node_id, self.clock.now_ms,
-                              self.group_commit)
+                              self.group_commit, self.cfg.replica_lag_time_max_ms)
 
     # ---- following the metadata image ---------------------------------------------------------------
     def load(self) -> None:
@@ -218,6 +218,12 @@ class TopicTable:
                 if part is None:
                     part = topic.local[i] = self._open_partition(name, i, lc)
                 self._lead_or_follow(part, pinfo)
+        if old.brokers != image.brokers or old.topics is not image.topics:
+            # fenced or stopping brokers may not (re)join an ISR (KIP-841)
+            out = frozenset(b.node_id for b in image.brokers if not b.live)
+            for t in self.by_name.values():
+                for part in t.local.values():
+                    part.state.set_ineligible(out)
         self._changed.set()
         self._changed = asyncio.Event()
 
@@ -302,6 +308,10 @@ class TopicTable:
         """The partition exists in the cluster (held here or not)."""
         t = self.image.topics.get(name)
         return t is not None and 0 <= index < len(t.partitions)
+
+    def internal_replication_factor(self, configured: int) -> int:
+        """An internal topic's replicas: as configured (Kafka's default 3), at most the live brokers."""
+        return max(1, min(configured, len(self.image.live_brokers())))
 
     def missing(self, name: str, index: int) -> ErrorCode:
         """Why a partition has no log here: another broker's (NOT_LEADER_OR_FOLLOWER: the client

@@ -6,7 +6,6 @@ Names and configs are checked again here: the controller listener is open to any
 
 from __future__ import annotations
 
-import uuid
 from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode, KafkaError
@@ -125,19 +124,9 @@ async def alter_partition(ctx: BrokerContext, client: ClientInfo, header: Reques
             if info is None:
                 code: int = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if header.api_version < 2 else ErrorCode.UNKNOWN_TOPIC_ID
             else:
-                tid = info.topic_id
-                outcome: list[int] = []
-
-                def decide(tid: uuid.UUID = tid, p: ap.PartitionData = p, isr: list[int] = isr,
-                           outcome: list[int] = outcome) -> tuple[bytes | None, None]:
-                    code, entry = controller.alter_partition(req.broker_id, req.broker_epoch, tid, p.partition_index,
-                                                             p.leader_epoch, p.partition_epoch, isr)
-                    outcome.append(code)
-                    return entry, None
-
                 try:
-                    await shell.run(decide)
-                    code = outcome[0]
+                    code = await shell.alter_partition(req.broker_id, req.broker_epoch, info.topic_id,
+                                                       p.partition_index, p.leader_epoch, p.partition_epoch, isr)
                 except KafkaError as e:
                     code = e.code
             now = controller.image.topic_by_id(info.topic_id) if info is not None else None

@@ -4,6 +4,11 @@ read_uncommitted reads up to the high watermark; read_committed up to the last s
 lists the aborted transactions that overlap what is returned, so the consumer can drop them
 (docs/transactions.md). Fetch sessions (v7+) are declined by answering session id 0: every fetch is a
 full fetch, which every client supports.
+
+A fetch with a replica id (v0-14 `replica_id`, v15+ `replica_state`) on the inter-broker listener is a
+follower copying its leader: it reads up to the log end, is answered with the divergence point instead
+of records when its last fetched epoch parts from ours (Fetch v12+, KIP-320), and tells the leader how
+far the follower has got — the high watermark moves, the follower may rejoin the ISR.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ from typing import TYPE_CHECKING
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.fetch import (
+    EpochEndOffset,
     FetchableTopicResponse,
+    FetchPartition,
     FetchRequest,
     FetchResponse,
     PartitionData,
@@ -50,8 +57,45 @@ def _read(part: Partition, offset: int, max_bytes: int, isolation: Isolation, cu
                          preferred_read_replica=-1, records=data), len(data)
 
 
-def _collect(ctx: BrokerContext, req: FetchRequest,
-             version: int) -> tuple[FetchResponse, int, list[Partition], bool]:
+def replica_of(req: FetchRequest, version: int, client: ClientInfo) -> int:
+    """The follower's broker id for a replica fetch, -1 for a consumer (and on client listeners:
+    only brokers replicate)."""
+    replica = req.replica_state.replica_id if version >= 15 else req.replica_id
+    return replica if replica >= 0 and client.inter_broker else -1
+
+
+def _follower_fetched(ctx: BrokerContext, req: FetchRequest, version: int, replica: int) -> None:
+    """Record the follower's position in every partition it asked for (once per request)."""
+    for ft in req.topics:
+        t = ctx.topics.by_id.get(ft.topic_id) if version >= 13 else ctx.topics.get(ft.topic)
+        if t is None:
+            continue
+        for fp in ft.partitions:
+            part = t.local.get(fp.partition)
+            if part is None or not part.is_leader or part.check_epoch(fp.current_leader_epoch):
+                continue
+            if part.diverging(fp.fetch_offset, fp.last_fetched_epoch) is not None:
+                continue
+            change = part.on_follower_fetch(replica, fp.fetch_offset)
+            if change is not None and ctx.replication is not None:
+                ctx.replication.request_isr_change(part, change)
+
+
+def _replica_read(part: Partition, fp: FetchPartition, limit: int, first: bool) -> tuple[PartitionData, int]:
+    code = ErrorCode.NONE if part.is_leader else ErrorCode.NOT_LEADER_OR_FOLLOWER
+    code = code or part.check_epoch(fp.current_leader_epoch)
+    if code:
+        return _error(part.index, code), 0
+    div = part.diverging(fp.fetch_offset, fp.last_fetched_epoch)
+    if div is not None:
+        return PartitionData(partition_index=part.index, error_code=0, high_watermark=part.high_watermark,
+                             last_stable_offset=part.last_stable_offset, log_start_offset=part.log_start_offset,
+                             diverging_epoch=EpochEndOffset(epoch=div[0], end_offset=div[1]), records=b""), 0
+    return _read(part, fp.fetch_offset, limit, Isolation.LOG_END, fp.current_leader_epoch, first)
+
+
+def _collect(ctx: BrokerContext, req: FetchRequest, version: int,
+             replica: int = -1) -> tuple[FetchResponse, int, list[Partition], bool]:
     """The response as it stands, the bytes in it, the partitions to wait on, and whether reading
     a partition failed (an offset out of range, a fenced epoch): then, like Kafka
     (`errorReadingData`), the fetch is answered at once instead of waiting. Unknown topics and
@@ -81,8 +125,11 @@ def _collect(ctx: BrokerContext, req: FetchRequest,
                 continue
             watched.append(part)
             limit = min(fp.partition_max_bytes, max(budget - total, 0))
-            pd, n = _read(part, fp.fetch_offset, limit, isolation, fp.current_leader_epoch, first)
-            failed = failed or pd.error_code != 0
+            if replica >= 0:
+                pd, n = _replica_read(part, fp, limit, first)
+            else:
+                pd, n = _read(part, fp.fetch_offset, limit, isolation, fp.current_leader_epoch, first)
+            failed = failed or pd.error_code != 0 or pd.diverging_epoch.epoch >= 0  # answer at once
             if n:
                 first = False
             total += n
@@ -95,8 +142,11 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader, 
     version = header.api_version
     deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
     loop = asyncio.get_running_loop()
+    replica = replica_of(req, version, client)
+    if replica >= 0:
+        _follower_fetched(ctx, req, version, replica)
     while True:
-        resp, total, watched, failed = _collect(ctx, req, version)
+        resp, total, watched, failed = _collect(ctx, req, version, replica)
         remaining = deadline - time.monotonic()
         if total >= max(req.min_bytes, 1) or remaining <= 0 or not watched or failed:
             return resp

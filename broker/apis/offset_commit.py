@@ -34,7 +34,7 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                 metadata=p.committed_metadata,
                 commit_timestamp=p.commit_timestamp if v == 1 else -1,
             )
-    errors = ctx.groups.commit_offsets(
+    errors = await ctx.groups.commit_offsets(
         req.group_id,
         req.member_id if v >= 1 else "",
         req.group_instance_id if v >= 7 else None,

@@ -61,7 +61,7 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
     if verdict:
         code = for_version(_VERIFY_ERRORS.get(ErrorCode(verdict), verdict), KEY, v)
         return _answer(req, dict.fromkeys(offsets, code))
-    errors = ctx.groups.prepare_txn_offsets(
+    errors = await ctx.groups.prepare_txn_offsets(
         req.group_id, req.producer_id, req.producer_epoch, offsets,
         member_id=req.member_id if v >= 3 else "",
         group_instance_id=req.group_instance_id if v >= 3 else None,

@@ -9,6 +9,7 @@ leads: NOT_CONTROLLER, which clients retry.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -16,12 +17,14 @@ import structlog
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import alter_configs as ac
+from protocol.messages import alter_partition as ap
 from protocol.messages import create_partitions as cp
 from protocol.messages import create_topics as ct
 from protocol.messages import delete_topics as dt
 from protocol.messages.metadata_records import TOPIC_RESOURCE
 from protocol.schema import Message
 
+from ..metadata.image import PartitionInfo
 from ..wire import BrokerConnection, WireError
 from .shell import ControllerShell
 
@@ -79,6 +82,31 @@ class ControllerClient:
                                            configs=[ac.AlterableConfig(name=k, value=v) for k, v in configs.items()])
         resp: Any = await self._forward(ac.AlterConfigsRequest(resources=[resource], validate_only=False))
         _raise(resp.responses[0].error_code, resp.responses[0].error_message)
+
+    async def alter_partition(self, broker_epoch: int, topic_id: uuid.UUID, partition: int, leader_epoch: int,
+                              partition_epoch: int, new_isr: Sequence[int]) -> tuple[ErrorCode, PartitionInfo | None]:
+        """A leader's ISR change: (error, the partition as the controller now has it)."""
+        if self.shell.active:
+            c = self.shell.controller
+            code: int = await self.shell.alter_partition(self.node_id, broker_epoch, topic_id, partition, leader_epoch,
+                                                         partition_epoch, new_isr)
+            t = c.image.topic_by_id(topic_id)
+            return ErrorCode(code), (t.partitions[partition] if t and partition < len(t.partitions) else None)
+        image = self.shell.controller.image
+        epochs = {b.node_id: b.epoch for b in image.brokers}
+        request = ap.AlterPartitionRequest(broker_id=self.node_id, broker_epoch=broker_epoch, topics=[ap.TopicData(
+            topic_name=(t.name if (t := image.topic_by_id(topic_id)) else ""), topic_id=topic_id,
+            partitions=[ap.PartitionData(partition_index=partition, leader_epoch=leader_epoch,
+                                         partition_epoch=partition_epoch, new_isr=list(new_isr),
+                                         new_isr_with_epochs=[ap.BrokerState(broker_id=r, broker_epoch=epochs.get(r, -1))
+                                                              for r in new_isr])])])
+        resp: Any = await self._forward(request)
+        if resp.error_code:
+            return ErrorCode(resp.error_code), None
+        p = resp.topics[0].partitions[0]
+        if p.error_code:
+            return ErrorCode(p.error_code), None
+        return ErrorCode.NONE, PartitionInfo(tuple(), tuple(p.isr), p.leader_id, p.leader_epoch, p.partition_epoch)
 
     # ---- the wire ---------------------------------------------------------------------------------
     async def _forward(self, request: Message) -> object:

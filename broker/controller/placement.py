@@ -55,11 +55,11 @@ def check_assignment(replicas: Sequence[int], registered: Iterable[int]) -> None
 
 
 def initial_state(replicas: Sequence[int], live: Iterable[int]) -> PartitionInfo:
-    """A new partition: led by its first live replica. Until followers replicate (docs/cluster.md)
-    only the leader holds data, so the ISR is the leader alone."""
+    """A new partition: led by its first live replica, every live replica in sync (all are
+    empty); a replica on a broker that is down joins once it has caught up."""
     up = set(live)
     leader = next((r for r in replicas if r in up), NO_LEADER)
-    isr = (leader,) if leader != NO_LEADER else (replicas[0],)
+    isr = tuple(r for r in replicas if r in up) or (replicas[0],)
     return PartitionInfo(tuple(replicas), isr, leader, 0, 0)
 
 
@@ -89,3 +89,44 @@ def move_leadership(image: MetadataImage, leaving: set[int]) -> list[PartitionCh
 
 def led_by(image: MetadataImage, broker: int) -> list[tuple[TopicInfo, int]]:
     return [(t, i) for t in image.topics.values() for i, p in enumerate(t.partitions) if p.leader == broker]
+
+
+def elect(image: MetadataImage, wanted: Iterable[tuple[TopicInfo, int]],
+          unclean: bool) -> tuple[list[PartitionChangeRecord], dict[tuple[str, int], ErrorCode]]:
+    """ElectLeaders: (changes, outcome per partition). Preferred: the first replica, if it is live
+    and in sync (else PREFERRED_LEADER_NOT_AVAILABLE). Unclean: only for a partition without a
+    live leader — a live ISR member if any, else any live replica, which becomes the whole ISR
+    (what it lacks is lost: the operator chose availability), else ELIGIBLE_LEADERS_NOT_AVAILABLE."""
+    live = {b.node_id for b in image.brokers if b.live}
+    changes, outcome = [], {}
+    for t, i in wanted:
+        p = t.partitions[i]
+        key = (t.name, i)
+        if not unclean:
+            target = p.replicas[0] if p.replicas else NO_LEADER
+            if p.leader == target:
+                outcome[key] = ErrorCode.ELECTION_NOT_NEEDED
+            elif target in live and target in p.isr:
+                changes.append(PartitionChangeRecord(partition_id=i, topic_id=t.topic_id, leader=target))
+                outcome[key] = ErrorCode.NONE
+            else:
+                outcome[key] = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+            continue
+        if p.leader in live:
+            outcome[key] = ErrorCode.ELECTION_NOT_NEEDED
+            continue
+        in_sync = next((r for r in p.isr if r in live), None)
+        anyone = next((r for r in p.replicas if r in live), None)
+        if in_sync is not None:
+            changes.append(PartitionChangeRecord(partition_id=i, topic_id=t.topic_id, leader=in_sync))
+            outcome[key] = ErrorCode.NONE
+        elif anyone is not None:
+            changes.append(PartitionChangeRecord(partition_id=i, topic_id=t.topic_id, leader=anyone, isr=[anyone]))
+            outcome[key] = ErrorCode.NONE
+        else:
+            outcome[key] = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+    return changes, outcome
+
+
+def unclean_allowed(t: TopicInfo) -> bool:
+    return t.configs.get("unclean.leader.election.enable", "false").lower() == "true"

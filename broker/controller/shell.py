@@ -66,3 +66,17 @@ class ControllerShell:
                           node: int) -> None:
         c = self.controller
         await self.run(lambda: (c.adopt_topic(name, topic_id, partitions, configs, node), None))
+
+    async def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, partition: int,
+                              leader_epoch: int, partition_epoch: int, new_isr: Sequence[int]) -> int:
+        c = self.controller
+        outcome: list[int] = []
+
+        def decide() -> tuple[bytes | None, None]:
+            code, entry = c.alter_partition(broker_id, broker_epoch, topic_id, partition, leader_epoch,
+                                            partition_epoch, new_isr)
+            outcome.append(code)
+            return entry, None
+
+        await self.run(decide)
+        return outcome[0]

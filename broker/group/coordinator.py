@@ -52,6 +52,8 @@ OFFSETS_TOPIC = "__consumer_offsets"
 # Kafka's defaults for the offsets topic: compacted, 100 MiB segments (small enough to compact).
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
 LOAD_READ_BYTES = 1 << 20
+LOAD_WAIT_S = 10.0  # a new leader's high watermark catching up with its log before loading
+COMMIT_TIMEOUT_S = 5.0  # Kafka's offsets.commit.timeout.ms: the in-sync replicas must have a commit by then
 
 
 def settings_from(cfg: BrokerConfig) -> Settings:
@@ -78,6 +80,7 @@ class GroupCoordinator:
         self._wake = asyncio.Event()
         self._timer_task: asyncio.Task[None] | None = None
         self._load_task: asyncio.Task[None] | None = None
+        self._loads: set[asyncio.Task[None]] = set()  # partitions whose leadership came here later
 
     # ---- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -93,16 +96,25 @@ class GroupCoordinator:
         self._timer_task = loop.create_task(self._timer_loop())
 
     def _on_partition(self, topic: str, partition: Partition, leads: bool) -> None:
-        """A `__consumer_offsets` partition created after start and led here: nothing to load.
-        (Leadership moving between brokers — loading and unloading — comes with replication.)"""
-        if topic == OFFSETS_TOPIC and leads and partition.index not in self.sm.owned \
-                and partition.index not in self.sm.loading:
-            self.sm.own_partitions([partition.index], self.clock.now_ms())
-            self._wake.set()
+        """Leadership of a `__consumer_offsets` partition came here (load its groups in the
+        background; COORDINATOR_LOAD_IN_PROGRESS meanwhile) or went elsewhere (forget them)."""
+        if topic != OFFSETS_TOPIC:
+            return
+        i = partition.index
+        mine = i in self.sm.owned or i in self.sm.loading
+        if leads and not mine:
+            self.sm.begin_loading(i)
+            task = asyncio.get_running_loop().create_task(self._load([partition], wait_for_isr=True))
+            self._loads.add(task)
+            task.add_done_callback(self._loads.discard)
+        elif not leads and mine:
+            log.info("consumer groups unloaded: the partition is led elsewhere", partition=i)
+            self.sm.unload_partition(i)
+            self._apply(self.sm.drain())
 
     async def stop(self) -> None:
         self.sm.active = False
-        for t in (self._timer_task, self._load_task):
+        for t in (self._timer_task, self._load_task, *self._loads):
             if t is not None:
                 t.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -117,8 +129,9 @@ class GroupCoordinator:
         if self.topics.get(OFFSETS_TOPIC) is not None:
             return
         try:
-            await self.topics.create(OFFSETS_TOPIC, self.cfg.offsets_topic_num_partitions,
-                                     self.cfg.offsets_topic_replication_factor, dict(OFFSETS_TOPIC_CONFIGS))
+            rf = self.topics.internal_replication_factor(self.cfg.offsets_topic_replication_factor)
+            await self.topics.create(OFFSETS_TOPIC, self.cfg.offsets_topic_num_partitions, rf,
+                                     dict(OFFSETS_TOPIC_CONFIGS))
         except KafkaError as e:  # no controller yet: groups answer COORDINATOR_NOT_AVAILABLE meanwhile
             if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 log.warning("cannot create " + OFFSETS_TOPIC, error=e.code.name, message=e.message)
@@ -129,12 +142,17 @@ class GroupCoordinator:
         marker written meanwhile would be past the loader's end and leave offsets pending."""
         return partition in self.sm.loading
 
-    async def _load(self, partitions: list[Partition]) -> None:
+    async def _load(self, partitions: list[Partition], wait_for_isr: bool = False) -> None:
+        """Replay partitions up to their high watermark. A partition whose leadership just came
+        here first waits until its high watermark covers its log (caught_up_as_leader)."""
         started = time.monotonic()
         records = 0
         for p in partitions:
+            if wait_for_isr and not await p.caught_up_as_leader(LOAD_WAIT_S):
+                log.warning("loading groups of a partition whose high watermark lags its log",
+                            partition=p.index, high_watermark=p.high_watermark, log_end=p.log_end_offset)
             pos = p.log_start_offset
-            while True:
+            while p.index in self.sm.loading:  # (not if leadership moved away meanwhile)
                 r = p.read(pos, LOAD_READ_BYTES, Isolation.READ_UNCOMMITTED)  # up to the high watermark
                 if r.error or not r.records:
                     break
@@ -159,8 +177,9 @@ class GroupCoordinator:
                                         offset=cr.offset, error=str(e))
                 pos = r.next_offset
                 await asyncio.sleep(0)  # let requests for loaded partitions through meanwhile
-            self.sm.finish_loading(p.index, self.clock.now_ms())
-            self._apply(self.sm.drain())
+            if p.index in self.sm.loading:
+                self.sm.finish_loading(p.index, self.clock.now_ms())
+                self._apply(self.sm.drain())
         log.info("consumer groups loaded", groups=len(self.sm.groups), records=records,
                  seconds=round(time.monotonic() - started, 3))
 
@@ -189,12 +208,15 @@ class GroupCoordinator:
                 fut.set_result(result)
         self._wake.set()
 
-    def _write(self, writes: list[Write], *, producer_id: int = -1, producer_epoch: int = -1) -> int:
-        """Append the records, one batch per partition; the first offset of the last batch."""
+    def _write(self, writes: list[Write], *, producer_id: int = -1,
+               producer_epoch: int = -1) -> tuple[int, list[tuple[Partition, int]]]:
+        """Append the records, one batch per partition: the first offset of the last batch, and
+        each partition written with the offset its batch ends before."""
         by_partition: dict[int, list[Write]] = defaultdict(list)
         for w in writes:
             by_partition[w.partition].append(w)
         first = -1
+        written = []
         for index, ws in by_partition.items():
             partition = self.topics.partition(OFFSETS_TOPIC, index)
             if partition is None:
@@ -202,14 +224,28 @@ class GroupCoordinator:
             batch = build_batch((Record(i, 0, w.key, w.value) for i, w in enumerate(ws)),
                                 producer_id=producer_id, producer_epoch=producer_epoch,
                                 transactional=producer_id >= 0)
-            first = partition.append(batch, AppendOrigin.COORDINATOR).first_offset
-        return first
+            res = partition.append(batch, AppendOrigin.COORDINATOR)
+            first = res.first_offset
+            written.append((partition, res.last_offset + 1))
+        return first, written
 
-    def _commit(self, plan: CommitPlan) -> dict[TopicPartition, int]:
+    async def _commit(self, plan: CommitPlan) -> dict[TopicPartition, int]:
+        """Offsets are answered (and become visible) once the in-sync replicas have them, as
+        Kafka's coordinator appends with acks=all: a commit acknowledged before a leader's crash
+        must be there on the next leader."""
         if not plan.writes:
             return plan.errors
         try:
-            first = self._write(plan.writes, producer_id=plan.producer_id, producer_epoch=plan.producer_epoch)
+            first, written = self._write(plan.writes, producer_id=plan.producer_id, producer_epoch=plan.producer_epoch)
+            for partition, end in written:
+                code = await partition.replicated(end, COMMIT_TIMEOUT_S)
+                if code:
+                    raise KafkaError(code, "offsets not replicated")
+        except KafkaError as e:
+            log.warning("writing offsets failed", group=plan.group_id, error=e.code.name)
+            fail = ErrorCode.NOT_COORDINATOR if e.code == ErrorCode.NOT_LEADER_OR_FOLLOWER \
+                else ErrorCode.COORDINATOR_NOT_AVAILABLE
+            return {tp: err or fail for tp, err in plan.errors.items()}
         except Exception as e:
             log.error("writing offsets failed", group=plan.group_id, exc_info=e)
             return {tp: err or ErrorCode.COORDINATOR_NOT_AVAILABLE for tp, err in plan.errors.items()}
@@ -255,12 +291,12 @@ class GroupCoordinator:
         self._apply(self.sm.drain())
         return out
 
-    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
+    async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
                        offsets: dict[TopicPartition, OffsetCommitIn],
                        retention_ms: int = -1) -> dict[TopicPartition, int]:
         plan = self.sm.commit_offsets(group_id, member_id, group_instance_id, generation, offsets, self.clock.now_ms(),
                                       retention_ms)
-        errors = self._commit(plan)
+        errors = await self._commit(plan)
         self._apply(self.sm.drain())
         return errors
 
@@ -285,7 +321,7 @@ class GroupCoordinator:
         return out
 
     # ---- the transactions' hooks (TxnOffsetCommit and the commit/abort markers) --------------
-    def prepare_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+    async def prepare_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
                             offsets: dict[TopicPartition, OffsetCommitIn], *, member_id: str = "",
                             group_instance_id: str | None = None,
                             generation: int = -1) -> dict[TopicPartition, int]:
@@ -295,7 +331,7 @@ class GroupCoordinator:
         plan = self.sm.prepare_txn_offsets(group_id, producer_id, producer_epoch, offsets, self.clock.now_ms(),
                                            member_id=member_id, group_instance_id=group_instance_id,
                                            generation=generation)
-        errors = self._commit(plan)
+        errors = await self._commit(plan)
         self._apply(self.sm.drain())
         return errors
 

@@ -8,13 +8,16 @@ from collections.abc import Iterable
 from . import records as rec
 from .core import (
     STABLE,
+    E,
     GroupCore,
 )
 from .loading_state import Loading
 from .model import (
     Group,
+    JoinResult,
     Member,
     OffsetEntry,
+    SyncResult,
     TopicPartition,
 )
 
@@ -27,6 +30,19 @@ class PartitionLoading(GroupCore):
         for p in partitions:
             self.owned.add(p)
         self._schedule(("expire",), now + self.settings.offsets_retention_check_interval_ms, earlier_only=True)
+
+    def unload_partition(self, partition: int) -> None:
+        """Another broker leads this partition now: its groups are forgotten here, and members
+        parked in a join or sync are told NOT_COORDINATOR so they find the new coordinator."""
+        self.owned.discard(partition)
+        self.loading.pop(partition, None)
+        for gid in [gid for gid, g in self.groups.items() if g.partition == partition]:
+            g = self.groups.pop(gid)
+            for m in g.members.values():
+                if m.join_token is not None:
+                    self._reply(m.join_token, JoinResult(E.NOT_COORDINATOR, member_id=m.member_id))
+                if m.sync_token is not None:
+                    self._reply(m.sync_token, SyncResult(E.NOT_COORDINATOR))
 
     def begin_loading(self, partition: int) -> None:
         self.loading[partition] = Loading({}, {}, {})

@@ -53,6 +53,8 @@ log = structlog.get_logger()
 TOPIC = "__transaction_state"
 CONCURRENT_WAIT_S = 2.0
 VERIFY_TIMEOUT_S = 5.0  # a verification asked of another broker
+LOAD_WAIT_S = 10.0  # a new leader's high watermark catching up with its log before loading
+REPLICATION_TIMEOUT_S = 5.0  # a __transaction_state append must reach the in-sync replicas by then
 _LOAD_READ_BYTES = 1024 * 1024
 
 
@@ -86,6 +88,7 @@ class TransactionCoordinator:
         self._tasks: set[asyncio.Task[None]] = set()
         self._reaper: asyncio.Task[None] | None = None
         self._owned: set[int] = set()
+        self._loading: set[int] = set()  # partitions whose leadership came here, not loaded yet
 
     # ---- lifecycle ----------------------------------------------------------------------------
     def load(self) -> None:
@@ -98,14 +101,43 @@ class TransactionCoordinator:
         self.topics.listeners.append(self._on_partition)
 
     def _on_partition(self, topic: str, partition: Partition, leads: bool) -> None:
-        """A `__transaction_state` partition created after start and led here (an empty log).
-        (Leadership moving between brokers — loading and unloading — comes with replication.)"""
-        if topic != TOPIC or not leads or partition.index in self._owned:
+        """Leadership of a `__transaction_state` partition came here — load its transactions
+        under the new coordinator epoch (its leader epoch) and finish every PrepareCommit /
+        PrepareAbort found by sending the markers again — or went elsewhere: forget them."""
+        if topic != TOPIC:
             return
-        t = self.topics.get(TOPIC)
-        if t is not None:
-            self.machine.num_partitions = t.num_partitions
-        self._load_partition(partition)
+        i = partition.index
+        if leads and i not in self._owned and i not in self._loading:
+            t = self.topics.get(TOPIC)
+            if t is not None:
+                self.machine.num_partitions = t.num_partitions
+            self._loading.add(i)
+            task = asyncio.get_running_loop().create_task(self._take_over(partition))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        elif not leads and i in self._owned:
+            self._owned.discard(i)
+            self.machine.unload_partition(i)
+            log.info("transaction state unloaded: the partition is led elsewhere", partition=i)
+
+    async def _take_over(self, partition: Partition) -> None:
+        """Load a partition whose leadership came here, once its high watermark covers its log
+        (meanwhile its ids are not served: FindCoordinator answers COORDINATOR_NOT_AVAILABLE)."""
+        i = partition.index
+        try:
+            if not await partition.caught_up_as_leader(LOAD_WAIT_S):
+                log.warning("loading transaction state whose high watermark lags its log", partition=i)
+            if not partition.is_leader:
+                return
+            loaded = self._load_partition(partition)
+            jobs = [j for j in self.machine.recovered_jobs() if self.machine.partition_of(j.transactional_id) == i]
+            for job in jobs:
+                self.sender.add(job)
+            if loaded:
+                log.info("transaction state loaded: this broker leads the partition now", partition=i,
+                         records=loaded, coordinator_epoch=partition.leader_epoch, completing=len(jobs))
+        finally:
+            self._loading.discard(i)
 
     async def ensure_topic(self) -> None:
         """Create `__transaction_state` when a transactional id first looks for its coordinator,
@@ -114,8 +146,8 @@ class TransactionCoordinator:
             cfg = self.cfg
             configs = {"cleanup.policy": "compact", "segment.bytes": str(cfg.transaction_state_segment_bytes)}
             try:
-                await self.topics.create(TOPIC, cfg.transaction_state_num_partitions,
-                                         cfg.transaction_state_replication_factor, configs=configs)
+                rf = self.topics.internal_replication_factor(cfg.transaction_state_replication_factor)
+                await self.topics.create(TOPIC, cfg.transaction_state_num_partitions, rf, configs=configs)
             except KafkaError as e:  # no controller yet: FindCoordinator answers COORDINATOR_NOT_AVAILABLE
                 if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                     log.warning("cannot create " + TOPIC, error=e.code.name, message=e.message)
@@ -299,8 +331,11 @@ class TransactionCoordinator:
         value = None if d.remove or d.record is None else encode_value(d.record)
         batch = build_batch([Record(0, 0, encode_key(tid), value)])
         try:
-            part.append(batch, AppendOrigin.COORDINATOR)
+            res = part.append(batch, AppendOrigin.COORDINATOR)
             await part.made_durable()  # not acted on (answered, markers sent) before it is on disk
+            code = await part.replicated(res.last_offset + 1, REPLICATION_TIMEOUT_S)  # and on the ISR
+            if code:
+                raise KafkaError(code, "the transaction state did not reach the in-sync replicas")
         except KafkaError as e:
             log.error("__transaction_state append failed", transactional_id=tid, error=e.code.name, reason=e.message)
             return _APPEND_ERRORS.get(e.code, e.code)

@@ -11,60 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from dataclasses import dataclass
 
 import pytest
 from helpers import free_port
 from helpers.cluster import Cluster
+from helpers.cluster_metadata import Layout, agreed, create, metadata
 from helpers.quorum_views import agreed_leader
 from helpers.raw import Raw
 
 from broker.admin_cluster import cluster_describe
 from protocol.errors import ErrorCode
-from protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest, CreateTopicsResponse
-from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 from protocol.messages.produce import PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData
 from protocol.records import Record, build_batch
-
-
-@dataclass(frozen=True)
-class Layout:
-    brokers: tuple[int, ...]
-    partitions: tuple[tuple[int, int, tuple[int, ...], tuple[int, ...]], ...]  # (error, leader, replicas, isr)
-
-
-def metadata(port: int, topic: str | None) -> tuple[tuple[int, ...], dict[str, Layout]] | None:
-    try:
-        raw = Raw(port)
-    except OSError:
-        return None
-    try:
-        topics = None if topic is None else [MetadataRequestTopic(name=topic)]
-        resp = raw.request(MetadataRequest(topics=topics, allow_auto_topic_creation=False), 12)
-    except (OSError, AssertionError):
-        return None
-    finally:
-        raw.close()
-    assert isinstance(resp, MetadataResponse)
-    brokers = tuple(sorted(b.node_id for b in resp.brokers))
-    out = {}
-    for t in resp.topics:
-        if t.error_code == 0:
-            parts = tuple((p.error_code, p.leader_id, tuple(p.replica_nodes), tuple(p.isr_nodes))
-                          for p in sorted(t.partitions, key=lambda p: p.partition_index))
-            out[t.name or ""] = Layout(brokers, parts)
-    return brokers, out
-
-
-def create(port: int, name: str, partitions: int, rf: int, timeout: float = 10.0) -> tuple[int, str | None]:
-    raw = Raw(port)
-    try:
-        resp = raw.request(CreateTopicsRequest(topics=[CreatableTopic(
-            name=name, num_partitions=partitions, replication_factor=rf)], timeout_ms=int(timeout * 1000)), 7)
-    finally:
-        raw.close()
-    assert isinstance(resp, CreateTopicsResponse)
-    return resp.topics[0].error_code, resp.topics[0].error_message
 
 
 def produce(port: int, topic: str, partition: int) -> int:
@@ -96,14 +54,6 @@ def leader_of_quorum(c: Cluster) -> int:
     return views[-1]
 
 
-def agreed(c: Cluster, topic: str, nodes: list[int]) -> Layout | None:
-    seen = [metadata(c.ports[n], topic) for n in nodes]
-    layouts = {m[1].get(topic) for m in seen if m is not None}
-    if len(layouts) != 1 or any(m is None for m in seen):
-        return None
-    return next(iter(layouts))
-
-
 def test_a_topic_created_through_a_follower_is_the_same_on_every_broker(cluster: Cluster) -> None:
     c = cluster
     controller = leader_of_quorum(c)
@@ -117,7 +67,7 @@ def test_a_topic_created_through_a_follower_is_the_same_on_every_broker(cluster:
     leaders = [p[1] for p in layout.partitions]
     assert set(leaders) == {1, 2, 3}  # striped: every broker leads some partitions
     for _err, leader, replicas, isr in layout.partitions:
-        assert sorted(replicas) == [1, 2, 3] and replicas[0] == leader and isr == (leader,)
+        assert sorted(replicas) == [1, 2, 3] and replicas[0] == leader and sorted(isr) == [1, 2, 3]
     for i, leader in enumerate(leaders):
         assert produce(c.ports[leader], "spread", i) == 0
         other = next(n for n in (1, 2, 3) if n != leader)

@@ -173,7 +173,7 @@ def test_replicas_are_striped_over_live_brokers_and_the_first_leads() -> None:
     assert t.topic_id == topic_id and dict(t.configs) == {"retention.ms": "1000"}
     assert [p.leader for p in t.partitions] == [p.replicas[0] for p in t.partitions]
     assert {p.leader for p in t.partitions} == {1, 2, 3}
-    assert all(len(set(p.replicas)) == 2 and p.isr == (p.leader,) and p.leader_epoch == 0 for p in t.partitions)
+    assert all(len(set(p.replicas)) == 2 and p.isr == p.replicas and p.leader_epoch == 0 for p in t.partitions)
     with pytest.raises(KafkaError) as e:
         c.create_topic("t", 1, 1, {})
     assert e.value.code == ErrorCode.TOPIC_ALREADY_EXISTS
@@ -254,14 +254,17 @@ def test_alter_partition_is_checked_in_kafkas_order() -> None:
     assert c.alter_partition(2, e2, tid, 0, 0, 0, [1, 2])[0] == ErrorCode.INVALID_REQUEST  # not the leader
     assert c.alter_partition(1, e1, tid, 0, 1, 0, [1, 2])[0] == ErrorCode.FENCED_LEADER_EPOCH
     assert c.alter_partition(1, e1, tid, 0, 0, 7, [1, 2])[0] == ErrorCode.INVALID_UPDATE_VERSION
+    err, entry = c.alter_partition(1, e1, tid, 0, 0, 0, [1])  # every replica was in sync at creation
+    assert err == 0
+    _commit(c, entry)
     c._heard.update({1: 10_000, 3: 10_000})
     _commit(c, c.expire(now_ms=10_500))  # broker 2 fenced: it may not join the ISR
-    assert c.alter_partition(1, e1, tid, 0, 0, 0, [1, 2])[0] == ErrorCode.INELIGIBLE_REPLICA
-    err, entry = c.alter_partition(1, e1, tid, 0, 0, 0, [1, 3])
+    assert c.alter_partition(1, e1, tid, 0, 0, 1, [1, 2])[0] == ErrorCode.INELIGIBLE_REPLICA
+    err, entry = c.alter_partition(1, e1, tid, 0, 0, 1, [1, 3])
     assert err == 0
     _commit(c, entry)
     p = c.image.topics["t"].partitions[0]
-    assert (p.isr, p.leader_epoch, p.partition_epoch) == ((1, 3), 0, 1)  # an ISR change keeps the leader epoch
+    assert (p.isr, p.leader_epoch, p.partition_epoch) == ((1, 3), 0, 2)  # an ISR change keeps the leader epoch
 
 
 def test_topic_records_survive_a_snapshot_and_delete_removes_them() -> None:

@@ -1,0 +1,157 @@
+"""The follower's side of replication: fetch from each leader, append what it sends, as Kafka's
+replica fetcher threads do — one fetch loop per leader broker, over its inter-broker listener.
+
+Every fetch carries, per partition, the follower's log end, its last fetched epoch and the leader
+epoch it follows. The leader answers with batches (appended with their offsets and epochs kept,
+producer state and transaction index rebuilt by the log), its high watermark (ours becomes the
+smaller of it and our log end), or the point where our log parts from its — we truncate there
+and fetch again. A partition whose leader changes moves to that leader's loop; the leader's
+answers about epochs (FENCED / UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER) wait for the metadata
+image to bring the new leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+
+import structlog
+
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic, ReplicaState
+
+from ..partition import Partition
+from ..replication.replica_state import Role
+from ..wire import BrokerConnection, WireError
+
+log = structlog.get_logger()
+
+FETCH_MAX_WAIT_MS = 500
+FETCH_MAX_BYTES = 8 * 1024 * 1024
+PARTITION_MAX_BYTES = 1024 * 1024
+BACKOFF_S = 0.5
+
+
+class ReplicaFetcher:
+    def __init__(self, node_id: int, address_of: Callable[[int], tuple[str, int] | None],
+                 topic_ids: Callable[[str], uuid.UUID]) -> None:
+        self.node_id = node_id
+        self._address_of = address_of
+        self._topic_id = topic_ids
+        self._following: dict[int, dict[tuple[str, int], Partition]] = {}  # leader -> partitions
+        self._loops: dict[int, asyncio.Task[None]] = {}
+        self._wake: dict[int, asyncio.Event] = {}
+        self.fetched_bytes = 0
+
+    def follow(self, part: Partition) -> None:
+        """Fetch `part` from the leader its replica state names (from any other loop first)."""
+        self.unfollow(part)
+        leader = part.leader
+        if leader < 0 or leader == self.node_id:
+            return
+        self._following.setdefault(leader, {})[(part.topic, part.index)] = part
+        if leader not in self._loops or self._loops[leader].done():
+            self._wake[leader] = asyncio.Event()
+            self._loops[leader] = asyncio.get_running_loop().create_task(self._run(leader))
+        else:
+            self._wake[leader].set()
+
+    def unfollow(self, part: Partition) -> None:
+        for parts in self._following.values():
+            parts.pop((part.topic, part.index), None)
+
+    async def stop(self) -> None:
+        for t in self._loops.values():
+            t.cancel()
+        for t in self._loops.values():
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):  # noqa: S110 - stopping: its outcome is moot
+                pass
+        self._loops.clear()
+
+    # ---- one loop per leader ---------------------------------------------------------------------
+    async def _run(self, leader: int) -> None:
+        conn: BrokerConnection | None = None
+        try:
+            while True:
+                parts = [p for p in self._following.get(leader, {}).values()
+                         if p.state.role == Role.FOLLOWER and p.leader == leader and not p.log.closed]
+                if not parts:
+                    self._following.pop(leader, None)
+                    return
+                try:
+                    if conn is None or conn.closed:
+                        address = self._address_of(leader)
+                        if address is None:
+                            raise WireError(f"no address for broker {leader}")
+                        conn = await BrokerConnection.connect(*address, client_id=f"ketch-replica-{self.node_id}",
+                                                              timeout=2.0)
+                    request, by_key = self._request(parts, conn)
+                    resp = await conn.request(request, timeout=10.0 + FETCH_MAX_WAIT_MS / 1000)
+                    assert isinstance(resp, FetchResponse)
+                    backoff = self._apply(resp, by_key)
+                except (WireError, OSError) as e:
+                    log.debug("replica fetch failed", leader=leader, error=str(e))
+                    if conn is not None:
+                        conn.close()
+                    conn = None
+                    backoff = True
+                if backoff:
+                    wake = self._wake[leader]
+                    wake.clear()
+                    try:
+                        await asyncio.wait_for(wake.wait(), BACKOFF_S)
+                    except TimeoutError:
+                        pass
+        finally:
+            if conn is not None:
+                conn.close()
+
+    def _request(self, parts: list[Partition],
+                 conn: BrokerConnection) -> tuple[FetchRequest, dict[tuple[str, int], Partition]]:
+        version = conn.version_for(FetchRequest)
+        by_topic: dict[str, list[FetchPartition]] = {}
+        by_key: dict[tuple[str, int], Partition] = {}
+        for p in parts:
+            by_key[(p.topic, p.index)] = p
+            by_topic.setdefault(p.topic, []).append(FetchPartition(
+                partition=p.index, current_leader_epoch=p.leader_epoch, fetch_offset=p.log_end_offset,
+                last_fetched_epoch=p.log.latest_epoch, log_start_offset=p.log_start_offset,
+                partition_max_bytes=PARTITION_MAX_BYTES))
+        topics = [FetchTopic(topic=t, topic_id=self._topic_id(t), partitions=ps) for t, ps in by_topic.items()]
+        request = FetchRequest(replica_id=self.node_id, replica_state=ReplicaState(replica_id=self.node_id),
+                               max_wait_ms=FETCH_MAX_WAIT_MS, min_bytes=1, max_bytes=FETCH_MAX_BYTES, topics=topics)
+        if version < 12:
+            raise WireError(f"the leader speaks Fetch up to v{version}; replication needs v12+")
+        return request, by_key
+
+    def _apply(self, resp: FetchResponse, by_key: dict[tuple[str, int], Partition]) -> bool:
+        """Append what came; True if nothing moved (back off before the next fetch)."""
+        moved = False
+        by_id = {self._topic_id(p.topic): p.topic for p in by_key.values()}
+        for t in resp.responses:
+            name = by_id.get(t.topic_id, t.topic)
+            for pd in t.partitions:
+                part = by_key.get((name, pd.partition_index))
+                if part is None or part.log.closed or part.state.role != Role.FOLLOWER:
+                    continue
+                try:
+                    if pd.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and pd.log_start_offset > part.log_end_offset:
+                        part.restart_at(pd.log_start_offset)
+                        moved = True
+                    elif pd.error_code:
+                        continue  # a leadership change the image will bring: wait for it
+                    elif pd.diverging_epoch.epoch >= 0:
+                        part.truncate_to_divergence(pd.diverging_epoch.epoch, pd.diverging_epoch.end_offset)
+                        moved = True
+                    else:
+                        records = pd.records or b""
+                        self.fetched_bytes += len(records)
+                        part.append_replicated(records, pd.high_watermark, pd.log_start_offset)
+                        moved = moved or bool(records)
+                except KafkaError as e:
+                    log.warning("replicated append failed", topic=part.topic, partition=part.index, error=e.code.name,
+                                message=e.message)
+        return not moved

@@ -1,0 +1,292 @@
+"""Issue 14: replicated partitions across three real broker processes (RF 3, min.insync.replicas 2).
+
+Followers copy their leader batch for batch; acks=all waits for the ISR; a SIGKILLed leader is
+replaced from the ISR and no acknowledged write is lost or duplicated; a SIGKILLed follower comes
+back, catches up and rejoins the ISR with a log equal to the leader's.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as Ctp
+from helpers import free_port
+from helpers.cluster import Cluster
+from helpers.cluster_metadata import agreed, create_with_configs, metadata
+
+LAG_MS = "4000"
+
+
+@pytest.fixture
+def cluster(cluster_factory) -> Cluster:  # type: ignore[no-untyped-def]
+    controller = {n: free_port() for n in (1, 2, 3)}
+    voters = ",".join(f"{n}@127.0.0.1:{p}" for n, p in controller.items())
+    c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
+                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000",
+                                      "KETCH_REPLICA_LAG_TIME_MAX_MS": LAG_MS})
+    c.wait_until(lambda: all((m := metadata(c.ports[n], None)) and m[0] == (1, 2, 3) for n in (1, 2, 3)),
+                 timeout=30, message="every broker lists the three brokers")
+    return c
+
+
+def log_bytes(c: Cluster, node: int, topic: str, partition: int) -> bytes:
+    """A replica's whole log as stored: its segment files, in order."""
+    d = Path(c[node].data_dir) / f"{topic}-{partition}"
+    return b"".join(f.read_bytes() for f in sorted(d.glob("*.log")))
+
+
+def produce(bootstrap: str, topic: str, n: int, acked: list[bytes], errors: list[str], stop: threading.Event | None = None,
+            partition: int = 0) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+                  "message.timeout.ms": 60000, "log_level": 3})
+
+    def done(err, msg) -> None:  # type: ignore[no-untyped-def]
+        if err is None:
+            acked.append(msg.value())
+        else:
+            errors.append(str(err))
+
+    for i in range(n):
+        if stop is not None and stop.is_set():
+            break
+        p.produce(topic, value=b"m-%06d" % i, partition=partition, on_delivery=done)
+        p.poll(0)
+        if i % 200 == 199:
+            p.flush(60)
+    p.flush(60)
+
+
+def read_all(bootstrap: str, topic: str, partition: int, expect: int, timeout: float = 60) -> list[bytes]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{topic}", "enable.auto.commit": False,
+                  "isolation.level": "read_committed", "auto.offset.reset": "earliest", "log_level": 3})
+    out: list[bytes] = []
+    try:
+        c.assign([Ctp(topic, partition, 0)])
+        import time
+        deadline = time.monotonic() + timeout
+        idle = 0
+        while time.monotonic() < deadline and (len(out) < expect or idle < 3):
+            m = c.poll(0.5)
+            if m is None:
+                idle += 1
+                continue
+            idle = 0
+            if not m.error():
+                out.append(m.value())
+    finally:
+        c.close()
+    return out
+
+
+def test_followers_hold_the_leaders_batches_and_acks_all_waits_for_them(cluster: Cluster) -> None:
+    c = cluster
+    assert create_with_configs(c.ports[1], "copied", 3, 3, {"min.insync.replicas": "2"}) == 0
+    c.wait_until(lambda: agreed(c, "copied", [1, 2, 3]), timeout=10, message="the topic everywhere")
+    layout = agreed(c, "copied", [1, 2, 3])
+    assert layout is not None and all(sorted(p[3]) == [1, 2, 3] for p in layout.partitions)  # all in sync
+    for partition in range(3):
+        acked: list[bytes] = []
+        errors: list[str] = []
+        produce(c.bootstrap, "copied", 1000, acked, errors, partition=partition)
+        assert not errors and len(acked) == 1000
+    for partition in range(3):
+        c.wait_until(lambda partition=partition: len({log_bytes(c, n, "copied", partition) for n in (1, 2, 3)}) == 1,
+                     timeout=20, message=f"three identical replicas of copied-{partition}")
+        assert len(log_bytes(c, 1, "copied", partition)) > 1000 * 10
+
+
+def test_sigkill_of_a_leader_loses_no_acknowledged_write_and_duplicates_none(cluster: Cluster) -> None:
+    c = cluster
+    assert create_with_configs(c.ports[1], "failover", 1, 3, {"min.insync.replicas": "2"}) == 0
+    c.wait_until(lambda: agreed(c, "failover", [1, 2, 3]), timeout=10, message="the topic everywhere")
+    layout = agreed(c, "failover", [1, 2, 3])
+    assert layout is not None
+    leader = layout.partitions[0][1]
+    acked: list[bytes] = []
+    errors: list[str] = []
+    stop = threading.Event()
+    t = threading.Thread(target=produce, args=(c.bootstrap, "failover", 1_000_000, acked, errors, stop))
+    t.start()
+    survivors = [n for n in c.node_ids if n != leader]
+    try:
+        c.wait_until(lambda: len(acked) >= 1500, timeout=60, message="writes acknowledged before the kill")
+        c.kill(leader)
+        at_kill = len(acked)
+        c.wait_until(lambda: (x := agreed(c, "failover", survivors)) is not None and x.partitions[0][1] in survivors,
+                     timeout=30, message="a new leader from the ISR")
+        c.wait_until(lambda: len(acked) >= at_kill + 1500, timeout=60,
+                     message="writes acknowledged by the new leader")
+    finally:
+        stop.set()
+        t.join(timeout=120)
+    assert not t.is_alive()
+    assert not errors, errors[:3]
+    got = read_all(",".join(f"127.0.0.1:{c.ports[n]}" for n in survivors), "failover", 0, len(acked))
+    assert len(got) == len(set(got)), "duplicates after the failover"
+    assert set(acked) <= set(got), f"{len(set(acked) - set(got))} acknowledged records lost"
+
+
+def test_a_killed_follower_catches_up_and_rejoins_the_isr_with_the_leaders_log(cluster: Cluster) -> None:
+    c = cluster
+    assert create_with_configs(c.ports[1], "rejoin", 1, 3, {"min.insync.replicas": "2"}) == 0
+    c.wait_until(lambda: agreed(c, "rejoin", [1, 2, 3]), timeout=10, message="the topic everywhere")
+    layout = agreed(c, "rejoin", [1, 2, 3])
+    assert layout is not None
+    leader = layout.partitions[0][1]
+    follower = next(n for n in c.node_ids if n != leader)
+    acked: list[bytes] = []
+    errors: list[str] = []
+    t = threading.Thread(target=produce, args=(c.bootstrap, "rejoin", 4000, acked, errors))
+    t.start()
+    try:
+        c.wait_until(lambda: len(acked) >= 1000, timeout=60, message="writes before the follower's kill")
+        c.kill(follower)
+        others = [n for n in c.node_ids if n != follower]
+        c.wait_until(lambda: (x := agreed(c, "rejoin", others)) is not None and follower not in x.partitions[0][3],
+                     timeout=30, message="the dead follower out of the ISR")
+        c.restart(follower, kill=False)
+        t.join(timeout=120)
+    finally:
+        t.join(timeout=5)
+    assert not errors and len(acked) == 4000
+    c.wait_until(lambda: (x := agreed(c, "rejoin", [1, 2, 3])) is not None and sorted(x.partitions[0][3]) == [1, 2, 3],
+                 timeout=30, message="the follower back in the ISR")
+    c.wait_until(lambda: log_bytes(c, follower, "rejoin", 0) == log_bytes(c, leader, "rejoin", 0), timeout=20,
+                 message="the follower's log equal to the leader's")
+
+
+def poll_into(consumer: Consumer, out: list[bytes]) -> int:
+    """One poll; what it brought joins `out`. How many `out` holds."""
+    m = consumer.poll(0.5)
+    if m is not None and not m.error():
+        out.append(m.value())
+    return len(out)
+
+
+def _coordinator(bootstrap_port: int, key: str, key_type: int) -> int:
+    from helpers.raw import Raw
+
+    from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+    raw = Raw(bootstrap_port)
+    try:
+        resp = raw.request(FindCoordinatorRequest(key=key, key_type=key_type), 3)
+    finally:
+        raw.close()
+    assert isinstance(resp, FindCoordinatorResponse)
+    return resp.node_id if resp.error_code == 0 else -1
+
+
+def test_the_coordinators_broker_killed_transactions_and_group_offsets_carry_on(cluster: Cluster) -> None:
+    """SIGKILL of the broker coordinating a transactional id and a group (both made the same broker
+    by choosing the keys): the internal partitions' new leaders load their state; the producer
+    finishes more transactions, the group resumes from its committed offsets, and a read_committed
+    reader sees every committed transaction's records exactly once and no aborted one."""
+    c = cluster
+    assert create_with_configs(c.ports[1], "moved", 1, 3, {"min.insync.replicas": "2"}) == 0
+    c.wait_until(lambda: agreed(c, "moved", [1, 2, 3]), timeout=10, message="the topic everywhere")
+    tid = "mover"
+    c.wait_until(lambda: _coordinator(c.ports[1], tid, 1) > 0, timeout=30, message="a transaction coordinator")
+    victim = _coordinator(c.ports[1], tid, 1)
+    group = next(g for g in (f"movers-{i}" for i in range(1000)) if _coordinator(c.ports[1], g, 0) == victim)
+    p = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": tid, "log_level": 3,
+                  "transaction.timeout.ms": 20000})
+    p.init_transactions(30)
+    committed: list[bytes] = []
+
+    def txn(n: int, commit: bool) -> None:
+        p.begin_transaction()
+        values = [b"t%d-%d" % (n, i) for i in range(20)]
+        for v in values:
+            p.produce("moved", value=v, partition=0)
+        if commit:
+            p.commit_transaction(60)
+            committed.extend(values)
+        else:
+            p.abort_transaction(60)
+
+    for n in range(5):
+        txn(n, commit=n != 2)
+    consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest", "log_level": 3})
+    consumer.assign([Ctp("moved", 0, 0)])
+    first: list[bytes] = []
+    c.wait_until(lambda: poll_into(consumer, first) >= 80, timeout=30, message="the first four transactions read")
+    consumer.commit(asynchronous=False)
+    consumer.close()
+
+    c.kill(victim)
+    for n in range(5, 10):
+        txn(n, commit=n != 7)
+    survivors = [n for n in c.node_ids if n != victim]
+    assert _coordinator(c.ports[survivors[0]], tid, 1) in survivors
+    resumed = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group, "enable.auto.commit": False,
+                        "isolation.level": "read_committed", "auto.offset.reset": "earliest", "log_level": 3})
+    rest: list[bytes] = []
+    try:
+        resumed.subscribe(["moved"])
+        c.wait_until(lambda: poll_into(resumed, rest) >= 80, timeout=60,
+                     message="the last four committed transactions read by the resumed group")
+    finally:
+        resumed.close()
+    assert sorted(first + rest) == sorted(committed), "the group resumed exactly after its committed offset"
+    everything = read_all(",".join(f"127.0.0.1:{c.ports[n]}" for n in survivors), "moved", 0, len(committed))
+    assert sorted(everything) == sorted(committed)
+
+
+def test_with_two_brokers_down_acks_all_is_refused_and_the_topic_recovers(cluster_factory) -> None:  # type: ignore[no-untyped-def]
+    """min.insync.replicas 2 and only the leader left: acks=all gets NOT_ENOUGH_REPLICAS (nothing
+    acknowledged that one more crash could lose); acks=1 still writes; with the brokers back in
+    the ISR acks=all works again and nothing acknowledged is missing. Five brokers, so that the
+    metadata quorum keeps its majority with two of them down (with three, two down stops the
+    controller, no ISR change can commit and acks=all times out instead — as in Kafka)."""
+    from helpers.raw import Raw
+
+    from protocol.errors import ErrorCode
+    from protocol.messages.produce import (
+        PartitionProduceData,
+        ProduceRequest,
+        ProduceResponse,
+        TopicProduceData,
+    )
+    from protocol.records import Record, build_batch
+
+    controller = {n: free_port() for n in range(1, 6)}
+    voters = ",".join(f"{n}@127.0.0.1:{p}" for n, p in controller.items())
+    c: Cluster = cluster_factory(5, args_for=lambda c, n: ["--voters", voters],
+                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000",
+                                      "KETCH_REPLICA_LAG_TIME_MAX_MS": LAG_MS})
+    c.wait_until(lambda: all((m := metadata(c.ports[n], None)) and m[0] == (1, 2, 3, 4, 5) for n in c.node_ids),
+                 timeout=30, message="every broker lists the five brokers")
+    assert create_with_configs(c.ports[1], "quorumless", 1, 3, {"min.insync.replicas": "2"}) == 0
+    c.wait_until(lambda: agreed(c, "quorumless", c.node_ids), timeout=10, message="the topic everywhere")
+    layout = agreed(c, "quorumless", c.node_ids)
+    assert layout is not None
+    leader = layout.partitions[0][1]
+
+    def send(acks: int, value: bytes) -> int:
+        raw = Raw(c.ports[leader])
+        try:
+            resp = raw.request(ProduceRequest(acks=acks, timeout_ms=5000, topic_data=[TopicProduceData(
+                name="quorumless", partition_data=[PartitionProduceData(
+                    index=0, records=build_batch([Record(0, 0, None, value)]))])]), 9)
+        finally:
+            raw.close()
+        assert isinstance(resp, ProduceResponse)
+        return resp.responses[0].partition_responses[0].error_code
+
+    assert send(-1, b"before") == 0
+    others = [n for n in layout.partitions[0][2] if n != leader]  # the two followers
+    for n in others:
+        c.kill(n)
+    # fenced after the session timeout, they leave the ISR: only the leader is in sync
+    c.wait_until(lambda: send(-1, b"refused") == ErrorCode.NOT_ENOUGH_REPLICAS, timeout=30,
+                 message="acks=all refused with the followers gone")
+    assert send(1, b"acks-1") == 0
+    for n in others:
+        c.restart(n, kill=False)
+    c.wait_until(lambda: send(-1, b"after") == 0, timeout=60, message="acks=all accepted again")
+    got = read_all(f"127.0.0.1:{c.ports[leader]}", "quorumless", 0, 3)
+    assert {b"before", b"acks-1", b"after"} <= set(got)

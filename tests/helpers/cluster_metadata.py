@@ -1,0 +1,77 @@
+"""What a cluster test asks brokers about topics: Metadata as each broker answers it, and
+CreateTopics (issue 13's topics in the metadata log)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protocol.messages.create_topics import (
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
+from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
+
+from .cluster import Cluster
+from .raw import Raw
+
+
+@dataclass(frozen=True)
+class Layout:
+    brokers: tuple[int, ...]
+    partitions: tuple[tuple[int, int, tuple[int, ...], tuple[int, ...]], ...]  # (error, leader, replicas, isr)
+
+
+def metadata(port: int, topic: str | None) -> tuple[tuple[int, ...], dict[str, Layout]] | None:
+    try:
+        raw = Raw(port)
+    except OSError:
+        return None
+    try:
+        topics = None if topic is None else [MetadataRequestTopic(name=topic)]
+        resp = raw.request(MetadataRequest(topics=topics, allow_auto_topic_creation=False), 12)
+    except (OSError, AssertionError):
+        return None
+    finally:
+        raw.close()
+    assert isinstance(resp, MetadataResponse)
+    brokers = tuple(sorted(b.node_id for b in resp.brokers))
+    out = {}
+    for t in resp.topics:
+        if t.error_code == 0:
+            parts = tuple((p.error_code, p.leader_id, tuple(p.replica_nodes), tuple(p.isr_nodes))
+                          for p in sorted(t.partitions, key=lambda p: p.partition_index))
+            out[t.name or ""] = Layout(brokers, parts)
+    return brokers, out
+
+
+def create(port: int, name: str, partitions: int, rf: int, timeout: float = 10.0) -> tuple[int, str | None]:
+    raw = Raw(port)
+    try:
+        resp = raw.request(CreateTopicsRequest(topics=[CreatableTopic(
+            name=name, num_partitions=partitions, replication_factor=rf)], timeout_ms=int(timeout * 1000)), 7)
+    finally:
+        raw.close()
+    assert isinstance(resp, CreateTopicsResponse)
+    return resp.topics[0].error_code, resp.topics[0].error_message
+
+
+def create_with_configs(port: int, name: str, partitions: int, rf: int, configs: dict[str, str]) -> int:
+    raw = Raw(port)
+    try:
+        resp = raw.request(CreateTopicsRequest(topics=[CreatableTopic(
+            name=name, num_partitions=partitions, replication_factor=rf,
+            configs=[CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])], timeout_ms=10000), 7)
+    finally:
+        raw.close()
+    assert isinstance(resp, CreateTopicsResponse)
+    return resp.topics[0].error_code
+
+
+def agreed(c: Cluster, topic: str, nodes: list[int]) -> Layout | None:
+    seen = [metadata(c.ports[n], topic) for n in nodes]
+    layouts = {m[1].get(topic) for m in seen if m is not None}
+    if len(layouts) != 1 or any(m is None for m in seen):
+        return None
+    return next(iter(layouts))
