@@ -63,11 +63,12 @@ async def topic_list(bootstrap: str) -> list[dict[str, Any]]:
             for t in sorted(md.topics, key=lambda t: t.name)]
 
 
-async def topic_create(bootstrap: str, name: str, partitions: int, configs: dict[str, str]) -> None:
+async def topic_create(bootstrap: str, name: str, partitions: int, configs: dict[str, str],
+                       replication_factor: int = -1) -> None:
     conn = await connect(bootstrap)
     try:
         resp = await conn.request(CreateTopicsRequest(topics=[CreatableTopic(
-            name=name, num_partitions=partitions, replication_factor=-1,
+            name=name, num_partitions=partitions, replication_factor=replication_factor,
             configs=[CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])], timeout_ms=30000),
             version=4)
     finally:
@@ -373,6 +374,7 @@ def add_parsers(sub: Any) -> None:
     c = tsub.add_parser("create", parents=[common])
     c.add_argument("name")
     c.add_argument("--partitions", type=int, default=-1)
+    c.add_argument("--replication-factor", type=int, default=-1, help="replicas per partition (at most the live brokers)")
     c.add_argument("--config", action="append", default=[], help="KEY=VALUE, repeatable")
     d = tsub.add_parser("delete", parents=[common])
     d.add_argument("name")
@@ -439,7 +441,7 @@ def _run_topic(args: argparse.Namespace) -> int:
         print_rows(run_command(topic_list(args.bootstrap)), args.json)
     elif args.action == "create":
         configs = dict(kv.split("=", 1) for kv in args.config)
-        run_command(topic_create(args.bootstrap, args.name, args.partitions, configs))
+        run_command(topic_create(args.bootstrap, args.name, args.partitions, configs, args.replication_factor))
         print(f"created {args.name}")
     elif args.action == "delete":
         run_command(topic_delete(args.bootstrap, args.name))

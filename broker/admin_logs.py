@@ -8,9 +8,12 @@ import argparse
 import json
 from typing import Any
 
+from protocol.errors import ErrorCode
 from protocol.messages.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
 from protocol.messages.describe_log_dirs import DescribableLogDirTopic, DescribeLogDirsRequest
+from protocol.messages.elect_leaders import PREFERRED, UNCLEAN, ElectLeadersRequest
+from protocol.messages.elect_leaders import TopicPartitions as ElectTopicPartitions
 from protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 
@@ -116,6 +119,25 @@ async def topic_sizes(bootstrap: str, name: str | None) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (r["topic"], r["partition"]))
 
 
+async def elect_leaders(bootstrap: str, name: str | None, partitions: list[int], unclean: bool) -> list[dict[str, Any]]:
+    """ElectLeaders (kafka-leader-election): per partition, elected or why not."""
+    conn = await connect(bootstrap)
+    try:
+        wanted = None
+        if name is not None:
+            parts = partitions or await _partitions(conn, name)
+            wanted = [ElectTopicPartitions(topic=name, partitions=parts)]
+        resp = await conn.request(ElectLeadersRequest(election_type=UNCLEAN if unclean else PREFERRED,
+                                                      topic_partitions=wanted, timeout_ms=30000))
+    finally:
+        conn.close()
+    check(resp.error_code, "electing leaders")
+    rows = [{"topic": r.topic, "partition": p.partition_id,
+             "result": "elected" if p.error_code == 0 else ErrorCode(p.error_code).name}
+            for r in resp.replica_election_results for p in r.partition_result]
+    return sorted(rows, key=lambda r: (r["topic"], r["partition"]))
+
+
 def add_parsers(tsub: Any, common: argparse.ArgumentParser) -> None:
     de = tsub.add_parser("describe", parents=[common],
                          help="partitions with leader, replicas, ISR, log start/end, LSO; configs set on the topic")
@@ -129,6 +151,13 @@ def add_parsers(tsub: Any, common: argparse.ArgumentParser) -> None:
                     help="repeatable (default: every partition)")
     sz = tsub.add_parser("sizes", parents=[common], help="bytes on disk per partition")
     sz.add_argument("name", nargs="?", help="one topic (default: all)")
+    el = tsub.add_parser("elect-leaders", parents=[common],
+                         help="give partitions back to their preferred replica, or (--unclean) to any live one")
+    el.add_argument("name", nargs="?", help="one topic (default: every partition of every topic)")
+    el.add_argument("--partition", action="append", type=int, default=[], dest="partitions", metavar="P",
+                    help="repeatable (default: every partition of the topic)")
+    el.add_argument("--unclean", action="store_true",
+                    help="for partitions without a live in-sync replica: any live replica (may lose data)")
 
 
 def run(args: argparse.Namespace) -> None:
@@ -138,3 +167,5 @@ def run(args: argparse.Namespace) -> None:
         print_rows(run_command(topic_delete_records(args.bootstrap, args.name, args.partitions, args.before)), args.json)
     elif args.action == "sizes":
         print_rows(run_command(topic_sizes(args.bootstrap, args.name)), args.json)
+    elif args.action == "elect-leaders":
+        print_rows(run_command(elect_leaders(args.bootstrap, args.name, args.partitions, args.unclean)), args.json)

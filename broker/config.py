@@ -78,6 +78,7 @@ class BrokerConfig:
     default_replication_factor: int = 1
     offsets_topic_num_partitions: int = 50
     transaction_state_num_partitions: int = 50
+    leader_imbalance_check_interval_ms: int = 300000  # Kafka's leader.imbalance.check.interval.seconds
     replica_lag_time_max_ms: int = 30000  # Kafka's replica.lag.time.max.ms: out of the ISR after this behind
     # Kafka's default is 3; Ketch takes at most the live brokers, so one broker needs no setting
     offsets_topic_replication_factor: int = 3

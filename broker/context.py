@@ -20,6 +20,7 @@ from storage.clock import Clock
 
 if TYPE_CHECKING:
     from .config import BrokerConfig
+    from .controller.client import ControllerClient
     from .controller.quorum_controller import QuorumController
     from .controller.shell import ControllerShell
     from .group.coordinator import GroupCoordinator
@@ -60,6 +61,7 @@ class BrokerContext:
     controller: QuorumController | None = None  # decides when this node's quorum leads
     controller_shell: ControllerShell | None = None  # runs and commits its decisions
     replication: ReplicaManager | None = None  # followers' fetchers, leaders' ISR changes
+    controller_client: ControllerClient | None = None  # asks the active controller, wherever it is
 
 
 # `async def handle(ctx, client, header, request) -> response | None`; None: send nothing (acks=0).

@@ -295,7 +295,8 @@ class BrokerServer:
         self.txn = TransactionCoordinator(cfg, self.topics, self.producer_ids, self.metrics, clock,
                                           self._broker_address)
         self.ctx = BrokerContext(cfg.node_id, cfg, clock, self.topics, self.groups, self.txn, self.producer_ids,
-                                 self.metrics, self.quorum, self.controller, self.controller_shell, self.replication)
+                                 self.metrics, self.quorum, self.controller, self.controller_shell, self.replication,
+                                 self.controller_client)
         self.connections: set[Connection] = set()
         self._metrics_endpoint: MetricsEndpoint | None = None
         self._server: asyncio.Server | None = None
@@ -452,13 +453,19 @@ class BrokerServer:
         return [("PLAINTEXT", host, port), ("BROKER", ib_host, ib_port)]
 
     async def _fence_silent_brokers(self) -> None:
-        """On the quorum leader: fence brokers whose heartbeats stopped (the controller decides)."""
+        """On the quorum leader: fence brokers whose heartbeats stopped, and every
+        `leader_imbalance_check_interval_ms` give partitions back to their preferred replica
+        (Kafka's auto leader rebalance). The controller decides both."""
+        next_rebalance = self.clock.now_ms() + self.cfg.leader_imbalance_check_interval_ms
         while True:
             await asyncio.sleep(0.5)
             if not self.quorum.serving:
                 continue
             with contextlib.suppress(KafkaError):  # leadership lost meanwhile: the next leader decides
                 await self.controller_shell.run(lambda: (self.controller.expire(self.clock.now_ms()), None))
+                if self.clock.now_ms() >= next_rebalance:
+                    next_rebalance = self.clock.now_ms() + self.cfg.leader_imbalance_check_interval_ms
+                    await self.controller_shell.run(lambda: (self.controller.rebalance_leaders(), None))
 
     def _on_metadata_snapshot(self, snapshot: Snapshot) -> None:
         """The image restarts from a snapshot (at start, or sent by the quorum leader)."""

@@ -26,6 +26,7 @@ from . import (
     describe_producers,
     describe_topic_partitions,
     describe_transactions,
+    elect_leaders,
     end_txn,
     fetch,
     find_coordinator,
@@ -54,6 +55,7 @@ HANDLERS: dict[int, Handler] = {
     for m in (produce, fetch, list_offsets, metadata, find_coordinator, api_versions, create_topics,
               delete_topics, init_producer_id, describe_configs, create_partitions, alter_configs,
               incremental_alter_configs, describe_cluster, offset_for_leader_epoch, describe_topic_partitions,
+              elect_leaders,
               # logs: record deletion, log directories
               delete_records, describe_log_dirs,
               # consumer groups (broker/group)
@@ -69,7 +71,7 @@ HANDLERS[55] = quorum.describe_quorum  # DescribeQuorum answers on the client li
 CONTROLLER_HANDLERS: dict[int, Handler] = {
     1: quorum.metadata_fetch, 18: api_versions.handle, 19: controller_topics.create_topics,
     20: controller_topics.delete_topics, 33: controller_topics.alter_configs, 37: controller_topics.create_partitions,
-    56: controller_topics.alter_partition,
+    43: controller_topics.elect_leaders, 56: controller_topics.alter_partition,
     52: quorum.vote, 53: quorum.begin_quorum_epoch,
     54: quorum.end_quorum_epoch, 55: quorum.describe_quorum, 59: quorum.fetch_snapshot,
     62: quorum.broker_registration, 63: quorum.broker_heartbeat, 67: quorum.allocate_producer_ids,

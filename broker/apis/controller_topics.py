@@ -1,6 +1,6 @@
 """Topic changes on the controller listener: CreateTopics (19), DeleteTopics (20), AlterConfigs
-(33), CreatePartitions (37) as brokers forward them (broker/controller/client.py), and
-AlterPartition (56) from partition leaders — Kafka's ControllerApis. The active controller decides and answers once its entry has committed; any
+(33), CreatePartitions (37) and ElectLeaders (43) as brokers forward them
+(broker/controller/client.py), and AlterPartition (56) from partition leaders — Kafka's ControllerApis. The active controller decides and answers once its entry has committed; any
 other node answers NOT_CONTROLLER and never forwards again (no loops between stale views).
 Names and configs are checked again here: the controller listener is open to anyone."""
 
@@ -15,6 +15,7 @@ from protocol.messages import alter_partition as ap
 from protocol.messages import create_partitions as cp
 from protocol.messages import create_topics as ct
 from protocol.messages import delete_topics as dt
+from protocol.messages import elect_leaders as el
 from protocol.messages.metadata_records import TOPIC_RESOURCE
 from protocol.primitives import ZERO_UUID
 
@@ -137,3 +138,28 @@ async def alter_partition(ctx: BrokerContext, client: ClientInfo, header: Reques
                 isr=list(state.isr) if state else [], partition_epoch=state.partition_epoch if state else -1))
         topics.append(ap.TopicResult(topic_name=t.topic_name, topic_id=t.topic_id, partitions=results))
     return ap.AlterPartitionResponse(error_code=0, topics=topics)
+
+
+def election_response(outcome: dict[tuple[str, int], ErrorCode]) -> el.ElectLeadersResponse:
+    by_topic: dict[str, list[el.PartitionResult]] = {}
+    for (topic, partition), code in sorted(outcome.items()):
+        by_topic.setdefault(topic, []).append(el.PartitionResult(
+            partition_id=partition, error_code=code, error_message=None if code == 0 else code.name))
+    return el.ElectLeadersResponse(error_code=0, replica_election_results=[
+        el.ReplicaElectionResult(topic=t, partition_result=ps) for t, ps in by_topic.items()])
+
+
+def wanted_partitions(req: el.ElectLeadersRequest) -> list[tuple[str, int]] | None:
+    if req.topic_partitions is None:
+        return None
+    return [(t.topic, p) for t in req.topic_partitions for p in t.partitions]
+
+
+async def elect_leaders(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+                        req: el.ElectLeadersRequest) -> el.ElectLeadersResponse:
+    unclean = header.api_version >= 1 and req.election_type == el.UNCLEAN
+    try:
+        outcome = await _shell(ctx).elect_leaders(wanted_partitions(req), unclean)
+    except KafkaError as e:
+        return el.ElectLeadersResponse(error_code=e.code)
+    return election_response(outcome)

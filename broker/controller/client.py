@@ -21,6 +21,7 @@ from protocol.messages import alter_partition as ap
 from protocol.messages import create_partitions as cp
 from protocol.messages import create_topics as ct
 from protocol.messages import delete_topics as dt
+from protocol.messages import elect_leaders as el
 from protocol.messages.metadata_records import TOPIC_RESOURCE
 from protocol.schema import Message
 
@@ -107,6 +108,23 @@ class ControllerClient:
         if p.error_code:
             return ErrorCode(p.error_code), None
         return ErrorCode.NONE, PartitionInfo(tuple(), tuple(p.isr), p.leader_id, p.leader_epoch, p.partition_epoch)
+
+    async def elect_leaders(self, wanted: Sequence[tuple[str, int]] | None,
+                            unclean: bool) -> dict[tuple[str, int], ErrorCode]:
+        """ElectLeaders, decided by the active controller: the outcome per partition."""
+        if self.shell.active:
+            return await self.shell.elect_leaders(wanted, unclean)
+        by_topic: dict[str, list[int]] = {}
+        for t, p in wanted or []:
+            by_topic.setdefault(t, []).append(p)
+        request = el.ElectLeadersRequest(
+            election_type=el.UNCLEAN if unclean else el.PREFERRED, timeout_ms=int(FORWARD_TIMEOUT_S * 1000),
+            topic_partitions=None if wanted is None else [el.TopicPartitions(topic=t, partitions=ps)
+                                                          for t, ps in by_topic.items()])
+        resp: Any = await self._forward(request)
+        _raise(resp.error_code, None)
+        return {(r.topic, p.partition_id): ErrorCode(p.error_code) for r in resp.replica_election_results
+                for p in r.partition_result}
 
     # ---- the wire ---------------------------------------------------------------------------------
     async def _forward(self, request: Message) -> object:

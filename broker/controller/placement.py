@@ -5,10 +5,12 @@ partition starting one broker further on, so leaders — the first replica — s
 starting broker depends on the topic's name so that many one-partition topics do not all land on
 the same broker (Kafka's StripedReplicaPlacer starts at a random broker).
 
-Leaders are chosen from the ISR only (no unclean election). A partition whose leader is fenced
-or shutting down gets the first live ISR member; with none, it has no leader (-1) and keeps its
-last ISR member, so the broker that has its data is elected again when it comes back — what Kafka
-does without eligible-leader replicas.
+Leaders are chosen from the ISR. A partition whose leader is fenced or shutting down gets the
+first live ISR member; with none, it has no leader (-1) and keeps its last ISR member, so the
+broker that has its data is elected again when it comes back — what Kafka does without
+eligible-leader replicas — unless the topic sets unclean.leader.election.enable, when any live
+replica takes it (losing what it lacks). ElectLeaders and the periodic preferred-leader check move
+leadership back to the first replica once it is in sync.
 """
 
 from __future__ import annotations
@@ -63,12 +65,19 @@ def initial_state(replicas: Sequence[int], live: Iterable[int]) -> PartitionInfo
     return PartitionInfo(tuple(replicas), isr, leader, 0, 0)
 
 
-def _elect(p: PartitionInfo, live: set[int], leaving: set[int]) -> tuple[tuple[int, ...], int]:
-    """(new ISR, new leader) once `leaving` may no longer lead or be in sync."""
+def _elect(p: PartitionInfo, live: set[int], leaving: set[int], unclean: bool) -> tuple[tuple[int, ...], int]:
+    """(new ISR, new leader) once `leaving` may no longer lead or be in sync. With unclean
+    election allowed for the topic, a partition left without an in-sync leader takes any live
+    replica, which becomes the whole ISR."""
     isr = tuple(r for r in p.isr if r not in leaving) or p.isr
     if p.leader in live and p.leader not in leaving:
         return isr, p.leader
-    return isr, next((r for r in isr if r in live and r not in leaving), NO_LEADER)
+    leader = next((r for r in isr if r in live and r not in leaving), NO_LEADER)
+    if leader == NO_LEADER and unclean:
+        leader = next((r for r in p.replicas if r in live and r not in leaving), NO_LEADER)
+        if leader != NO_LEADER:
+            isr = (leader,)
+    return isr, leader
 
 
 def move_leadership(image: MetadataImage, leaving: set[int]) -> list[PartitionChangeRecord]:
@@ -77,8 +86,9 @@ def move_leadership(image: MetadataImage, leaving: set[int]) -> list[PartitionCh
     live = {b.node_id for b in image.brokers if b.live} - leaving
     out = []
     for t in image.topics.values():
+        unclean = unclean_allowed(t)
         for i, p in enumerate(t.partitions):
-            isr, leader = _elect(p, live, leaving)
+            isr, leader = _elect(p, live, leaving, unclean)
             if (isr, leader) == (p.isr, p.leader):
                 continue
             out.append(PartitionChangeRecord(partition_id=i, topic_id=t.topic_id,

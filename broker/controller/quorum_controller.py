@@ -42,7 +42,7 @@ from protocol.messages.metadata_records import (
 )
 
 from ..metadata.image import MetadataImage, TopicInfo
-from .placement import check_assignment, initial_state, led_by, move_leadership, place
+from .placement import check_assignment, elect, initial_state, led_by, move_leadership, place
 
 PRODUCER_ID_BLOCK = 1000
 REGISTER_BROKER_RECORD_VERSION = 1
@@ -257,3 +257,31 @@ class QuorumController:
         if any(r not in p.isr and not ((x := self.image.broker(r)) and x.live) for r in isr):
             return ErrorCode.INELIGIBLE_REPLICA, None
         return 0, frame(PartitionChangeRecord(partition_id=partition, topic_id=topic_id, isr=isr))
+
+    # ---- leader elections ---------------------------------------------------------------------------
+    def elect_leaders(self, wanted: Sequence[tuple[str, int]] | None,
+                      unclean: bool) -> tuple[bytes | None, dict[tuple[str, int], ErrorCode]]:
+        """ElectLeaders for `wanted` partitions (None: all): (entry, outcome per partition)."""
+        image = self.image
+        known = []
+        outcome: dict[tuple[str, int], ErrorCode] = {}
+        pairs = wanted if wanted is not None else [(t.name, i) for t in image.topics.values()
+                                                  for i in range(len(t.partitions))]
+        for name, i in pairs:
+            t = image.topics.get(name)
+            if t is None or not 0 <= i < len(t.partitions):
+                outcome[(name, i)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                known.append((t, i))
+        changes, decided = elect(image, known, unclean)
+        outcome.update(decided)
+        return (frame_batch([frame(c) for c in changes]) if changes else None), outcome
+
+    def rebalance_leaders(self) -> bytes | None:
+        """Kafka's auto leader rebalance: every partition whose preferred replica (the first) is
+        live and in sync but does not lead gets it back."""
+        image = self.image
+        off = [(t, i) for t in image.topics.values() for i, p in enumerate(t.partitions)
+               if p.replicas and p.leader != p.replicas[0]]
+        changes, _ = elect(image, off, unclean=False)
+        return frame_batch([frame(c) for c in changes]) if changes else None

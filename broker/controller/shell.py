@@ -80,3 +80,8 @@ class ControllerShell:
 
         await self.run(decide)
         return outcome[0]
+
+    async def elect_leaders(self, wanted: Sequence[tuple[str, int]] | None,
+                            unclean: bool) -> dict[tuple[str, int], ErrorCode]:
+        c = self.controller
+        return await self.run(lambda: c.elect_leaders(wanted, unclean))

@@ -290,3 +290,42 @@ def test_with_two_brokers_down_acks_all_is_refused_and_the_topic_recovers(cluste
     c.wait_until(lambda: send(-1, b"after") == 0, timeout=60, message="acks=all accepted again")
     got = read_all(f"127.0.0.1:{c.ports[leader]}", "quorumless", 0, 3)
     assert {b"before", b"acks-1", b"after"} <= set(got)
+
+
+def test_a_returning_broker_gets_its_preferred_leaderships_back_through_elect_leaders(cluster: Cluster) -> None:
+    """The preferred leader (first replica) is SIGKILLed: another in-sync replica leads; once it is
+    back in the ISR, ElectLeaders — from confluent-kafka's admin client, forwarded to the
+    controller — gives the partition back to it; `ketch topic elect-leaders` then finds nothing
+    to do."""
+    import json
+    import subprocess
+    import sys
+
+    from confluent_kafka import ElectionType
+    from confluent_kafka.admin import AdminClient
+    from helpers import REPO_ROOT
+
+    c = cluster
+    assert create_with_configs(c.ports[1], "preferred", 1, 3, {"min.insync.replicas": "2"}) == 0
+    c.wait_until(lambda: agreed(c, "preferred", [1, 2, 3]), timeout=10, message="the topic everywhere")
+    layout = agreed(c, "preferred", [1, 2, 3])
+    assert layout is not None
+    preferred = layout.partitions[0][2][0]
+    assert layout.partitions[0][1] == preferred
+    c.kill(preferred)
+    others = [n for n in c.node_ids if n != preferred]
+    c.wait_until(lambda: (x := agreed(c, "preferred", others)) is not None and x.partitions[0][1] in others,
+                 timeout=30, message="another replica leads")
+    c.restart(preferred, kill=False)
+    c.wait_until(lambda: (x := agreed(c, "preferred", [1, 2, 3])) is not None and preferred in x.partitions[0][3],
+                 timeout=30, message="the preferred replica back in the ISR")
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{c.ports[others[0]]}", "log_level": 3})
+    result = admin.elect_leaders(ElectionType.PREFERRED, [Ctp("preferred", 0)]).result(30)
+    assert result[Ctp("preferred", 0)] is None  # no error: elected
+    c.wait_until(lambda: (x := agreed(c, "preferred", [1, 2, 3])) is not None and x.partitions[0][1] == preferred,
+                 timeout=10, message="the preferred replica leads again")
+    out = subprocess.run([sys.executable, "-m", "broker", "topic", "elect-leaders", "preferred", "--json",
+                          "--bootstrap", f"127.0.0.1:{c.ports[others[1]]}"], cwd=REPO_ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [{"topic": "preferred", "partition": 0, "result": "ELECTION_NOT_NEEDED"}]

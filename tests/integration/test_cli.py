@@ -24,6 +24,10 @@ def test_topic_create_list_delete(broker: BrokerProcess) -> None:
     assert again.returncode == 1 and "TOPIC_ALREADY_EXISTS" in again.stderr
     bad = ketch(broker, "topic", "create", "cli-bad", "--config", "no.such=1")
     assert bad.returncode == 1 and "INVALID_CONFIG" in bad.stderr
+    two = ketch(broker, "topic", "create", "cli-rf", "--replication-factor", "2")  # one broker only
+    assert two.returncode == 1 and "INVALID_REPLICATION_FACTOR" in two.stderr
+    assert ketch(broker, "topic", "create", "cli-rf", "--replication-factor", "1").returncode == 0
+    assert ketch(broker, "topic", "elect-leaders", "cli-rf", "--json").stdout.count("ELECTION_NOT_NEEDED") == 1
     assert ketch(broker, "topic", "delete", "cli-t").returncode == 0
     assert all(t["topic"] != "cli-t" for t in json.loads(ketch(broker, "topic", "list", "--json").stdout))
 

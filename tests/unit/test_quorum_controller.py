@@ -293,3 +293,45 @@ def test_partition_records_are_framed_as_kafkas_json_says() -> None:
     assert record == (bytes([1, 3, 0]) + struct.pack(">i", 0) + tid.bytes + b"\x03" + struct.pack(">ii", 1, 2)
                       + b"\x02" + struct.pack(">i", 1) + b"\x01" + b"\x01" + struct.pack(">iii", 1, 0, 0) + b"\x00")
     assert unframe(change) == PartitionChangeRecord(partition_id=1, topic_id=tid, leader=2)
+
+
+def test_elect_leaders_preferred_and_unclean() -> None:
+    c = _cluster(3)
+    _commit(c, c.create_topic("t", 2, 3, {}, assignments=[[1, 2, 3], [2, 3, 1]])[0])
+    # broker 1 fenced: partition 0 moves to 2 (in sync); partition 1 untouched
+    c._heard.update({2: 10_000, 3: 10_000})
+    _commit(c, c.expire(now_ms=10_500))
+    assert [p.leader for p in c.image.topics["t"].partitions] == [2, 2]
+    entry, outcome = c.elect_leaders([("t", 0), ("t", 1), ("nope", 0)], unclean=False)
+    assert entry is None and outcome == {("t", 0): ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,  # 1 is fenced
+                                         ("t", 1): ErrorCode.ELECTION_NOT_NEEDED,
+                                         ("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    # broker 1 back and in sync again: the periodic rebalance returns partition 0 to it
+    b1 = c.image.broker(1)
+    assert b1 is not None
+    _commit(c, c.heartbeat(1, b1.epoch, c.image.offset, False, False, 11_000)[1])
+    t = c.image.topics["t"]
+    b2 = c.image.broker(2)
+    assert b2 is not None
+    _commit(c, c.alter_partition(2, b2.epoch, t.topic_id, 0, 1, t.partitions[0].partition_epoch, [2, 3, 1])[1])
+    _commit(c, c.rebalance_leaders())
+    p0 = c.image.topics["t"].partitions[0]
+    assert (p0.leader, p0.leader_epoch) == (1, 2)
+    assert c.rebalance_leaders() is None  # nothing left to move
+
+
+def test_unclean_election_only_where_the_topic_allows_it() -> None:
+    c = _cluster(2)
+    _commit(c, c.create_topic("safe", 1, 2, {}, assignments=[[1, 2]])[0])
+    _commit(c, c.create_topic("lossy", 1, 2, {"unclean.leader.election.enable": "true"}, assignments=[[1, 2]])[0])
+    e1 = c.image.broker(1).epoch  # type: ignore[union-attr]
+    for name in ("safe", "lossy"):  # broker 2 fell behind: the ISR is broker 1 alone
+        t = c.image.topics[name]
+        _commit(c, c.alter_partition(1, e1, t.topic_id, 0, 0, 0, [1])[1])
+    c._heard.update({2: 10_000})
+    _commit(c, c.expire(now_ms=10_500))  # broker 1, the only in-sync replica, is fenced
+    safe, lossy = c.image.topics["safe"].partitions[0], c.image.topics["lossy"].partitions[0]
+    assert (safe.leader, safe.isr) == (-1, (1,))  # waits for broker 1
+    assert (lossy.leader, lossy.isr) == (2, (2,))  # takes broker 2 and what it has
+    _, outcome = c.elect_leaders([("safe", 0)], unclean=True)  # an operator's unclean election
+    assert outcome == {("safe", 0): ErrorCode.NONE}
