@@ -47,7 +47,7 @@ from protocol.messages.write_txn_markers import (
     WriteTxnMarkersRequest,
 )
 
-from . import admin_cluster, admin_logs
+from . import admin_cluster, admin_logs, admin_reassign
 from .cli_support import AdminError, bootstrap_arg, check, connect, coordinator, print_rows, run_command
 from .wire import BrokerConnection
 
@@ -392,6 +392,7 @@ def add_parsers(sub: Any) -> None:
     dc.add_argument("name")
 
     admin_logs.add_parsers(tsub, common)
+    admin_reassign.add_topic_parsers(tsub, common)
     t.set_defaults(func=_run_topic)
 
     g = sub.add_parser("group", help="list, describe, delete consumer groups, reset or delete their offsets")
@@ -455,6 +456,8 @@ def _run_topic(args: argparse.Namespace) -> int:
         print(f"{'valid' if args.validate_only else 'altered'}: {args.name}")
     elif args.action == "configs":
         print_rows(run_command(topic_configs(args.bootstrap, args.name)), args.json)
+    elif args.action in ("reassign", "reassignments"):
+        admin_reassign.run_topic(args)
     else:
 
         admin_logs.run(args)

@@ -29,7 +29,7 @@ from protocol.messages.describe_quorum import (
 )
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
 
-from . import cluster_up
+from . import admin_reassign, cluster_up
 from .cli_support import AdminError, connect, print_rows, run_command
 from .wire import BrokerConnection
 
@@ -121,6 +121,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     d = csub.add_parser("describe", parents=[common], help="the quorum leader, epoch, voters and their lag")
     d.set_defaults(func=run)
     cluster_up.add_parser(csub)
+    admin_reassign.add_cluster_parsers(csub, common)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -453,9 +453,10 @@ class BrokerServer:
         return [("PLAINTEXT", host, port), ("BROKER", ib_host, ib_port)]
 
     async def _fence_silent_brokers(self) -> None:
-        """On the quorum leader: fence brokers whose heartbeats stopped, and every
-        `leader_imbalance_check_interval_ms` give partitions back to their preferred replica
-        (Kafka's auto leader rebalance). The controller decides both."""
+        """On the quorum leader: fence brokers whose heartbeats stopped, finish reassignments
+        whose new replicas are in sync, and every `leader_imbalance_check_interval_ms` give
+        partitions back to their preferred replica (Kafka's auto leader rebalance). The
+        controller decides all three."""
         next_rebalance = self.clock.now_ms() + self.cfg.leader_imbalance_check_interval_ms
         while True:
             await asyncio.sleep(0.5)
@@ -463,6 +464,7 @@ class BrokerServer:
                 continue
             with contextlib.suppress(KafkaError):  # leadership lost meanwhile: the next leader decides
                 await self.controller_shell.run(lambda: (self.controller.expire(self.clock.now_ms()), None))
+                await self.controller_shell.run(lambda: (self.controller.complete_reassignments(), None))
                 if self.clock.now_ms() >= next_rebalance:
                     next_rebalance = self.clock.now_ms() + self.cfg.leader_imbalance_check_interval_ms
                     await self.controller_shell.run(lambda: (self.controller.rebalance_leaders(), None))

@@ -39,6 +39,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     37: (0, 3),   # CreatePartitions
     42: (0, 2),   # DeleteGroups
     43: (0, 2),   # ElectLeaders (preferred and unclean; decided by the controller)
+    45: (0, 0),   # AlterPartitionReassignments (decided by the controller)
+    46: (0, 0),   # ListPartitionReassignments
     44: (0, 1),   # IncrementalAlterConfigs (topics; broker configs are static)
     47: (0, 0),   # OffsetDelete
     60: (0, 2),   # DescribeCluster
@@ -58,6 +60,7 @@ CONTROLLER_SUPPORTED: dict[int, tuple[int, int]] = {
     33: (0, 2),   # AlterConfigs (topic configs, forwarded)
     37: (0, 3),   # CreatePartitions (forwarded)
     43: (0, 2),   # ElectLeaders (forwarded)
+    45: (0, 0),   # AlterPartitionReassignments (forwarded)
     52: (0, 2),   # Vote (v2: pre-vote, KIP-996)
     53: (0, 1),   # BeginQuorumEpoch
     54: (0, 1),   # EndQuorumEpoch
@@ -77,7 +80,7 @@ API_NAMES: dict[int, str] = {
     23: "OffsetForLeaderEpoch", 24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn",
     26: "EndTxn", 27: "WriteTxnMarkers", 28: "TxnOffsetCommit", 32: "DescribeConfigs", 33: "AlterConfigs",
     35: "DescribeLogDirs",
-    37: "CreatePartitions", 42: "DeleteGroups", 43: "ElectLeaders", 44: "IncrementalAlterConfigs", 56: "AlterPartition",
+    37: "CreatePartitions", 42: "DeleteGroups", 43: "ElectLeaders", 45: "AlterPartitionReassignments", 46: "ListPartitionReassignments", 44: "IncrementalAlterConfigs", 56: "AlterPartition",
     47: "OffsetDelete", 60: "DescribeCluster",
     61: "DescribeProducers", 65: "DescribeTransactions", 66: "ListTransactions", 75: "DescribeTopicPartitions", 52: "Vote", 53: "BeginQuorumEpoch", 54: "EndQuorumEpoch",
     55: "DescribeQuorum", 59: "FetchSnapshot", 67: "AllocateProducerIds", 62: "BrokerRegistration",

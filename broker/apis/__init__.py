@@ -43,6 +43,7 @@ from . import (
     offset_delete,
     offset_fetch,
     offset_for_leader_epoch,
+    partition_reassignments,
     produce,
     quorum,
     sync_group,
@@ -55,7 +56,7 @@ HANDLERS: dict[int, Handler] = {
     for m in (produce, fetch, list_offsets, metadata, find_coordinator, api_versions, create_topics,
               delete_topics, init_producer_id, describe_configs, create_partitions, alter_configs,
               incremental_alter_configs, describe_cluster, offset_for_leader_epoch, describe_topic_partitions,
-              elect_leaders,
+              elect_leaders, partition_reassignments,
               # logs: record deletion, log directories
               delete_records, describe_log_dirs,
               # consumer groups (broker/group)
@@ -66,12 +67,14 @@ HANDLERS: dict[int, Handler] = {
               describe_transactions, list_transactions, describe_producers)
 }
 HANDLERS[55] = quorum.describe_quorum  # DescribeQuorum answers on the client listener too
+HANDLERS[46] = partition_reassignments.list_reassignments
 
 # The controller listener: the metadata quorum's protocol (KRaft), and nothing a client uses.
 CONTROLLER_HANDLERS: dict[int, Handler] = {
     1: quorum.metadata_fetch, 18: api_versions.handle, 19: controller_topics.create_topics,
     20: controller_topics.delete_topics, 33: controller_topics.alter_configs, 37: controller_topics.create_partitions,
-    43: controller_topics.elect_leaders, 56: controller_topics.alter_partition,
+    43: controller_topics.elect_leaders, 45: partition_reassignments.on_controller,
+    56: controller_topics.alter_partition,
     52: quorum.vote, 53: quorum.begin_quorum_epoch,
     54: quorum.end_quorum_epoch, 55: quorum.describe_quorum, 59: quorum.fetch_snapshot,
     62: quorum.broker_registration, 63: quorum.broker_heartbeat, 67: quorum.allocate_producer_ids,

@@ -22,6 +22,7 @@ from protocol.messages import create_partitions as cp
 from protocol.messages import create_topics as ct
 from protocol.messages import delete_topics as dt
 from protocol.messages import elect_leaders as el
+from protocol.messages import partition_reassignments as pr
 from protocol.messages.metadata_records import TOPIC_RESOURCE
 from protocol.schema import Message
 
@@ -125,6 +126,22 @@ class ControllerClient:
         _raise(resp.error_code, None)
         return {(r.topic, p.partition_id): ErrorCode(p.error_code) for r in resp.replica_election_results
                 for p in r.partition_result}
+
+    async def reassign(self, wanted: Sequence[tuple[str, int, Sequence[int] | None]]
+                       ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """AlterPartitionReassignments, decided by the active controller."""
+        if self.shell.active:
+            return await self.shell.reassign(wanted)
+        by_topic: dict[str, list[pr.ReassignablePartition]] = {}
+        for t, i, target in wanted:
+            by_topic.setdefault(t, []).append(pr.ReassignablePartition(
+                partition_index=i, replicas=None if target is None else list(target)))
+        resp: Any = await self._forward(pr.AlterPartitionReassignmentsRequest(
+            timeout_ms=int(FORWARD_TIMEOUT_S * 1000),
+            topics=[pr.ReassignableTopic(name=t, partitions=ps) for t, ps in by_topic.items()]))
+        _raise(resp.error_code, resp.error_message)
+        return {(r.name, p.partition_index): (ErrorCode(p.error_code), p.error_message)
+                for r in resp.responses for p in r.partitions}
 
     # ---- the wire ---------------------------------------------------------------------------------
     async def _forward(self, request: Message) -> object:

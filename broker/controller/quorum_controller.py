@@ -42,6 +42,7 @@ from protocol.messages.metadata_records import (
 )
 
 from ..metadata.image import MetadataImage, TopicInfo
+from . import reassignment
 from .placement import check_assignment, elect, initial_state, led_by, move_leadership, place
 
 PRODUCER_ID_BLOCK = 1000
@@ -284,4 +285,30 @@ class QuorumController:
         off = [(t, i) for t in image.topics.values() for i, p in enumerate(t.partitions)
                if p.replicas and p.leader != p.replicas[0]]
         changes, _ = elect(image, off, unclean=False)
+        return frame_batch([frame(c) for c in changes]) if changes else None
+
+    # ---- reassignment -------------------------------------------------------------------------------
+    def reassign(self, wanted: Sequence[tuple[str, int, Sequence[int] | None]]
+                 ) -> tuple[bytes | None, dict[tuple[str, int], tuple[ErrorCode, str | None]]]:
+        """AlterPartitionReassignments: (entry, outcome per partition); a None target cancels."""
+        changes = []
+        outcome: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+        for name, i, target in wanted:
+            t = self.image.topics.get(name)
+            if t is None or not 0 <= i < len(t.partitions):
+                outcome[(name, i)] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{name}-{i} does not exist")
+                continue
+            try:
+                change = reassignment.start(self.image, t, i, target)
+            except KafkaError as e:
+                outcome[(name, i)] = (e.code, e.message)
+                continue
+            if change is not None:
+                changes.append(frame(change))
+            outcome[(name, i)] = (ErrorCode.NONE, None)
+        return (frame_batch(changes) if changes else None), outcome
+
+    def complete_reassignments(self) -> bytes | None:
+        """The reassignments whose new replicas have all joined the ISR, finished."""
+        changes = reassignment.completions(self.image, self.image.topics.values())
         return frame_batch([frame(c) for c in changes]) if changes else None

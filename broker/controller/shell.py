@@ -85,3 +85,8 @@ class ControllerShell:
                             unclean: bool) -> dict[tuple[str, int], ErrorCode]:
         c = self.controller
         return await self.run(lambda: c.elect_leaders(wanted, unclean))
+
+    async def reassign(self, wanted: Sequence[tuple[str, int, Sequence[int] | None]]
+                       ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        c = self.controller
+        return await self.run(lambda: c.reassign(wanted))

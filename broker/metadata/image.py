@@ -63,6 +63,8 @@ class PartitionInfo:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    adding: tuple[int, ...] = ()  # a reassignment under way: replicas joining...
+    removing: tuple[int, ...] = ()  # ...and leaving once those are in sync
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +110,8 @@ class MetadataImage:
         topics = {}
         for t in raw.get("topics", ()):
             parts = tuple(PartitionInfo(tuple(p["replicas"]), tuple(p["isr"]), p["leader"], p["leader_epoch"],
-                                        p["partition_epoch"]) for p in t["partitions"])
+                                        p["partition_epoch"], tuple(p.get("adding", ())), tuple(p.get("removing", ())))
+                          for p in t["partitions"])
             topics[t["name"]] = TopicInfo(t["name"], uuid.UUID(t["topic_id"]), parts, dict(t["configs"]))
         return cls(offset=raw["offset"], next_producer_id=raw["next_producer_id"],
                    brokers=tuple(BrokerInfo(**b) for b in raw.get("brokers", ())), topics=topics)
@@ -185,7 +188,7 @@ def _apply_topic_record(topics: Mapping[str, TopicInfo], record: Any) -> dict[st
             raise ValueError(f"partition {record.partition_id} of {t.name} does not follow its "
                              f"{len(t.partitions)} partitions")
         p = PartitionInfo(tuple(record.replicas), tuple(record.isr), record.leader, record.leader_epoch,
-                          record.partition_epoch)
+                          record.partition_epoch, tuple(record.adding_replicas), tuple(record.removing_replicas))
         out[t.name] = replace(t, partitions=t.partitions + (p,))
     else:
         assert isinstance(record, PartitionChangeRecord)
@@ -200,7 +203,9 @@ def _apply_topic_record(topics: Mapping[str, TopicInfo], record: Any) -> dict[st
             isr=tuple(record.isr) if record.isr is not None else old.isr,
             leader=record.leader if leader_changed else old.leader,
             leader_epoch=old.leader_epoch + 1 if leader_changed else old.leader_epoch,
-            partition_epoch=old.partition_epoch + 1)
+            partition_epoch=old.partition_epoch + 1,
+            adding=tuple(record.adding_replicas) if record.adding_replicas is not None else old.adding,
+            removing=tuple(record.removing_replicas) if record.removing_replicas is not None else old.removing)
         parts = list(t.partitions)
         parts[record.partition_id] = new
         out[t.name] = replace(t, partitions=tuple(parts))

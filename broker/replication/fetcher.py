@@ -89,8 +89,13 @@ class ReplicaFetcher:
                         conn = await BrokerConnection.connect(*address, client_id=f"ketch-replica-{self.node_id}",
                                                               timeout=2.0)
                     request, by_key = self._request(parts, conn)
+                    asked = {k: (p.leader, p.leader_epoch, p.log_end_offset) for k, p in by_key.items()}
                     resp = await conn.request(request, timeout=10.0 + FETCH_MAX_WAIT_MS / 1000)
                     assert isinstance(resp, FetchResponse)
+                    # what changed while the request was out (a new leader or epoch, a truncation)
+                    # makes its answer for that partition stale: drop it and ask again
+                    by_key = {k: p for k, p in by_key.items()
+                              if (p.leader, p.leader_epoch, p.log_end_offset) == asked[k]}
                     backoff = self._apply(resp, by_key)
                 except (WireError, OSError) as e:
                     log.debug("replica fetch failed", leader=leader, error=str(e))

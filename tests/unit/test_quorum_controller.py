@@ -335,3 +335,39 @@ def test_unclean_election_only_where_the_topic_allows_it() -> None:
     assert (lossy.leader, lossy.isr) == (2, (2,))  # takes broker 2 and what it has
     _, outcome = c.elect_leaders([("safe", 0)], unclean=True)  # an operator's unclean election
     assert outcome == {("safe", 0): ErrorCode.NONE}
+
+
+def test_a_reassignment_adds_first_and_drops_the_old_replicas_once_the_new_are_in_sync() -> None:
+    c = _cluster(4)
+    _commit(c, c.create_topic("t", 1, 2, {}, assignments=[[1, 2]])[0])
+    entry, outcome = c.reassign([("t", 0, [3, 4]), ("t", 9, [1]), ("nope", 0, [1])])
+    assert outcome == {("t", 0): (ErrorCode.NONE, None),
+                       ("t", 9): (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "t-9 does not exist"),
+                       ("nope", 0): (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "nope-0 does not exist")}
+    _commit(c, entry)
+    p = c.image.topics["t"].partitions[0]
+    assert (p.replicas, p.adding, p.removing, p.leader) == ((3, 4, 1, 2), (3, 4), (1, 2), 1)
+    assert c.complete_reassignments() is None  # 3 and 4 are not in sync yet
+    t = c.image.topics["t"]
+    e1 = c.image.broker(1).epoch  # type: ignore[union-attr]
+    _commit(c, c.alter_partition(1, e1, t.topic_id, 0, 0, p.partition_epoch, [1, 2, 3])[1])
+    assert c.complete_reassignments() is None  # 4 still catching up
+    p = c.image.topics["t"].partitions[0]
+    _commit(c, c.alter_partition(1, e1, t.topic_id, 0, 0, p.partition_epoch, [1, 2, 3, 4])[1])
+    _commit(c, c.complete_reassignments())
+    p = c.image.topics["t"].partitions[0]
+    assert (p.replicas, p.isr, p.adding, p.removing, p.leader, p.leader_epoch) == ((3, 4), (3, 4), (), (), 3, 1)
+    assert c.reassign([("t", 0, [3, 3])])[1][("t", 0)][0] == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+
+
+def test_a_reassignment_can_be_cancelled_and_a_bad_target_is_refused() -> None:
+    c = _cluster(3)
+    _commit(c, c.create_topic("t", 1, 1, {}, assignments=[[1]])[0])
+    assert c.reassign([("t", 0, None)])[1][("t", 0)][0] == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+    assert c.reassign([("t", 0, [7])])[1][("t", 0)][0] == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    assert c.reassign([("t", 0, [1])]) == (None, {("t", 0): (ErrorCode.NONE, None)})  # already so
+    _commit(c, c.reassign([("t", 0, [2])])[0])
+    assert c.image.topics["t"].partitions[0].adding == (2,)
+    _commit(c, c.reassign([("t", 0, None)])[0])
+    p = c.image.topics["t"].partitions[0]
+    assert (p.replicas, p.adding, p.removing, p.leader) == ((1,), (), (), 1)
