@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint typecheck unit bench soak clean system-deps
+.PHONY: install run test lint typecheck unit bench soak compat-cluster clean system-deps
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -44,6 +44,9 @@ bench: install system-deps
 
 soak: install system-deps
 	$(BIN)/pytest -q -m slow tests
+
+compat-cluster: install system-deps
+	KETCH_COMPAT_CLUSTER=1 $(BIN)/pytest -q -m "not slow" tests/compat
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

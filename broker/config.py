@@ -76,6 +76,7 @@ class BrokerConfig:
     auto_create_topics: bool = True
     num_partitions: int = 1
     default_replication_factor: int = 1
+    min_insync_replicas: int = 1  # Kafka's broker default for topics that do not set min.insync.replicas
     offsets_topic_num_partitions: int = 50
     transaction_state_num_partitions: int = 50
     leader_imbalance_check_interval_ms: int = 300000  # Kafka's leader.imbalance.check.interval.seconds

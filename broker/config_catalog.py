@@ -214,6 +214,8 @@ _BROKER_NAMES: dict[str, tuple[str, str, str]] = {
     "auto_create_topics": ("auto.create.topics.enable", "BOOLEAN", "Metadata for an unknown topic creates it"),
     "num_partitions": ("num.partitions", "INT", "partitions of a topic created without a count"),
     "default_replication_factor": ("default.replication.factor", "SHORT", "replicas of a topic created without one"),
+    "min_insync_replicas": ("min.insync.replicas", "INT",
+                            "in-sync replicas an acks=all write needs, for topics that do not set it"),
     "offsets_topic_num_partitions": ("offsets.topic.num.partitions", "INT", "partitions of __consumer_offsets"),
     "leader_imbalance_check_interval_ms": ("leader.imbalance.check.interval.seconds", "LONG",
                                            "how often partitions go back to their preferred leader (ms here)"),

@@ -130,6 +130,7 @@ class TopicTable:
             "max.message.bytes": ("message.max.bytes", c.message_max_bytes),
             "flush.messages": ("log.flush.interval.messages", c.flush_messages),
             "flush.ms": ("log.flush.interval.ms", c.flush_ms),
+            "min.insync.replicas": ("min.insync.replicas", c.min_insync_replicas),
         }
         return {k: (name, str(v)) for k, (name, v) in derived.items()
                 if v is not None and str(v) != TOPIC_CONFIGS[k].default}

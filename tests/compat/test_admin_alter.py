@@ -222,7 +222,7 @@ def test_confluent_describe_configs_types_sources_synonyms_and_docs(module_broke
     assert ConfigSource(entries["segment.bytes"].source) == ConfigSource.DEFAULT_CONFIG
 
     broker = _describe(bs, ConfigResource(ResourceType.BROKER, "1"))
-    assert broker["advertised.listeners"].value.startswith(f"PLAINTEXT://{bs}")
+    assert broker["advertised.listeners"].value.startswith(f"PLAINTEXT://{module_broker.host}:{module_broker.port}")
     assert broker["node.id"].value == "1" and broker["log.dirs"].value
     assert "PLAINTEXT://" in broker["listeners"].value
     assert broker["log.retention.ms"].value == "604800000" and broker["log.cleanup.policy"].value == "delete"

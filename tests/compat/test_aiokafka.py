@@ -10,6 +10,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from helpers import BrokerProcess, Consumed, Msg, make_messages, unique_topic, verify_round_trip
+from helpers.compat_mode import REPLICATION_FACTOR
 
 pytestmark = pytest.mark.compat
 
@@ -28,7 +29,7 @@ async def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30_000)
     await admin.start()
     try:
-        resp = await admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+        resp = await admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=REPLICATION_FACTOR)])
         errors = [(t[0], t[1]) for t in resp.topic_errors if t[1] != 0]
         assert not errors, f"CreateTopics errors: {errors}"
     finally:

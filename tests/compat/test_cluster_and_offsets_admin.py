@@ -30,7 +30,7 @@ with warnings.catch_warnings():  # kafka-python loads its schemas with a depreca
     from kafka import TopicPartition as KpTopicPartition
     from kafka.admin import KafkaAdminClient
 
-pytestmark = pytest.mark.compat
+pytestmark = [pytest.mark.compat, pytest.mark.single_broker]  # one broker's DescribeCluster, its files, its port
 
 ENV = {"KETCH_CLUSTER_ID": "compat-cluster", "KETCH_RACK": "rack-1", "KETCH_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
        "KETCH_FLUSH_MESSAGES": "1"}

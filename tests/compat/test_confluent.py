@@ -32,7 +32,7 @@ def test_admin_create_existing_topic_fails(module_broker: BrokerProcess) -> None
     name = unique_topic("cf-dup")
     create_topic(module_broker.bootstrap, name, 2)
     client = admin(module_broker.bootstrap)
-    fut = client.create_topics([NewTopic(name, 3, 1)], request_timeout=15)[name]
+    fut = client.create_topics([NewTopic(name, 3, -1)], request_timeout=15)[name]
     with pytest.raises(KafkaException) as info:
         fut.result(20)
     assert info.value.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS

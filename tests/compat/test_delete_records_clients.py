@@ -108,6 +108,7 @@ def test_kafka_python_delete_records_and_consume_from_the_new_start(module_broke
         consumer.close()
 
 
+@pytest.mark.single_broker
 def test_kafka_python_describe_log_dirs(module_broker: BrokerProcess) -> None:
     bs, t = module_broker.bootstrap, unique_topic("kp-ld")
     _fill(bs, t, 2)

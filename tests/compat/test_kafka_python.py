@@ -33,7 +33,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     try:
         # raises on any per-topic error; waits until every partition has a leader in metadata
         admin.create_topics(
-            {topic: {"num_partitions": partitions, "replication_factor": 1}}, wait_for_metadata=True
+            {topic: {"num_partitions": partitions, "replication_factor": -1}}, wait_for_metadata=True
         )
     finally:
         admin.close()

@@ -64,6 +64,7 @@ def test_committed_visible_aborted_never_across_topics(module_broker: BrokerProc
     assert not set(read_committed) & set(aborted)
 
 
+@pytest.mark.single_broker
 def test_read_committed_consumer_waits_at_the_open_transaction(module_broker: BrokerProcess) -> None:
     bs = module_broker.bootstrap
     topic = unique_topic("txn-block")

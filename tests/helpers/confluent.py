@@ -41,7 +41,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 3
     """CreateTopics through AdminClient, then wait until metadata shows every partition with a leader."""
     client = admin(bootstrap)  # must outlive the future: destroying it cancels the request
     fut = client.create_topics(
-        [NewTopic(topic, num_partitions=partitions, replication_factor=1)], request_timeout=timeout
+        [NewTopic(topic, num_partitions=partitions, replication_factor=-1)], request_timeout=timeout
     )[topic]
     fut.result(timeout)
     del client

@@ -67,7 +67,7 @@ class RawTxn(Raw):
                     CreatableTopic(
                         name=name,
                         num_partitions=partitions,
-                        replication_factor=1,
+                        replication_factor=-1,
                         configs=[CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()],
                     )
                 ],
