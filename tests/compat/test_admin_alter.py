@@ -54,7 +54,8 @@ def test_confluent_create_partitions(module_broker: BrokerProcess) -> None:
     create_topic(bs, t, 2)
     client = admin(bs)
     client.create_partitions([NewPartitions(t, 4)], validate_only=True, request_timeout=30)[t].result(30)
-    assert topic_partition_count(bs, t) == 2
+    # every broker knows the topic a moment after it was created (at once on a single broker)
+    wait_until(lambda: topic_partition_count(bs, t) == 2, timeout=15, message=f"{t} with 2 partitions")
     client.create_partitions([NewPartitions(t, 4)], request_timeout=30)[t].result(30)
     wait_until(lambda: topic_partition_count(bs, t) == 4, timeout=15, message=f"{t} with 4 partitions")
 
@@ -137,7 +138,7 @@ def test_kafka_python_create_partitions(module_broker: BrokerProcess) -> None:
     client = _kp_admin(bs)
     try:
         client.create_partitions({t: 3}, validate_only=True)
-        assert topic_partition_count(bs, t) == 1
+        wait_until(lambda: topic_partition_count(bs, t) == 1, timeout=15, message=f"{t} with 1 partition")
         client.create_partitions({t: 3})
         wait_until(lambda: topic_partition_count(bs, t) == 3, timeout=15, message=f"{t} with 3 partitions")
         with pytest.raises(kafka.errors.InvalidPartitionsError):

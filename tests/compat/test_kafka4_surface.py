@@ -8,6 +8,7 @@ import warnings
 
 import pytest
 from helpers import BrokerProcess, unique_topic
+from helpers.compat_mode import REPLICATION_FACTOR
 from helpers.confluent import create_topic
 from helpers.raw import Raw
 
@@ -50,7 +51,9 @@ def test_kafka_python_pages_describe_topic_partitions(module_broker: BrokerProce
         assert [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in second["topics"]] == [(b, [1])]
         assert second["next_cursor"] is None
         p0 = first["topics"][0]["partitions"][0]
-        assert p0["leader_id"] == 1 and p0["replica_nodes"] == [1] and p0["isr_nodes"] == [1]
+        # the first replica leads, and every replica is in sync (one broker: [1]; a cluster: three)
+        assert p0["leader_id"] == p0["replica_nodes"][0] and sorted(p0["isr_nodes"]) == sorted(p0["replica_nodes"])
+        assert len(p0["replica_nodes"]) == REPLICATION_FACTOR
     finally:
         admin.close()
 
