@@ -191,17 +191,25 @@ class Partition:
             outcome = self.state.acks_all_outcome(end_offset, self.log.config.min_insync_replicas)
             if outcome is not None:
                 return outcome
-            remaining = deadline - loop.time()
-            if remaining <= 0:
+            if not await self.changed_before(deadline):
                 return ErrorCode.REQUEST_TIMED_OUT
-            fut: asyncio.Future[None] = loop.create_future()
-            self.add_waiter(fut)
-            try:
-                await asyncio.wait_for(fut, remaining)
-            except TimeoutError:
-                pass
-            finally:
-                self.discard_waiter(fut)
+
+    async def changed_before(self, deadline: float) -> bool:
+        """Wait for the next notify() (new data, a moved HW, a lost leadership) until `deadline`
+        (loop time); False if the deadline had passed already."""
+        loop = asyncio.get_running_loop()
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            return False
+        fut: asyncio.Future[None] = loop.create_future()
+        self.add_waiter(fut)
+        try:
+            await asyncio.wait_for(fut, remaining)
+        except TimeoutError:
+            pass
+        finally:
+            self.discard_waiter(fut)
+        return True
 
     def delete_records(self, offset: int) -> int:
         """DeleteRecords on the leader, as Kafka's Partition.deleteRecordsOnLeader: returns the new
@@ -265,17 +273,8 @@ class Partition:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while self.is_leader and self.log.high_watermark < target:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
+            if not await self.changed_before(deadline):
                 return False
-            fut: asyncio.Future[None] = loop.create_future()
-            self.add_waiter(fut)
-            try:
-                await asyncio.wait_for(fut, remaining)
-            except TimeoutError:
-                pass
-            finally:
-                self.discard_waiter(fut)
         return self.is_leader
 
     # ---- replication: the follower's side ------------------------------------------------------

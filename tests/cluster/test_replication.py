@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as Ctp
-from helpers import free_port
 from helpers.cluster import Cluster
-from helpers.cluster_metadata import agreed, create_with_configs, metadata
+from helpers.cluster_metadata import agreed, create_with_configs, listed_everywhere, metadata, voters_for
 from helpers.wait import wait_until
 
 LAG_MS = "4000"
@@ -23,13 +22,11 @@ LAG_MS = "4000"
 
 @pytest.fixture
 def cluster(cluster_factory) -> Cluster:  # type: ignore[no-untyped-def]
-    controller = {n: free_port() for n in (1, 2, 3)}
-    voters = ",".join(f"{n}@127.0.0.1:{p}" for n, p in controller.items())
+    voters = voters_for(3)
     c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
                                  env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000",
                                       "KETCH_REPLICA_LAG_TIME_MAX_MS": LAG_MS})
-    c.wait_until(lambda: all((m := metadata(c.ports[n], None)) and m[0] == (1, 2, 3) for n in (1, 2, 3)),
-                 timeout=30, message="every broker lists the three brokers")
+    listed_everywhere(c)
     return c
 
 
@@ -254,13 +251,11 @@ def test_with_two_brokers_down_acks_all_is_refused_and_the_topic_recovers(cluste
     )
     from protocol.records import Record, build_batch
 
-    controller = {n: free_port() for n in range(1, 6)}
-    voters = ",".join(f"{n}@127.0.0.1:{p}" for n, p in controller.items())
+    voters = voters_for(5)
     c: Cluster = cluster_factory(5, args_for=lambda c, n: ["--voters", voters],
                                  env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000",
                                       "KETCH_REPLICA_LAG_TIME_MAX_MS": LAG_MS})
-    c.wait_until(lambda: all((m := metadata(c.ports[n], None)) and m[0] == (1, 2, 3, 4, 5) for n in c.node_ids),
-                 timeout=30, message="every broker lists the five brokers")
+    listed_everywhere(c)
     assert create_with_configs(c.ports[1], "quorumless", 1, 3, {"min.insync.replicas": "2"}) == 0
     c.wait_until(lambda: agreed(c, "quorumless", c.node_ids), timeout=10, message="the topic everywhere")
     layout = agreed(c, "quorumless", c.node_ids)
@@ -338,13 +333,11 @@ def test_the_coordinator_killed_after_prepare_commit_the_new_one_finishes_the_tr
     new leader loads the prepared transaction and sends its markers; every one of the three data
     partitions (led by three brokers) ends committed, and a read_committed reader sees each record
     once."""
-    controller = {n: free_port() for n in (1, 2, 3)}
-    voters = ",".join(f"{n}@127.0.0.1:{p}" for n, p in controller.items())
+    voters = voters_for(3)
     c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
                                  env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000", "KETCH_REPLICA_LAG_TIME_MAX_MS": LAG_MS,
                                       "KETCH_TEST_CRASH_AT": "after_prepare"})
-    c.wait_until(lambda: all((m := metadata(c.ports[n], None)) and m[0] == (1, 2, 3) for n in (1, 2, 3)),
-                 timeout=30, message="every broker lists the three brokers")
+    listed_everywhere(c)
     assert create_with_configs(c.ports[1], "prepared", 3, 3, {"min.insync.replicas": "2"}) == 0
     c.wait_until(lambda: agreed(c, "prepared", [1, 2, 3]), timeout=10, message="the topic everywhere")
     layout = agreed(c, "prepared", [1, 2, 3])

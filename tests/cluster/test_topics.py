@@ -13,9 +13,8 @@ import asyncio
 import threading
 
 import pytest
-from helpers import free_port
 from helpers.cluster import Cluster
-from helpers.cluster_metadata import Layout, agreed, create, metadata
+from helpers.cluster_metadata import Layout, agreed, create, listed_everywhere, metadata, voters_for
 from helpers.quorum_views import agreed_leader
 from helpers.raw import Raw
 
@@ -38,12 +37,10 @@ def produce(port: int, topic: str, partition: int) -> int:
 
 @pytest.fixture
 def cluster(cluster_factory) -> Cluster:  # type: ignore[no-untyped-def]
-    controller = {n: free_port() for n in (1, 2, 3)}
-    voters = ",".join(f"{n}@127.0.0.1:{p}" for n, p in controller.items())
+    voters = voters_for(3)
     c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
                                  env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000"})
-    c.wait_until(lambda: all((m := metadata(c.ports[n], None)) and m[0] == (1, 2, 3) for n in (1, 2, 3)),
-                 timeout=30, message="every broker lists the three brokers")
+    listed_everywhere(c)
     return c
 
 
@@ -233,12 +230,10 @@ def test_real_clients_list_three_brokers_and_the_leaders_the_metadata_names(clus
 def test_a_broker_stopped_with_sigterm_leaves_its_leaderships_before_it_exits(cluster_factory) -> None:  # type: ignore[no-untyped-def]
     """Controlled shutdown: with a session timeout far longer than the test, only the broker's own
     WantShutDown can have moved its leaderships away by the time its process has exited."""
-    controller = {n: free_port() for n in (1, 2, 3)}
-    voters = ",".join(f"{n}@127.0.0.1:{p}" for n, p in controller.items())
+    voters = voters_for(3)
     c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
                                  env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "120000"})
-    c.wait_until(lambda: all((m := metadata(c.ports[n], None)) and m[0] == (1, 2, 3) for n in (1, 2, 3)),
-                 timeout=30, message="every broker lists the three brokers")
+    listed_everywhere(c)
     assert create(c.ports[1], "drain", 6, 1)[0] == 0
     c.wait_until(lambda: agreed(c, "drain", [1, 2, 3]), timeout=10, message="the topic everywhere")
     quorum_leader = leader_of_quorum(c)

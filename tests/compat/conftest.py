@@ -12,10 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import free_port
 from helpers.broker import HOST
 from helpers.cluster import Cluster
-from helpers.cluster_metadata import metadata
+from helpers.cluster_metadata import listed_everywhere, voters_for
 from helpers.compat_mode import CLUSTER
 
 CLUSTER_ENV = {"KETCH_DEFAULT_REPLICATION_FACTOR": "3", "KETCH_MIN_INSYNC_REPLICAS": "2",
@@ -36,11 +35,9 @@ class ClusterBroker:
 
 
 def _start(base: Path) -> Cluster:
-    controller = {n: free_port() for n in (1, 2, 3)}
-    voters = ",".join(f"{n}@{HOST}:{p}" for n, p in controller.items())
+    voters = voters_for(3)
     c = Cluster(base, 3, env=CLUSTER_ENV, args_for=lambda c, n: ["--voters", voters]).start()
-    c.wait_until(lambda: all((m := metadata(c.ports[n], None)) and m[0] == (1, 2, 3) for n in (1, 2, 3)),
-                 timeout=30, message="every broker lists the three brokers")
+    listed_everywhere(c)
     return c
 
 

@@ -75,3 +75,16 @@ def agreed(c: Cluster, topic: str, nodes: list[int]) -> Layout | None:
     if len(layouts) != 1 or any(m is None for m in seen):
         return None
     return next(iter(layouts))
+
+
+def voters_for(size: int) -> str:
+    """A `--voters` value naming a free controller port for each of nodes 1..size."""
+    from .broker import HOST, free_port
+    return ",".join(f"{n}@{HOST}:{free_port()}" for n in range(1, size + 1))
+
+
+def listed_everywhere(c: Cluster) -> None:
+    """Wait until every broker's Metadata lists every broker (registered and unfenced)."""
+    ids = tuple(c.node_ids)
+    c.wait_until(lambda: all((m := metadata(c.ports[n], None)) and m[0] == ids for n in ids),
+                 timeout=30, message=f"every broker lists the {len(ids)} brokers")
