@@ -14,7 +14,14 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as Ctp
 from helpers.cluster import Cluster
-from helpers.cluster_metadata import agreed, create_with_configs, listed_everywhere, metadata, voters_for
+from helpers.cluster_metadata import (
+    agreed,
+    create_with_configs,
+    listed_everywhere,
+    metadata,
+    new_topic,
+    voters_for,
+)
 from helpers.wait import wait_until
 
 LAG_MS = "4000"
@@ -98,10 +105,7 @@ def test_followers_hold_the_leaders_batches_and_acks_all_waits_for_them(cluster:
 
 def test_sigkill_of_a_leader_loses_no_acknowledged_write_and_duplicates_none(cluster: Cluster) -> None:
     c = cluster
-    assert create_with_configs(c.ports[1], "failover", 1, 3, {"min.insync.replicas": "2"}) == 0
-    c.wait_until(lambda: agreed(c, "failover", [1, 2, 3]), timeout=10, message="the topic everywhere")
-    layout = agreed(c, "failover", [1, 2, 3])
-    assert layout is not None
+    layout = new_topic(c, "failover", 1, 3, {"min.insync.replicas": "2"})
     leader = layout.partitions[0][1]
     acked: list[bytes] = []
     errors: list[str] = []
@@ -129,10 +133,7 @@ def test_sigkill_of_a_leader_loses_no_acknowledged_write_and_duplicates_none(clu
 
 def test_a_killed_follower_catches_up_and_rejoins_the_isr_with_the_leaders_log(cluster: Cluster) -> None:
     c = cluster
-    assert create_with_configs(c.ports[1], "rejoin", 1, 3, {"min.insync.replicas": "2"}) == 0
-    c.wait_until(lambda: agreed(c, "rejoin", [1, 2, 3]), timeout=10, message="the topic everywhere")
-    layout = agreed(c, "rejoin", [1, 2, 3])
-    assert layout is not None
+    layout = new_topic(c, "rejoin", 1, 3, {"min.insync.replicas": "2"})
     leader = layout.partitions[0][1]
     follower = next(n for n in c.node_ids if n != leader)
     acked: list[bytes] = []
@@ -302,10 +303,7 @@ def test_a_returning_broker_gets_its_preferred_leaderships_back_through_elect_le
     from helpers import REPO_ROOT
 
     c = cluster
-    assert create_with_configs(c.ports[1], "preferred", 1, 3, {"min.insync.replicas": "2"}) == 0
-    c.wait_until(lambda: agreed(c, "preferred", [1, 2, 3]), timeout=10, message="the topic everywhere")
-    layout = agreed(c, "preferred", [1, 2, 3])
-    assert layout is not None
+    layout = new_topic(c, "preferred", 1, 3, {"min.insync.replicas": "2"})
     preferred = layout.partitions[0][2][0]
     assert layout.partitions[0][1] == preferred
     c.kill(preferred)

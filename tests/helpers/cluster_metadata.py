@@ -88,3 +88,13 @@ def listed_everywhere(c: Cluster) -> None:
     ids = tuple(c.node_ids)
     c.wait_until(lambda: all((m := metadata(c.ports[n], None)) and m[0] == ids for n in ids),
                  timeout=30, message=f"every broker lists the {len(ids)} brokers")
+
+
+def new_topic(c: Cluster, name: str, partitions: int, rf: int, configs: dict[str, str] | None = None,
+              on: int = 1) -> Layout:
+    """Create a topic through broker `on` and wait until every running broker shows the same layout."""
+    assert create_with_configs(c.ports[on], name, partitions, rf, configs or {}) == 0
+    found: list[Layout] = []
+    c.wait_until(lambda: found.append(x) or True if (x := agreed(c, name, c.running())) else False,
+                 timeout=10, message=f"{name} the same on every broker")
+    return found[-1]
