@@ -62,7 +62,8 @@ from .errors import (
 class NewTopic:
     name: str
     num_partitions: int = 1
-    replication_factor: int = 1
+    # -1: the broker's default.replication.factor, as Kafka's admin clients leave it unset.
+    replication_factor: int = -1
     config: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -236,7 +237,7 @@ class Admin:
             await self._cluster.refresh_metadata([t.name for t in topics if out.get(t.name) is None])
         return out
 
-    async def create_topic(self, name: str, num_partitions: int = 1, replication_factor: int = 1,
+    async def create_topic(self, name: str, num_partitions: int = 1, replication_factor: int = -1,
                            config: Mapping[str, str] | None = None) -> None:
         """Create one topic; raises TopicAlreadyExistsError and friends."""
         result = await self.create_topics([NewTopic(name, num_partitions, replication_factor, dict(config or {}))])
