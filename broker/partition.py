@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import structlog
 
-from protocol.batch import HEADER_SIZE
+from protocol.batch import HEADER_SIZE, read_header
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.fetch import AbortedTransaction
 from protocol.records import decode_batch
@@ -59,6 +59,18 @@ class Isolation(enum.IntEnum):
     LOG_END = 2  # a follower replica: up to the log end
 
 
+class VerificationGuard:
+    """Ties a KIP-890 verdict to the append it allows (Kafka's VerificationGuard).
+
+    Between the coordinator's "this partition is in the producer's transaction" and the append,
+    the transaction may end and its marker land here; the batch would then open a transaction
+    nobody will ever close. A marker for the producer discards its guard, so that late append finds
+    the guard gone and is refused.
+    """
+
+    __slots__ = ()
+
+
 class PartitionRead(NamedTuple):
     error: ErrorCode
     records: bytes | memoryview
@@ -71,7 +83,7 @@ class PartitionRead(NamedTuple):
 
 
 class Partition:
-    __slots__ = ("topic", "index", "log", "state", "_waiters", "_now_ms", "_group_commit")
+    __slots__ = ("topic", "index", "log", "state", "_waiters", "_now_ms", "_group_commit", "_verifying")
 
     def __init__(self, topic: str, index: int, log: PartitionLog, local_id: int,
                  now_ms: Callable[[], int], group_commit: GroupCommit | None = None,
@@ -83,6 +95,7 @@ class Partition:
         self._waiters: list[asyncio.Future[None]] = []
         self._now_ms = now_ms
         self._group_commit = group_commit or GroupCommit()
+        self._verifying: dict[int, VerificationGuard] = {}  # producer id -> guard of its open check
 
     @classmethod
     def open(cls, data_dir: Path, topic: str, index: int, config: LogConfig, local_id: int,
@@ -104,6 +117,7 @@ class Partition:
         self.notify()
 
     def become_follower(self, a: Assignment) -> bool:
+        self._verifying.clear()  # whatever was being checked will be refused as NOT_LEADER anyway
         changed = self.state.become_follower(a)
         self.notify()  # parked client fetches must now answer NOT_LEADER_OR_FOLLOWER
         return changed
@@ -143,14 +157,37 @@ class Partition:
             self.log.high_watermark = min(hw, self.log.log_end_offset)
 
     # ---- writes -----------------------------------------------------------------------------
+    def start_verification(self, producer_id: int) -> VerificationGuard:
+        """The guard a transactional batch of `producer_id` must still hold when it is appended;
+        checks running at once for one producer share it."""
+        guard = self._verifying.get(producer_id)
+        if guard is None:
+            guard = self._verifying[producer_id] = VerificationGuard()
+        return guard
+
+    def _check_guard(self, records: bytes | bytearray | memoryview, guard: VerificationGuard) -> int:
+        """The producer id of a batch whose verification still holds (raises INVALID_TXN_STATE
+        when a marker ended the transaction since); -1 when its transaction is already open here."""
+        h = read_header(records)
+        entry = self.producer(h.producer_id)
+        if entry is not None and entry.current_txn_first_offset is not None and entry.epoch == h.producer_epoch:
+            return -1  # an earlier batch of this transaction opened it: nothing left to guard
+        if self._verifying.get(h.producer_id) is not guard:
+            raise KafkaError(ErrorCode.INVALID_TXN_STATE,
+                             f"the transaction of producer {h.producer_id} ended in {self.topic}-{self.index} "
+                             "while its verification was in flight")
+        return h.producer_id
+
     def append(self, records: bytes | bytearray | memoryview, origin: AppendOrigin,
-               required_acks: int = 1, *, transactional: bool = False) -> AppendResult:
+               required_acks: int = 1, *, transactional: bool = False,
+               guard: VerificationGuard | None = None) -> AppendResult:
         """Append as leader (CLIENT, COORDINATOR) or as follower (REPLICATION).
 
         CLIENT batches are validated first (framing, CRC, size, no control batches, the
         transactional flag matching the request) — nothing a client sends is stored unchecked.
         With required_acks=-1 the append is refused up front when the ISR is already smaller
-        than min.insync.replicas; waiting for the ISR afterwards is `replicated()`.
+        than min.insync.replicas; waiting for the ISR afterwards is `replicated()`. A batch
+        that passed a KIP-890 check carries its `guard` (see VerificationGuard).
         """
         if origin is AppendOrigin.REPLICATION:
             if self.state.role != Role.FOLLOWER:
@@ -163,6 +200,7 @@ class Partition:
                              f"This server is not the leader for partition {self.topic}-{self.index}")
         if origin is AppendOrigin.CLIENT:
             validate_client_batches(records, self.log.config.max_message_bytes, transactional)
+        guarded = -1 if guard is None else self._check_guard(records, guard)
         if required_acks == -1:
             min_insync_replicas = self.log.config.min_insync_replicas
             code = self.state.check_min_isr(min_insync_replicas)
@@ -171,6 +209,12 @@ class Partition:
                                        f"to satisfy the min.isr requirement of {min_insync_replicas} for "
                                        f"partition {self.topic}-{self.index}")
         res = self.log.append(records, leader_epoch=self.leader_epoch)
+        if guarded >= 0:
+            del self._verifying[guarded]  # the transaction is open here now
+        elif origin is AppendOrigin.COORDINATOR and self._verifying:
+            h = read_header(records)
+            if h.is_control:
+                self._verifying.pop(h.producer_id, None)  # a marker: the transaction is over here
         if self.state.on_local_append(self.log.log_end_offset, self._now_ms()):
             self._advance_high_watermark()
         self.notify()

@@ -36,18 +36,18 @@ from ..txn import verification
 
 if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
-    from ..partition import Partition
+    from ..partition import Partition, VerificationGuard
 
 KEY = 0
 log = structlog.get_logger()
 
 
 def append_to(ctx: BrokerContext, part: Partition, records: memoryview | bytes, transactional: bool,
-              acks: int) -> tuple[PartitionProduceResponse, AppendResult | None]:
+              acks: int, guard: VerificationGuard | None = None) -> tuple[PartitionProduceResponse, AppendResult | None]:
     """Append through the partition, which validates client batches. Synchronous, so the appends
     of pipelined requests happen in the order the requests arrived."""
     try:
-        res = part.append(records, AppendOrigin.CLIENT, acks, transactional=transactional)
+        res = part.append(records, AppendOrigin.CLIENT, acks, transactional=transactional, guard=guard)
     except KafkaError as e:
         ctx.metrics.produce_errors[e.code.name] += 1
         if e.code not in (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.INVALID_PRODUCER_EPOCH):
@@ -77,8 +77,13 @@ async def replicated(ctx: BrokerContext, part: Partition, res: AppendResult, res
     return dataclasses.replace(resp, error_code=error)
 
 
-async def _verify_transactional(ctx: BrokerContext, req: ProduceRequest) -> dict[TopicPartition, ErrorCode]:
-    """Coordinator verdicts for the partitions where a transactional batch opens a transaction."""
+Verdicts = dict[TopicPartition, tuple[ErrorCode, "VerificationGuard"]]
+
+
+async def _verify_transactional(ctx: BrokerContext, req: ProduceRequest) -> Verdicts:
+    """Coordinator verdicts for the partitions where a transactional batch opens a transaction,
+    each with the guard its append must still hold."""
+    guards: dict[TopicPartition, VerificationGuard] = {}
     by_producer: dict[tuple[int, int], list[TopicPartition]] = {}
     for td in req.topic_data:
         for pd in td.partition_data:
@@ -90,11 +95,14 @@ async def _verify_transactional(ctx: BrokerContext, req: ProduceRequest) -> dict
             except (KafkaError, ValueError):
                 continue  # check_batches rejects it with the right error
             if verification.needs_verification(part, h):
-                by_producer.setdefault((h.producer_id, h.producer_epoch), []).append(TopicPartition(td.name, pd.index))
-    verdicts: dict[TopicPartition, ErrorCode] = {}
+                tp = TopicPartition(td.name, pd.index)
+                guards[tp] = part.start_verification(h.producer_id)
+                by_producer.setdefault((h.producer_id, h.producer_epoch), []).append(tp)
+    verdicts: Verdicts = {}
     assert req.transactional_id is not None
     for (pid, epoch), tps in by_producer.items():
-        verdicts.update(await verification.verify(ctx.txn, req.transactional_id, pid, epoch, tps))
+        for tp, code in (await verification.verify(ctx.txn, req.transactional_id, pid, epoch, tps)).items():
+            verdicts[tp] = (code, guards[tp])
     return verdicts
 
 
@@ -110,7 +118,7 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
         parts: list[PartitionProduceResponse] = []
         for pd in td.partition_data:
             part = ctx.topics.partition(name, pd.index)
-            refused = verdicts.get(TopicPartition(name, pd.index), ErrorCode.NONE)
+            refused, guard = verdicts.get(TopicPartition(name, pd.index), (ErrorCode.NONE, None))
             if refused:
                 log.info("transactional produce refused by the coordinator check", topic=name, partition=pd.index,
                          transactional_id=req.transactional_id, error=refused.name)
@@ -133,7 +141,7 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                 parts.append(PartitionProduceResponse(index=pd.index, error_code=ErrorCode.CORRUPT_MESSAGE,
                                                       base_offset=-1, error_message="null record set"))
             else:
-                resp, res = append_to(ctx, part, pd.records, transactional, req.acks)
+                resp, res = append_to(ctx, part, pd.records, transactional, req.acks, guard)
                 if res is not None and req.acks == -1:
                     waits.append((parts, len(parts), replicated(ctx, part, res, resp, req.timeout_ms)))
                 parts.append(resp)

@@ -118,7 +118,9 @@ class TransactionCoordinator:
         elif not leads and i in self._owned:
             self._owned.discard(i)
             self.machine.unload_partition(i)
-            log.info("transaction state unloaded: the partition is led elsewhere", partition=i)
+            dropped = self.sender.drop(lambda job: self.machine.partition_of(job.transactional_id) == i)
+            log.info("transaction state unloaded: the partition is led elsewhere", partition=i,
+                     marker_jobs_dropped=dropped)
 
     async def _take_over(self, partition: Partition) -> None:
         """Load a partition whose leadership came here, once its high watermark covers its log
@@ -308,7 +310,14 @@ class TransactionCoordinator:
         """Write the decision's record (if any), then let it take effect."""
         if not d.writes:
             return d
+        epoch = self.machine.coordinator_epoch(tid)
         err = await self._append(tid, d)
+        if not self.owns(tid) or self.machine.coordinator_epoch(tid) != epoch:
+            # The partition moved (and perhaps came back) while the record was being written: the
+            # state this decision was made on is gone, and whoever loads the log now decides what
+            # the record means (seed 003's check after appendTransactionToLog).
+            self._notify(tid)
+            return Decision(error=ErrorCode.NOT_COORDINATOR)
         if err:
             self.machine.abandon(tid)
             self._notify(tid)
@@ -379,6 +388,8 @@ class TransactionCoordinator:
         done = await self._execute(job.transactional_id, d)
         if not done.error:
             self.metrics.transactions_ended["commit" if job.commit else "abort"] += 1
+        if done.error == ErrorCode.NOT_COORDINATOR:
+            return  # the partition moved: its new coordinator resends the markers and completes
         if done.error:
             # The markers are in place; only the completion record is missing. Try again later
             # (the id stays in PrepareX meanwhile, answering CONCURRENT_TRANSACTIONS).

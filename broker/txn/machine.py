@@ -260,8 +260,9 @@ class TxnStateMachine:
         meta = self.txns.get(job.transactional_id)
         prepare = TxnState.PREPARE_COMMIT if job.commit else TxnState.PREPARE_ABORT
         if (meta is None or meta.state != prepare or meta.pending is not None
-                or meta.producer_id != job.producer_id or meta.producer_epoch != job.producer_epoch):
-            return None
+                or meta.producer_id != job.producer_id or meta.producer_epoch != job.producer_epoch
+                or job.coordinator_epoch != self.coordinator_epoch(job.transactional_id)):
+            return None  # (a job of an earlier load of this partition: the reload sent its own)
         complete = TxnState.COMPLETE_COMMIT if job.commit else TxnState.COMPLETE_ABORT
         rec = meta.record(state=complete, partitions=frozenset(), update_ms=now_ms)
         if meta.next_producer_id >= 0:

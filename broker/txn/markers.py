@@ -129,6 +129,15 @@ class MarkerQueue:
                                                              j.coordinator_epoch, tuple(tps)))
         return sends
 
+    def drop(self, which: Callable[[MarkerJob], bool]) -> int:
+        """Forget the jobs `which` selects: their coordinator lost the transactional ids' partition,
+        and the new one resends what is still owed under its own epoch. Answers still in flight
+        for them are ignored. Returns how many were dropped."""
+        gone = [key for key, owed in self._owed.items() if which(owed.job)]
+        for key in gone:
+            del self._owed[key]
+        return len(gone)
+
     def next_retry_ms(self) -> int | None:
         """When a backing-off marker becomes ready again (for the sender's timer)."""
         times = [t for o in self._owed.values() for tp, t in o.retry_at.items() if tp in o.remaining

@@ -61,6 +61,9 @@ class MarkerSender:
         self.queue.add(job)
         self._wake.set()
 
+    def drop(self, which: Callable[[MarkerJob], bool]) -> int:
+        return self.queue.drop(which)
+
     def poke(self) -> None:
         """The cluster changed (a new leader, a broker back): look at what is owed again."""
         self._wake.set()

@@ -279,3 +279,18 @@ def test_illegal_transitions_are_caught(state_after: str) -> None:
     with pytest.raises(AssertionError):
         m._begin(m.get("t"), m.get("t").record(state=TxnState.COMPLETE_COMMIT  # type: ignore[union-attr]
                                                if state_after == "commit" else TxnState.COMPLETE_ABORT))
+
+
+def test_markers_of_an_earlier_load_do_not_complete_after_a_reload() -> None:
+    """A job queued under coordinator epoch 0 reports back after the partition was reloaded under
+    epoch 1: completing from it would act on state this load never decided; the reload's own job
+    does it."""
+    m = machine()
+    pid, epoch = ongoing(m)
+    old_job = m.complete("t", m.end_txn("t", pid, epoch, True, T0 + 1))[0]
+    m.coordinator_epochs[m.partition_of("t")] = 1  # unloaded and loaded again, the record replayed
+    assert m.markers_written(old_job, T0 + 2) is None
+    [new_job] = [j for j in m.recovered_jobs() if j.transactional_id == "t"]
+    assert new_job.coordinator_epoch == 1
+    done = m.markers_written(new_job, T0 + 3)
+    assert done is not None and done.record is not None and done.record.state == TxnState.COMPLETE_COMMIT

@@ -153,3 +153,16 @@ def test_partitions_that_cannot_hold_the_data_count_as_marked() -> None:
     sends = q.drain(0, lambda tp: 1)[1]
     q.on_response(sends, {(7, "x", 0): E.NONE, (7, "x", 1): E.UNSUPPORTED_FOR_MESSAGE_FORMAT}, 1)
     assert [j.transactional_id for j in q.take_done()] == ["u"]
+
+
+def test_marker_queue_drop_forgets_jobs_of_a_partition_that_moved_and_ignores_their_late_answers() -> None:
+    q = MarkerQueue(retry_backoff_ms=10)
+    q.add(_job("moved", {("x", 0)}, pid=1))
+    q.add(_job("stays", {("x", 0)}, pid=2))
+    sends = q.drain(0, {("x", 0): 1}.__getitem__)
+    assert q.drop(lambda job: job.transactional_id == "moved") == 1
+    assert len(q) == 1
+    # The request that was in flight when the partition moved is answered after the drop.
+    q.on_response(sends[1], {(1, "x", 0): E.NONE, (2, "x", 0): E.NONE}, 5)
+    assert [j.transactional_id for j in q.take_done()] == ["stays"]  # never "moved": not ours now
+    assert q.take_abandoned() == [] and len(q) == 0
