@@ -301,20 +301,36 @@ async def _open_transactions(conn: BrokerConnection, topic: str, partitions: lis
 async def txn_find_hanging(bootstrap: str, topic: str | None, max_timeout_ms: int) -> list[dict[str, Any]]:
     """Open transactions in partitions that their coordinator does not know as ongoing there
     (KIP-664): older than the longest allowed transaction, and either no coordinator has the
-    producer id, or its transaction does not include the partition (or has a newer epoch)."""
+    producer id, or its transaction does not include the partition (or has a newer epoch).
+    Producer state lives with each partition's leader, so each leader is asked for its own."""
     conn = await connect(bootstrap)
     try:
         md = await conn.request(MetadataRequest(topics=None if topic is None else [MetadataRequestTopic(name=topic)]),
                                 version=4)
-        candidates = []
-        now = int(time.time() * 1000)
-        for t in md.topics:
-            check(t.error_code, f"topic {t.name!r}")
-            for row in await _open_transactions(conn, t.name, [p.partition_index for p in t.partitions]):
-                if now - row["last_timestamp"] >= max_timeout_ms:
-                    candidates.append(row)
     finally:
         conn.close()
+    addresses = {b.node_id: (b.host, b.port) for b in md.brokers}
+    by_leader: dict[int, list[tuple[str, list[int]]]] = {}
+    for t in md.topics:
+        check(t.error_code, f"topic {t.name!r}")
+        per_leader: dict[int, list[int]] = {}
+        for p in t.partitions:
+            if p.leader_id not in addresses:
+                raise AdminError(f"{t.name}-{p.partition_index} has no leader right now; try again")
+            per_leader.setdefault(p.leader_id, []).append(p.partition_index)
+        for leader, parts in per_leader.items():
+            by_leader.setdefault(leader, []).append((t.name, parts))
+    candidates = []
+    now = int(time.time() * 1000)
+    for leader, topics in sorted(by_leader.items()):
+        lc = await BrokerConnection.connect(*addresses[leader], client_id="ketch-admin")
+        try:
+            for name, parts in topics:
+                for row in await _open_transactions(lc, name, parts):
+                    if now - row["last_timestamp"] >= max_timeout_ms:
+                        candidates.append(row)
+        finally:
+            lc.close()
     if not candidates:
         return []
     known = {r["producer_id"]: r["transactional_id"]

@@ -307,6 +307,7 @@ class BrokerServer:
         self.housekeeper = Housekeeper(self.topics, clock, cfg.log_retention_check_interval_ms,
                                        cfg.log_checkpoint_interval_ms, cfg.producer_id_expiration_check_interval_ms)
         self._retention_task: asyncio.Task[None] | None = None
+        self._orphan_sweep: asyncio.Task[None] | None = None
         self.started_ms = clock.now_ms()
 
     @property
@@ -360,7 +361,6 @@ class BrokerServer:
         self.quorum.start()  # replays the metadata log (the topics' logs open); alone, it leads at once
         if legacy:
             await self._migrate(legacy)
-        self.topics.remove_orphans()
         await self.groups.start()  # loads __consumer_offsets in the background
         self.txn.load()  # rebuilt from __transaction_state before any request can reach it
         if self._metrics_endpoint:  # serving before the Kafka port: ready means both
@@ -376,6 +376,7 @@ class BrokerServer:
             await asyncio.wait_for(self.lifecycle.registered.wait(), 10.0)
         except TimeoutError:
             log.warning("not registered with an active controller yet; serving anyway")
+        self._orphan_sweep = asyncio.get_running_loop().create_task(self._remove_orphans_when_caught_up())
         if not await self.producer_ids.first_block(timeout=10.0):
             log.warning("no producer-id block yet (no quorum leader?); InitProducerId answers "
                         "COORDINATOR_LOAD_IN_PROGRESS until one comes")
@@ -388,6 +389,16 @@ class BrokerServer:
         log.info("broker started", node_id=self.cfg.node_id, listen=self.cfg.listen, advertise=f"{host}:{port}",
                  inter_broker=f"{ib_host}:{ib_port}", data_dir=str(Path(self.cfg.data_dir).resolve()),
                  metrics=self.cfg.metrics_listen or None)
+
+    async def _remove_orphans_when_caught_up(self) -> None:
+        """Delete partition directories the image does not assign here — but only once the
+        controller has unfenced this broker, which it does when the broker's image has reached the
+        broker's own registration. Before that, the image replayed from the local metadata log
+        may predate topics this broker already holds data for: sweeping then deleted acknowledged
+        data (the restarted broker came back leading an empty log, and its followers truncated to
+        it)."""
+        await self.lifecycle.registered.wait()
+        self.topics.remove_orphans()
 
     async def _bind(self) -> None:
         """Take the listening ports before touching the data directory, so a taken port (or a
@@ -510,6 +521,8 @@ class BrokerServer:
     async def stop(self) -> None:
         if self._retention_task:
             self._retention_task.cancel()
+        if self._orphan_sweep:
+            self._orphan_sweep.cancel()
         if self._metrics_endpoint:
             await self._metrics_endpoint.stop()
         await self.producer_ids.stop()

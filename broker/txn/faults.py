@@ -7,6 +7,8 @@ and check that recovery finishes the transaction:
     after_prepare        PrepareCommit is in `__transaction_state`, no marker has been sent
     after_some_markers   a partition leader wrote the first marker of a WriteTxnMarkers request
                          carrying more than one partition, and not the others
+    markers_half_sent    the coordinator heard from one partition leader that its commit
+                         markers are written while other partitions' are still owed
     before_complete      every marker is written, CompleteCommit is not
 
 SIGKILL (not an exception, not a clean exit) because that is the failure being simulated: no
@@ -20,7 +22,7 @@ import signal
 import sys
 
 ENV = "KETCH_TEST_CRASH_AT"
-POINTS = frozenset({"after_prepare", "after_some_markers", "before_complete"})
+POINTS = frozenset({"after_prepare", "after_some_markers", "markers_half_sent", "before_complete"})
 
 
 def crash_point(point: str) -> None:

@@ -21,6 +21,7 @@ from protocol.topic_partition import TopicPartition
 from storage.clock import Clock
 
 from ..wire import BrokerConnection, WireError
+from .faults import crash_point
 from .machine import MarkerJob
 from .markers import MarkerQueue, MarkerSend, build_request, response_errors
 
@@ -110,7 +111,11 @@ class MarkerSender:
                 dead.close()
             self.queue.on_failure(sends, self._clock.now_ms())
         else:
-            self.queue.on_response(sends, response_errors(resp), self._clock.now_ms())
+            errors = response_errors(resp)
+            self.queue.on_response(sends, errors, self._clock.now_ms())
+            if any(s.commit and self.queue.pending_partitions(s.key)
+                   and any(errors.get((s.producer_id, *tp), -1) == 0 for tp in s.partitions) for s in sends):
+                crash_point("markers_half_sent")
         finally:
             self._busy.discard(node)
             self._wake.set()

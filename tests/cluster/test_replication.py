@@ -157,6 +157,33 @@ def test_a_killed_follower_catches_up_and_rejoins_the_isr_with_the_leaders_log(c
                  message="the follower's log equal to the leader's")
 
 
+def test_a_broker_killed_and_restarted_at_once_keeps_its_logs(cluster: Cluster) -> None:
+    """Restarted before the controller fences it, a broker replays its metadata log only up to
+    what it knew committed, an image that may predate the topic. Its partition directories must
+    survive until it has caught up (a sweep at start deleted them: it came back leading an empty
+    log at the same leader epoch, and its followers truncated their copies to it)."""
+    c = cluster
+    layout = new_topic(c, "kept", 3, 3, {"min.insync.replicas": "2"})
+    victim = layout.partitions[0][1]
+    acked: list[bytes] = []
+    errors: list[str] = []
+    for part in range(3):
+        produce(c.bootstrap, "kept", 200, acked, errors, partition=part)
+    assert not errors and len(acked) == 600
+    before = {part: log_bytes(c, victim, "kept", part) for part in range(3)}
+    assert all(before.values())
+    c.kill(victim)
+    c[victim].start(timeout=60)
+    c.wait_until(lambda: (x := agreed(c, "kept", [1, 2, 3])) is not None
+                 and all(sorted(p[3]) == [1, 2, 3] for p in x.partitions),
+                 timeout=30, message="the restarted broker back in every ISR")
+    assert c[victim].log_text().count("removing the directory") == 0, c[victim].log_tail()
+    for part in range(3):
+        assert log_bytes(c, victim, "kept", part).startswith(before[part])
+    got = [v for part in range(3) for v in read_all(c.bootstrap, "kept", part, 200)]
+    assert sorted(got) == sorted(acked)
+
+
 def poll_into(consumer: Consumer, out: list[bytes]) -> int:
     """One poll; what it brought joins `out`. How many `out` holds."""
     m = consumer.poll(0.5)

@@ -1,0 +1,133 @@
+"""Issue 14: transaction coordinators that die while their commit markers are half sent, under a
+consume-transform-produce copier with random aborts, on three real broker processes.
+
+Every broker runs with KETCH_TEST_CRASH_AT=markers_half_sent: the first time a broker, as a
+transaction coordinator, hears that some of a commit's markers are written while others are still
+owed, it SIGKILLs itself. The test restarts each such broker without the crash point, so the
+coordinators of the copier's transactional id die one after another (the id's partition moves to
+a surviving replica each time) until every broker has died once or the input is copied. Then:
+output == input exactly once, nothing of an aborted transaction visible, every transaction ended
+on every partition (no open transaction, last stable offset == high watermark), and the group's
+committed offsets are the input's end offsets.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import time
+from collections import Counter
+
+from confluent_kafka import Consumer, TopicPartition
+from helpers import REPO_ROOT
+from helpers.cluster import Cluster
+from helpers.cluster_metadata import listed_everywhere, new_topic, voters_for
+from helpers.confluent import QUIET, consume_all, list_offsets
+from helpers.soak import TxnPipeline, env_int, find_hanging, parse_out, prefill
+from helpers.wait import wait_until
+
+CRASH = "KETCH_TEST_CRASH_AT"
+POINT = "markers_half_sent"
+SEED = env_int("KETCH_CLUSTER_SEED", random.randrange(1 << 30))
+PARTS = 3
+MESSAGES = 900
+
+
+def _open_transactions(c: Cluster) -> list[dict[str, object]]:
+    """Every coordinator's transactional ids still Ongoing or preparing (ListTransactions on each
+    broker)."""
+    out = subprocess.run([sys.executable, "-m", "broker", "txn", "list", "--json", "--state", "Ongoing",
+                          "--state", "PrepareCommit", "--state", "PrepareAbort", "--bootstrap", c.bootstrap.split(",")[0]],
+                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout or "[]")
+    assert isinstance(rows, list)
+    return rows
+
+
+def _self_killed(c: Cluster) -> int | None:
+    """A broker that still had the crash point and is not running any more: it killed itself."""
+    for n in c.node_ids:
+        b = c[n]
+        if CRASH in b.env and b.proc is not None and not b.is_running():
+            return n
+    return None
+
+
+def test_a_copier_is_exactly_once_while_coordinators_die_with_markers_half_sent(cluster_factory) -> None:  # type: ignore[no-untyped-def]
+    rng = random.Random(SEED)
+    ctx = f"[seed {SEED}; replay with KETCH_CLUSTER_SEED={SEED}]"
+    voters = voters_for(3)
+    c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
+                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000", "KETCH_REPLICA_LAG_TIME_MAX_MS": "4000",
+                                      "KETCH_TRANSACTION_ABORT_TIMED_OUT_INTERVAL_MS": "1000", CRASH: POINT})
+    listed_everywhere(c)
+    src, dst = "copier-in", "copier-out"
+    for t in (src, dst):
+        layout = new_topic(c, t, PARTS, 3, {"min.insync.replicas": "2"})
+        assert {p[1] for p in layout.partitions} == {1, 2, 3}, layout  # markers cross brokers
+    ends = prefill(c.bootstrap, src, MESSAGES, PARTS)
+    worker = TxnPipeline(c.bootstrap, src, dst, ends, seed=rng.randrange(1 << 30),
+                         deadline=time.monotonic() + 400, max_txns=2 * MESSAGES)
+    killed: list[int] = []
+
+    def status() -> str:
+        return f"{ctx} killed {killed}; {worker.summary()}; worker crash: {worker.crashed}"
+
+    worker.start()
+    try:
+        while not worker.done and worker.is_alive():
+            wait_until(lambda: _self_killed(c) is not None or worker.done or not worker.is_alive(),
+                       timeout=240, interval=0.2, message=lambda: f"a coordinator death or the copy's end: {status()}")
+            victim = _self_killed(c)
+            if victim is None:
+                continue
+            c.kill(victim)  # reaps it: it is already dead
+            assert f"{CRASH}={POINT}: killing the broker now" in c[victim].log_text(), c[victim].log_tail()
+            del c[victim].env[CRASH]
+            c[victim].start(timeout=60)
+            killed.append(victim)
+        worker.join(60)
+    finally:
+        worker.stop()
+        worker.join(60)
+    print(status())
+    assert worker.crashed is None, status()
+    assert worker.done, status()
+    assert killed, f"no coordinator died with its markers half sent: {status()}"
+    assert worker.commits > 0 and worker.aborts > 0, status()
+
+    # ---- output == input, exactly once; nothing of an aborted transaction visible
+    committed_out = consume_all(c.bootstrap, dst, PARTS, {"isolation.level": "read_committed"},
+                                timeout=120, check_watermarks=False)
+    by_input: Counter[bytes] = Counter()
+    by_txn: Counter[int] = Counter()
+    for r in committed_out:
+        assert r.value is not None
+        txn, body = parse_out(r.value)
+        by_input[body] += 1
+        by_txn[txn] += 1
+    expected = Counter({b"in-%d" % i: 1 for i in range(MESSAGES)})
+    assert by_input == expected, (f"lost {sorted(set(expected) - set(by_input))[:5]}, duplicated "
+                                  f"{[v for v, k in by_input.items() if k > 1][:5]}; {status()}")
+    assert not {t for t in by_txn if t in worker.aborted_txns}, f"aborted records visible; {status()}"
+    short = {t: (by_txn.get(t, 0), n) for t, n in worker.committed_txns.items() if by_txn.get(t, 0) != n}
+    assert not short, f"committed transactions not fully visible (seen, written): {short}; {status()}"
+
+    # ---- every transaction ended on every partition
+    def settled() -> bool:
+        return (_open_transactions(c) == []
+                and list_offsets(c.bootstrap, dst, PARTS, "read_committed") == list_offsets(c.bootstrap, dst, PARTS))
+
+    wait_until(settled, timeout=60, message=lambda: f"every transaction to end: {_open_transactions(c)}; {status()}")
+    assert find_hanging(c.bootstrap) == []
+
+    checker = Consumer({"bootstrap.servers": c.bootstrap, "group.id": worker.group, "enable.auto.commit": False,
+                        "isolation.level": "read_committed", **QUIET})
+    try:
+        got = checker.committed([TopicPartition(src, p) for p in range(PARTS)], timeout=30)
+    finally:
+        checker.close()
+    assert {tp.partition: tp.offset for tp in got} == ends, status()
