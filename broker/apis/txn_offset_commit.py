@@ -57,7 +57,9 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
         for t in req.topics for p in t.partitions}
     await ctx.groups.ensure_topic()
     offsets_partition = TopicPartition(OFFSETS_TOPIC, ctx.groups.partition_for(req.group_id))
-    verdict = ctx.txn.verify(req.transactional_id, req.producer_id, req.producer_epoch, [offsets_partition])
+    # The transaction coordinator is often another broker: asked over the wire then (KIP-890's path).
+    verdict = await ctx.txn.verify_anywhere(req.transactional_id, req.producer_id, req.producer_epoch,
+                                            [offsets_partition])
     if verdict:
         code = for_version(_VERIFY_ERRORS.get(ErrorCode(verdict), verdict), KEY, v)
         return _answer(req, dict.fromkeys(offsets, code))
