@@ -122,7 +122,7 @@ def test_a_copier_is_exactly_once_while_coordinators_die_with_markers_half_sent(
                 and list_offsets(c.bootstrap, dst, PARTS, "read_committed") == list_offsets(c.bootstrap, dst, PARTS))
 
     wait_until(settled, timeout=60, message=lambda: f"every transaction to end: {_open_transactions(c)}; {status()}")
-    assert find_hanging(c.bootstrap) == []
+    assert find_hanging(c.bootstrap.split(",")[0]) == []
 
     checker = Consumer({"bootstrap.servers": c.bootstrap, "group.id": worker.group, "enable.auto.commit": False,
                         "isolation.level": "read_committed", **QUIET})
