@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint typecheck unit bench soak compat-cluster clean system-deps
+.PHONY: install run test lint typecheck unit bench bench-cluster soak compat-cluster clean system-deps
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -41,6 +41,14 @@ bench: install system-deps
 	$(BIN)/python -m bench.client --out bench/client-results.json
 	$(BIN)/python -m bench.pipeline --out bench/results-pipeline.json
 	$(BIN)/python -m bench.compaction --out bench/results-compaction.json
+
+# Produce, idempotent and transactions on 3 brokers (RF 3, acks=all) beside 1 broker and the mock,
+# all in one run per module; see docs/bench.md "3 brokers". About 2 minutes, mostly cluster starts.
+bench-cluster: install
+	$(BIN)/python -m bench.throughput --targets mock,ketch,ketch-3 --only produce --only idempotent \
+	  --messages 500000 --out bench/results-cluster.json
+	$(BIN)/python -m bench.transactions --targets mock,ketch,ketch-3 \
+	  --messages 200000 --out bench/results-cluster-transactions.json
 
 soak: install system-deps
 	$(BIN)/pytest -q -m slow tests

@@ -1,6 +1,7 @@
 """Throughput benchmark: Ketch against librdkafka's built-in mock cluster, same client, same settings.
 
     python -m bench.throughput --out bench/results.json [--messages N] [--only SCENARIO ...]
+                               [--targets mock,ketch,ketch-3]
 
 Scenarios (see docs/bench.md):
   produce      100-byte messages, acks=all, linger.ms=5, enable.idempotence=false
@@ -8,8 +9,10 @@ Scenarios (see docs/bench.md):
   consume      read_committed consumer reads N messages (produced beforehand, untimed) from the start
   rss          resident memory of an idle Ketch broker, empty and with 10 topics x 100 partitions
 
-Each throughput scenario runs against a Ketch broker subprocess (data in a temporary directory on disk)
-and against the mock cluster, in this order, in the same run. Results go to a JSON file.
+Each throughput scenario runs against every target, one after the other, in the same run: the mock
+cluster first, then a Ketch broker subprocess (data in a temporary directory on disk), and with
+``--targets ...,ketch-3`` three Ketch brokers in one cluster (topics RF 3, min.insync.replicas 2;
+bench/cluster.py). Results go to a JSON file.
 """
 
 from __future__ import annotations
@@ -19,8 +22,6 @@ import json
 import os
 import platform
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,167 +36,37 @@ from typing import Any
 
 import confluent_kafka
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from .cluster import KetchCluster
+from .targets import QUIET, REPO_ROOT, KetchBroker, MockCluster, Target, log
+
 SCENARIOS = ("produce", "idempotent", "consume", "rss")
+# In the order they run: the mock first, since its auto-created topic fixes the partition count.
+TARGETS = ("mock", "ketch", "ketch-3")
+DEFAULT_TARGETS = "mock,ketch"
 MESSAGE_BYTES = 100
 LINGER_MS = 5
-QUIET = {"log_level": 3}
 
 
-def log(msg: str) -> None:
-    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+def make_target(name: str, partitions: int, env: dict[str, str], repo: Path = REPO_ROOT) -> Target:
+    """A started target by its name in TARGETS (`repo`: whose broker runs, for a reference run)."""
+    if name == "mock":
+        return MockCluster()
+    if name == "ketch":
+        return KetchBroker(partitions, env=env, repo=repo)
+    if name == "ketch-3":
+        return KetchCluster(partitions, env, size=3, min_insync=2, repo=repo)
+    raise ValueError(f"unknown target {name!r}; one of {', '.join(TARGETS)}")
 
 
-# ---------------------------------------------------------------------------------------------- targets
-class Target:
-    name: str
-    bootstrap: str
-    partitions: int
-
-    def prepare_topic(self, topic: str) -> None:  # pragma: no cover - interface
-        raise NotImplementedError
-
-    def close(self) -> None:  # pragma: no cover - interface
-        raise NotImplementedError
-
-
-class MockCluster(Target):
-    """librdkafka's in-process mock cluster.
-
-    A client configured with ``test.mock.num.brokers`` starts a mock cluster inside itself and ignores
-    ``bootstrap.servers``. The mock's brokers listen on real loopback ports, which that client's
-    metadata reports: ``list_topics().brokers`` gives their host:port, usable by any other client as
-    ``bootstrap.servers`` while the owning client lives. The mock does not implement CreateTopics;
-    it auto-creates a topic on its first Metadata request, with 4 partitions (librdkafka's default).
-    """
-
-    name = "mock"
-
-    def __init__(self) -> None:
-        self._owner = Producer({"test.mock.num.brokers": 1, **QUIET})
-        md = self._owner.list_topics(timeout=10)
-        brokers = list(md.brokers.values())
-        if not brokers:
-            raise RuntimeError("mock cluster reported no brokers")
-        self.bootstrap = ",".join(f"{b.host}:{b.port}" for b in brokers)
-        self.partitions = 0
-
-    def prepare_topic(self, topic: str) -> None:
-        md = AdminClient({"bootstrap.servers": self.bootstrap, **QUIET}).list_topics(topic=topic, timeout=10)
-        t = md.topics[topic]
-        if t.error is not None:
-            raise RuntimeError(f"mock auto-create of {topic} failed: {t.error}")
-        self.partitions = len(t.partitions)
-
-    def close(self) -> None:
-        self._owner.flush(5)
-        del self._owner  # destroying the owning client tears the mock cluster down
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class KetchBroker(Target):
-    """A Ketch broker subprocess with its data in a temporary directory, stopped with SIGTERM."""
-
-    name = "ketch"
-
-    def __init__(self, partitions: int, env: dict[str, str] | None = None, start_timeout: float = 60,
-                 repo: Path = REPO_ROOT) -> None:
-        """`repo`: the checkout whose broker runs (another one than this, for a reference run)."""
-        self.dir = Path(tempfile.mkdtemp(prefix="ketch-bench-"))
-        self.port = free_port()
-        self.bootstrap = f"127.0.0.1:{self.port}"
-        self.partitions = partitions
-        self.env = dict(env or {})
-        self.log_path = self.dir / "broker.log"
-        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in close()
-        cmd = [
-            sys.executable, "-m", "broker", "broker",
-            "--listen", self.bootstrap, "--advertise", self.bootstrap, "--data-dir", str(self.dir / "data"),
-        ]  # fmt: skip
-        self.proc = subprocess.Popen(
-            cmd,
-            cwd=repo,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(repo), **self.env},
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + start_timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"ketch exited with {self.proc.returncode} at start\n{self.log_tail()}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    self.close()
-                    raise RuntimeError(
-                        f"ketch did not listen within {start_timeout}s\n{self.log_tail()}"
-                    ) from None
-                time.sleep(0.05)  # polling interval of the readiness check
-
-    def admin(self) -> AdminClient:
-        return AdminClient({"bootstrap.servers": self.bootstrap, **QUIET})
-
-    def create_topics(self, names: list[str], partitions: int, timeout: float = 120) -> None:
-        client = self.admin()  # must outlive the futures: destroying it cancels the request
-        futs = client.create_topics(
-            [NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names],
-            request_timeout=timeout,
-        )
-        for f in futs.values():
-            f.result(timeout)
-        deadline = time.monotonic() + timeout
-        pending = set(names)
-        while pending:
-            md = self.admin().list_topics(timeout=30)
-            pending = {
-                n
-                for n in pending
-                if n not in md.topics
-                or md.topics[n].error is not None
-                or len(md.topics[n].partitions) != partitions
-            }
-            if pending and time.monotonic() > deadline:
-                raise RuntimeError(f"topics not visible in metadata after {timeout}s: {sorted(pending)[:5]}")
-            if pending:
-                time.sleep(0.1)  # polling interval
-
-    def prepare_topic(self, topic: str) -> None:
-        self.create_topics([topic], self.partitions)
-
-    def rss_kib(self) -> int:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-        raise RuntimeError("no VmRSS")
-
-    def log_tail(self, n: int = 40) -> str:
-        self._log.flush()
-        lines = self.log_path.read_bytes().decode("utf-8", "replace").splitlines()[-n:]
-        return "\n".join(lines)
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                log("ketch ignored SIGTERM for 30s; killing it")
-                self.proc.kill()
-                self.proc.wait(10)
-        if not self._log.closed:
-            self._log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+def parse_targets(value: str) -> list[str]:
+    """`--targets` as a list in run order (the mock first), so that a partition count set by the
+    mock applies to every Ketch target."""
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [n for n in names if n not in TARGETS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"targets are a comma-separated subset of {','.join(TARGETS)}")
+    return [t for t in TARGETS if t in names]
 
 
 # --------------------------------------------------------------------------------------------- scenarios
@@ -331,14 +202,15 @@ def run_consume(target: Target, n: int, timeout: float) -> dict[str, Any]:
                 raise TimeoutError(f"consumed {got}/{retained} messages in {timeout}s")
             for m in c.consume(10_000, 0.5):
                 err = m.error()
+                part = m.partition()
                 if err is None:
                     if got == 0:
                         first_s = time.perf_counter() - start
                     got += 1
-                    nbytes += len(m.value())
-                    eof.discard(m.partition())
-                elif err.code() == KafkaError._PARTITION_EOF:
-                    eof.add(m.partition())
+                    nbytes += len(m.value() or b"")
+                    eof.discard(part)
+                elif err.code() == KafkaError._PARTITION_EOF and part is not None:
+                    eof.add(part)
                 else:
                     raise KafkaException(err)
         elapsed = time.perf_counter() - start
@@ -449,21 +321,33 @@ def _git_head() -> str | None:
     return None
 
 
+def _ratios(a: dict[str, Any], b: dict[str, Any]) -> dict[str, float] | None:
+    """a over b: throughput, and produce latency where both have it (higher latency ratio = slower)."""
+    if "msgs_per_s" not in a or "msgs_per_s" not in b:
+        return None
+    out = {"msgs_per_s": round(a["msgs_per_s"] / b["msgs_per_s"], 4)}
+    if a.get("latency_ms") and b.get("latency_ms"):
+        for q in ("p50", "p99"):
+            out[f"latency_{q}"] = round(a["latency_ms"][q] / b["latency_ms"][q], 3)
+    return out
+
+
 def _with_targets(
     scenario: str,
+    targets: list[str],
     fn: Callable[[Target], dict[str, Any]],
     partitions_hint: list[int],
     ketch_env: dict[str, str],
     after_mock: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    # mock first: it fixes the partition count (its auto-create default) that Ketch then uses too
-    for name in ("mock", "ketch"):
+    for name in targets:
         target: Target | None = None
         try:
-            target = MockCluster() if name == "mock" else KetchBroker(partitions_hint[0], env=ketch_env)
+            target = make_target(name, partitions_hint[0], ketch_env)
             log(f"{scenario}: running against {name} ({target.bootstrap})")
             res = fn(target)
+            res.update(target.replication_report())
             if name == "mock":
                 partitions_hint[0] = res["partitions"]
                 if after_mock is not None:
@@ -472,25 +356,19 @@ def _with_targets(
             log(f"{scenario} {name}: {res['msgs_per_s']:.0f} msg/s, {res['mb_per_s']:.2f} MB/s")
         except Exception as exc:  # record and continue with the next target/scenario
             detail = f"{type(exc).__name__}: {exc}"
-            if isinstance(target, KetchBroker):
+            if target is not None and target.log_tail():
                 detail += "\n" + target.log_tail()
             out[name] = {"error": detail}
             log(f"{scenario} {name} FAILED: {detail}")
         finally:
             if target is not None:
                 target.close()
-    k, m = out.get("ketch", {}), out.get("mock", {})
-    if "msgs_per_s" in k and "msgs_per_s" in m:
-        out["ratio_ketch_over_mock"] = {
-            "msgs_per_s": round(k["msgs_per_s"] / m["msgs_per_s"], 4),
-        }
-        if k.get("latency_ms") and m.get("latency_ms"):
-            out["ratio_ketch_over_mock"]["latency_p50"] = round(
-                k["latency_ms"]["p50"] / m["latency_ms"]["p50"], 3
-            )
-            out["ratio_ketch_over_mock"]["latency_p99"] = round(
-                k["latency_ms"]["p99"] / m["latency_ms"]["p99"], 3
-            )
+    for key, a, b in (("ratio_ketch_over_mock", "ketch", "mock"),
+                      ("ratio_ketch3_over_ketch", "ketch-3", "ketch"),
+                      ("ratio_ketch3_over_mock", "ketch-3", "mock")):  # fmt: skip
+        r = _ratios(out.get(a, {}), out.get(b, {}))
+        if r is not None:
+            out[key] = r
     return out
 
 
@@ -507,7 +385,15 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="KETCH_SETTING=VALUE",
-        help="extra environment for the Ketch broker (repeatable), e.g. KETCH_FLUSH_MESSAGES=1",
+        help="extra environment for every Ketch broker (repeatable), e.g. KETCH_FLUSH_MESSAGES=1",
+    )
+    ap.add_argument(
+        "--targets",
+        type=parse_targets,
+        default=parse_targets(DEFAULT_TARGETS),
+        metavar="T1,T2",
+        help=f"what to measure, a subset of {','.join(TARGETS)} (default {DEFAULT_TARGETS}); ketch-3 is three "
+        "brokers, topics RF 3 and min.insync.replicas 2",
     )
     args = ap.parse_args(argv)
     if args.messages <= 0:
@@ -526,6 +412,9 @@ def main(argv: list[str] | None = None) -> int:
             "client": "confluent-kafka (librdkafka), one producer / one consumer in this process",
             "ketch_env": ketch_env,
             "mock": "librdkafka test.mock.num.brokers=1 (in-process)",
+            "ketch-3": "3 Ketch brokers, one quorum; topics replication_factor 3, min.insync.replicas 2",
+            "targets": args.targets,
+            "rss": "one Ketch broker only, whatever --targets says",
         },
         "scenarios": {},
     }
@@ -556,6 +445,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         res = _with_targets(
             scenario,
+            args.targets,
             runners[scenario],
             partitions_hint,
             ketch_env,

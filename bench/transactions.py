@@ -2,9 +2,11 @@
 non-transactional producer as the baseline of the same run.
 
     python -m bench.transactions --out bench/results-transactions.json [--sizes 1,100,10000] [--messages N]
-                                 [--reference REV]
+                                 [--reference REV] [--targets mock,ketch,ketch-3]
 
-For each target (the mock first, then a Ketch broker subprocess), in one run:
+For each target (the mock first, then a Ketch broker subprocess, and with --targets ...,ketch-3 three
+Ketch brokers in one cluster: topics RF 3 and min.insync.replicas 2, `__transaction_state` RF 3),
+in one run:
   idempotent   N messages, enable.idempotence=true, no transactions (the baseline)
   txn-<k>      transactions of k messages each: begin, k x produce, commit; repeated until about
                N messages (at least 20 transactions, at most --max-txns)
@@ -30,18 +32,17 @@ from typing import Any
 
 from confluent_kafka import Producer
 
+from .targets import QUIET, REPO_ROOT, Target, log
 from .throughput import (
+    DEFAULT_TARGETS,
     LINGER_MS,
     MESSAGE_BYTES,
-    QUIET,
-    REPO_ROOT,
-    KetchBroker,
-    MockCluster,
-    Target,
+    TARGETS,
     _git_head,
     _percentiles,
-    log,
     machine_info,
+    make_target,
+    parse_targets,
     reference_checkout,
 )
 
@@ -145,20 +146,23 @@ def run_target(
     ketch_env: dict[str, str],
     repo: Path = REPO_ROOT,
 ) -> dict[str, Any]:
-    target: Target = MockCluster() if name == "mock" else KetchBroker(partitions, env=ketch_env, repo=repo)
+    """`name` "reference" is a single broker of another checkout (`repo`)."""
+    target = make_target("ketch" if name == "reference" else name, partitions, ketch_env, repo)
     out: dict[str, Any] = {}
     try:
         log(f"{name}: idempotent baseline, {messages} messages")
         base = run_idempotent(target, messages, timeout)
+        base.update(target.replication_report())
         out["idempotent"] = base
         out["partitions"] = base["partitions"]
         for k in sizes:
             log(f"{name}: transactions of {k}")
             try:
                 res = run_transactions(target, k, messages, max_txns, timeout)
+                res.update(target.replication_report())
             except Exception as exc:  # record and go on with the next size
                 detail = f"{type(exc).__name__}: {exc}"
-                if isinstance(target, KetchBroker):
+                if target.log_tail():
                     detail += "\n" + target.log_tail()
                 res = {"error": detail}
             out[f"txn-{k}"] = res
@@ -184,6 +188,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--ketch-env", action="append", default=[], help="KEY=VALUE for the Ketch broker")
     ap.add_argument("--reference", default=None, help="git revision whose broker also runs, side by side")
+    ap.add_argument(
+        "--targets",
+        type=parse_targets,
+        default=parse_targets(DEFAULT_TARGETS),
+        metavar="T1,T2",
+        help=f"a subset of {','.join(TARGETS)} (default {DEFAULT_TARGETS}); ketch-3 is three brokers, RF 3",
+    )
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     env = dict(kv.split("=", 1) for kv in args.ketch_env)
@@ -198,12 +209,13 @@ def main(argv: list[str] | None = None) -> int:
             "ketch_env": env,
             "ketch_commit": _git_head(),
             "reference": args.reference,
+            "targets": args.targets,
         },
     }
     failed = False
     partitions = 4
     with contextlib.ExitStack() as stack:
-        targets: list[tuple[str, Path]] = [("mock", REPO_ROOT), ("ketch", REPO_ROOT)]
+        targets: list[tuple[str, Path]] = [(name, REPO_ROOT) for name in args.targets]
         if args.reference:
             targets.append(("reference", stack.enter_context(reference_checkout(args.reference))))
         for name, repo in targets:
@@ -218,15 +230,19 @@ def main(argv: list[str] | None = None) -> int:
             failed |= "error" in results[name] or any(
                 "error" in v for v in results[name].values() if isinstance(v, dict)
             )
-    ratios = {}
-    for k in ["idempotent", *(f"txn-{s}" for s in sizes)]:
-        a, b = results.get("ketch", {}).get(k, {}), results.get("mock", {}).get(k, {})
-        if "msgs_per_s" in a and "msgs_per_s" in b:
-            ratios[k] = round(a["msgs_per_s"] / b["msgs_per_s"], 4)
-    results["ratio_ketch_over_mock"] = ratios
+    for key, x, y in (("ratio_ketch_over_mock", "ketch", "mock"),
+                      ("ratio_ketch3_over_ketch", "ketch-3", "ketch"),
+                      ("ratio_ketch3_over_mock", "ketch-3", "mock")):  # fmt: skip
+        ratios = {}
+        for k in ["idempotent", *(f"txn-{s}" for s in sizes)]:
+            a, b = results.get(x, {}).get(k, {}), results.get(y, {}).get(k, {})
+            if "msgs_per_s" in a and "msgs_per_s" in b:
+                ratios[k] = round(a["msgs_per_s"] / b["msgs_per_s"], 4)
+        if x in results and y in results:
+            results[key] = ratios
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=2))
-    for name in ("ketch", "reference", "mock"):
+    for name in ("ketch", "ketch-3", "reference", "mock"):
         if name not in results:
             continue
         r = results[name]
@@ -234,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         for s in sizes:
             t = r.get(f"txn-{s}", {})
             cells.append(f"txn-{s}: {t.get('txns_per_s', '-')} txn/s {t.get('msgs_per_s', '-')} msg/s")
-        print(f"{name:6} " + " | ".join(cells))
+        print(f"{name:9} " + " | ".join(cells))
     print(f"wrote {args.out}")
     return 1 if failed else 0
 
