@@ -64,6 +64,24 @@ def produce(bootstrap: str, topic: str, n: int, acked: list[bytes], errors: list
     p.flush(60)
 
 
+def follow(bootstrap: str, topic: str, partitions: int, seen: list[bytes], stop: threading.Event) -> None:
+    """A read_committed consumer polling every partition from the start until `stop`: the
+    bundled client without a group, so that no `__consumer_offsets` comes to exist."""
+    import asyncio
+
+    from client import Consumer as OurConsumer
+    from client import TopicPartition as OurTp
+
+    async def run() -> None:
+        async with OurConsumer(bootstrap, isolation_level="read_committed", auto_offset_reset="earliest") as c:
+            c.assign([OurTp(topic, p) for p in range(partitions)])
+            while not stop.is_set():
+                for records in (await c.getmany(timeout_ms=200)).values():
+                    seen.extend(r.value for r in records if r.value is not None)
+
+    asyncio.run(run())
+
+
 def read_all(bootstrap: str, topic: str, partition: int, expect: int, timeout: float = 60) -> list[bytes]:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{topic}", "enable.auto.commit": False,
                   "isolation.level": "read_committed", "auto.offset.reset": "earliest", "log_level": 3})
@@ -404,9 +422,9 @@ def _ketch(c: Cluster, node: int, *args: str) -> str:
 
 def test_reassignment_under_load_then_drain_a_broker(cluster: Cluster, tmp_path: Path) -> None:
     """Every replica of a topic moved from brokers 1 and 2 to 3 and 2 while an idempotent acks=all
-    producer runs: broker 1 ends with no replica (and no directory) of it. Then broker 3 is
-    drained: it ends with no replica at all. Read back with read_committed: nothing lost, nothing
-    duplicated."""
+    producer and a read_committed consumer run: broker 1 ends with no replica (and no directory) of
+    it, and the consumer saw every acknowledged write exactly once. Then broker 3 is drained: it
+    ends with no replica at all. Read back with read_committed: nothing lost, nothing duplicated."""
     import json
 
     from helpers.raw import Raw
@@ -430,8 +448,11 @@ def test_reassignment_under_load_then_drain_a_broker(cluster: Cluster, tmp_path:
     c.wait_until(lambda: agreed(c, "moving", [1, 2, 3]), timeout=10, message="the topic everywhere")
     acked: list[bytes] = []
     errors: list[str] = []
-    stop = threading.Event()
+    seen: list[bytes] = []
+    stop, stop_reading = threading.Event(), threading.Event()
     t = threading.Thread(target=produce, args=(c.bootstrap, "moving", 1_000_000, acked, errors, stop))
+    reader = threading.Thread(target=follow, args=(c.bootstrap, "moving", 2, seen, stop_reading))
+    reader.start()
     t.start()
     try:
         c.wait_until(lambda: len(acked) >= 1000, timeout=60, message="writes before the move")
@@ -449,7 +470,14 @@ def test_reassignment_under_load_then_drain_a_broker(cluster: Cluster, tmp_path:
     finally:
         stop.set()
         t.join(timeout=120)
+        try:
+            c.wait_until(lambda: len(seen) >= len(acked), timeout=60, message="the reader to catch up")
+        finally:
+            stop_reading.set()
+            reader.join(timeout=30)
     assert not errors, errors[:3]
+    # The read_committed consumer that ran through the move saw every acknowledged write once.
+    assert len(seen) == len(set(seen)) and sorted(seen) == sorted(acked)
     c.wait_until(lambda: not any((Path(c[1].data_dir) / f"moving-{i}").exists() for i in range(2)), timeout=10,
                  message="broker 1 deleted its old replicas")
     # drained before any consumer group exists: __consumer_offsets (3 replicas on 3 brokers) could
