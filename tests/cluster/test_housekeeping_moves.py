@@ -1,0 +1,89 @@
+"""Issue 14: the timers that clean up after users — transactional-id expiry and log retention —
+keep working on the broker that takes over when leadership moves (three real processes, SIGKILL).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from confluent_kafka import Producer
+from helpers import REPO_ROOT
+from helpers.cluster import Cluster
+from helpers.cluster_metadata import agreed, listed_everywhere, new_topic, voters_for
+from helpers.confluent import QUIET, list_offsets
+from helpers.raw import Raw
+from helpers.wait import wait_until
+
+from protocol.errors import ErrorCode
+from protocol.messages.describe_transactions import DescribeTransactionsRequest, DescribeTransactionsResponse
+from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+
+
+def _coordinator(c: Cluster, node: int, tid: str) -> int:
+    raw = Raw(c.ports[node])
+    try:
+        resp = raw.request(FindCoordinatorRequest(key=tid, key_type=1), 3)
+    finally:
+        raw.close()
+    assert isinstance(resp, FindCoordinatorResponse)
+    return resp.node_id if resp.error_code == 0 else -1
+
+
+def _txn_error(c: Cluster, node: int, tid: str) -> int:
+    """DescribeTransactions' error for `tid` at its coordinator `node`."""
+    raw = Raw(c.ports[node])
+    try:
+        resp = raw.request(DescribeTransactionsRequest(transactional_ids=[tid]), 0)
+    finally:
+        raw.close()
+    assert isinstance(resp, DescribeTransactionsResponse)
+    return resp.transaction_states[0].error_code
+
+
+def test_id_expiry_and_retention_carry_on_after_their_leader_is_killed(cluster_factory) -> None:  # type: ignore[no-untyped-def]
+    voters = voters_for(3)
+    c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
+                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000", "KETCH_REPLICA_LAG_TIME_MAX_MS": "4000",
+                                      "KETCH_TRANSACTIONAL_ID_EXPIRATION_MS": "6000",
+                                      "KETCH_TRANSACTION_ABORT_TIMED_OUT_INTERVAL_MS": "500",
+                                      "KETCH_LOG_RETENTION_CHECK_INTERVAL_MS": "200"})
+    listed_everywhere(c)
+    layout = new_topic(c, "aging", 1, 3, {"segment.bytes": "1024", "min.insync.replicas": "2"})
+    victim = layout.partitions[0][1]
+    wait_until(lambda: _coordinator(c, 1, "probe") > 0, timeout=30, message="__transaction_state")
+    # A transactional id whose coordinator is the same broker as the topic's leader: one kill moves both.
+    tid = next(t for t in (f"aging-{i}" for i in range(500)) if _coordinator(c, 1, t) == victim)
+
+    p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "transactional.id": tid, **QUIET})
+    p.init_transactions(30)  # the id now exists, idle: it expires 6 s after this
+    p.begin_transaction()
+    hour_ago = int(time.time() * 1000) - 3_600_000
+    for i in range(20):
+        p.produce("aging", b"v" * 400 + b"%02d" % i, partition=0, timestamp=hour_ago)
+        p.flush(30)  # one batch each: about two per 1 KiB segment
+    p.commit_transaction(30)
+    del p
+    assert _txn_error(c, victim, tid) == 0
+    assert list_offsets(c.bootstrap, "aging", 1)[0][0] == 0
+
+    c.kill(victim)
+    others = [n for n in c.node_ids if n != victim]
+    c.wait_until(lambda: (x := agreed(c, "aging", others)) is not None and x.partitions[0][1] not in (victim, -1),
+                 timeout=30, message="a new leader for the topic")
+    c.wait_until(lambda: _coordinator(c, others[0], tid) in others, timeout=30, message="a new coordinator for the id")
+    heir = _coordinator(c, others[0], tid)
+
+    # The new coordinator loaded the id and removes it once it has been idle for the expiration time.
+    c.wait_until(lambda: _txn_error(c, heir, tid) == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, timeout=30,
+                 message="the id expired on its new coordinator")
+    assert "removing expired transactional id" in c[heir].log_text()
+
+    # Retention on the new leader: a minute of retention drops the hour-old segments.
+    out = subprocess.run([sys.executable, "-m", "broker", "topic", "alter-config", "aging", "--set", "retention.ms=60000",
+                          "--bootstrap", f"127.0.0.1:{c.ports[others[0]]}"], cwd=REPO_ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    c.wait_until(lambda: list_offsets(c.bootstrap, "aging", 1)[0][0] > 0, timeout=30,
+                 message="retention to delete old segments on the new leader")
