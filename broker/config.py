@@ -81,6 +81,9 @@ class BrokerConfig:
     transaction_state_num_partitions: int = 50
     leader_imbalance_check_interval_ms: int = 300000  # Kafka's leader.imbalance.check.interval.seconds
     replica_lag_time_max_ms: int = 30000  # Kafka's replica.lag.time.max.ms: out of the ISR after this behind
+    # Bytes/s this broker may fetch, all together, for replicas a reassignment is adding here or a
+    # topic lists in follower.replication.throttled.replicas (docs/cluster.md); -1: no limit.
+    follower_replication_throttled_rate: int = -1
     # Kafka's default is 3; Ketch takes at most the live brokers, so one broker needs no setting
     offsets_topic_replication_factor: int = 3
     transaction_state_replication_factor: int = 3

@@ -219,6 +219,8 @@ _BROKER_NAMES: dict[str, tuple[str, str, str]] = {
     "offsets_topic_num_partitions": ("offsets.topic.num.partitions", "INT", "partitions of __consumer_offsets"),
     "leader_imbalance_check_interval_ms": ("leader.imbalance.check.interval.seconds", "LONG",
                                            "how often partitions go back to their preferred leader (ms here)"),
+    "follower_replication_throttled_rate": ("follower.replication.throttled.rate", "LONG",
+                                            "bytes/s that throttled replicas fetch, together (-1: no limit)"),
     "replica_lag_time_max_ms": ("replica.lag.time.max.ms", "LONG",
                                 "a follower not caught up for this long leaves the ISR"),
     "offsets_topic_replication_factor": ("offsets.topic.replication.factor", "SHORT",

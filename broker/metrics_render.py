@@ -86,7 +86,19 @@ def render(ctx: BrokerContext, connections: int, started_ms: int) -> str:
     _groups(ctx, out)
     _transactions(ctx, out)
     _quorum(ctx, out)
+    _replication(ctx, out)
     return out.text()
+
+
+def _replication(ctx: BrokerContext, out: Exposition) -> None:
+    """What this broker copied from leaders as a follower, and how long its throttle held it back."""
+    if ctx.replication is None:
+        return
+    f = ctx.replication.fetcher
+    out.family("ketch_replication_fetched_bytes_total", "counter",
+               "Record bytes this broker fetched from leaders as a follower.", f.fetched_bytes)
+    out.family("ketch_replication_throttled_seconds_total", "counter",
+               "Time throttled replicas waited for follower_replication_throttled_rate.", f.throttled_s)
 
 
 def _quorum(ctx: BrokerContext, out: Exposition) -> None:

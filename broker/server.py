@@ -63,6 +63,7 @@ from .quorum.shell import METADATA_DIR, QuorumShell
 from .replication.fetcher import ReplicaFetcher
 from .replication.manager import ReplicaManager
 from .replication.replica_state import Assignment, IsrChange
+from .replication.throttle import listed
 from .topics import TopicTable
 from .txn.coordinator import TransactionCoordinator
 
@@ -288,8 +289,9 @@ class BrokerServer:
                                          self.quorum.leader_address, lambda: self.controller.image.offset,
                                          cfg.broker_heartbeat_interval_ms / 1000)
         self._controller_task: asyncio.Task[None] | None = None
-        self.replication = ReplicaManager(self.topics, ReplicaFetcher(cfg.node_id, self._broker_address,
-                                                                      self._topic_id),
+        fetcher = ReplicaFetcher(cfg.node_id, self._broker_address, self._topic_id, throttled=self._throttled,
+                                 throttled_rate=cfg.follower_replication_throttled_rate)
+        self.replication = ReplicaManager(self.topics, fetcher,
                                           self._alter_partition, cfg.replica_lag_time_max_ms)
         self.groups = GroupCoordinator(cfg, self.topics, clock)
         self.txn = TransactionCoordinator(cfg, self.topics, self.producer_ids, self.metrics, clock,
@@ -389,6 +391,17 @@ class BrokerServer:
         log.info("broker started", node_id=self.cfg.node_id, listen=self.cfg.listen, advertise=f"{host}:{port}",
                  inter_broker=f"{ib_host}:{ib_port}", data_dir=str(Path(self.cfg.data_dir).resolve()),
                  metrics=self.cfg.metrics_listen or None)
+
+    def _throttled(self, part: Partition) -> bool:
+        """A replica a reassignment is adding here, or one its topic lists as a throttled
+        follower: it shares follower_replication_throttled_rate (replication/throttle.py)."""
+        info = self.topics.image.topics.get(part.topic)
+        if info is None or part.index >= len(info.partitions):
+            return False
+        if self.cfg.node_id in info.partitions[part.index].adding:
+            return True
+        value = info.configs.get("follower.replication.throttled.replicas", "")
+        return bool(value) and listed(value, part.index, self.cfg.node_id)
 
     async def _remove_orphans_when_caught_up(self) -> None:
         """Delete partition directories the image does not assign here — but only once the

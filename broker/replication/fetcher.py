@@ -8,11 +8,15 @@ smaller of it and our log end), or the point where our log parts from its — we
 and fetch again. A partition whose leader changes moves to that leader's loop; the leader's
 answers about epochs (FENCED / UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER) wait for the metadata
 image to bring the new leader.
+
+Replicas under a replication throttle (throttle.py) share a byte-rate quota: while it is spent
+they are left out of the fetches, and the loop waits when nothing else is left to fetch.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Callable
 
@@ -24,6 +28,7 @@ from protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse,
 from ..partition import Partition
 from ..replication.replica_state import Role
 from ..wire import BrokerConnection, WireError
+from .throttle import ByteRateQuota
 
 log = structlog.get_logger()
 
@@ -35,8 +40,13 @@ BACKOFF_S = 0.5
 
 class ReplicaFetcher:
     def __init__(self, node_id: int, address_of: Callable[[int], tuple[str, int] | None],
-                 topic_ids: Callable[[str], uuid.UUID]) -> None:
+                 topic_ids: Callable[[str], uuid.UUID], *, throttled: Callable[[Partition], bool] | None = None,
+                 throttled_rate: int = -1) -> None:
+        """`throttled` says which replicas share the `throttled_rate` quota (bytes/s; <= 0: none)."""
         self.node_id = node_id
+        self._throttled = throttled
+        self._quota = ByteRateQuota(throttled_rate, time.monotonic()) if throttled and throttled_rate > 0 else None
+        self.throttled_s = 0.0  # how long throttled replicas were held back, in all
         self._address_of = address_of
         self._topic_id = topic_ids
         self._following: dict[int, dict[tuple[str, int], Partition]] = {}  # leader -> partitions
@@ -81,6 +91,11 @@ class ReplicaFetcher:
                 if not parts:
                     self._following.pop(leader, None)
                     return
+                parts, throttled, wait = self._hold_back(parts)
+                if not parts:
+                    self.throttled_s += wait
+                    await self._pause(leader, wait)
+                    continue
                 try:
                     if conn is None or conn.closed:
                         address = self._address_of(leader)
@@ -88,7 +103,7 @@ class ReplicaFetcher:
                             raise WireError(f"no address for broker {leader}")
                         conn = await BrokerConnection.connect(*address, client_id=f"ketch-replica-{self.node_id}",
                                                               timeout=2.0)
-                    request, by_key = self._request(parts, conn)
+                    request, by_key = self._request(parts, conn, throttled)
                     asked = {k: (p.leader, p.leader_epoch, p.log_end_offset) for k, p in by_key.items()}
                     resp = await conn.request(request, timeout=10.0 + FETCH_MAX_WAIT_MS / 1000)
                     assert isinstance(resp, FetchResponse)
@@ -96,7 +111,9 @@ class ReplicaFetcher:
                     # makes its answer for that partition stale: drop it and ask again
                     by_key = {k: p for k, p in by_key.items()
                               if (p.leader, p.leader_epoch, p.log_end_offset) == asked[k]}
-                    backoff = self._apply(resp, by_key)
+                    backoff, throttled_bytes = self._apply(resp, by_key, throttled)
+                    if self._quota is not None and throttled_bytes:
+                        self._quota.record(throttled_bytes, time.monotonic())
                 except (WireError, OSError) as e:
                     log.debug("replica fetch failed", leader=leader, error=str(e))
                     if conn is not None:
@@ -104,18 +121,33 @@ class ReplicaFetcher:
                     conn = None
                     backoff = True
                 if backoff:
-                    wake = self._wake[leader]
-                    wake.clear()
-                    try:
-                        await asyncio.wait_for(wake.wait(), BACKOFF_S)
-                    except TimeoutError:
-                        pass
+                    await self._pause(leader, BACKOFF_S)
         finally:
             if conn is not None:
                 conn.close()
 
-    def _request(self, parts: list[Partition],
-                 conn: BrokerConnection) -> tuple[FetchRequest, dict[tuple[str, int], Partition]]:
+    async def _pause(self, leader: int, seconds: float) -> None:
+        """Wait `seconds`, or less if a partition joins this leader's loop."""
+        wake = self._wake[leader]
+        wake.clear()
+        try:
+            await asyncio.wait_for(wake.wait(), seconds)
+        except TimeoutError:
+            pass
+
+    def _hold_back(self, parts: list[Partition]) -> tuple[list[Partition], set[tuple[str, int]], float]:
+        """The partitions to fetch now, which of them count against the quota, and — when the
+        quota is spent — how long the throttled ones must wait."""
+        if self._quota is None or self._throttled is None:
+            return parts, set(), 0.0
+        throttled = {(p.topic, p.index) for p in parts if self._throttled(p)}
+        now = time.monotonic()
+        if not throttled or self._quota.available(now):
+            return parts, throttled, 0.0
+        return [p for p in parts if (p.topic, p.index) not in throttled], set(), self._quota.wait_s(now)
+
+    def _request(self, parts: list[Partition], conn: BrokerConnection,
+                 throttled: set[tuple[str, int]]) -> tuple[FetchRequest, dict[tuple[str, int], Partition]]:
         version = conn.version_for(FetchRequest)
         by_topic: dict[str, list[FetchPartition]] = {}
         by_key: dict[tuple[str, int], Partition] = {}
@@ -124,7 +156,7 @@ class ReplicaFetcher:
             by_topic.setdefault(p.topic, []).append(FetchPartition(
                 partition=p.index, current_leader_epoch=p.leader_epoch, fetch_offset=p.log_end_offset,
                 last_fetched_epoch=p.log.latest_epoch, log_start_offset=p.log_start_offset,
-                partition_max_bytes=PARTITION_MAX_BYTES))
+                partition_max_bytes=self._max_bytes((p.topic, p.index) in throttled)))
         topics = [FetchTopic(topic=t, topic_id=self._topic_id(t), partitions=ps) for t, ps in by_topic.items()]
         request = FetchRequest(replica_id=self.node_id, replica_state=ReplicaState(replica_id=self.node_id),
                                max_wait_ms=FETCH_MAX_WAIT_MS, min_bytes=1, max_bytes=FETCH_MAX_BYTES, topics=topics)
@@ -132,9 +164,18 @@ class ReplicaFetcher:
             raise WireError(f"the leader speaks Fetch up to v{version}; replication needs v12+")
         return request, by_key
 
-    def _apply(self, resp: FetchResponse, by_key: dict[tuple[str, int], Partition]) -> bool:
-        """Append what came; True if nothing moved (back off before the next fetch)."""
+    def _max_bytes(self, throttled: bool) -> int:
+        """A throttled replica asks for at most a second's worth at a time."""
+        if throttled and self._quota is not None:
+            return max(1024, min(PARTITION_MAX_BYTES, self._quota.rate))
+        return PARTITION_MAX_BYTES
+
+    def _apply(self, resp: FetchResponse, by_key: dict[tuple[str, int], Partition],
+               throttled: set[tuple[str, int]]) -> tuple[bool, int]:
+        """Append what came; True if nothing moved (back off before the next fetch), and the
+        bytes that came for throttled replicas."""
         moved = False
+        throttled_bytes = 0
         by_id = {self._topic_id(p.topic): p.topic for p in by_key.values()}
         for t in resp.responses:
             name = by_id.get(t.topic_id, t.topic)
@@ -154,9 +195,11 @@ class ReplicaFetcher:
                     else:
                         records = pd.records or b""
                         self.fetched_bytes += len(records)
+                        if (name, pd.partition_index) in throttled:
+                            throttled_bytes += len(records)
                         part.append_replicated(records, pd.high_watermark, pd.log_start_offset)
                         moved = moved or bool(records)
                 except KafkaError as e:
                     log.warning("replicated append failed", topic=part.topic, partition=part.index, error=e.code.name,
                                 message=e.message)
-        return not moved
+        return not moved, throttled_bytes

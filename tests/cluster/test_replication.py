@@ -492,3 +492,68 @@ def test_reassignment_under_load_then_drain_a_broker(cluster: Cluster, tmp_path:
         got += read_all(c.bootstrap, "moving", i, 1)
     assert len(got) == len(set(got)), "duplicates after the moves"
     assert set(acked) <= set(got), f"{len(set(acked) - set(got))} acknowledged records lost"
+
+
+def _scrape(port: int, name: str) -> float:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:  # noqa: S310 - our broker
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    raise AssertionError(f"{name} not exposed")
+
+
+def test_a_replica_added_by_reassignment_copies_under_the_throttle(cluster_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """With follower_replication_throttled_rate set, the broker a reassignment adds a replica to
+    fetches that partition within the quota (its throttle holds it back; the brokers that only
+    follow as before are never held), and the reassignment still completes with an equal log."""
+    import json
+
+    from helpers.broker import free_port
+    from helpers.raw import Raw
+
+    from protocol.messages.create_topics import (
+        CreatableReplicaAssignment,
+        CreatableTopic,
+        CreateTopicsRequest,
+        CreateTopicsResponse,
+    )
+
+    voters = voters_for(3)
+    c: Cluster = cluster_factory(3, start=False, args_for=lambda c, n: ["--voters", voters],
+                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000", "KETCH_REPLICA_LAG_TIME_MAX_MS": LAG_MS,
+                                      "KETCH_FOLLOWER_REPLICATION_THROTTLED_RATE": "100000"})
+    metrics = {n: free_port() for n in c.node_ids}
+    for n, port in metrics.items():
+        c[n].env["KETCH_METRICS_LISTEN"] = f"127.0.0.1:{port}"
+    c.start()
+    listed_everywhere(c)
+    raw = Raw(c.ports[1])
+    try:
+        resp = raw.request(CreateTopicsRequest(topics=[CreatableTopic(
+            name="copying", num_partitions=-1, replication_factor=-1,
+            assignments=[CreatableReplicaAssignment(partition_index=0, broker_ids=[1, 2])])]), 7)
+    finally:
+        raw.close()
+    assert isinstance(resp, CreateTopicsResponse) and resp.topics[0].error_code == 0
+    c.wait_until(lambda: agreed(c, "copying", [1, 2, 3]), timeout=10, message="the topic everywhere")
+    p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "linger.ms": 20, "log_level": 3})
+    for i in range(500):
+        p.produce("copying", b"%04d" % i + b"x" * 996, partition=0)
+    assert p.flush(60) == 0
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "copying", "partition": 0,
+                                                               "replicas": [1, 2, 3]}]}))
+    assert [r["result"] for r in json.loads(_ketch(c, 1, "topic", "reassign", "--plan", str(plan), "--json"))] \
+        == ["started"]
+    c.wait_until(lambda: (x := agreed(c, "copying", [1, 2, 3])) is not None and x.partitions[0][2] == (1, 2, 3)
+                 and sorted(x.partitions[0][3]) == [1, 2, 3]
+                 and json.loads(_ketch(c, 1, "topic", "reassignments", "--json")) == [],
+                 timeout=120, message="the new replica caught up and the reassignment done")
+    # ~500 KB at 100 KB/s (one second's worth may go at once): the quota held the copy back.
+    assert _scrape(metrics[3], "ketch_replication_throttled_seconds_total") > 0
+    assert _scrape(metrics[3], "ketch_replication_fetched_bytes_total") >= 500_000
+    assert _scrape(metrics[2], "ketch_replication_throttled_seconds_total") == 0
+    c.wait_until(lambda: log_bytes(c, 3, "copying", 0) == log_bytes(c, 1, "copying", 0), timeout=20,
+                 message="the new replica's log equal to the leader's")
