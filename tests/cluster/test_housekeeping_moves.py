@@ -1,5 +1,6 @@
-"""Issue 14: the timers that clean up after users — transactional-id expiry and log retention —
-keep working on the broker that takes over when leadership moves (three real processes, SIGKILL).
+"""Issue 14: the timers that clean up after users — transactional-id expiry, group offset expiry
+and log retention — keep working on the broker that takes over when leadership moves (three real
+processes, SIGKILL).
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from helpers import REPO_ROOT
 from helpers.cluster import Cluster
 from helpers.cluster_metadata import agreed, listed_everywhere, new_topic, voters_for
@@ -19,12 +20,18 @@ from helpers.wait import wait_until
 from protocol.errors import ErrorCode
 from protocol.messages.describe_transactions import DescribeTransactionsRequest, DescribeTransactionsResponse
 from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from protocol.messages.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+    OffsetCommitResponse,
+)
 
 
-def _coordinator(c: Cluster, node: int, tid: str) -> int:
+def _coordinator(c: Cluster, node: int, key: str, key_type: int = 1) -> int:
     raw = Raw(c.ports[node])
     try:
-        resp = raw.request(FindCoordinatorRequest(key=tid, key_type=1), 3)
+        resp = raw.request(FindCoordinatorRequest(key=key, key_type=key_type), 3)
     finally:
         raw.close()
     assert isinstance(resp, FindCoordinatorResponse)
@@ -48,13 +55,37 @@ def test_id_expiry_and_retention_carry_on_after_their_leader_is_killed(cluster_f
                                  env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000", "KETCH_REPLICA_LAG_TIME_MAX_MS": "4000",
                                       "KETCH_TRANSACTIONAL_ID_EXPIRATION_MS": "6000",
                                       "KETCH_TRANSACTION_ABORT_TIMED_OUT_INTERVAL_MS": "500",
-                                      "KETCH_LOG_RETENTION_CHECK_INTERVAL_MS": "200"})
+                                      "KETCH_LOG_RETENTION_CHECK_INTERVAL_MS": "200",
+                                      "KETCH_OFFSETS_RETENTION_CHECK_INTERVAL_MS": "500"})
     listed_everywhere(c)
     layout = new_topic(c, "aging", 1, 3, {"segment.bytes": "1024", "min.insync.replicas": "2"})
     victim = layout.partitions[0][1]
     wait_until(lambda: _coordinator(c, 1, "probe") > 0, timeout=30, message="__transaction_state")
-    # A transactional id whose coordinator is the same broker as the topic's leader: one kill moves both.
+    wait_until(lambda: _coordinator(c, 1, "probe", 0) > 0, timeout=30, message="__consumer_offsets")
+    # A transactional id and a group coordinated by the topic's leader: one kill moves all three.
     tid = next(t for t in (f"aging-{i}" for i in range(500)) if _coordinator(c, 1, t) == victim)
+    group = next(g for g in (f"aging-group-{i}" for i in range(500)) if _coordinator(c, 1, g, 0) == victim)
+    # OffsetCommit v2's retention_time_ms: this offset expires 20 s after it is committed.
+    raw = Raw(c.ports[victim])
+    try:
+        resp = raw.request(OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                                               retention_time_ms=20000, topics=[OffsetCommitRequestTopic(
+                                                   name="aging", partitions=[OffsetCommitRequestPartition(
+                                                       partition_index=0, committed_offset=5,
+                                                       committed_metadata="")])]), 2)
+    finally:
+        raw.close()
+    assert isinstance(resp, OffsetCommitResponse) and resp.topics[0].partitions[0].error_code == 0
+
+    def committed() -> int:
+        consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group, "enable.auto.commit": False,
+                             **QUIET})
+        try:
+            return int(consumer.committed([TopicPartition("aging", 0)], timeout=10)[0].offset)
+        finally:
+            consumer.close()
+
+    assert committed() == 5
 
     p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "transactional.id": tid, **QUIET})
     p.init_transactions(30)  # the id now exists, idle: it expires 6 s after this
@@ -74,6 +105,12 @@ def test_id_expiry_and_retention_carry_on_after_their_leader_is_killed(cluster_f
                  timeout=30, message="a new leader for the topic")
     c.wait_until(lambda: _coordinator(c, others[0], tid) in others, timeout=30, message="a new coordinator for the id")
     heir = _coordinator(c, others[0], tid)
+    c.wait_until(lambda: _coordinator(c, others[0], group, 0) in others, timeout=30,
+                 message="a new coordinator for the group")
+
+    # The new group coordinator loaded the offset with its expiry time, and drops it when due.
+    assert committed() == 5
+    c.wait_until(lambda: committed() < 0, timeout=40, message="the offset expired on its new coordinator")
 
     # The new coordinator loaded the id and removes it once it has been idle for the expiration time.
     c.wait_until(lambda: _txn_error(c, heir, tid) == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, timeout=30,
