@@ -17,7 +17,7 @@ is the one its retry would have got.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -129,9 +129,9 @@ class TransactionCoordinator:
         try:
             if not await partition.caught_up_as_leader(LOAD_WAIT_S):
                 log.warning("loading transaction state whose high watermark lags its log", partition=i)
-            if not partition.is_leader:
+            loaded = await self._load_partition_in_steps(partition)
+            if loaded is None:
                 return
-            loaded = self._load_partition(partition)
             jobs = [j for j in self.machine.recovered_jobs() if self.machine.partition_of(j.transactional_id) == i]
             for job in jobs:
                 self.sender.add(job)
@@ -168,15 +168,17 @@ class TransactionCoordinator:
         log.info("transaction coordinator loaded", transactional_ids=len(self.machine.txns), records=loaded,
                  completing=len(prepared))
 
-    def _load_partition(self, part: Partition) -> int:
+    def _replay(self, part: Partition) -> Iterator[int]:
+        """Rebuild the partition's transactions from its log, one read at a time (yields the
+        records each read held)."""
         self.machine.unload_partition(part.index)
         self.machine.coordinator_epochs[part.index] = part.leader_epoch
         offset = part.log_start_offset
-        count = 0
         while True:
             r = part.read(offset, _LOAD_READ_BYTES, Isolation.READ_UNCOMMITTED)  # committed records only
             if r.error or not r.records:
-                break
+                return
+            count = 0
             for h, records in decode_batches(r.records):
                 if h.is_control:
                     continue
@@ -192,8 +194,33 @@ class TransactionCoordinator:
                     self.machine.load(tid, value)
                     count += 1
             offset = r.next_offset
+            yield count
+
+    def _load_partition(self, part: Partition) -> int:
+        """At start, before any request can arrive: in one go."""
+        count = sum(self._replay(part))
         self._owned.add(part.index)
         return count
+
+    async def _load_partition_in_steps(self, part: Partition) -> int | None:
+        """While the broker serves: other requests run between reads, and the partition's ids
+        are not served (not owned) until the whole log is in. Loaded again if the leadership
+        changed epoch meanwhile; None if it went elsewhere."""
+        while True:
+            epoch = part.leader_epoch
+            count = 0
+            for n in self._replay(part):
+                count += n
+                await asyncio.sleep(0)
+                if not part.is_leader or part.leader_epoch != epoch:
+                    break
+            else:
+                if part.is_leader and part.leader_epoch == epoch:
+                    self._owned.add(part.index)
+                    return count
+            self.machine.unload_partition(part.index)
+            if not part.is_leader:
+                return None
 
     async def start(self) -> None:
         self.sender.start()
@@ -415,10 +442,10 @@ class TransactionCoordinator:
 
     async def reap(self, now: int) -> None:
         """Abort transactions past their timeout; remove transactional ids idle past expiry."""
-        for tid, d in list(self.machine.timed_out(now)):
+        for tid, d in list(self.machine.timed_out(now, self.owns)):
             log.info("aborting timed-out transaction", transactional_id=tid)
             if not (await self._execute(tid, d)).error:
                 self.metrics.transactions_timed_out += 1
-        for tid, d in list(self.machine.expired(now)):
+        for tid, d in list(self.machine.expired(now, self.owns)):
             log.info("removing expired transactional id", transactional_id=tid)
             await self._execute(tid, d)

@@ -272,17 +272,18 @@ class TxnStateMachine:
         return self._begin(meta, rec)
 
     # ---- timers --------------------------------------------------------------------------------
-    def timed_out(self, now_ms: int) -> Iterator[tuple[str, Decision]]:
-        """Abort (fencing the producer) every Ongoing transaction older than its timeout."""
+    def timed_out(self, now_ms: int, served: Callable[[str], bool] = lambda _: True) -> Iterator[tuple[str, Decision]]:
+        """Abort (fencing the producer) every Ongoing transaction older than its timeout, among
+        the ids `served` (not those of a partition still loading)."""
         for tid, meta in list(self.txns.items()):
-            if (meta.state == TxnState.ONGOING and meta.pending is None
+            if (served(tid) and meta.state == TxnState.ONGOING and meta.pending is None
                     and meta.start_ms + meta.timeout_ms < now_ms):
                 yield tid, self._fence_and_abort(meta, now_ms, ErrorCode.NONE)
 
-    def expired(self, now_ms: int) -> Iterator[tuple[str, Decision]]:
+    def expired(self, now_ms: int, served: Callable[[str], bool] = lambda _: True) -> Iterator[tuple[str, Decision]]:
         """Tombstones for ids idle past transactional.id.expiration.ms with no transaction open."""
         for tid, meta in list(self.txns.items()):
-            if (meta.pending is None and meta.state in VALID_PREVIOUS[TxnState.DEAD]
+            if (served(tid) and meta.pending is None and meta.state in VALID_PREVIOUS[TxnState.DEAD]
                     and meta.update_ms + self.id_expiration_ms < now_ms):
                 meta.pending = TxnState.DEAD
                 yield tid, Decision(remove=True)

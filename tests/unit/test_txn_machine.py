@@ -294,3 +294,17 @@ def test_markers_of_an_earlier_load_do_not_complete_after_a_reload() -> None:
     assert new_job.coordinator_epoch == 1
     done = m.markers_written(new_job, T0 + 3)
     assert done is not None and done.record is not None and done.record.state == TxnState.COMPLETE_COMMIT
+
+
+def test_timers_leave_alone_the_ids_of_a_partition_still_loading() -> None:
+    """A partition being read back holds part of its ids: timing one out there would decide on
+    state not fully loaded. The timers skip ids not served, untouched (nothing left pending)."""
+    m = machine(expiration=1_000)
+    ongoing(m, "loading", now=T0)
+    init(m, "idle", now=T0)
+    assert list(m.timed_out(T0 + 60_000, lambda tid: tid != "loading")) == []
+    assert m.get("loading").pending is None  # type: ignore[union-attr]
+    assert list(m.expired(T0 + 60_000, lambda tid: False)) == []
+    assert m.get("idle").pending is None  # type: ignore[union-attr]
+    [(tid, _)] = list(m.timed_out(T0 + 60_000))
+    assert tid == "loading"
