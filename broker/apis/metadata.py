@@ -106,8 +106,10 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                     try:
                         t = await table.create(name or "")
                     except KafkaError as e:
-                        code = e.code
-                        t = table.get(name or "")  # created meanwhile by someone else
+                        # Created meanwhile through another broker, and not yet in this one's
+                        # image: "being created", retriable, as Kafka answers auto-creation.
+                        code = ErrorCode.LEADER_NOT_AVAILABLE if e.code == ErrorCode.TOPIC_ALREADY_EXISTS else e.code
+                        t = table.get(name or "")
                 if t is None:
                     topics.append(MetadataResponseTopic(error_code=code, name=name, is_internal=False))
                     continue

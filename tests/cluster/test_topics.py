@@ -298,3 +298,37 @@ def test_a_transaction_and_a_consumer_group_across_three_brokers(cluster: Cluste
     # the group's offsets were committed (to the group coordinator, wherever it is): all ten
     # committed records of each partition consumed
     assert all(tp.error is None and tp.offset >= 10 for tp in committed)
+
+
+def test_auto_creation_racing_on_three_brokers_answers_only_retriable_errors(cluster: Cluster) -> None:
+    """Clients bootstrapped from several brokers ask them all for a new topic at once: one
+    auto-creation wins, the brokers that lost the race (the topic not yet in their image) answer
+    LEADER_NOT_AVAILABLE — "being created", retried — never TOPIC_ALREADY_EXISTS, which kcat and
+    librdkafka take as fatal for a produce."""
+    from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
+
+    c = cluster
+    names = [f"auto-race-{i}" for i in range(15)]
+    codes: list[int] = []
+    barrier = threading.Barrier(3)
+
+    def ask(node: int) -> None:
+        raw = Raw(c.ports[node])
+        try:
+            barrier.wait(10)
+            for name in names:
+                resp = raw.request(MetadataRequest(topics=[MetadataRequestTopic(name=name)],
+                                                   allow_auto_topic_creation=True), 9)
+                assert isinstance(resp, MetadataResponse)
+                codes.append(resp.topics[0].error_code)
+        finally:
+            raw.close()
+
+    threads = [threading.Thread(target=ask, args=(n,)) for n in c.node_ids]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(codes) == 45
+    assert set(codes) <= {0, ErrorCode.LEADER_NOT_AVAILABLE}, sorted(set(codes))
+    c.wait_until(lambda: all(agreed(c, n, [1, 2, 3]) for n in names), timeout=15, message="every topic everywhere")
