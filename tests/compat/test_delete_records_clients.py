@@ -17,7 +17,7 @@ from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 from helpers import BrokerProcess, unique_topic
-from helpers.confluent import QUIET, admin, create_topic
+from helpers.confluent import QUIET, admin, create_topic, wait_visible
 
 with warnings.catch_warnings():  # kafka-python loads its schemas with a deprecated importlib API
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -72,6 +72,7 @@ def test_confluent_delete_records(module_broker: BrokerProcess) -> None:
 
     compacted = unique_topic("cf-dr-compact")
     client.create_topics([NewTopic(compacted, 1, 1, config={"cleanup.policy": "compact"})])[compacted].result(30)
+    wait_visible(bs, compacted, 1)
     (fut,) = client.delete_records([TopicPartition(compacted, 0, 0)], request_timeout=30).values()
     with pytest.raises(KafkaException) as exc:
         fut.result(30)

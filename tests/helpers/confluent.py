@@ -46,8 +46,16 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 3
     fut.result(timeout)
     del client
 
-    def visible() -> bool:
-        md = admin(bootstrap).list_topics(topic=topic, timeout=5)
+    wait_visible(bootstrap, topic, partitions, timeout)
+
+
+def wait_visible(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
+    """Until every broker of `bootstrap` lists the topic with all its partitions led: on a cluster
+    the brokers learn of a new topic a moment apart, and a request to a leader that has not yet
+    would get UNKNOWN_TOPIC_OR_PARTITION."""
+
+    def visible_at(address: str) -> bool:
+        md = admin(address).list_topics(topic=topic, timeout=5)
         t = md.topics.get(topic)
         return (
             t is not None
@@ -56,7 +64,8 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 3
             and all(p.leader >= 0 for p in t.partitions.values())
         )
 
-    wait_until(visible, timeout=timeout, interval=0.1, message=f"topic {topic} with {partitions} partitions")
+    wait_until(lambda: all(visible_at(a) for a in bootstrap.split(",")), timeout=timeout, interval=0.1,
+               message=f"topic {topic} with {partitions} partitions")
 
 
 def produce(
