@@ -12,30 +12,19 @@ import time
 from confluent_kafka import Consumer, Producer, TopicPartition
 from helpers import REPO_ROOT
 from helpers.cluster import Cluster
-from helpers.cluster_metadata import agreed, listed_everywhere, new_topic, voters_for
+from helpers.cluster_metadata import agreed, coordinator, listed_everywhere, new_topic, voters_for
 from helpers.confluent import QUIET, list_offsets
 from helpers.raw import Raw
 from helpers.wait import wait_until
 
 from protocol.errors import ErrorCode
 from protocol.messages.describe_transactions import DescribeTransactionsRequest, DescribeTransactionsResponse
-from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from protocol.messages.offset_commit import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
     OffsetCommitResponse,
 )
-
-
-def _coordinator(c: Cluster, node: int, key: str, key_type: int = 1) -> int:
-    raw = Raw(c.ports[node])
-    try:
-        resp = raw.request(FindCoordinatorRequest(key=key, key_type=key_type), 3)
-    finally:
-        raw.close()
-    assert isinstance(resp, FindCoordinatorResponse)
-    return resp.node_id if resp.error_code == 0 else -1
 
 
 def _txn_error(c: Cluster, node: int, tid: str) -> int:
@@ -60,11 +49,11 @@ def test_id_expiry_and_retention_carry_on_after_their_leader_is_killed(cluster_f
     listed_everywhere(c)
     layout = new_topic(c, "aging", 1, 3, {"segment.bytes": "1024", "min.insync.replicas": "2"})
     victim = layout.partitions[0][1]
-    wait_until(lambda: _coordinator(c, 1, "probe") > 0, timeout=30, message="__transaction_state")
-    wait_until(lambda: _coordinator(c, 1, "probe", 0) > 0, timeout=30, message="__consumer_offsets")
+    wait_until(lambda: coordinator(c.ports[1], "probe", 1) > 0, timeout=30, message="__transaction_state")
+    wait_until(lambda: coordinator(c.ports[1], "probe", 0) > 0, timeout=30, message="__consumer_offsets")
     # A transactional id and a group coordinated by the topic's leader: one kill moves all three.
-    tid = next(t for t in (f"aging-{i}" for i in range(500)) if _coordinator(c, 1, t) == victim)
-    group = next(g for g in (f"aging-group-{i}" for i in range(500)) if _coordinator(c, 1, g, 0) == victim)
+    tid = next(t for t in (f"aging-{i}" for i in range(500)) if coordinator(c.ports[1], t, 1) == victim)
+    group = next(g for g in (f"aging-group-{i}" for i in range(500)) if coordinator(c.ports[1], g, 0) == victim)
     # OffsetCommit v2's retention_time_ms: this offset expires 20 s after it is committed.
     raw = Raw(c.ports[victim])
     try:
@@ -103,9 +92,9 @@ def test_id_expiry_and_retention_carry_on_after_their_leader_is_killed(cluster_f
     others = [n for n in c.node_ids if n != victim]
     c.wait_until(lambda: (x := agreed(c, "aging", others)) is not None and x.partitions[0][1] not in (victim, -1),
                  timeout=30, message="a new leader for the topic")
-    c.wait_until(lambda: _coordinator(c, others[0], tid) in others, timeout=30, message="a new coordinator for the id")
-    heir = _coordinator(c, others[0], tid)
-    c.wait_until(lambda: _coordinator(c, others[0], group, 0) in others, timeout=30,
+    c.wait_until(lambda: coordinator(c.ports[others[0]], tid, 1) in others, timeout=30, message="a new coordinator for the id")
+    heir = coordinator(c.ports[others[0]], tid, 1)
+    c.wait_until(lambda: coordinator(c.ports[others[0]], group, 0) in others, timeout=30,
                  message="a new coordinator for the group")
 
     # The new group coordinator loaded the offset with its expiry time, and drops it when due.

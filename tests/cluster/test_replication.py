@@ -16,6 +16,7 @@ from confluent_kafka import TopicPartition as Ctp
 from helpers.cluster import Cluster
 from helpers.cluster_metadata import (
     agreed,
+    coordinator,
     create_with_configs,
     listed_everywhere,
     metadata,
@@ -210,19 +211,6 @@ def poll_into(consumer: Consumer, out: list[bytes]) -> int:
     return len(out)
 
 
-def _coordinator(bootstrap_port: int, key: str, key_type: int) -> int:
-    from helpers.raw import Raw
-
-    from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
-    raw = Raw(bootstrap_port)
-    try:
-        resp = raw.request(FindCoordinatorRequest(key=key, key_type=key_type), 3)
-    finally:
-        raw.close()
-    assert isinstance(resp, FindCoordinatorResponse)
-    return resp.node_id if resp.error_code == 0 else -1
-
-
 def test_the_coordinators_broker_killed_transactions_and_group_offsets_carry_on(cluster: Cluster) -> None:
     """SIGKILL of the broker coordinating a transactional id and a group (both made the same broker
     by choosing the keys): the internal partitions' new leaders load their state; the producer
@@ -232,9 +220,9 @@ def test_the_coordinators_broker_killed_transactions_and_group_offsets_carry_on(
     assert create_with_configs(c.ports[1], "moved", 1, 3, {"min.insync.replicas": "2"}) == 0
     c.wait_until(lambda: agreed(c, "moved", [1, 2, 3]), timeout=10, message="the topic everywhere")
     tid = "mover"
-    c.wait_until(lambda: _coordinator(c.ports[1], tid, 1) > 0, timeout=30, message="a transaction coordinator")
-    victim = _coordinator(c.ports[1], tid, 1)
-    group = next(g for g in (f"movers-{i}" for i in range(1000)) if _coordinator(c.ports[1], g, 0) == victim)
+    c.wait_until(lambda: coordinator(c.ports[1], tid, 1) > 0, timeout=30, message="a transaction coordinator")
+    victim = coordinator(c.ports[1], tid, 1)
+    group = next(g for g in (f"movers-{i}" for i in range(1000)) if coordinator(c.ports[1], g, 0) == victim)
     p = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": tid, "log_level": 3,
                   "transaction.timeout.ms": 20000})
     p.init_transactions(30)
@@ -265,7 +253,7 @@ def test_the_coordinators_broker_killed_transactions_and_group_offsets_carry_on(
     for n in range(5, 10):
         txn(n, commit=n != 7)
     survivors = [n for n in c.node_ids if n != victim]
-    assert _coordinator(c.ports[survivors[0]], tid, 1) in survivors
+    assert coordinator(c.ports[survivors[0]], tid, 1) in survivors
     resumed = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group, "enable.auto.commit": False,
                         "isolation.level": "read_committed", "auto.offset.reset": "earliest", "log_level": 3})
     rest: list[bytes] = []
@@ -386,8 +374,8 @@ def test_the_coordinator_killed_after_prepare_commit_the_new_one_finishes_the_tr
     layout = agreed(c, "prepared", [1, 2, 3])
     assert layout is not None and {p[1] for p in layout.partitions} == {1, 2, 3}
     tid = "prepared-then-killed"
-    c.wait_until(lambda: _coordinator(c.ports[1], tid, 1) > 0, timeout=30, message="a transaction coordinator")
-    victim = _coordinator(c.ports[1], tid, 1)
+    c.wait_until(lambda: coordinator(c.ports[1], tid, 1) > 0, timeout=30, message="a transaction coordinator")
+    victim = coordinator(c.ports[1], tid, 1)
     p = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": tid, "log_level": 3,
                   "transaction.timeout.ms": 60000})
     p.init_transactions(30)

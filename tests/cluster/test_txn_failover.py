@@ -23,7 +23,7 @@ from collections import Counter
 from confluent_kafka import Consumer, TopicPartition
 from helpers import REPO_ROOT
 from helpers.cluster import Cluster
-from helpers.cluster_metadata import listed_everywhere, new_topic, voters_for
+from helpers.cluster_metadata import coordinator, listed_everywhere, new_topic, voters_for
 from helpers.confluent import QUIET, consume_all, list_offsets
 from helpers.soak import TxnPipeline, env_int, find_hanging, parse_out, prefill
 from helpers.wait import wait_until
@@ -133,19 +133,6 @@ def test_a_copier_is_exactly_once_while_coordinators_die_with_markers_half_sent(
     assert {tp.partition: tp.offset for tp in got} == ends, status()
 
 
-def _coordinator(c: Cluster, key: str, key_type: int) -> int:
-    from helpers.raw import Raw
-
-    from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
-    raw = Raw(c.ports[1])
-    try:
-        resp = raw.request(FindCoordinatorRequest(key=key, key_type=key_type), 3)
-    finally:
-        raw.close()
-    assert isinstance(resp, FindCoordinatorResponse)
-    return resp.node_id if resp.error_code == 0 else -1
-
-
 def test_offsets_in_a_transaction_whose_coordinator_is_another_broker(cluster_factory) -> None:  # type: ignore[no-untyped-def]
     """TxnOffsetCommit goes to the group's coordinator, which asks the transaction's coordinator
     (another broker here) whether the offsets partition is in the transaction: over the wire."""
@@ -157,10 +144,10 @@ def test_offsets_in_a_transaction_whose_coordinator_is_another_broker(cluster_fa
     new_topic(c, "offsets-src", 1, 3)
     new_topic(c, "offsets-dst", 1, 3)
     tid = "txn-elsewhere"
-    wait_until(lambda: _coordinator(c, tid, 1) > 0, timeout=30, message="a transaction coordinator")
-    wait_until(lambda: _coordinator(c, "probe", 0) > 0, timeout=30, message="a group coordinator")
-    txn_node = _coordinator(c, tid, 1)
-    group = next(g for g in (f"group-{i}" for i in range(200)) if _coordinator(c, g, 0) not in (txn_node, -1))
+    wait_until(lambda: coordinator(c.ports[1], tid, 1) > 0, timeout=30, message="a transaction coordinator")
+    wait_until(lambda: coordinator(c.ports[1], "probe", 0) > 0, timeout=30, message="a group coordinator")
+    txn_node = coordinator(c.ports[1], tid, 1)
+    group = next(g for g in (f"group-{i}" for i in range(200)) if coordinator(c.ports[1], g, 0) not in (txn_node, -1))
     p = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": tid, **QUIET})
     consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group, "enable.auto.commit": False, **QUIET})
     try:

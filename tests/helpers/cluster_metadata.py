@@ -11,6 +11,7 @@ from protocol.messages.create_topics import (
     CreateTopicsRequest,
     CreateTopicsResponse,
 )
+from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 
 from .cluster import Cluster
@@ -93,8 +94,21 @@ def listed_everywhere(c: Cluster) -> None:
 def new_topic(c: Cluster, name: str, partitions: int, rf: int, configs: dict[str, str] | None = None,
               on: int = 1) -> Layout:
     """Create a topic through broker `on` and wait until every running broker shows the same layout."""
-    assert create_with_configs(c.ports[on], name, partitions, rf, configs or {}) == 0
+    code = create_with_configs(c.ports[on], name, partitions, rf, configs or {})
+    assert code == 0, f"CreateTopics {name}: error {code}"
     found: list[Layout] = []
     c.wait_until(lambda: found.append(x) or True if (x := agreed(c, name, c.running())) else False,
                  timeout=10, message=f"{name} the same on every broker")
     return found[-1]
+
+
+def coordinator(port: int, key: str, key_type: int) -> int:
+    """The node id the broker at `port` names as coordinator of `key` (key_type 0: group,
+    1: transactional id); -1 when it answers an error."""
+    raw = Raw(port)
+    try:
+        resp = raw.request(FindCoordinatorRequest(key=key, key_type=key_type), 3)
+    finally:
+        raw.close()
+    assert isinstance(resp, FindCoordinatorResponse)
+    return resp.node_id if resp.error_code == 0 else -1
