@@ -106,7 +106,9 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                     try:
                         t = await table.create(name or "")
                     except KafkaError as e:
-                        code = e.code
+                        # Created meanwhile through another broker whose change this broker's image
+                        # has not applied yet: retriable, as Kafka answers for a topic being created.
+                        code = ErrorCode.LEADER_NOT_AVAILABLE if e.code == ErrorCode.TOPIC_ALREADY_EXISTS else e.code
                         t = table.get(name or "")  # created meanwhile by someone else
                 if t is None:
                     topics.append(MetadataResponseTopic(error_code=code, name=name, is_internal=False))
