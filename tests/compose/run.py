@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests"))  # the shared helpers, as pytest puts them on the path
+# This checkout's client and the shared test helpers, whatever checkout the virtualenv was installed from
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from confluent_kafka import (  # noqa: E402
     OFFSET_BEGINNING,
