@@ -62,13 +62,13 @@ def check(cond: object, what: str) -> None:
 # Docker
 
 
-def sh(*cmd: str, timeout: float = 900) -> str:
+def sh(*cmd: str, timeout: float = 900, stderr_too: bool = False) -> str:
     """Run a command; its output, or Failed with the tail of what it printed."""
     p = subprocess.run(cmd, cwd=ROOT, text=True, capture_output=True, timeout=timeout)
     if p.returncode != 0:
         tail = "\n".join((p.stdout + p.stderr).strip().splitlines()[-25:])
         raise Failed(f"`{' '.join(cmd)}` exited {p.returncode}:\n{tail}")
-    return p.stdout
+    return p.stdout + p.stderr if stderr_too else p.stdout
 
 
 def compose(*args: str, timeout: float = 900) -> str:
@@ -366,14 +366,7 @@ def failover(topic: str, cids: dict[int, str], figures: dict[str, Any]) -> str:
     started = time.monotonic()
     wait_healthy({victim: cids[victim]}, timeout=120)
 
-    def in_sync_everywhere() -> list[str]:
-        """Partitions (of every topic, internal ones too) that list the victim but lack it in the ISR."""
-        md = admin().list_topics(timeout=10)
-        return [f"{t}-{n}" for t, tm in md.topics.items() for n, x in tm.partitions.items()
-                if victim in x.replicas and victim not in x.isrs]
-
-    wait_until(lambda: not in_sync_everywhere(), timeout=180, interval=0.5,
-               message=lambda: f"{SERVICES[victim]} back in the ISR; still out of: {in_sync_everywhere()[:5]}")
+    wait_in_sync(victim)
     figures["rejoined_s"] = time.monotonic() - started
     # and it serves again: a write acknowledged by all three, read back
     p2 = Producer({"bootstrap.servers": BOOTSTRAP, "acks": "all", **QUIET})
@@ -387,6 +380,42 @@ def failover(topic: str, cids: dict[int, str], figures: dict[str, Any]) -> str:
     return (f"killed {SERVICES[victim]} (quorum leader; led {len(led_by_victim)} of 3 partitions) after {before_kill} acks; "
             f"{len(log.acked)} acked, 0 lost, 0 duplicated; leaders moved in {figures['leaders_moved_s']:.1f}s; "
             f"back in every ISR {figures['rejoined_s']:.1f}s after docker start")
+
+
+def controlled_stop(topic: str, cids: dict[int, str], figures: dict[str, Any]) -> str:
+    """`docker stop` (SIGTERM) of a broker leading a partition: it hands its leaderships to the
+    other in-sync replicas before it exits 0, so no partition waits for a session timeout."""
+    leaders = sorted({x.leader for x in partitions(topic).values()} & set(SERVICES))
+    check(leaders, f"no partition of {topic} has a leader")
+    node = leaders[0]
+    started = time.monotonic()
+    sh("docker", "stop", "--time", "30", cids[node])
+    figures["sigterm_stop_s"] = time.monotonic() - started
+    state = json.loads(sh("docker", "inspect", "-f", "{{json .State}}", cids[node]))
+    check(state["ExitCode"] == 0, f"{SERVICES[node]} exited {state['ExitCode']} on SIGTERM")
+    logs = sh("docker", "logs", "--tail", "50", cids[node], stderr_too=True)
+    check("controlled shutdown: leaderships moved away" in logs,
+          f"{SERVICES[node]} stopped without a controlled shutdown; its last lines:\n{logs[-2000:]}")
+    ps = partitions(topic)
+    check(all(x.leader >= 0 and x.leader != node for x in ps.values()),
+          f"leaders right after {SERVICES[node]} stopped: { {n: x.leader for n, x in ps.items()} }")
+    sh("docker", "start", cids[node])
+    wait_healthy({node: cids[node]}, timeout=120)
+    wait_in_sync(node)
+    return (f"{SERVICES[node]} stopped in {figures['sigterm_stop_s']:.1f}s, exit 0, its leaderships already "
+            f"moved; back in every ISR after docker start")
+
+
+def wait_in_sync(node: int) -> None:
+    """Until `node` is in the ISR of every partition (internal topics too) that it is a replica of."""
+
+    def out_of_sync() -> list[str]:
+        md = admin().list_topics(timeout=10)
+        return [f"{t}-{n}" for t, tm in md.topics.items() for n, x in tm.partitions.items()
+                if node in x.replicas and node not in x.isrs]
+
+    wait_until(lambda: not out_of_sync(), timeout=180, interval=0.5,
+               message=lambda: f"{SERVICES[node]} back in the ISR; still out of: {out_of_sync()[:5]}")
 
 
 @contextmanager
@@ -429,7 +458,10 @@ def main() -> int:
         with step("transactions and a consumer group, bundled client", results, t0):
             notes.append("bundled: " + asyncio.run(txn_round_trip_bundled(f"compose-bundled-{uuid.uuid4().hex[:8]}")))
         with step("docker kill the quorum leader, leading a partition, under acks=all writes; docker start it", results, t0):
-            notes.append("failover: " + failover(f"compose-failover-{uuid.uuid4().hex[:8]}", cids, figures))
+            topic = f"compose-failover-{uuid.uuid4().hex[:8]}"
+            notes.append("failover: " + failover(topic, cids, figures))
+        with step("docker stop (SIGTERM) a partition leader: controlled shutdown; docker start it", results, t0):
+            notes.append("SIGTERM: " + controlled_stop(topic, cids, figures))
     except BaseException:
         failed = True
         try:
