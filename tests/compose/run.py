@@ -110,24 +110,34 @@ def wait_healthy(cids: dict[int, str], timeout: float) -> None:
 # Kafka helpers (confluent-kafka)
 
 
-def admin() -> AdminClient:
-    return AdminClient({"bootstrap.servers": BOOTSTRAP, **QUIET})
+def admin(bootstrap: str = BOOTSTRAP) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap, **QUIET})
 
 
-def partitions(topic: str) -> dict[int, Any]:
-    """Partition id -> librdkafka's PartitionMetadata (leader, replicas, isrs); {} while unknown."""
-    t = admin().list_topics(topic=topic, timeout=10).topics.get(topic)
+def known_partitions(topic: str, bootstrap: str = BOOTSTRAP) -> dict[int, Any]:
+    """Partition id -> librdkafka's PartitionMetadata (leader, replicas, isrs) as the broker asked
+    sees it; {} while that broker does not know the topic."""
+    t = admin(bootstrap).list_topics(topic=topic, timeout=10).topics.get(topic)
     return {} if t is None or t.error is not None else dict(t.partitions)
 
 
+def partitions(topic: str, count: int = 3) -> dict[int, Any]:
+    """The topic's `count` partitions. Each call may ask another broker, and a broker applies a
+    new topic a moment after the one that created it: one that does not know it yet is asked again."""
+    return wait_until(lambda: ps if len(ps := known_partitions(topic)) == count else None, timeout=30,
+                      interval=0.1, message=f"metadata of {topic} with {count} partitions")
+
+
 def create_topic(name: str, count: int = 3) -> None:
-    """Three replicas, min.insync.replicas 2; returns once every partition has a leader and all three in sync."""
+    """Three replicas, min.insync.replicas 2; returns once every broker shows every partition with
+    a leader and all three replicas in sync."""
     a = admin()
     a.create_topics([NewTopic(name, num_partitions=count, replication_factor=3, config=TOPIC_CONFIG)],
                     request_timeout=30)[name].result(60)
-    wait_until(lambda: len(ps := partitions(name)) == count and all(
-        p.leader >= 0 and len(p.isrs) == 3 for p in ps.values()), timeout=60, interval=0.2,
-        message=f"topic {name}: {count} partitions led, 3 in sync")
+    for address in BOOTSTRAP.split(","):  # a client bootstrapped from one address asks that broker first
+        wait_until(lambda a=address: len(ps := known_partitions(name, a)) == count and all(
+            p.leader >= 0 and len(p.isrs) == 3 for p in ps.values()), timeout=60, interval=0.2,
+            message=f"topic {name} at {address}: {count} partitions led, 3 in sync")
 
 
 def read_committed(topic: str, timeout: float = 90) -> list[tuple[int, int, bytes]]:
@@ -225,8 +235,9 @@ async def txn_round_trip_bundled(topic: str) -> str:
     """The same round trip with the bundled asyncio client."""
     async with client.Admin(BOOTSTRAP) as a:
         await a.create_topic(topic, num_partitions=3, replication_factor=3, config=TOPIC_CONFIG)
-    await asyncio.to_thread(wait_until, lambda: len(ps := partitions(topic)) == 3 and all(
-        x.leader >= 0 and len(x.isrs) == 3 for x in ps.values()), 60, 0.2, f"topic {topic} led and in sync")
+    for address in BOOTSTRAP.split(","):
+        await asyncio.to_thread(wait_until, lambda a=address: len(ps := known_partitions(topic, a)) == 3 and all(
+            x.leader >= 0 and len(x.isrs) == 3 for x in ps.values()), 60, 0.2, f"topic {topic} led and in sync at {address}")
     async with client.Producer(BOOTSTRAP, transactional_id=f"compose-bundled-{uuid.uuid4()}") as p:
         await p.init_transactions()
 
@@ -332,16 +343,15 @@ def failover(topic: str, cids: dict[int, str], figures: dict[str, Any]) -> str:
     moved_at: list[float] = []
 
     def leaders_moved() -> bool:
-        ps = partitions(topic)
-        if ps and all(x.leader >= 0 and x.leader != victim for x in ps.values()):
-            if not moved_at:
-                moved_at.append(time.monotonic())
+        if moved_at:
+            return True
+        if all(x.leader >= 0 and x.leader != victim for x in partitions(topic).values()):
+            moved_at.append(time.monotonic())
             return True
         return False
 
     def serving() -> bool:  # every partition acknowledged 200 writes since its leader moved
-        return leaders_moved() and all(n >= 200 for n in (log.acks_since(moved_at[0]).get(q, 0)
-                                                         for q in partitions(topic)))
+        return leaders_moved() and all(log.acks_since(moved_at[0]).get(q, 0) >= 200 for q in range(3))
 
     produce_until(serving, 120, f"every partition of {topic} taking acks=all writes after {SERVICES[victim]} was killed")
     figures["leaders_moved_s"] = moved_at[0] - killed_at
@@ -396,9 +406,11 @@ def controlled_stop(topic: str, cids: dict[int, str], figures: dict[str, Any]) -
     logs = sh("docker", "logs", "--tail", "50", cids[node], stderr_too=True)
     check("controlled shutdown: leaderships moved away" in logs,
           f"{SERVICES[node]} stopped without a controlled shutdown; its last lines:\n{logs[-2000:]}")
-    ps = partitions(topic)
-    check(all(x.leader >= 0 and x.leader != node for x in ps.values()),
-          f"leaders right after {SERVICES[node]} stopped: { {n: x.leader for n, x in ps.items()} }")
+    # Every broker applies the moves a moment after the controller commits them; an uncontrolled
+    # stop would need the 9 s session timeout instead.
+    wait_until(lambda: all(x.leader >= 0 and x.leader != node for x in partitions(topic).values()), timeout=3,
+               interval=0.1, message=lambda: f"leaders right after {SERVICES[node]} stopped: "
+               f"{ {n: x.leader for n, x in partitions(topic).items()} }")
     sh("docker", "start", cids[node])
     wait_healthy({node: cids[node]}, timeout=120)
     wait_in_sync(node)
