@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint typecheck unit bench bench-cluster soak compat-cluster clean system-deps
+.PHONY: install run test lint typecheck unit bench bench-cluster soak compat-cluster compose-test clean system-deps
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -55,6 +55,11 @@ soak: install system-deps
 
 compat-cluster: install system-deps
 	KETCH_COMPAT_CLUSTER=1 $(BIN)/pytest -q -m "not slow" tests/compat
+
+# docker-compose.yml's three brokers built and run for real, a broker container SIGKILLed; installs
+# Docker and starts a daemon when missing (docs/testing.md "Containers"). Not part of `make test`.
+compose-test: install
+	sh tests/compose/compose-test.sh $(BIN)/python
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

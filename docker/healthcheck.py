@@ -1,0 +1,51 @@
+"""The container's healthcheck: healthy when the metadata quorum has a leader and this broker is
+registered with it and not fenced, i.e. when it can lead and follow partitions. An open port
+alone says neither: a broker listens long before it has registered, and goes on listening while
+fenced. Asks the broker's own client listener, as `ketch cluster describe` does.
+
+Exit 0 healthy, 1 not (Docker's convention); the reason is the one line Docker keeps in
+`docker inspect --format '{{json .State.Health}}'`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+from broker.admin_cluster import cluster_describe
+from broker.config import load_config
+
+TIMEOUT_S = 8.0  # below the HEALTHCHECK --timeout, so a hung broker gets a reason, not a kill
+
+
+def verdict(described: dict[str, Any], node_id: int) -> str | None:
+    """None when healthy, else why not."""
+    if described.get("leader", -1) < 0:
+        return "the metadata quorum has no leader"
+    me = [b for b in described.get("brokers", []) if b.get("node") == node_id]
+    if not me:
+        return f"broker {node_id} is not registered with the quorum"
+    if me[0].get("state") != "alive":
+        return f"broker {node_id} is {me[0].get('state')}"
+    return None
+
+
+def main() -> int:
+    cfg = load_config()  # the container's KETCH_* settings: its node id and client port
+    target = f"127.0.0.1:{cfg.listen_port}"
+    try:
+        described = asyncio.run(asyncio.wait_for(cluster_describe(target), TIMEOUT_S))
+    except Exception as e:  # any failure to get an answer is "unhealthy", with its reason
+        print(f"unhealthy: asking {target}: {type(e).__name__}: {e}")
+        return 1
+    problem = verdict(described, cfg.node_id)
+    if problem:
+        print(f"unhealthy: {problem}")
+        return 1
+    print(f"healthy: broker {cfg.node_id} registered and alive, quorum leader {described['leader']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
