@@ -430,6 +430,45 @@ def wait_in_sync(node: int) -> None:
                message=lambda: f"{SERVICES[node]} back in the ISR; still out of: {out_of_sync()[:5]}")
 
 
+# A client in another container on the compose network: it bootstraps from the brokers' internal
+# listener (the one they also use between themselves), advertised under the service names.
+INTERNAL_BOOTSTRAP = "ketch-1:9094,ketch-2:9094,ketch-3:9094"
+IN_CONTAINER_CLIENT = """
+import asyncio, sys
+from client import Admin, Consumer, Producer, TopicPartition
+
+async def main(bs: str, topic: str) -> None:
+    async with Admin(bs) as admin:
+        await admin.create_topic(topic, 3)
+    async with Producer(bs, transactional_id=topic) as p:
+        await p.init_transactions()
+        async with p.transaction():
+            for i in range(30):
+                await p.send(topic, b"in-container-%d" % i, key=b"%d" % i)
+    seen = []
+    async with Consumer(bs, isolation_level="read_committed", auto_offset_reset="earliest") as c:
+        c.assign([TopicPartition(topic, i) for i in range(3)])
+        for _ in range(200):
+            for records in (await c.getmany(timeout_ms=200)).values():
+                seen += [r.value for r in records]
+            if len(seen) >= 30:
+                break
+    print(len(seen), len(set(seen)))
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+def client_in_another_container(cids: dict[int, str]) -> str:
+    """Run the bundled client in a new container of the broker image, on the compose network."""
+    network = json.loads(sh("docker", "inspect", "-f", "{{json .NetworkSettings.Networks}}", cids[1]))
+    topic = f"compose-inside-{uuid.uuid4().hex[:8]}"
+    out = sh("docker", "run", "--rm", "--network", next(iter(network)), "--dns-opt", "timeout:1",
+             "--entrypoint", "python3", IMAGE, "-c", IN_CONTAINER_CLIENT, INTERNAL_BOOTSTRAP, topic, timeout=180)
+    check(out.split() == ["30", "30"], f"the in-container client read {out.strip()!r}, not 30 distinct records")
+    return f"a client container on {next(iter(network))} wrote and read 30 records in a transaction via {INTERNAL_BOOTSTRAP}"
+
+
 @contextmanager
 def step(name: str, results: list[tuple[str, bool, str]], t0: float) -> Iterator[None]:
     start = time.monotonic()
@@ -469,6 +508,8 @@ def main() -> int:
             notes.append("confluent: " + txn_round_trip_confluent(f"compose-confluent-{uuid.uuid4().hex[:8]}"))
         with step("transactions and a consumer group, bundled client", results, t0):
             notes.append("bundled: " + asyncio.run(txn_round_trip_bundled(f"compose-bundled-{uuid.uuid4().hex[:8]}")))
+        with step("a client in another container, through the brokers' internal listener", results, t0):
+            notes.append("inside: " + client_in_another_container(cids))
         with step("docker kill the quorum leader, leading a partition, under acks=all writes; docker start it", results, t0):
             topic = f"compose-failover-{uuid.uuid4().hex[:8]}"
             notes.append("failover: " + failover(topic, cids, figures))
