@@ -19,6 +19,8 @@ from protocol.messages.registry import RESPONSES
 from protocol.primitives import Reader, Writer
 from protocol.schema import Message
 
+from .resolver import open_connection
+
 M = TypeVar("M", bound=Message)
 
 
@@ -39,7 +41,7 @@ class BrokerConnection:
     @classmethod
     async def connect(cls, host: str, port: int, *, client_id: str = "ketch", timeout: float = 10.0) -> BrokerConnection:
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+            reader, writer = await asyncio.wait_for(open_connection(host, port), timeout)
         except (OSError, TimeoutError) as e:
             raise WireError(f"cannot connect to {host}:{port}: {e}") from e
         conn = cls(reader, writer, client_id)
