@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint typecheck unit bench bench-cluster soak compat-cluster compose-test clean system-deps
+.PHONY: install run test lint typecheck unit bench bench-cluster soak chaos compat-cluster compose-test clean system-deps
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -15,7 +15,9 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 # kcat (compat tests) and a Java runtime (PySpark pipeline tests) are Debian packages.
-APT_PKGS := $(if $(shell command -v kcat),,kcat) $(if $(shell command -v java),,openjdk-17-jre-headless)
+# The chaos suite (tests/chaos) puts brokers in network namespaces: iproute2 and iptables.
+APT_PKGS := $(if $(shell command -v kcat),,kcat) $(if $(shell command -v java),,openjdk-17-jre-headless) \
+  $(if $(shell command -v ip),,iproute2) $(if $(shell command -v iptables),,iptables)
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 system-deps:
 	@if [ -n "$(strip $(APT_PKGS))" ]; then \
@@ -29,7 +31,7 @@ lint: install
 	$(BIN)/mypy
 
 test: install system-deps lint
-	$(BIN)/pytest -q -m "not slow" tests
+	$(BIN)/pytest -q -m "not slow and not chaos_selftest" tests
 
 unit: install
 	$(BIN)/pytest -q tests/unit
@@ -52,6 +54,15 @@ bench-cluster: install
 
 soak: install system-deps
 	$(BIN)/pytest -q -m slow tests
+
+# A long chaos campaign (docs/chaos.md): first the broken-build self-tests (the checker must catch each
+# broken guarantee), then CHAOS_SECONDS of faults (default an hour) from CHAOS_SEED (default random), report in
+# chaos-runs/seed-N/report.md. Needs root.
+CHAOS_SECONDS ?= 3600
+CHAOS_SEED ?=
+chaos: install system-deps
+	$(BIN)/pytest -q -m chaos_selftest tests/chaos
+	$(BIN)/python -m tests.chaos.campaign --seconds $(CHAOS_SECONDS) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED))
 
 compat-cluster: install system-deps
 	KETCH_COMPAT_CLUSTER=1 $(BIN)/pytest -q -m "not slow" tests/compat

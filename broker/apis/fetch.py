@@ -28,6 +28,7 @@ from protocol.messages.fetch import (
     PartitionData,
 )
 
+from ..broken import broken
 from ..partition import Isolation
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ def _collect(ctx: BrokerContext, req: FetchRequest, version: int,
     (`errorReadingData`), the fetch is answered at once instead of waiting. Unknown topics and
     partitions do not count: Kafka sets them aside before reading and waits for the rest."""
     isolation = Isolation.READ_COMMITTED if version >= 4 and req.isolation_level == READ_COMMITTED \
-        else Isolation.READ_UNCOMMITTED
+        and not broken("lso") else Isolation.READ_UNCOMMITTED
     budget = req.max_bytes if version >= 3 else 0x7FFFFFFF
     total = 0
     first = True

@@ -66,6 +66,8 @@ class BrokerProcess:
         extra_args: Sequence[str] = (),
         log_path: Path | str | None = None,
         python: str = sys.executable,
+        inter_broker_port: int | None = None,
+        prefix: Sequence[str] = (),
     ) -> None:
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -74,7 +76,7 @@ class BrokerProcess:
         self.env = dict(env or {})
         # A fixed inter-broker port (not the broker's default "any free port"), so tests can reach
         # what only that listener serves (WriteTxnMarkers) and it survives restarts.
-        self.inter_broker_port = free_port(host)
+        self.inter_broker_port = inter_broker_port if inter_broker_port is not None else free_port(host)
         self.env.setdefault("KETCH_INTER_BROKER_LISTEN", f"{host}:{self.inter_broker_port}")
         self.config = Path(config) if config is not None else None
         self.extra_args = list(extra_args)
@@ -82,6 +84,7 @@ class BrokerProcess:
             Path(log_path) if log_path is not None else self.data_dir.parent / (f"broker-{self.port}.log")
         )
         self.python = python
+        self.prefix = list(prefix)  # e.g. `ip netns exec NS`: it execs, so the pid stays the broker's
         self.proc: subprocess.Popen[bytes] | None = None
         self.paused = False
         self.starts = 0
@@ -104,6 +107,7 @@ class BrokerProcess:
 
     def command(self) -> list[str]:
         cmd = [
+            *self.prefix,
             self.python,
             "-m",
             "broker",

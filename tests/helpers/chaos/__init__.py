@@ -1,0 +1,1 @@
+"""Chaos suite machinery: network namespaces, nemesis, workloads, history checker."""

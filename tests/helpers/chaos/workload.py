@@ -1,0 +1,506 @@
+"""The chaos suite's clients: one process in the client namespace that records every operation.
+
+Run by the campaign as ``python -m helpers.chaos.workload`` (tests/ on PYTHONPATH) inside the client
+namespace, so every fault the nemesis puts between hosts is between these clients and the brokers too.
+It writes a JSON-lines history (format: helpers.chaos.checker) and keeps going until the campaign
+creates the *stop* file; then it drains (producers finish, copiers finish their input, transactions end)
+and writes the final reads the checker judges against. Exit status 0 once the history is complete.
+
+Two workloads run at once:
+
+* **mixed** (Jepsen's Kafka test): idempotent producers send unique values to random partitions,
+  transactional producers write 1-4 values over several partitions and commit or abort, and a
+  read_committed and a read_uncommitted consumer poll every partition and record what they saw.
+* **copier** (Kafka's transactional system test): two consume-transform-produce pipelines with
+  disjoint input partitions, consumer offsets in the transaction, random aborts and "crashes" whose
+  successor fences them; a read_committed verifier polls the output while the faults run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from ..confluent import QUIET
+from ..soak import TxnPipeline, find_hanging, prefill
+
+OP_TIMEOUT = 30.0
+TXN_NO_STRIDE = 1_000_000  # copier i numbers its transactions from i * stride: unique across copiers
+
+
+class History:
+    """Append-only JSON lines, one per operation, written whole under a lock (threads share it)."""
+
+    def __init__(self, path: Path) -> None:
+        self._f = path.open("a", buffering=1)
+        self._lock = threading.Lock()
+
+    def write(self, op: dict[str, Any]) -> None:
+        line = json.dumps(op, separators=(",", ":"))
+        with self._lock:
+            self._f.write(line + "\n")
+
+    def close(self) -> None:
+        with self._lock:
+            self._f.close()
+
+
+class Worker(threading.Thread):
+    """A client thread that stops when told and reports its own bugs instead of dying silently."""
+
+    def __init__(self, name: str, history: History, bootstrap: str, seed: int) -> None:
+        super().__init__(name=name, daemon=True)
+        self.proc = name
+        self.history = history
+        self.bootstrap = bootstrap
+        self.rng = random.Random(f"{seed}-{name}")
+        self.halt = threading.Event()
+        self.crashed: str | None = None
+        self.errors: dict[str, int] = {}
+
+    def run(self) -> None:
+        try:
+            self.body()
+        except BaseException:  # a bug in the workload: the campaign fails on it
+            self.crashed = traceback.format_exc()
+
+    def body(self) -> None:
+        raise NotImplementedError
+
+    def note(self, where: str, err: object) -> None:
+        name = err.name() if isinstance(err, KafkaError) else type(err).__name__
+        key = f"{where}:{name}"
+        self.errors[key] = self.errors.get(key, 0) + 1
+
+
+def _kafka_error(exc: BaseException) -> KafkaError | None:
+    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return err if isinstance(err, KafkaError) else None
+
+
+class PlainProducer(Worker):
+    """Idempotent, acks=all, paced sends of unique values; a fatal error starts a new incarnation."""
+
+    def __init__(self, name: str, history: History, bootstrap: str, seed: int, topic: str,
+                 partitions: int, rate: float) -> None:
+        super().__init__(name, history, bootstrap, seed)
+        self.topic, self.partitions, self.rate = topic, partitions, rate
+
+    def body(self) -> None:
+        inc = 0
+        while not self.halt.is_set():
+            inc += 1
+            self._incarnation(inc)
+
+    def _incarnation(self, inc: int) -> None:
+        p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
+                      "linger.ms": 5, "message.timeout.ms": 60_000, **QUIET})
+        fatal = threading.Event()
+        seq = 0
+        while not self.halt.is_set() and not fatal.is_set():
+            seq += 1
+            part = self.rng.randrange(self.partitions)
+            value = f"{self.proc}-{inc}-{seq}"
+            op = {"f": "send", "proc": self.proc, "inc": inc, "seq": seq, "topic": self.topic,
+                  "partition": part, "value": value, "t0": time.monotonic()}
+            try:
+                p.produce(self.topic, value=value.encode(), partition=part, on_delivery=self._done(op, fatal))
+            except BufferError:
+                p.poll(0.1)
+                continue
+            p.poll(1.0 / self.rate)  # pacing: serves delivery reports while it waits
+        left = p.flush(OP_TIMEOUT)
+        if left:
+            p.purge()
+            p.flush(5)  # purged messages get their (failed) delivery reports: recorded as unknown
+
+    def _done(self, op: dict[str, Any], fatal: threading.Event) -> Any:
+        def cb(err: KafkaError | None, msg: Any) -> None:
+            op["t1"] = time.monotonic()
+            if err is None:
+                op.update(status="ok", offset=msg.offset())
+            else:
+                op.update(status="info", offset=None, error=err.name())
+                self.note("deliver", err)
+                if err.fatal():
+                    fatal.set()
+            self.history.write(op)
+
+        return cb
+
+
+class Feeder(Worker):
+    """Feeds the copier's input while the faults run: ``in-<i>`` to partition i mod P, idempotent and
+    acks=all. What the input holds in the end is read back (a send with an unknown outcome may or may
+    not be there), so the copier is judged against the input as it is."""
+
+    def __init__(self, history: History, bootstrap: str, seed: int, topic: str, partitions: int,
+                 first: int, rate: float) -> None:
+        super().__init__("feeder", history, bootstrap, seed)
+        self.topic, self.partitions, self.next, self.rate = topic, partitions, first, rate
+
+    def body(self) -> None:
+        p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
+                      "linger.ms": 5, "message.timeout.ms": 60_000, **QUIET})
+        while not self.halt.is_set():
+            try:
+                p.produce(self.topic, value=b"in-%d" % self.next, partition=self.next % self.partitions)
+            except BufferError:
+                p.poll(0.1)
+                continue
+            self.next += 1
+            p.poll(1.0 / self.rate)  # pacing
+        p.flush(OP_TIMEOUT)
+
+
+class TxnProducer(Worker):
+    """Transactions of 1-4 values over random partitions; a fifth of them aborted on purpose."""
+
+    def __init__(self, name: str, history: History, bootstrap: str, seed: int, topic: str,
+                 partitions: int, txn_timeout_ms: int, tid: str) -> None:
+        super().__init__(name, history, bootstrap, seed)
+        self.topic, self.partitions = topic, partitions
+        self.txn_timeout_ms, self.tid = txn_timeout_ms, tid
+        self.commits = self.aborts = self.unknown = 0
+
+    def body(self) -> None:
+        inc = 0
+        while not self.halt.is_set():
+            inc += 1
+            p = self._producer()
+            if p is None:
+                continue
+            seq = 0
+            while not self.halt.is_set():
+                seq += 1
+                if not self._transaction(p, inc, seq):
+                    break  # outcome unknown or fatal: a new incarnation fences this one
+                p.poll(0.02)
+            p.purge()
+
+    def _producer(self) -> Producer | None:
+        p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.tid,
+                      "transaction.timeout.ms": self.txn_timeout_ms, "linger.ms": 5, **QUIET})
+        try:
+            p.init_transactions(OP_TIMEOUT)
+            return p
+        except KafkaException as exc:
+            self.note("init", _kafka_error(exc) or exc)
+            return None
+
+    def _transaction(self, p: Producer, inc: int, seq: int) -> bool:
+        sends: list[dict[str, Any]] = []
+        op: dict[str, Any] = {"f": "txn", "proc": self.proc, "inc": inc, "seq": seq, "topic": self.topic,
+                              "sends": sends, "tc": None, "t0": time.monotonic()}
+        abort = self.rng.random() < 0.2
+        keep = True
+        try:
+            p.begin_transaction()
+            for i in range(self.rng.randint(1, 4)):
+                send = {"partition": self.rng.randrange(self.partitions),
+                        "value": f"{self.proc}-{inc}-{seq}-{i}", "offset": None}
+                sends.append(send)
+                p.produce(self.topic, value=send["value"].encode(), partition=send["partition"],
+                          on_delivery=self._delivered(send))
+            if p.flush(OP_TIMEOUT):
+                raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "flush timed out", txn_requires_abort=True))
+            op["tc"] = time.monotonic()
+            if abort:
+                p.abort_transaction(OP_TIMEOUT)
+                op["outcome"] = "abort"
+                self.aborts += 1
+            else:
+                self._commit(p)
+                op["outcome"] = "commit"
+                self.commits += 1
+        except KafkaException as exc:
+            err = _kafka_error(exc)
+            self.note("txn", err or exc)
+            op["outcome"], keep = "info", False
+            if err is not None and err.txn_requires_abort() and not err.fatal():
+                try:
+                    p.abort_transaction(OP_TIMEOUT)
+                    op["outcome"], keep = "abort", True
+                except KafkaException as exc2:
+                    self.note("abort", _kafka_error(exc2) or exc2)
+            if op["outcome"] == "info":
+                self.unknown += 1
+        op["t1"] = time.monotonic()
+        self.history.write(op)
+        return keep
+
+    def _commit(self, p: Producer) -> None:
+        for attempt in range(3):
+            try:
+                p.commit_transaction(OP_TIMEOUT)
+                return
+            except KafkaException as exc:
+                err = _kafka_error(exc)
+                if attempt < 2 and err is not None and err.retriable() and not (err.fatal() or err.txn_requires_abort()):
+                    continue
+                raise
+
+    @staticmethod
+    def _delivered(send: dict[str, Any]) -> Any:
+        def cb(err: KafkaError | None, msg: Any) -> None:
+            if err is None:
+                send["offset"] = msg.offset()
+            else:
+                send["error"] = err.name()
+
+        return cb
+
+
+class Poller(Worker):
+    """Reads every partition from the beginning and records each poll; any consumer error that is not
+    transient ends the incarnation and a fresh consumer starts again from the beginning."""
+
+    def __init__(self, name: str, history: History, bootstrap: str, seed: int, topic: str,
+                 partitions: int, isolation: str) -> None:
+        super().__init__(name, history, bootstrap, seed)
+        self.topic, self.partitions, self.isolation = topic, partitions, isolation
+        self.records = 0
+
+    def body(self) -> None:
+        inc = 0
+        while not self.halt.is_set():
+            inc += 1
+            self._incarnation(inc)
+
+    def _incarnation(self, inc: int) -> None:
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"chaos-{self.proc}",
+                      "isolation.level": self.isolation, "enable.auto.commit": False,
+                      "auto.offset.reset": "error", "enable.partition.eof": False,
+                      "fetch.wait.max.ms": 100, **QUIET})
+        try:
+            c.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(self.partitions)])
+            while not self.halt.is_set():
+                t0 = time.monotonic()
+                msgs = c.consume(500, 0.5)
+                t1 = time.monotonic()
+                recs, broken = [], False
+                for m in msgs:
+                    err = m.error()
+                    if err is None:
+                        recs.append([m.partition(), m.offset(), m.value().decode()])
+                    else:
+                        self.note("consume", err)
+                        broken = broken or err.fatal() or err.code() in (
+                            KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE)
+                if recs:
+                    self.records += len(recs)
+                    self.history.write({"f": "poll", "proc": self.proc, "inc": inc, "iso": self.isolation,
+                                        "topic": self.topic, "recs": recs, "t0": t0, "t1": t1})
+                if broken:
+                    return
+        except KafkaException as exc:
+            self.note("consumer", _kafka_error(exc) or exc)
+        finally:
+            c.close()
+
+
+# ------------------------------------------------------------------------------------ final reads
+
+
+def _consumer(bootstrap: str, isolation: str) -> Consumer:
+    return Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-final", "isolation.level": isolation,
+                     "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                     "enable.partition.eof": False, "fetch.wait.max.ms": 100, **QUIET})
+
+
+def _marks(c: Consumer, topic: str, partitions: int, deadline: float) -> dict[int, int] | None:
+    """The end offset each partition has for this consumer's isolation level (HW for
+    read_uncommitted, LSO for read_committed: ListOffsets carries the isolation level)."""
+    out: dict[int, int] = {}
+    for p in range(partitions):
+        while p not in out:
+            try:
+                out[p] = c.get_watermark_offsets(TopicPartition(topic, p), timeout=5, cached=False)[1]
+            except KafkaException:
+                if time.monotonic() > deadline:
+                    return None
+    return out
+
+
+def final_read(bootstrap: str, topic: str, partitions: int, isolation: str, timeout: float) -> dict[str, Any]:
+    """Everything in `topic` up to the high watermark, read by a fresh consumer from offset 0."""
+    deadline = time.monotonic() + timeout
+    hw_reader = _consumer(bootstrap, "read_uncommitted")
+    try:
+        ends = _marks(hw_reader, topic, partitions, deadline) or {}
+    finally:
+        hw_reader.close()
+    c = _consumer(bootstrap, isolation)
+    recs: list[list[Any]] = []
+    complete = False
+    try:
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        while time.monotonic() < deadline:
+            if len(ends) == partitions:
+                pos = {tp.partition: tp.offset for tp in c.position(
+                    [TopicPartition(topic, p) for p in range(partitions)])}
+                if all(ends[p] == 0 or pos.get(p, -1) >= ends[p] for p in range(partitions)):
+                    complete = True
+                    break
+            for m in c.consume(1000, 0.5):
+                if m.error() is None:
+                    recs.append([m.partition(), m.offset(), m.value().decode()])
+    finally:
+        c.close()
+    return {"f": "final-read", "iso": isolation, "topic": topic, "recs": recs,
+            "ends": {str(p): e for p, e in ends.items()}, "complete": complete}
+
+
+def settled_offsets(bootstrap: str, topic: str, partitions: int, txn_timeout_ms: int) -> list[dict[str, Any]]:
+    """HW and LSO of every partition, once LSO has caught up with HW or well past the transaction
+    timeout (a coordinator must have aborted anything still open by then): LSO < HW is a hanging
+    transaction."""
+    t0 = time.monotonic()
+    deadline = t0 + 2 * txn_timeout_ms / 1000 + 20
+    ru, rc = _consumer(bootstrap, "read_uncommitted"), _consumer(bootstrap, "read_committed")
+    try:
+        while True:
+            hw = _marks(ru, topic, partitions, deadline) or {}
+            lso = _marks(rc, topic, partitions, deadline) or {}
+            settled = len(hw) == len(lso) == partitions and all(lso[p] >= hw[p] for p in range(partitions))
+            if settled or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)  # re-poll interval of the condition above, bounded by `deadline`
+    finally:
+        ru.close()
+        rc.close()
+    waited = int((time.monotonic() - t0) * 1000)
+    return [{"f": "offsets", "topic": topic, "partition": p, "hw": hw.get(p, -1), "lso": lso.get(p, -1),
+             "waited_ms": waited} for p in range(partitions)]
+
+
+# ------------------------------------------------------------------------------------------ main
+
+
+def run(args: argparse.Namespace) -> int:
+    history = History(Path(args.history))
+    bs, P = args.bootstrap, args.partitions
+    prefill(bs, args.copier_input, args.copier_values, P)
+    feeder = Feeder(history, bs, args.seed, args.copier_input, P, args.copier_values, args.copier_rate)
+    history.write({"f": "meta", "topic": args.topic, "partitions": P, "seed": args.seed,
+                   "txn_timeout_ms": args.txn_timeout_ms,
+                   "copier": {"input": args.copier_input, "output": args.copier_output}})
+    mixed: list[Worker] = [
+        PlainProducer("p1", history, bs, args.seed, args.topic, P, args.rate),
+        PlainProducer("p2", history, bs, args.seed, args.topic, P, args.rate),
+        TxnProducer("t1", history, bs, args.seed, args.topic, P, args.txn_timeout_ms, f"chaos-{args.seed}-t1"),
+        TxnProducer("t2", history, bs, args.seed, args.topic, P, args.txn_timeout_ms, f"chaos-{args.seed}-t2"),
+    ]
+    pollers: list[Worker] = [
+        Poller("c-rc", history, bs, args.seed, args.topic, P, "read_committed"),
+        Poller("c-ru", history, bs, args.seed, args.topic, P, "read_uncommitted"),
+        Poller("verifier", history, bs, args.seed, args.copier_output, P, "read_committed"),
+    ]
+    half = P // 2
+    copiers = []
+    for i, parts in enumerate((range(half), range(half, P)), start=1):
+        # Ends out of reach while input keeps arriving; the drain sets the real ones.
+        c = TxnPipeline(bs, args.copier_input, args.copier_output, {p: 1 << 62 for p in parts},
+                        seed=args.seed + i, deadline=time.monotonic() + 10 * 3600, max_txns=10**9,
+                        producer_conf={"transaction.timeout.ms": args.txn_timeout_ms})
+        c.txn_no = i * TXN_NO_STRIDE
+        copiers.append((f"c{i}", list(parts), c))
+    for w in [*mixed, feeder, *pollers]:
+        w.start()
+    for _, _, c in copiers:
+        c.start()
+    history.write({"f": "note", "what": "started", "t": time.monotonic()})
+
+    def say(msg: str) -> None:
+        print(f"[workload {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+    stop = Path(args.stop)
+    while not stop.exists():
+        time.sleep(0.2)  # the campaign's stop file is polled; nothing else waits on this
+        bugs = [w.crashed for w in [*mixed, feeder, *pollers] if w.crashed] + [c.crashed for _, _, c in copiers if c.crashed]
+        if bugs:
+            sys.stderr.write("workload bug:\n" + "\n".join(b for b in bugs if b))
+            return 3
+    drain_deadline = time.monotonic() + args.drain_seconds
+
+    for w in [*mixed, feeder]:
+        w.halt.set()
+    for w in [*mixed, feeder]:
+        w.join(max(1.0, drain_deadline - time.monotonic()))
+    say("producers stopped")
+    source = final_read(bs, args.copier_input, P, "read_uncommitted", 120)
+    history.write(source)
+    input_ends = {int(p): e for p, e in source["ends"].items()}
+    for _, parts, c in copiers:
+        c.ends = {p: input_ends[p] for p in parts}
+        while c.is_alive() and time.monotonic() < drain_deadline and not all(
+                c.committed_offsets.get(p, 0) >= input_ends[p] for p in parts):
+            c.join(0.5)
+        c.stop()
+        c.join(OP_TIMEOUT * 3)
+    say("copiers done")
+    for w in pollers:
+        w.halt.set()
+    for w in pollers:
+        w.join(10)
+
+    for op in settled_offsets(bs, args.topic, P, args.txn_timeout_ms):
+        history.write(op)
+    for op in settled_offsets(bs, args.copier_output, P, args.txn_timeout_ms):
+        history.write(op)
+    say("offsets settled")
+    for iso in ("read_committed", "read_uncommitted"):
+        history.write(final_read(bs, args.topic, P, iso, 120))
+    history.write(final_read(bs, args.copier_output, P, "read_committed", 120))
+    for name, parts, c in copiers:
+        history.write({"f": "copier", "pipeline": name, "input_topic": args.copier_input,
+                       "output_topic": args.copier_output,
+                       "input": [v for p, _, v in source["recs"] if p in parts],
+                       "committed": sorted(c.committed_txns), "aborted": sorted(c.aborted_txns),
+                       "unknown": sorted(c.unknown_txns)})
+    try:
+        hanging = find_hanging(bs.split(",")[0])
+    except AssertionError as exc:
+        hanging = [{"error": f"find-hanging failed: {exc}"}]
+    history.write({"f": "hanging", "txns": hanging})
+    workers = [*mixed, feeder, *pollers]
+    history.write({"f": "note", "what": "end", "errors": {w.proc: w.errors for w in workers},
+                   "txn": {w.proc: [w.commits, w.aborts, w.unknown] for w in mixed if isinstance(w, TxnProducer)},
+                   "copiers": {name: c.summary() for name, _, c in copiers}})
+    history.close()
+    bugs = [w.crashed for w in workers if w.crashed] + [c.crashed for _, _, c in copiers if c.crashed]
+    if bugs:
+        sys.stderr.write("workload bug:\n" + "\n".join(b for b in bugs if b))
+        return 3
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--history", required=True)
+    ap.add_argument("--stop", required=True, help="the workload drains and exits once this file exists")
+    ap.add_argument("--seed", type=int, required=True)
+    ap.add_argument("--topic", default="mixed")
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--rate", type=float, default=40.0, help="sends per second of each plain producer")
+    ap.add_argument("--txn-timeout-ms", type=int, default=10_000)
+    ap.add_argument("--copier-input", default="cin")
+    ap.add_argument("--copier-output", default="cout")
+    ap.add_argument("--copier-values", type=int, default=200, help="input written before the faults start")
+    ap.add_argument("--copier-rate", type=float, default=10.0, help="input values per second during the faults")
+    ap.add_argument("--drain-seconds", type=float, default=240.0)
+    return run(ap.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
