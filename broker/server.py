@@ -360,6 +360,7 @@ class BrokerServer:
             raise ConfigError("data_dir", self.cfg.data_dir,
                               "topics.json of a single-node Ketch: start this data directory once without "
                               "voters so that its topics move into the metadata log")
+        self.topics.may_lead = False  # until our registration applies: see _when_registered
         self.quorum.start()  # replays the metadata log (the topics' logs open); alone, it leads at once
         if legacy:
             await self._migrate(legacy)
@@ -378,7 +379,7 @@ class BrokerServer:
             await asyncio.wait_for(self.lifecycle.registered.wait(), 10.0)
         except TimeoutError:
             log.warning("not registered with an active controller yet; serving anyway")
-        self._orphan_sweep = asyncio.get_running_loop().create_task(self._remove_orphans_when_caught_up())
+        self._orphan_sweep = asyncio.get_running_loop().create_task(self._when_registered())
         if not await self.producer_ids.first_block(timeout=10.0):
             log.warning("no producer-id block yet (no quorum leader?); InitProducerId answers "
                         "COORDINATOR_LOAD_IN_PROGRESS until one comes")
@@ -403,14 +404,16 @@ class BrokerServer:
         value = info.configs.get("follower.replication.throttled.replicas", "")
         return bool(value) and listed(value, part.index, self.cfg.node_id)
 
-    async def _remove_orphans_when_caught_up(self) -> None:
-        """Delete partition directories the image does not assign here — but only once the
-        controller has unfenced this broker, which it does when the broker's image has reached the
-        broker's own registration. Before that, the image replayed from the local metadata log
-        may predate topics this broker already holds data for: sweeping then deleted acknowledged
-        data (the restarted broker came back leading an empty log, and its followers truncated to
-        it)."""
+    async def _when_registered(self) -> None:
+        """Lead partitions and delete partition directories the image does not assign here — but
+        only once the controller has unfenced this broker, which it does when the broker's image has
+        reached the broker's own registration. Before that, the image replayed from the local
+        metadata log is stale: it may predate topics this broker already holds data for (sweeping
+        then deleted acknowledged data), and it may name this broker leader at an epoch whose data
+        the crash tore off (leading then made followers truncate acknowledged writes to match). The
+        registration entry moves this broker's leaderships to in-sync replicas first."""
         await self.lifecycle.registered.wait()
+        self.topics.allow_leading()
         self.topics.remove_orphans()
 
     async def _bind(self) -> None:

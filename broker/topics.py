@@ -35,7 +35,7 @@ from .group_commit import GroupCommit
 from .metadata.image import MetadataImage, PartitionInfo, TopicInfo
 from .partition import Partition
 from .quorum.wire_codec import METADATA_TOPIC
-from .replication.replica_state import Assignment
+from .replication.replica_state import NO_LEADER, Assignment
 
 log = structlog.get_logger()
 
@@ -113,6 +113,10 @@ class TopicTable:
         self.by_id: dict[uuid.UUID, Topic] = {}
         self.group_commit = GroupCommit()  # shared by every partition: one fsync per log per loop turn
         self.image = MetadataImage()
+        # False from a restart until this broker has applied its own registration (server.py): the
+        # image replayed from the local metadata log may still name it leader at an epoch its
+        # (possibly torn) log no longer matches; the registration entry moves those leaderships.
+        self.may_lead = True
         self.writer: TopicWriter | None = None
         self.listeners: list[LeadershipListener] = []
         self._changed = asyncio.Event()  # set (and replaced) whenever the image changes
@@ -229,14 +233,26 @@ class TopicTable:
         self._changed = asyncio.Event()
 
     def _lead_or_follow(self, part: Partition, p: PartitionInfo) -> None:
-        a = Assignment(p.replicas, frozenset(p.isr), p.leader, p.leader_epoch, p.partition_epoch)
-        leads = p.leader == self.cfg.node_id
+        leads = p.leader == self.cfg.node_id and self.may_lead
+        leader = p.leader if leads or p.leader != self.cfg.node_id else NO_LEADER
+        a = Assignment(p.replicas, frozenset(p.isr), leader, p.leader_epoch, p.partition_epoch)
         if leads:
             part.become_leader(a)
         else:
             part.become_follower(a)
         for listener in self.listeners:
             listener(part.topic, part, leads)
+
+    def allow_leading(self) -> None:
+        """The broker has applied its registration: take up the leaderships the image gives it."""
+        if self.may_lead:
+            return
+        self.may_lead = True
+        for name, topic in self.by_name.items():
+            for i, part in topic.local.items():
+                info = self.image.topics.get(name)
+                if info is not None and i < len(info.partitions) and info.partitions[i].leader == self.cfg.node_id:
+                    self._lead_or_follow(part, info.partitions[i])
 
     def _drop(self, topic: Topic) -> None:
         del self.by_name[topic.name]

@@ -91,7 +91,13 @@ class QuorumController:
     # ---- brokers --------------------------------------------------------------------------------------
     def register_broker(self, broker_id: int, incarnation_id: object, listeners: Sequence[tuple[str, str, int]],
                         rack: str | None, now_ms: int) -> tuple[bytes, int]:
-        """(record, broker epoch) for a broker that (re)starts: a new epoch, fenced until caught up."""
+        """(entry, broker epoch) for a broker that (re)starts: a new epoch, fenced until caught up.
+
+        A broker registering again is a new process whose log may have lost its unflushed tail in
+        the crash (Kafka's unclean shutdown, KIP-966): the same entry takes it out of every ISR and
+        moves its leaderships to in-sync replicas, as fencing would. Otherwise a broker restarted
+        within the session timeout came back leading at the old epoch with its shorter log, and its
+        followers truncated acknowledged writes to match it."""
         epoch = max([b.epoch for b in self.image.brokers] + [self._next_broker_epoch or 0]) + 1
         self._next_broker_epoch = epoch
         self._heard[broker_id] = now_ms
@@ -99,7 +105,7 @@ class QuorumController:
             broker_id=broker_id, incarnation_id=incarnation_id, broker_epoch=epoch,  # type: ignore[arg-type]
             end_points=[BrokerEndpoint(name=n, host=h, port=p, security_protocol=PLAINTEXT) for n, h, p in listeners],
             rack=rack, fenced=True)
-        return frame(record, REGISTER_BROKER_RECORD_VERSION), epoch
+        return self._with_moves([frame(record, REGISTER_BROKER_RECORD_VERSION)], {broker_id}), epoch
 
     def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int, want_fence: bool,
                   want_shut_down: bool, now_ms: int) -> tuple[int, bytes | None, bool, bool, bool]:

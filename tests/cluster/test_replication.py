@@ -203,6 +203,31 @@ def test_a_broker_killed_and_restarted_at_once_keeps_its_logs(cluster: Cluster) 
     assert sorted(got) == sorted(acked)
 
 
+def test_a_leader_restarted_with_a_torn_log_tail_leads_nothing_until_caught_up(cluster: Cluster) -> None:
+    """A crash tears the last batch off the leader's log and the broker is back before the session
+    timeout (the chaos suite's `torn-write`, seed 15626983). It must not lead at its old epoch with
+    the shorter log: its followers would truncate the acknowledged batch away to match it. Its
+    registration moves its leaderships to in-sync replicas, and it leads nothing until that applies."""
+    c = cluster
+    layout = new_topic(c, "torn", 1, 3, {"min.insync.replicas": "2"})
+    victim = layout.partitions[0][1]
+    acked: list[bytes] = []
+    errors: list[str] = []
+    produce(c.bootstrap, "torn", 200, acked, errors, partition=0)
+    assert not errors and len(acked) == 200
+    c.kill(victim)
+    seg = sorted((c[victim].data_dir / "torn-0").glob("*.log"))[-1]
+    with seg.open("r+b") as f:  # the last batch cut short, as a crash mid-write leaves it
+        f.truncate(seg.stat().st_size - 20)
+    c[victim].start(timeout=60)
+    c.wait_until(lambda: (x := agreed(c, "torn", [1, 2, 3])) is not None
+                 and sorted(x.partitions[0][3]) == [1, 2, 3],
+                 timeout=30, message="the restarted broker back in the ISR")
+    assert "truncating torn or corrupt log tail" in c[victim].log_text(), c[victim].log_tail()
+    got = read_all(c.bootstrap, "torn", 0, 200)
+    assert sorted(got) == sorted(acked)
+
+
 def poll_into(consumer: Consumer, out: list[bytes]) -> int:
     """One poll; what it brought joins `out`. How many `out` holds."""
     m = consumer.poll(0.5)

@@ -87,6 +87,16 @@ def _kafka_error(exc: BaseException) -> KafkaError | None:
     return err if isinstance(err, KafkaError) else None
 
 
+def _finish(p: Producer) -> None:
+    """Deliver or give up on what is in flight; every message left gets its delivery report (an
+    error, recorded as an unknown outcome), even from a producer a fatal error has broken."""
+    for step in (lambda: p.flush(OP_TIMEOUT), p.purge, lambda: p.flush(5)):
+        try:
+            step()
+        except KafkaException:
+            continue
+
+
 class PlainProducer(Worker):
     """Idempotent, acks=all, paced sends of unique values; a fatal error starts a new incarnation."""
 
@@ -106,22 +116,22 @@ class PlainProducer(Worker):
                       "linger.ms": 5, "message.timeout.ms": 60_000, **QUIET})
         fatal = threading.Event()
         seq = 0
-        while not self.halt.is_set() and not fatal.is_set():
-            seq += 1
-            part = self.rng.randrange(self.partitions)
-            value = f"{self.proc}-{inc}-{seq}"
-            op = {"f": "send", "proc": self.proc, "inc": inc, "seq": seq, "topic": self.topic,
-                  "partition": part, "value": value, "t0": time.monotonic()}
-            try:
-                p.produce(self.topic, value=value.encode(), partition=part, on_delivery=self._done(op, fatal))
-            except BufferError:
-                p.poll(0.1)
-                continue
-            p.poll(1.0 / self.rate)  # pacing: serves delivery reports while it waits
-        left = p.flush(OP_TIMEOUT)
-        if left:
-            p.purge()
-            p.flush(5)  # purged messages get their (failed) delivery reports: recorded as unknown
+        try:
+            while not self.halt.is_set() and not fatal.is_set():
+                seq += 1
+                part = self.rng.randrange(self.partitions)
+                value = f"{self.proc}-{inc}-{seq}"
+                op = {"f": "send", "proc": self.proc, "inc": inc, "seq": seq, "topic": self.topic,
+                      "partition": part, "value": value, "t0": time.monotonic()}
+                try:
+                    p.produce(self.topic, value=value.encode(), partition=part, on_delivery=self._done(op, fatal))
+                except BufferError:
+                    p.poll(0.1)
+                    continue
+                p.poll(1.0 / self.rate)  # pacing: serves delivery reports while it waits
+        except KafkaException as exc:  # a fatal producer error surfaces from poll() too
+            self.note("poll", _kafka_error(exc) or exc)
+        _finish(p)
 
     def _done(self, op: dict[str, Any], fatal: threading.Event) -> Any:
         def cb(err: KafkaError | None, msg: Any) -> None:
@@ -154,12 +164,16 @@ class Feeder(Worker):
         while not self.halt.is_set():
             try:
                 p.produce(self.topic, value=b"in-%d" % self.next, partition=self.next % self.partitions)
+                self.next += 1
+                p.poll(1.0 / self.rate)  # pacing
             except BufferError:
                 p.poll(0.1)
-                continue
-            self.next += 1
-            p.poll(1.0 / self.rate)  # pacing
-        p.flush(OP_TIMEOUT)
+            except KafkaException as exc:  # fatal: a new producer carries on with the next values
+                self.note("feed", _kafka_error(exc) or exc)
+                _finish(p)
+                p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
+                              "linger.ms": 5, "message.timeout.ms": 60_000, **QUIET})
+        _finish(p)
 
 
 class TxnProducer(Worker):
@@ -184,8 +198,7 @@ class TxnProducer(Worker):
                 seq += 1
                 if not self._transaction(p, inc, seq):
                     break  # outcome unknown or fatal: a new incarnation fences this one
-                p.poll(0.02)
-            p.purge()
+            _finish(p)
 
     def _producer(self) -> Producer | None:
         p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.tid,
