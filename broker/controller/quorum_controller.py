@@ -41,7 +41,7 @@ from protocol.messages.metadata_records import (
     frame_batch,
 )
 
-from ..metadata.image import MetadataImage, TopicInfo
+from ..metadata.image import NO_LEADER, MetadataImage, TopicInfo
 from . import reassignment
 from .placement import check_assignment, elect, initial_state, led_by, move_leadership, place
 
@@ -97,7 +97,8 @@ class QuorumController:
         the crash (Kafka's unclean shutdown, KIP-966): the same entry takes it out of every ISR and
         moves its leaderships to in-sync replicas, as fencing would. Otherwise a broker restarted
         within the session timeout came back leading at the old epoch with its shorter log, and its
-        followers truncated acknowledged writes to match it."""
+        followers truncated acknowledged writes to match it. A partition only it can lead keeps its
+        leader and epoch: no replica could do better."""
         epoch = max([b.epoch for b in self.image.brokers] + [self._next_broker_epoch or 0]) + 1
         self._next_broker_epoch = epoch
         self._heard[broker_id] = now_ms
@@ -105,7 +106,9 @@ class QuorumController:
             broker_id=broker_id, incarnation_id=incarnation_id, broker_epoch=epoch,  # type: ignore[arg-type]
             end_points=[BrokerEndpoint(name=n, host=h, port=p, security_protocol=PLAINTEXT) for n, h, p in listeners],
             rack=rack, fenced=True)
-        return self._with_moves([frame(record, REGISTER_BROKER_RECORD_VERSION)], {broker_id}), epoch
+        # A partition it alone can lead keeps its leader and epoch (a single node restarts as it was).
+        moves = [c for c in move_leadership(self.image, {broker_id}) if c.leader != NO_LEADER]
+        return frame_batch([frame(record, REGISTER_BROKER_RECORD_VERSION)] + [frame(c) for c in moves]), epoch
 
     def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int, want_fence: bool,
                   want_shut_down: bool, now_ms: int) -> tuple[int, bytes | None, bool, bool, bool]:

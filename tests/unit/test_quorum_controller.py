@@ -225,6 +225,28 @@ def test_fencing_moves_leadership_to_the_isr_or_leaves_the_partition_leaderless(
     assert p0.leader == 2 and p0.leader_epoch == 3
 
 
+def test_a_restarted_broker_registering_again_gives_up_what_others_can_lead() -> None:
+    """Its log may have lost a torn tail: partitions with another in-sync replica move there (a new
+    leader epoch) and it leaves their ISRs; a partition only it can lead keeps leader and epoch."""
+    c = _cluster(3)
+    _commit(c, c.create_topic("t", 2, 3, {}, assignments=[[1, 2, 3], [1, 2, 3]])[0])
+    t = c.image.topics["t"]
+    b1 = c.image.broker(1)
+    assert b1 is not None
+    err, entry = c.alter_partition(1, b1.epoch, t.topic_id, 0, 0, 0, [1, 2, 3])
+    assert err == 0
+    _commit(c, entry)
+    err, entry = c.alter_partition(1, b1.epoch, t.topic_id, 1, 0, 0, [1])
+    assert err == 0
+    _commit(c, entry)
+    entry, epoch = c.register_broker(1, uuid.uuid4(), LISTENERS, None, 30_000)  # back before its session ended
+    _commit(c, entry)
+    p0, p1 = c.image.topics["t"].partitions
+    assert c.image.broker(1).fenced and c.image.broker(1).epoch == epoch  # type: ignore[union-attr]
+    assert (p0.leader, sorted(p0.isr), p0.leader_epoch) == (2, [2, 3], 1)
+    assert (p1.leader, p1.isr, p1.leader_epoch) == (1, (1,), 0)
+
+
 def test_controlled_shutdown_moves_leadership_first_then_lets_the_broker_go() -> None:
     c = _cluster(2)
     _commit(c, c.create_topic("t", 1, 2, {}, assignments=[[1, 2]])[0])
