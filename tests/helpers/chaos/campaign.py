@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -292,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated fault kinds")
     ap.add_argument("--broken", default=None, help="KETCH_TEST_BREAK guarantee to break (checker self-test)")
     args = ap.parse_args(argv)
+    # SIGTERM unwinds like Ctrl-C, so the brokers, the workload and the namespaces are cleaned up.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(3), "big")
     directory = Path(args.dir) / f"seed-{seed}"
     result = run_campaign(directory, seconds=args.seconds, seed=seed, kinds=args.kinds.split(","),
