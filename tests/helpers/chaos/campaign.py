@@ -228,13 +228,23 @@ def run_campaign(
             except AssertionError as exc:  # a broker that died on its own: reported, not hidden
                 (directory / "cluster-errors.txt").write_text(str(exc))
     report = checker.check(checker.load(history))
-    result = Result(seed, directory, report, cycles, rc, time.monotonic() - t_start)
+    result = Result(seed, directory, report, cycles, rc, time.monotonic() - t_start, _workload_end(history))
     (directory / "report.json").write_text(json.dumps({"summary": result.summary(),
                                                        "cycles": [c.to_json() for c in cycles],
                                                        "check": report.to_json()}, indent=1))
     (directory / "report.md").write_text(render(result))
     say(f"done: {len(cycles)} fault cycles, anomalies {result.summary()['anomalies'] or 'none'}")
     return result
+
+
+def _workload_end(history: Path) -> dict[str, Any]:
+    """What the workload's closing note says about its clients (errors seen, hung copiers restarted)."""
+    end: dict[str, Any] = {}
+    with history.open() as f:
+        for line in f:
+            if line.startswith('{"f":"note","what":"end"'):
+                end = json.loads(line)
+    return {"copier_restarts": end.get("copier_restarts"), "client_errors": end.get("errors")}
 
 
 def _started(history: Path) -> bool:
@@ -277,7 +287,9 @@ def render(result: Result) -> str:
              f"- faults: {s['faults_by_kind']}",
              f"- operations: {s['counts']}",
              f"- anomalies: {s['anomalies'] or 'none'}",
-             f"- faults after which the cluster never served again: {len(s['unrecovered'])}", "",
+             f"- faults after which the cluster never served again: {len(s['unrecovered'])}",
+             f"- hung copier clients restarted by the workload: {s.get('copier_restarts')}",
+             f"- client errors seen (and handled) by the workload: {s.get('client_errors')}", "",
              "| fault | cycles | median recovery s | max recovery s |", "|---|---|---|---|"]
     for k, v in s["recovery_s_by_kind"].items():
         lines.append(f"| {k} | {v['n']} | {v['median']} | {v['max']} |")

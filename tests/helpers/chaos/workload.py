@@ -19,8 +19,10 @@ Two workloads run at once:
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import random
+import signal
 import sys
 import threading
 import time
@@ -321,6 +323,83 @@ class Poller(Worker):
             c.close()
 
 
+class Copier:
+    """One copier application: a TxnPipeline, restarted like a supervised process when it hangs.
+
+    A client call that never returns (librdkafka's send_offsets_to_transaction can block past its
+    timeout once the broker it cached as group coordinator was dropped, the bug soak.py describes)
+    would stall the copier for the rest of the campaign. After ``HUNG_S`` without any progress the
+    instance is abandoned — its threads' stacks go to the log — and a new one with the same
+    transactional.id and group takes over: its init_transactions fences the old one, as a restarted
+    application's would. Outcomes of every instance's transactions count."""
+
+    HUNG_S = 120.0
+
+    def __init__(self, name: str, number: int, parts: list[int], args: argparse.Namespace, say: Any) -> None:
+        self.name, self.number, self.parts, self.args, self.say = name, number, parts, args, say
+        self.instances: list[TxnPipeline] = []
+        self.restarts = 0
+        self._progress: tuple[int, ...] = ()
+        self._since = time.monotonic()
+        self._spawn()
+
+    def _spawn(self) -> None:
+        a = self.args
+        old = self.instances[-1] if self.instances else None
+        c = TxnPipeline(a.bootstrap, a.copier_input, a.copier_output,
+                        dict(old.ends) if old else {p: 1 << 62 for p in self.parts},  # real ends: at drain
+                        seed=a.seed + self.number + 7919 * len(self.instances),
+                        deadline=time.monotonic() + 10 * 3600, max_txns=10**9,
+                        producer_conf={"transaction.timeout.ms": a.txn_timeout_ms})
+        c.txn_no = self.number * TXN_NO_STRIDE + len(self.instances) * (TXN_NO_STRIDE // 10)
+        if old is not None:
+            c.tid, c.group = old.tid, old.group
+        self.instances.append(c)
+        self._since = time.monotonic()
+        c.start()
+
+    @property
+    def current(self) -> TxnPipeline:
+        return self.instances[-1]
+
+    def watch(self) -> None:
+        c = self.current
+        progress = (c.txn_no, c.rewinds, c.producers_created, c.consumers_created, c.processed)
+        if progress != self._progress:
+            self._progress, self._since = progress, time.monotonic()
+        elif c.is_alive() and not self.finished() and time.monotonic() - self._since > self.HUNG_S:
+            self.say(f"copier {self.name} made no progress for {self.HUNG_S:.0f}s: {c.summary()}; "
+                     "abandoning it; every thread's stack:")
+            faulthandler.dump_traceback(all_threads=True)
+            c.stop()
+            self.restarts += 1
+            self._spawn()
+
+    def set_ends(self, ends: dict[int, int]) -> None:
+        for c in self.instances:
+            c.ends = {p: ends[p] for p in self.parts}
+
+    def finished(self) -> bool:
+        c = self.current
+        return all(c.committed_offsets.get(p, 0) >= end for p, end in c.ends.items())
+
+    def stop(self) -> None:
+        for c in self.instances:
+            c.stop()
+        self.current.join(OP_TIMEOUT * 3)
+
+    def crashed(self) -> str | None:
+        return next((c.crashed for c in self.instances if c.crashed), None)
+
+    def outcomes(self) -> dict[str, list[int]]:
+        return {k: sorted({n for c in self.instances for n in getattr(c, attr)})
+                for k, attr in (("committed", "committed_txns"), ("aborted", "aborted_txns"),
+                                ("unknown", "unknown_txns"))}
+
+    def summary(self) -> str:
+        return f"{self.restarts} restarts; " + " | ".join(c.summary() for c in self.instances)
+
+
 # ------------------------------------------------------------------------------------ final reads
 
 
@@ -399,7 +478,12 @@ def settled_offsets(bootstrap: str, topic: str, partitions: int, txn_timeout_ms:
 # ------------------------------------------------------------------------------------------ main
 
 
+def say(msg: str) -> None:
+    print(f"[workload {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
 def run(args: argparse.Namespace) -> int:
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1`: where is every thread?
     history = History(Path(args.history))
     bs, P = args.bootstrap, args.partitions
     prefill(bs, args.copier_input, args.copier_values, P)
@@ -418,29 +502,20 @@ def run(args: argparse.Namespace) -> int:
         Poller("c-ru", history, bs, args.seed, args.topic, P, "read_uncommitted"),
         Poller("verifier", history, bs, args.seed, args.copier_output, P, "read_committed"),
     ]
-    half = P // 2
-    copiers = []
-    for i, parts in enumerate((range(half), range(half, P)), start=1):
-        # Ends out of reach while input keeps arriving; the drain sets the real ones.
-        c = TxnPipeline(bs, args.copier_input, args.copier_output, {p: 1 << 62 for p in parts},
-                        seed=args.seed + i, deadline=time.monotonic() + 10 * 3600, max_txns=10**9,
-                        producer_conf={"transaction.timeout.ms": args.txn_timeout_ms})
-        c.txn_no = i * TXN_NO_STRIDE
-        copiers.append((f"c{i}", list(parts), c))
     for w in [*mixed, feeder, *pollers]:
         w.start()
-    for _, _, c in copiers:
-        c.start()
+    half = P // 2
+    copiers = [Copier(f"c{i}", i, list(parts), args, say)
+               for i, parts in enumerate((range(half), range(half, P)), start=1)]
     history.write({"f": "note", "what": "started", "t": time.monotonic()})
-
-    def say(msg: str) -> None:
-        print(f"[workload {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
     stop = Path(args.stop)
     while not stop.exists():
         time.sleep(0.2)  # the campaign's stop file is polled; nothing else waits on this
-        bugs = [w.crashed for w in [*mixed, feeder, *pollers] if w.crashed] + [c.crashed for _, _, c in copiers if c.crashed]
-        if bugs:
+        for c in copiers:
+            c.watch()
+        bugs = [w.crashed for w in [*mixed, feeder, *pollers] if w.crashed] + [c.crashed() for c in copiers]
+        if any(bugs):
             sys.stderr.write("workload bug:\n" + "\n".join(b for b in bugs if b))
             return 3
     drain_deadline = time.monotonic() + args.drain_seconds
@@ -453,13 +528,17 @@ def run(args: argparse.Namespace) -> int:
     source = final_read(bs, args.copier_input, P, "read_uncommitted", 120)
     history.write(source)
     input_ends = {int(p): e for p, e in source["ends"].items()}
-    for _, parts, c in copiers:
-        c.ends = {p: input_ends[p] for p in parts}
-        while c.is_alive() and time.monotonic() < drain_deadline and not all(
-                c.committed_offsets.get(p, 0) >= input_ends[p] for p in parts):
-            c.join(0.5)
+    for c in copiers:
+        c.set_ends(input_ends)
+    while time.monotonic() < drain_deadline and not all(c.finished() for c in copiers):
+        time.sleep(0.5)  # progress is polled; the watchdog restarts a hung copier
+        for c in copiers:
+            c.watch()
+    for c in copiers:
+        if not c.finished():
+            say(f"copier {c.name} did not finish its input in time: {c.summary()}; every thread's stack:")
+            faulthandler.dump_traceback(all_threads=True)
         c.stop()
-        c.join(OP_TIMEOUT * 3)
     say("copiers done")
     for w in pollers:
         w.halt.set()
@@ -474,12 +553,10 @@ def run(args: argparse.Namespace) -> int:
     for iso in ("read_committed", "read_uncommitted"):
         history.write(final_read(bs, args.topic, P, iso, 120))
     history.write(final_read(bs, args.copier_output, P, "read_committed", 120))
-    for name, parts, c in copiers:
-        history.write({"f": "copier", "pipeline": name, "input_topic": args.copier_input,
+    for c in copiers:
+        history.write({"f": "copier", "pipeline": c.name, "input_topic": args.copier_input,
                        "output_topic": args.copier_output,
-                       "input": [v for p, _, v in source["recs"] if p in parts],
-                       "committed": sorted(c.committed_txns), "aborted": sorted(c.aborted_txns),
-                       "unknown": sorted(c.unknown_txns)})
+                       "input": [v for p, _, v in source["recs"] if p in c.parts], **c.outcomes()})
     try:
         hanging = find_hanging(bs.split(",")[0])
     except AssertionError as exc:
@@ -488,10 +565,11 @@ def run(args: argparse.Namespace) -> int:
     workers = [*mixed, feeder, *pollers]
     history.write({"f": "note", "what": "end", "errors": {w.proc: w.errors for w in workers},
                    "txn": {w.proc: [w.commits, w.aborts, w.unknown] for w in mixed if isinstance(w, TxnProducer)},
-                   "copiers": {name: c.summary() for name, _, c in copiers}})
+                   "copiers": {c.name: c.summary() for c in copiers},
+                   "copier_restarts": {c.name: c.restarts for c in copiers}})
     history.close()
-    bugs = [w.crashed for w in workers if w.crashed] + [c.crashed for _, _, c in copiers if c.crashed]
-    if bugs:
+    bugs = [w.crashed for w in workers if w.crashed] + [c.crashed() for c in copiers]
+    if any(bugs):
         sys.stderr.write("workload bug:\n" + "\n".join(b for b in bugs if b))
         return 3
     return 0
