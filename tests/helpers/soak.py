@@ -149,6 +149,24 @@ def parse_out(value: bytes) -> tuple[int, bytes]:
     return int(head[1:]), body
 
 
+def commit(producer: Producer, timeout: float, on_retry: Any = None, attempts: int = 3) -> None:
+    """commit_transaction, called again (bounded) after a retriable error, as the client's
+    documentation asks; anything else, or the last attempt's error, is raised."""
+    for attempt in range(attempts):
+        try:
+            producer.commit_transaction(timeout)
+            return
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if attempt < attempts - 1 and isinstance(err, KafkaError) and err.retriable() and not (
+                err.fatal() or err.txn_requires_abort()
+            ):
+                if on_retry is not None:
+                    on_retry(exc)
+                continue
+            raise
+
+
 class TxnPipeline(threading.Thread):
     """Reads ``src`` (manual assignment, read_committed), writes ``out-`` copies to ``dst`` in
     transactions that also carry the consumer offsets, and aborts a random third of them on purpose.
@@ -358,18 +376,7 @@ class TxnPipeline(threading.Thread):
                 producer.poll(0.05)
 
     def _commit(self, producer: Producer) -> None:
-        for attempt in range(3):
-            try:
-                producer.commit_transaction(OP_TIMEOUT)
-                return
-            except KafkaException as exc:
-                err = exc.args[0]
-                if attempt < 2 and isinstance(err, KafkaError) and err.retriable() and not (
-                    err.fatal() or err.txn_requires_abort()
-                ):
-                    self._note("commit-retry", exc)
-                    continue
-                raise
+        commit(producer, OP_TIMEOUT, lambda exc: self._note("commit-retry", exc))
 
     def _recover(self, stage: str, exc: KafkaException, no: int) -> None:
         err = self._note(stage, exc)

@@ -33,7 +33,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from ..confluent import QUIET
-from ..soak import TxnPipeline, find_hanging, prefill
+from ..soak import TxnPipeline, commit, find_hanging, prefill
 
 OP_TIMEOUT = 30.0
 TXN_NO_STRIDE = 1_000_000  # copier i numbers its transactions from i * stride: unique across copiers
@@ -76,6 +76,13 @@ class Worker(threading.Thread):
             self.crashed = traceback.format_exc()
 
     def body(self) -> None:
+        """Incarnation after incarnation: a client broken beyond repair is replaced by a new one."""
+        inc = 0
+        while not self.halt.is_set():
+            inc += 1
+            self._incarnation(inc)
+
+    def _incarnation(self, inc: int) -> None:
         raise NotImplementedError
 
     def note(self, where: str, err: object) -> None:
@@ -106,12 +113,6 @@ class PlainProducer(Worker):
                  partitions: int, rate: float) -> None:
         super().__init__(name, history, bootstrap, seed)
         self.topic, self.partitions, self.rate = topic, partitions, rate
-
-    def body(self) -> None:
-        inc = 0
-        while not self.halt.is_set():
-            inc += 1
-            self._incarnation(inc)
 
     def _incarnation(self, inc: int) -> None:
         p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
@@ -234,7 +235,7 @@ class TxnProducer(Worker):
                 op["outcome"] = "abort"
                 self.aborts += 1
             else:
-                self._commit(p)
+                commit(p, OP_TIMEOUT)
                 op["outcome"] = "commit"
                 self.commits += 1
         except KafkaException as exc:
@@ -252,17 +253,6 @@ class TxnProducer(Worker):
         op["t1"] = time.monotonic()
         self.history.write(op)
         return keep
-
-    def _commit(self, p: Producer) -> None:
-        for attempt in range(3):
-            try:
-                p.commit_transaction(OP_TIMEOUT)
-                return
-            except KafkaException as exc:
-                err = _kafka_error(exc)
-                if attempt < 2 and err is not None and err.retriable() and not (err.fatal() or err.txn_requires_abort()):
-                    continue
-                raise
 
     @staticmethod
     def _delivered(send: dict[str, Any]) -> Any:
@@ -284,12 +274,6 @@ class Poller(Worker):
         super().__init__(name, history, bootstrap, seed)
         self.topic, self.partitions, self.isolation = topic, partitions, isolation
         self.records = 0
-
-    def body(self) -> None:
-        inc = 0
-        while not self.halt.is_set():
-            inc += 1
-            self._incarnation(inc)
 
     def _incarnation(self, inc: int) -> None:
         c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"chaos-{self.proc}",
