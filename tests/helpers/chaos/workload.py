@@ -106,6 +106,16 @@ def _finish(p: Producer) -> None:
             continue
 
 
+def _pace(p: Producer, due: float, rate: float) -> float:
+    """Serve delivery reports until the next send is due, `rate` sends a second on a monotonic
+    schedule (poll() returns early whenever a report arrives, so one poll per send is no pacing).
+    Returns the next due time; a producer that fell behind catches up by at most a second's sends."""
+    due = max(due + 1.0 / rate, time.monotonic() - 1.0)
+    while (wait := due - time.monotonic()) > 0:
+        p.poll(wait)
+    return due
+
+
 class PlainProducer(Worker):
     """Idempotent, acks=all, paced sends of unique values; a fatal error starts a new incarnation."""
 
@@ -119,6 +129,7 @@ class PlainProducer(Worker):
                       "linger.ms": 5, "message.timeout.ms": 60_000, **QUIET})
         fatal = threading.Event()
         seq = 0
+        due = time.monotonic()
         try:
             while not self.halt.is_set() and not fatal.is_set():
                 seq += 1
@@ -131,7 +142,7 @@ class PlainProducer(Worker):
                 except BufferError:
                     p.poll(0.1)
                     continue
-                p.poll(1.0 / self.rate)  # pacing: serves delivery reports while it waits
+                due = _pace(p, due, self.rate)
         except KafkaException as exc:  # a fatal producer error surfaces from poll() too
             self.note("poll", _kafka_error(exc) or exc)
         _finish(p)
@@ -164,11 +175,12 @@ class Feeder(Worker):
     def body(self) -> None:
         p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
                       "linger.ms": 5, "message.timeout.ms": 60_000, **QUIET})
+        due = time.monotonic()
         while not self.halt.is_set():
             try:
                 p.produce(self.topic, value=b"in-%d" % self.next, partition=self.next % self.partitions)
                 self.next += 1
-                p.poll(1.0 / self.rate)  # pacing
+                due = _pace(p, due, self.rate)
             except BufferError:
                 p.poll(0.1)
             except KafkaException as exc:  # fatal: a new producer carries on with the next values
