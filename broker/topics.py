@@ -233,9 +233,10 @@ class TopicTable:
         self._changed = asyncio.Event()
 
     def _lead_or_follow(self, part: Partition, p: PartitionInfo) -> None:
-        leads = p.leader == self.cfg.node_id and self.may_lead
-        leader = p.leader if leads or p.leader != self.cfg.node_id else NO_LEADER
-        a = Assignment(p.replicas, frozenset(p.isr), leader, p.leader_epoch, p.partition_epoch)
+        mine = p.leader == self.cfg.node_id
+        leads = mine and self.may_lead
+        a = Assignment(p.replicas, frozenset(p.isr), NO_LEADER if mine and not leads else p.leader,
+                       p.leader_epoch, p.partition_epoch)
         if leads:
             part.become_leader(a)
         else:

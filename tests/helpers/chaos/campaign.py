@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import signal
 import statistics
@@ -168,7 +169,7 @@ def run_campaign(
     if broken:
         env["KETCH_TEST_BREAK"] = broken
     schedule = iter(Schedule(seed, kinds, [1, 2, 3], PARTITIONS, hold))
-    gaps = Schedule(seed + 1, kinds, [1, 2, 3], PARTITIONS, gap).rng
+    gaps = random.Random(seed + 1)  # the pauses between faults: a stream of their own
     cycles: list[Cycle] = []
     t_start = time.monotonic()
     with Net([1, 2, 3]) as net:
@@ -212,7 +213,7 @@ def run_campaign(
                     f"{'NEVER' if cycle.recovery_s is None else f'{cycle.recovery_s:.1f}s'}")
                 _append(directory / "nemesis.jsonl", cycle.to_json())
                 _hold(cluster, round(gaps.uniform(*gap), 2))
-            nemesis.heal_all()
+            nemesis.heal()
             prober.recovery(RECOVERY_TIMEOUT)
             prober.close()
             stop.touch()

@@ -85,7 +85,10 @@ class Cycle:
     recovery_s: float | None = None  # heal -> produce and read_committed consume work again
 
     def to_json(self) -> dict[str, Any]:
+        # Times are time.monotonic(), the clock the workload's history uses: faults line up with ops.
         return {"n": self.n, "kind": self.fault.kind, "target": self.target, "hold_s": self.fault.hold,
+                "t_started": round(self.started, 3),
+                "t_healed": None if self.healed is None else round(self.healed, 3),
                 "recovery_s": None if self.recovery_s is None else round(self.recovery_s, 2),
                 **self.detail}
 
@@ -132,26 +135,17 @@ class Nemesis:
             self.net.slow(target, 512)
         return cycle
 
-    def heal(self, cycle: Cycle) -> None:
-        """Undo the fault: restart what was killed, wake what was paused, clear the network."""
-        b = self.cluster[cycle.target]
-        if b.paused:
-            self.cluster.resume(cycle.target)
+    def heal(self, cycle: Cycle | None = None) -> None:
+        """Undo any fault: clear the network, wake what was paused, restart what was killed."""
         self.net.heal()
-        if not b.is_running():
-            b.kill()  # reap
-            b.start(timeout=90)
-        cycle.healed = time.monotonic()
-
-    def heal_all(self) -> None:
-        self.net.heal()
-        for n in self.cluster.node_ids:
-            b = self.cluster[n]
+        for b in self.cluster:
             if b.paused:
                 b.resume()
             if not b.is_running():
-                b.kill()
+                b.kill()  # reap
                 b.start(timeout=90)
+        if cycle is not None:
+            cycle.healed = time.monotonic()
 
     def _tear(self, node: int, f: Fault) -> dict[str, Any]:
         """What a crash in the middle of a write leaves: the last batch cut short, or a few bytes of

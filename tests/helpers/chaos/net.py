@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
+import shutil
 import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -49,7 +50,7 @@ def available() -> str | None:
     if os.geteuid() != 0:
         return "the chaos suite needs root (ip netns, iptables)"
     for tool in ("ip", "iptables", "tc"):
-        if subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True).returncode != 0:
+        if shutil.which(tool) is None:
             return f"{tool} is not installed (apt-get install iproute2 iptables)"
     return None
 
