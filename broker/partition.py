@@ -287,9 +287,11 @@ class Partition:
         be one of ours and its fetch offset must not pass where that epoch ends here."""
         if last_fetched_epoch < 0:
             return None
-        epoch, end = self.log.end_offset_for_epoch(last_fetched_epoch)
-        if epoch < 0:  # an epoch older than anything here: nothing past our log start is shared
-            return None if fetch_offset <= self.log.log_start_offset else (last_fetched_epoch, self.log.log_start_offset)
+        # Our history with the epoch we lead in: a follower's last epoch that we never wrote
+        # under ends where the next one of ours starts, not at our log start.
+        epoch, end = self.end_offset_for_epoch(last_fetched_epoch)
+        if epoch < 0:  # newer than the epoch we lead in: its fetch is fenced before it gets here
+            return None
         if epoch != last_fetched_epoch or end < fetch_offset:
             return epoch, end
         return None

@@ -66,3 +66,30 @@ def test_a_history_of_several_epochs(tmp_path: Path) -> None:
         assert again.end_offset_for_epoch(2) == (2, 5)
     finally:
         again.log.close()
+
+
+def test_a_follower_ahead_in_an_epoch_the_leader_never_wrote_keeps_what_both_share(tmp_path: Path) -> None:
+    """The chaos campaign's seed 20261125: a deposed leader that wrote under epoch 6 fetched from
+    the epoch-7 leader, whose log holds nothing of epoch 6 and nothing yet of 7. The leader must
+    answer from its history plus the epoch it leads in (epoch 5 ends at its log end), not with
+    its log start: a follower told (6, 0) truncated its whole log and fetched it all again."""
+    leader = Partition.open(tmp_path / "l", "t", 0, LogConfig(), 1, ManualClock(1_000).now_ms)
+    follower = Partition.open(tmp_path / "f", "t", 0, LogConfig(), 2, ManualClock(1_000).now_ms)
+    try:
+        for p in (leader, follower):
+            for epoch, n in ((0, 3), (2, 2), (5, 4)):
+                _lead(p, epoch)
+                p.append(_batch(n), AppendOrigin.CLIENT)
+        _lead(follower, 6)
+        follower.append(_batch(3), AppendOrigin.CLIENT)  # never replicated
+        leader.become_leader(Assignment((1, 2), frozenset({1}), 1, 7, 1))
+        follower.become_follower(Assignment((1, 2), frozenset({1}), 1, 7, 1))
+        assert follower.log.log_end_offset == 12 and follower.log.latest_epoch == 6
+
+        div = leader.diverging(follower.log.log_end_offset, follower.log.latest_epoch)
+        assert div == (5, 9)
+        assert follower.truncate_to_divergence(*div) == 9
+        assert leader.diverging(follower.log.log_end_offset, follower.log.latest_epoch) is None
+    finally:
+        leader.log.close()
+        follower.log.close()
