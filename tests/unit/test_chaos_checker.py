@@ -83,7 +83,8 @@ def clean() -> History:
     h.add("final_cout", f="final-read", iso="read_committed", topic="cout", complete=True, ends={"0": 7},
           recs=[[0, 0, f"t{C_OK}|in-0"], [0, 1, f"t{C_OK}|in-1"], [0, 5, f"t{C_OK2}|in-2"]])
     h.add("copier", f="copier", pipeline="c1", input_topic="cin", output_topic="cout",
-          input=["in-0", "in-1", "in-2"], committed=[C_OK, C_OK2], aborted=[C_ABORTED], unknown=[], done=True)
+          input=[[0, 0, "in-0"], [0, 1, "in-1"], [0, 2, "in-2"]], group_offsets={"0": 3},
+          committed=[C_OK, C_OK2], aborted=[C_ABORTED], unknown=[])
     h.add("hanging", f="hanging", txns=[])
     h.add("end", f="note", what="end")
     return h
@@ -303,6 +304,27 @@ def test_copier_lost(tmp_path: Path) -> None:
     report = h.check(tmp_path)
     assert only(report, "copier-lost") == [(h.line["copier"], h.line["final_cout"])]
     assert "'in-2'" in report.anomalies["copier-lost"][0].explanation
+
+
+def test_an_unfinished_copier_is_judged_up_to_its_groups_offset(tmp_path: Path) -> None:
+    h = clean()
+    drop(h["final_cout"]["recs"], f"t{C_OK2}|in-2")
+    h["copier"]["group_offsets"] = {"0": 2}  # it never copied in-2: not lost, unfinished
+    report = h.check(tmp_path)
+    assert only(report, "incomplete-history") == [(h.line["copier"],)]
+    assert "did not finish" in report.anomalies["incomplete-history"][0].explanation
+    h["copier"]["group_offsets"] = {"0": 1}  # in-1 is copied, yet its offset was never committed
+    report = h.check(tmp_path)
+    assert sorted(report.anomalies) == ["copier-duplicate", "incomplete-history"]
+    assert [a.lines for a in report.anomalies["copier-duplicate"]] == [(h.line["copier"], h.line["final_cout"])]
+    assert "would copy it again" in report.anomalies["copier-duplicate"][0].explanation
+
+
+def test_a_copier_line_without_group_offsets_is_refused(tmp_path: Path) -> None:
+    h = clean()
+    h["copier"]["group_offsets"] = {"1": 3}
+    with pytest.raises(HistoryError, match="group_offsets"):
+        load(h.write(tmp_path / "h.jsonl"))
 
 
 def test_copier_duplicate_in_the_final_read(tmp_path: Path) -> None:

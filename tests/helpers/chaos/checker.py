@@ -23,9 +23,12 @@ not know (``meta`` aside, e.g. ``nemesis`` or ``note``) are carried along and ot
   ``recs``, ``ends`` (partition -> high watermark) and ``complete``.
 * ``offsets``: ``topic``, ``partition``, ``hw``, ``lso`` once transactions had time to time out.
 * ``hanging``: ``txns``, what find-hanging reported.
-* ``copier``: one consume-transform-produce pipeline: ``output_topic``, ``input`` (the values it
-  must copy exactly once), ``committed``/``aborted``/``unknown`` transaction numbers; it writes
-  ``t<txn>|<input value>``. Polls of its output topic are its verifier.
+* ``copier``: one consume-transform-produce pipeline: ``output_topic``, ``input`` (its input
+  partitions as read after the faults, ``[[partition, offset, value]]``), ``group_offsets``
+  (partition -> the offset its consumer group committed, as the broker answered at the end: input
+  below it must be in the output exactly once, input from it on not at all),
+  ``committed``/``aborted``/``unknown`` transaction numbers; it writes ``t<txn>|<input value>``.
+  Polls of its output topic are its verifier.
 
 Values are unique per topic, so a value identifies the operation that wrote it. Every timestamp
 comes from one process's time.monotonic(), so times of different operations compare.
@@ -79,9 +82,11 @@ ANOMALIES: dict[str, str] = {
     "int-poll-skip": "as poll-skip, within one poll",
     "hanging-txn": "after healing and the transaction timeout, a partition's last stable offset was below its "
     "high watermark, or find-hanging reported an open transaction",
-    "copier-lost": "a copier input value is missing from the committed output (read_committed final-read)",
+    "copier-lost": "a copier input value below its group's committed offset is missing from the committed "
+    "output (read_committed final-read)",
     "copier-duplicate": "a copier input value appears more than once in the committed output, or twice to one "
-    "read_committed verifier incarnation",
+    "read_committed verifier incarnation, or in the output at or past its group's committed offset (a "
+    "restarted copier would copy it again)",
     "incomplete-history": "something a check needs (a final-read, a copier line, an offset) is missing from "
     "the history, so that check could not be made",
 }
@@ -250,7 +255,7 @@ _FIELDS: dict[str, dict[str, Any]] = {
     "final-read": {"iso": (RC, RU), "topic": str, "recs": list, "complete": bool},
     "offsets": {"topic": str, "partition": _is_int, "hw": _is_int, "lso": _is_int},
     "hanging": {"txns": list},
-    "copier": {"output_topic": str, "input": list, "committed": list, "aborted": list},
+    "copier": {"output_topic": str, "input": list, "group_offsets": dict, "committed": list, "aborted": list},
 }
 
 
@@ -284,8 +289,14 @@ def _invalid(d: dict[str, Any]) -> str | None:
     if f == "final-read" and not (isinstance(d.get("ends", {}), dict)):
         return f"bad 'ends': {d.get('ends')!r}"
     if f == "copier":
-        if not all(isinstance(v, str) for v in d["input"]):
-            return "'input' must hold strings"
+        for r in d["input"]:
+            if not (isinstance(r, list) and len(r) == 3 and _is_int(r[0]) and _is_int(r[1])
+                    and isinstance(r[2], str)):
+                return f"bad input record {r!r}"
+        if not all(_is_int(o) for o in d["group_offsets"].values()):
+            return "'group_offsets' must hold offsets"
+        if {str(r[0]) for r in d["input"]} - set(d["group_offsets"]):
+            return "'group_offsets' lacks a partition of 'input'"
         for name in ("committed", "aborted", "unknown"):
             if not all(_is_int(v) for v in d.get(name, [])):
                 return f"{name!r} must hold transaction numbers"
@@ -503,7 +514,7 @@ class _Checker:
             self.copier_topics.add(topic)
             for i, no in enumerate(op.data["aborted"]):
                 self.copier_aborted[topic][no] = (op.line, i)
-            for i, v in enumerate(op.data["input"]):
+            for i, (_, _, v) in enumerate(op.data["input"]):
                 self.copier_of[topic].setdefault(v, (op.line, i))
 
     # ------------------------------------------------------------------------- positions and reads
@@ -720,30 +731,48 @@ class _Checker:
                     continue
                 spots.add((p, o))
                 copies[parsed[1]].append(i)
-            recs = final.op.data["recs"]
             for c in copiers:
-                name = c.data.get("pipeline", "?")
-                missing: list[int] = []
-                for j, v in enumerate(c.data["input"]):
-                    got = copies.get(v, [])
-                    if not got:
-                        missing.append(j)
-                    elif len(got) > 1:
-                        where = ", ".join(f"{recs[i][2].partition('|')[0]}@{recs[i][0]}/{recs[i][1]}" for i in got)
-                        self.report("copier-duplicate", f"copier {name}: input {v!r} is {len(got)} times in the "
-                                    f"read_committed final-read of {topic}: {where}",
-                                    [(c.line, j), *((final.op.line, i) for i in got)])
-                if not missing:
-                    continue
-                if not final.op.data["complete"]:
-                    self.report("incomplete-history", f"copier {name}: {len(missing)} input value(s) not in the "
-                                f"read_committed final-read of {topic}, which is incomplete: copier-lost not judged",
-                                [(c.line, j) for j in missing[:5]] + [(final.op.line, -1)])
-                    continue
-                undone = "" if c.data.get("done", True) else " (the pipeline did not report done)"
-                for j in missing:
-                    self.report("copier-lost", f"copier {name}: input {c.data['input'][j]!r} is missing from the "
-                                f"read_committed final-read of {topic}{undone}", [(c.line, j), (final.op.line, -1)])
+                self.check_copier(c, topic, final, copies)
+
+    def check_copier(self, c: Op, topic: str, final: _Final, copies: dict[str, list[int]]) -> None:
+        """Exactly once against the group's committed offsets: what a restarted copier would start
+        from. Input past them is not yet copied (an unfinished copier: reported, not judged)."""
+        name = c.data.get("pipeline", "?")
+        recs = final.op.data["recs"]
+        upto = {int(p): o for p, o in c.data["group_offsets"].items()}
+        missing: list[int] = []
+        pending: dict[int, list[int]] = defaultdict(list)  # partition -> input indices past the offset
+        for j, (p, o, v) in enumerate(c.data["input"]):
+            got = copies.get(v, [])
+            where = ", ".join(f"{recs[i][2].partition('|')[0]}@{recs[i][0]}/{recs[i][1]}" for i in got)
+            if o >= upto[p]:
+                pending[p].append(j)
+                if got:
+                    self.report("copier-duplicate", f"copier {name}: input {v!r} at {p}/{o} is in the "
+                                f"read_committed final-read of {topic} ({where}) but its group committed only "
+                                f"up to {p}/{upto[p]}: a restarted copier would copy it again",
+                                [(c.line, j), *((final.op.line, i) for i in got)])
+            elif not got:
+                missing.append(j)
+            elif len(got) > 1:
+                self.report("copier-duplicate", f"copier {name}: input {v!r} is {len(got)} times in the "
+                            f"read_committed final-read of {topic}: {where}",
+                            [(c.line, j), *((final.op.line, i) for i in got)])
+        for p, js in sorted(pending.items()):
+            self.report("incomplete-history", f"copier {name} did not finish: its group committed up to "
+                        f"{p}/{upto[p]}, {len(js)} input value(s) of partition {p} from there on are not "
+                        f"judged", [(c.line, j) for j in js[:5]])
+        if not missing:
+            return
+        if not final.op.data["complete"]:
+            self.report("incomplete-history", f"copier {name}: {len(missing)} input value(s) not in the "
+                        f"read_committed final-read of {topic}, which is incomplete: copier-lost not judged",
+                        [(c.line, j) for j in missing[:5]] + [(final.op.line, -1)])
+            return
+        for j in missing:
+            self.report("copier-lost", f"copier {name}: input {c.data['input'][j][2]!r} is missing from the "
+                        f"read_committed final-read of {topic}, though its group committed past it",
+                        [(c.line, j), (final.op.line, -1)])
 
     # ------------------------------------------------------------------------------ hanging, gaps
 

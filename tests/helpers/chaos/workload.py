@@ -419,6 +419,24 @@ def _marks(c: Consumer, topic: str, partitions: int, deadline: float) -> dict[in
     return out
 
 
+def group_offsets(bootstrap: str, group: str, topic: str, parts: list[int], timeout: float) -> dict[int, int]:
+    """The offsets `group` has committed on `parts` (-1 where none or not obtained): how far a
+    copier got, as the broker says, which is what its output must match exactly once."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed",
+                  "enable.auto.commit": False, **QUIET})
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                tps = c.committed([TopicPartition(topic, p) for p in parts], timeout=10)
+                return {tp.partition: (tp.offset if tp.offset >= 0 and tp.error is None else -1) for tp in tps}
+            except KafkaException:
+                if time.monotonic() > deadline:
+                    return {p: -1 for p in parts}
+    finally:
+        c.close()
+
+
 def final_read(bootstrap: str, topic: str, partitions: int, isolation: str, timeout: float) -> dict[str, Any]:
     """Everything in `topic` up to the high watermark, read by a fresh consumer from offset 0."""
     deadline = time.monotonic() + timeout
@@ -550,9 +568,11 @@ def run(args: argparse.Namespace) -> int:
         history.write(final_read(bs, args.topic, P, iso, 120))
     history.write(final_read(bs, args.copier_output, P, "read_committed", 120))
     for c in copiers:
+        reached = group_offsets(bs, c.current.group, args.copier_input, c.parts, 60)
         history.write({"f": "copier", "pipeline": c.name, "input_topic": args.copier_input,
                        "output_topic": args.copier_output,
-                       "input": [v for p, _, v in source["recs"] if p in c.parts], **c.outcomes()})
+                       "input": [r for r in source["recs"] if r[0] in c.parts],
+                       "group_offsets": {str(p): o for p, o in reached.items()}, **c.outcomes()})
     try:
         hanging = find_hanging(bs.split(",")[0])
     except AssertionError as exc:
