@@ -164,6 +164,35 @@ def test_duplicate(tmp_path: Path) -> None:
     assert only(h.check(tmp_path), "duplicate") == [(h.line["s1"], h.line["ru1"])]
 
 
+def _stored(h: History, p0: list[int], p1: list[int] | None) -> None:
+    """A batches line: the batch holding 0@0 and, if given, the one holding 1@1."""
+    parts = {"0": {"node": 1, "batches": [p0]}}
+    if p1 is not None:
+        parts["1"] = {"node": 2, "batches": [p1]}
+    h.add("batches", f="batches", topic="mixed", partitions=parts)
+
+
+def test_a_duplicate_under_two_producer_epochs_is_the_clients_resend(tmp_path: Path) -> None:
+    h = clean()
+    h["ru1"]["recs"].append([1, 1, "p1-0-1"])
+    _stored(h, [0, 0, 7, 0, 0], [1, 1, 7, 1, 0])  # producer 7, epochs 0 and 1
+    report = h.check(tmp_path)
+    assert report.ok and not report.anomalies
+    assert [a.lines for a in report.client["epoch-resend"]] == [(h.line["s1"], h.line["ru1"])]
+    assert "producer 7 epoch 0" in report.client["epoch-resend"][0].explanation
+    assert "client findings (not anomalies): epoch-resend 1" in report.render()
+
+
+def test_a_duplicate_under_one_producer_epoch_is_the_brokers(tmp_path: Path) -> None:
+    for p1 in ([1, 1, 7, 0, 0], [1, 1, 8, 1, 0], None):  # same epoch; another producer; batch unknown
+        h = clean()
+        h["ru1"]["recs"].append([1, 1, "p1-0-1"])
+        _stored(h, [0, 0, 7, 0, 0], p1)
+        report = h.check(tmp_path)
+        assert only(report, "duplicate") == [(h.line["s1"], h.line["ru1"])], p1
+        assert not report.client
+
+
 def test_aborted_read_by_a_read_committed_poll(tmp_path: Path) -> None:
     h = clean()
     h["rc2"]["recs"].insert(1, [0, 4, "t1-0-2-0"])

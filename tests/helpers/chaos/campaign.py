@@ -33,6 +33,7 @@ from confluent_kafka.admin import NewTopic
 from ..broker import REPO_ROOT
 from ..confluent import wait_visible
 from . import checker
+from .batches import batches_op
 from .cluster import NetCluster
 from .nemesis import KINDS, Cycle, Nemesis, Schedule
 from .net import CLIENT, Net
@@ -81,6 +82,7 @@ class Result:
             "workload_exit": self.workload_rc,
             "counts": rep.get("counts", {}),
             "anomalies": {k: len(v) for k, v in self.report.anomalies.items()},
+            "client_findings": {k: len(v) for k, v in self.report.client.items()},
             **self.extra,
         }
 
@@ -220,6 +222,8 @@ def run_campaign(
             say("faults over; workload draining")
             rc = _wait_exit(workload, 600)
             wl_log.close()
+            _append(history, batches_op("mixed", [(n, d) for n, b in cluster.brokers.items()
+                                                  for d in b.data_dir.glob("mixed-*")]))
         finally:
             if workload is not None and workload.poll() is None:
                 workload.kill()
@@ -288,6 +292,7 @@ def render(result: Result) -> str:
              f"- faults: {s['faults_by_kind']}",
              f"- operations: {s['counts']}",
              f"- anomalies: {s['anomalies'] or 'none'}",
+             f"- findings attributed to the client, not anomalies: {s['client_findings'] or 'none'}",
              f"- faults after which the cluster never served again: {len(s['unrecovered'])}",
              f"- hung copier clients restarted by the workload: {s.get('copier_restarts')}",
              f"- client errors seen (and handled) by the workload: {s.get('client_errors')}", "",

@@ -29,6 +29,9 @@ not know (``meta`` aside, e.g. ``nemesis`` or ``note``) are carried along and ot
   below it must be in the output exactly once, input from it on not at all),
   ``committed``/``aborted``/``unknown`` transaction numbers; it writes ``t<txn>|<input value>``.
   Polls of its output topic are its verifier.
+* ``batches``: who wrote each stored batch of ``topic`` (read from a replica's segment files after
+  the run): ``partitions`` -> partition -> ``{"node", "batches": [[base offset, last offset,
+  producer id, producer epoch, base sequence]]}`` — what tells a broker's duplicate from a client's.
 
 Values are unique per topic, so a value identifies the operation that wrote it. Every timestamp
 comes from one process's time.monotonic(), so times of different operations compare.
@@ -48,6 +51,7 @@ from typing import Any
 
 __all__ = [
     "ANOMALIES",
+    "CLIENT_FINDINGS",
     "Anomaly",
     "Evidence",
     "HistoryError",
@@ -89,6 +93,12 @@ ANOMALIES: dict[str, str] = {
     "restarted copier would copy it again)",
     "incomplete-history": "something a check needs (a final-read, a copier line, an offset) is missing from "
     "the history, so that check could not be made",
+}
+
+# Findings the history shows are the client's doing: reported, not counted as anomalies.
+CLIENT_FINDINGS: dict[str, str] = {
+    "epoch-resend": "one value at two positions, stored by one producer under two producer epochs: the client "
+    "re-sent a possibly stored batch after bumping its epoch (KIP-360), which no broker can recognise as a retry",
 }
 
 RC, RU = "read_committed", "read_uncommitted"
@@ -156,6 +166,7 @@ class Report:
     # "nemesis", ...), "send-ok"/"send-info", "txn-commit"/"txn-abort"/"txn-info", "txn-values",
     # "poll-records", "final-read-records" and "records-read" (the two together)
     counts: dict[str, int] = field(default_factory=dict)
+    client: dict[str, list[Anomaly]] = field(default_factory=dict)  # CLIENT_FINDINGS kinds
 
     @property
     def ok(self) -> bool:
@@ -174,6 +185,8 @@ class Report:
             "anomaly_counts": {k: len(v) for k, v in self.anomalies.items()},
             "anomalies": {k: [a.to_json() for a in v[:JSON_EXAMPLES]] for k, v in self.anomalies.items()},
             "definitions": {k: ANOMALIES[k] for k in self.anomalies},
+            "client_finding_counts": {k: len(v) for k, v in self.client.items()},
+            "client_findings": {k: [a.to_json() for a in v[:JSON_EXAMPLES]] for k, v in self.client.items()},
         }
 
     def render(self) -> str:
@@ -186,14 +199,16 @@ class Report:
                 lines.append(f"{title}: {_pairs(part)}")
         lines.append(f"reads: {c.get('poll', 0)} polls, {c.get('poll-records', 0)} records; "
                      f"{c.get('final-read', 0)} final-reads, {c.get('final-read-records', 0)} records")
+        if self.client:
+            lines.append(f"client findings (not anomalies): {_pairs({k: len(v) for k, v in self.client.items()})}")
         if self.ok:
             lines.append("anomalies: none")
-            return "\n".join(lines)
-        total = sum(len(v) for v in self.anomalies.values())
-        lines.append(f"anomalies: {total} ({_pairs({k: len(v) for k, v in self.anomalies.items()})})")
-        for kind, found in self.anomalies.items():
+        else:
+            total = sum(len(v) for v in self.anomalies.values())
+            lines.append(f"anomalies: {total} ({_pairs({k: len(v) for k, v in self.anomalies.items()})})")
+        for kind, found in [*self.anomalies.items(), *self.client.items()]:
             lines.append("")
-            lines.append(f"{kind} x{len(found)}: {ANOMALIES.get(kind, '')}")
+            lines.append(f"{kind} x{len(found)}: {ANOMALIES.get(kind) or CLIENT_FINDINGS.get(kind, '')}")
             for a in found[:RENDER_EXAMPLES]:
                 lines.append(f"  - {a.explanation}")
                 for e in a.evidence:
@@ -255,6 +270,7 @@ _FIELDS: dict[str, dict[str, Any]] = {
     "final-read": {"iso": (RC, RU), "topic": str, "recs": list, "complete": bool},
     "offsets": {"topic": str, "partition": _is_int, "hw": _is_int, "lso": _is_int},
     "hanging": {"txns": list},
+    "batches": {"topic": str, "partitions": dict},
     "copier": {"output_topic": str, "input": list, "group_offsets": dict, "committed": list, "aborted": list},
 }
 
@@ -288,6 +304,12 @@ def _invalid(d: dict[str, Any]) -> str | None:
                 return f"bad record {r!r}"
     if f == "final-read" and not (isinstance(d.get("ends", {}), dict)):
         return f"bad 'ends': {d.get('ends')!r}"
+    if f == "batches":
+        for p, entry in d["partitions"].items():
+            rows = entry.get("batches") if isinstance(entry, dict) else None
+            if not (p.isdigit() and isinstance(rows, list)
+                    and all(isinstance(r, list) and len(r) == 5 and all(_is_int(x) for x in r) for r in rows)):
+                return f"bad batches of partition {p!r}"
     if f == "copier":
         for r in d["input"]:
             if not (isinstance(r, list) and len(r) == 3 and _is_int(r[0]) and _is_int(r[1])
@@ -408,6 +430,8 @@ class _Checker:
         self.mixed_topics: set[str] = set()
         self.copier_topics: set[str] = set()
         self.meta_line: int | None = None
+        # (topic, partition) -> (base offsets, [base, last, producer id, epoch, sequence] rows)
+        self.batches: dict[tuple[str, int], tuple[list[int], list[list[int]]]] = {}
 
     # ------------------------------------------------------------------------------------ plumbing
 
@@ -415,7 +439,7 @@ class _Checker:
                focus: Mapping[int, Mapping[str, Iterable[int]]] | None = None) -> None:
         """Record an anomaly; witnesses of one line are merged into one piece of evidence focused on
         all their indices (`focus` adds indices into other lists of an op, e.g. a copier's aborted)."""
-        assert kind in ANOMALIES, kind
+        assert kind in ANOMALIES or kind in CLIENT_FINDINGS, kind
         order: dict[int, dict[str, list[int]]] = {}
         for line, idx in witnesses:
             spots = order.setdefault(line, defaultdict(list))
@@ -433,6 +457,7 @@ class _Checker:
         self.index_writes()
         self.index_finals()
         self.index_copiers()
+        self.index_batches()
         self.scan_acks()
         self.scan_polls()
         self.scan_finals()
@@ -442,9 +467,9 @@ class _Checker:
         self.check_copiers()
         self.check_hanging()
         self.check_presence()
-        anomalies = {k: sorted(v, key=lambda a: a.lines[:1] or (0,)) for k, v in self.found.items() if v}
-        ordered = {k: anomalies[k] for k in ANOMALIES if k in anomalies}
-        return Report(ordered, self.counts())
+        found = {k: sorted(v, key=lambda a: a.lines[:1] or (0,)) for k, v in self.found.items() if v}
+        return Report({k: found[k] for k in ANOMALIES if k in found}, self.counts(),
+                      {k: found[k] for k in CLIENT_FINDINGS if k in found})
 
     def counts(self) -> dict[str, int]:
         sends = Counter(str(op.data["status"]) for op in self.kinds.get("send", []))
@@ -461,6 +486,18 @@ class _Checker:
         }
 
     # ------------------------------------------------------------------------------------ indexing
+
+    def index_batches(self) -> None:
+        for op in self.kinds.get("batches", []):
+            for p, entry in op.data["partitions"].items():
+                rows = sorted(entry["batches"])
+                self.batches[(op.data["topic"], int(p))] = ([r[0] for r in rows], rows)
+
+    def batch_at(self, topic: str, p: int, o: int) -> list[int] | None:
+        """The stored batch holding offset `o`, if the history has the batches of that partition."""
+        bases, rows = self.batches.get((topic, p), ([], []))
+        k = bisect_right(bases, o) - 1
+        return rows[k] if k >= 0 and rows[k][1] >= o else None
 
     def index_meta(self) -> None:
         for op in self.kinds.get("meta", []):
@@ -663,7 +700,14 @@ class _Checker:
                         + ", ".join(map(repr, values)), values.values())
         for (topic, v), spots in self.twice.items():
             where = ", ".join(f"{p}@{o}" for p, o in spots)
-            self.report("duplicate", f"value {v!r} of {topic} is at {len(spots)} positions: {where}", spots.values())
+            found = [self.batch_at(topic, p, o) for p, o in spots]
+            rows = [b for b in found if b is not None]
+            writers = "; stored as " + ", ".join(
+                f"producer {b[2]} epoch {b[3]} seq {b[4]} (offsets {b[0]}-{b[1]})" for b in rows) if rows else ""
+            resent = (len(rows) == len(spots) and len({b[2] for b in rows}) == 1
+                      and len({b[3] for b in rows}) == len(rows))
+            self.report("epoch-resend" if resent else "duplicate",
+                        f"value {v!r} of {topic} is at {len(spots)} positions: {where}{writers}", spots.values())
 
     # ---------------------------------------------------------------------------------- producers
 
