@@ -81,6 +81,7 @@ class GroupCoordinator:
         self._timer_task: asyncio.Task[None] | None = None
         self._load_task: asyncio.Task[None] | None = None
         self._loads: set[asyncio.Task[None]] = set()  # partitions whose leadership came here later
+        self._commits: set[asyncio.Task[dict[TopicPartition, int]]] = set()  # see _commit_and_apply
 
     # ---- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -114,7 +115,7 @@ class GroupCoordinator:
 
     async def stop(self) -> None:
         self.sm.active = False
-        for t in (self._timer_task, self._load_task, *self._loads):
+        for t in (self._timer_task, self._load_task, *self._loads, *self._commits):
             if t is not None:
                 t.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -296,9 +297,22 @@ class GroupCoordinator:
                        retention_ms: int = -1) -> dict[TopicPartition, int]:
         plan = self.sm.commit_offsets(group_id, member_id, group_instance_id, generation, offsets, self.clock.now_ms(),
                                       retention_ms)
-        errors = await self._commit(plan)
-        self._apply(self.sm.drain())
-        return errors
+        return await self._commit_and_apply(plan)
+
+    def _commit_and_apply(self, plan: CommitPlan) -> asyncio.Future[dict[TopicPartition, int]]:
+        """Commit `plan` as the coordinator's own task, shielded from the request handler: the
+        server cancels a handler whose client went away, and offsets appended but never recorded
+        as written (a transaction's offsets above all, which its marker then completes) would be
+        in the log yet missing from what OffsetFetch answers until the partition is loaded again."""
+        async def run() -> dict[TopicPartition, int]:
+            errors = await self._commit(plan)
+            self._apply(self.sm.drain())
+            return errors
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._commits.add(task)
+        task.add_done_callback(self._commits.discard)
+        return asyncio.shield(task)
 
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None,
                       require_stable: bool) -> tuple[int, list[FetchedOffset]]:
@@ -331,9 +345,7 @@ class GroupCoordinator:
         plan = self.sm.prepare_txn_offsets(group_id, producer_id, producer_epoch, offsets, self.clock.now_ms(),
                                            member_id=member_id, group_instance_id=group_instance_id,
                                            generation=generation)
-        errors = await self._commit(plan)
-        self._apply(self.sm.drain())
-        return errors
+        return await self._commit_and_apply(plan)
 
     def complete_txn(self, producer_id: int, commit: bool, partition: int) -> None:
         self.sm.complete_txn(producer_id, commit, partition)

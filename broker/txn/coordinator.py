@@ -85,7 +85,7 @@ class TransactionCoordinator:
             allocate_producer_id=producer_ids.allocate)
         self.sender = MarkerSender(cfg.node_id, self._leader_of, broker_address, clock, self._on_markers_done)
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._reaper: asyncio.Task[None] | None = None
         self._owned: set[int] = set()
         self._loading: set[int] = set()  # partitions whose leadership came here, not loaded yet
@@ -334,11 +334,28 @@ class TransactionCoordinator:
             await self._wait_change(tid, remaining)
 
     async def _execute(self, tid: str, d: Decision) -> Decision:
-        """Write the decision's record (if any), then let it take effect."""
+        """Write the decision's record (if any), then let it take effect.
+
+        The write runs as the coordinator's own task, shielded from the request handler: the
+        server cancels a handler whose client went away, and a transition cut off between its
+        append and its outcome stayed pending for good — the id answered CONCURRENT_TRANSACTIONS
+        to every later InitProducerId and its transaction never timed out (the chaos campaign's
+        copier hangs), while the record it had appended could still commit."""
         if not d.writes:
             return d
+        task = asyncio.get_running_loop().create_task(self._write(tid, d))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return await asyncio.shield(task)
+
+    async def _write(self, tid: str, d: Decision) -> Decision:
         epoch = self.machine.coordinator_epoch(tid)
-        err = await self._append(tid, d)
+        try:
+            err = await self._append(tid, d)
+        except BaseException:  # a bug, or the broker stopping: the transition must not stay pending
+            self.machine.abandon(tid)
+            self._notify(tid)
+            raise
         if not self.owns(tid) or self.machine.coordinator_epoch(tid) != epoch:
             # The partition moved (and perhaps came back) while the record was being written: the
             # state this decision was made on is gone, and whoever loads the log now decides what

@@ -1,0 +1,132 @@
+"""A coordinator's write outlives the request that asked for it.
+
+The server cancels the handlers of a connection that closes. A transaction coordinator whose
+handler was cancelled between appending a transition to `__transaction_state` and learning its
+outcome kept the transition pending for good: the id answered CONCURRENT_TRANSACTIONS to every
+later InitProducerId and its transaction never timed out (found by the chaos campaign as copiers
+that hung in init_transactions after a network fault). Three real brokers: the coordinator's
+peers are paused so the append waits for them, the client goes away meanwhile, the peers come back.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from helpers.cluster import Cluster
+from helpers.cluster_metadata import coordinator, listed_everywhere, voters_for
+from helpers.txn import RawTxn
+
+from protocol.messages.init_producer_id import InitProducerIdRequest
+from protocol.messages.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+    OffsetCommitResponse,
+)
+from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic, OffsetFetchResponse
+
+TID = "cancelled-mid-write"
+
+
+def _txn_state_bytes(c: Cluster, node: int) -> int:
+    return sum(f.stat().st_size for f in Path(c[node].data_dir).glob("__transaction_state-*/*.log"))
+
+
+def test_an_init_producer_id_whose_client_left_mid_write_does_not_wedge_the_id(cluster_factory) -> None:  # type: ignore[no-untyped-def]
+    voters = voters_for(3)
+    c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
+                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000"})
+    listed_everywhere(c)
+    first = RawTxn(c.ports[1])
+    try:
+        first.init_ok(TID)  # creates __transaction_state and the id
+    finally:
+        first.close()
+    node = coordinator(c.ports[1], TID, 1)
+    assert node in c.node_ids
+    peers = [n for n in c.node_ids if n != node]
+
+    for n in peers:
+        c.pause(n)  # the coordinator's append now waits for followers that do not fetch
+    try:
+        before = _txn_state_bytes(c, node)
+        leaving = RawTxn(c.ports[node])
+        leaving.send(InitProducerIdRequest(transactional_id=TID, transaction_timeout_ms=60_000), 4)
+        c.wait_until(lambda: _txn_state_bytes(c, node) > before, timeout=10,
+                     message="the epoch bump appended to __transaction_state")
+        leaving.close()  # the handler waiting on the followers is cancelled
+    finally:
+        for n in peers:
+            c.resume(n)
+
+    again = RawTxn(c.ports[node])
+    try:
+        pid, epoch = again.init_ok(TID)  # CONCURRENT_TRANSACTIONS for ever before the fix
+        assert pid >= 0 and epoch >= 1
+    finally:
+        again.close()
+
+
+def _offsets_bytes(c: Cluster, node: int) -> int:
+    return sum(f.stat().st_size for f in Path(c[node].data_dir).glob("__consumer_offsets-*/*.log"))
+
+
+def test_an_offset_commit_whose_client_left_mid_write_is_still_applied(cluster_factory) -> None:  # type: ignore[no-untyped-def]
+    """The group coordinator's side: offsets appended while the client went away must be what
+    OffsetFetch answers once they are replicated, as they are what a reload would find."""
+    group, topic = "cancelled-commit", "offsets-of"
+
+    def commit_request(offset: int) -> OffsetCommitRequest:
+        return OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=[
+            OffsetCommitRequestTopic(name=topic, partitions=[
+                OffsetCommitRequestPartition(partition_index=0, committed_offset=offset)])])
+
+    def fetched(node: int) -> int:
+        raw = RawTxn(c.ports[node])
+        try:
+            resp = raw.request(OffsetFetchRequest(group_id=group, topics=[
+                OffsetFetchRequestTopic(name=topic, partition_indexes=[0])]), 7)
+        finally:
+            raw.close()
+        assert isinstance(resp, OffsetFetchResponse) and resp.error_code == 0, resp
+        return resp.topics[0].partitions[0].committed_offset
+
+    voters = voters_for(3)
+    c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
+                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000"})
+    listed_everywhere(c)
+    setup = RawTxn(c.ports[1])
+    try:
+        setup.create_topic(topic, 1)
+    finally:
+        setup.close()
+    node = -1
+
+    def first_commit() -> bool:
+        nonlocal node
+        node = coordinator(c.ports[1], group, 0)
+        if node not in c.node_ids:
+            return False
+        raw = RawTxn(c.ports[node])
+        try:
+            resp = raw.request(commit_request(1), 7)
+        finally:
+            raw.close()
+        assert isinstance(resp, OffsetCommitResponse)
+        return resp.topics[0].partitions[0].error_code == 0
+
+    c.wait_until(first_commit, timeout=30, message="a first offset commit")
+    peers = [n for n in c.node_ids if n != node]
+    for n in peers:
+        c.pause(n)
+    try:
+        before = _offsets_bytes(c, node)
+        leaving = RawTxn(c.ports[node])
+        leaving.send(commit_request(42), 7)
+        c.wait_until(lambda: _offsets_bytes(c, node) > before, timeout=10,
+                     message="the commit appended to __consumer_offsets")
+        leaving.close()
+    finally:
+        for n in peers:
+            c.resume(n)
+    c.wait_until(lambda: fetched(node) == 42, timeout=20, message="the commit whose client left, applied")
