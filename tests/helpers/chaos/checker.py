@@ -68,7 +68,8 @@ ANOMALIES: dict[str, str] = {
     "final-read, which was complete or got past the value's offset",
     "unseen": "an acknowledged or committed value was never read at all, and the read_committed final-read "
     "was incomplete and stopped before its offset",
-    "duplicate": "one value at two or more (partition, offset) positions across acks, polls and final-reads",
+    "duplicate": "one value at two or more (partition, offset) positions across acks, polls and final-reads, "
+    "not stored by one producer under as many different epochs (see epoch-resend)",
     "aborted-read": "a read_committed poll or final-read returned a value written by a transaction known "
     "to be aborted (mixed producers or copier)",
     "precommitted-read": "a read_committed poll returned a value of a not-aborted transaction before that "
