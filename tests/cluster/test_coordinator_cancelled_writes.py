@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from helpers.cluster import Cluster
 from helpers.cluster_metadata import coordinator, listed_everywhere, voters_for
 from helpers.txn import RawTxn
@@ -24,19 +25,44 @@ from protocol.messages.offset_commit import (
     OffsetCommitResponse,
 )
 from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic, OffsetFetchResponse
+from protocol.schema import Message
 
 TID = "cancelled-mid-write"
 
 
-def _txn_state_bytes(c: Cluster, node: int) -> int:
-    return sum(f.stat().st_size for f in Path(c[node].data_dir).glob("__transaction_state-*/*.log"))
-
-
-def test_an_init_producer_id_whose_client_left_mid_write_does_not_wedge_the_id(cluster_factory) -> None:  # type: ignore[no-untyped-def]
+@pytest.fixture
+def cluster(cluster_factory) -> Cluster:  # type: ignore[no-untyped-def]
     voters = voters_for(3)
     c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
                                  env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000"})
     listed_everywhere(c)
+    return c
+
+
+def _log_bytes(c: Cluster, node: int, topic: str) -> int:
+    return sum(f.stat().st_size for f in Path(c[node].data_dir).glob(f"{topic}-*/*.log"))
+
+
+def _sent_and_left(c: Cluster, node: int, request: Message, version: int, topic: str) -> None:
+    """Send `request` to the coordinator at `node` while its peers are paused (its append to
+    `topic` then waits for followers that do not fetch), and close the connection once the
+    append is on disk, so the handler is cancelled mid-write; then let the peers go on."""
+    peers = [n for n in c.node_ids if n != node]
+    for n in peers:
+        c.pause(n)
+    try:
+        before = _log_bytes(c, node, topic)
+        leaving = RawTxn(c.ports[node])
+        leaving.send(request, version)
+        c.wait_until(lambda: _log_bytes(c, node, topic) > before, timeout=10, message=f"the append to {topic}")
+        leaving.close()
+    finally:
+        for n in peers:
+            c.resume(n)
+
+
+def test_an_init_producer_id_whose_client_left_mid_write_does_not_wedge_the_id(cluster: Cluster) -> None:
+    c = cluster
     first = RawTxn(c.ports[1])
     try:
         first.init_ok(TID)  # creates __transaction_state and the id
@@ -44,20 +70,8 @@ def test_an_init_producer_id_whose_client_left_mid_write_does_not_wedge_the_id(c
         first.close()
     node = coordinator(c.ports[1], TID, 1)
     assert node in c.node_ids
-    peers = [n for n in c.node_ids if n != node]
-
-    for n in peers:
-        c.pause(n)  # the coordinator's append now waits for followers that do not fetch
-    try:
-        before = _txn_state_bytes(c, node)
-        leaving = RawTxn(c.ports[node])
-        leaving.send(InitProducerIdRequest(transactional_id=TID, transaction_timeout_ms=60_000), 4)
-        c.wait_until(lambda: _txn_state_bytes(c, node) > before, timeout=10,
-                     message="the epoch bump appended to __transaction_state")
-        leaving.close()  # the handler waiting on the followers is cancelled
-    finally:
-        for n in peers:
-            c.resume(n)
+    _sent_and_left(c, node, InitProducerIdRequest(transactional_id=TID, transaction_timeout_ms=60_000), 4,
+                   "__transaction_state")
 
     again = RawTxn(c.ports[node])
     try:
@@ -67,13 +81,10 @@ def test_an_init_producer_id_whose_client_left_mid_write_does_not_wedge_the_id(c
         again.close()
 
 
-def _offsets_bytes(c: Cluster, node: int) -> int:
-    return sum(f.stat().st_size for f in Path(c[node].data_dir).glob("__consumer_offsets-*/*.log"))
-
-
-def test_an_offset_commit_whose_client_left_mid_write_is_still_applied(cluster_factory) -> None:  # type: ignore[no-untyped-def]
+def test_an_offset_commit_whose_client_left_mid_write_is_still_applied(cluster: Cluster) -> None:
     """The group coordinator's side: offsets appended while the client went away must be what
     OffsetFetch answers once they are replicated, as they are what a reload would find."""
+    c = cluster
     group, topic = "cancelled-commit", "offsets-of"
 
     def commit_request(offset: int) -> OffsetCommitRequest:
@@ -91,10 +102,6 @@ def test_an_offset_commit_whose_client_left_mid_write_is_still_applied(cluster_f
         assert isinstance(resp, OffsetFetchResponse) and resp.error_code == 0, resp
         return resp.topics[0].partitions[0].committed_offset
 
-    voters = voters_for(3)
-    c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
-                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000"})
-    listed_everywhere(c)
     setup = RawTxn(c.ports[1])
     try:
         setup.create_topic(topic, 1)
@@ -116,17 +123,5 @@ def test_an_offset_commit_whose_client_left_mid_write_is_still_applied(cluster_f
         return resp.topics[0].partitions[0].error_code == 0
 
     c.wait_until(first_commit, timeout=30, message="a first offset commit")
-    peers = [n for n in c.node_ids if n != node]
-    for n in peers:
-        c.pause(n)
-    try:
-        before = _offsets_bytes(c, node)
-        leaving = RawTxn(c.ports[node])
-        leaving.send(commit_request(42), 7)
-        c.wait_until(lambda: _offsets_bytes(c, node) > before, timeout=10,
-                     message="the commit appended to __consumer_offsets")
-        leaving.close()
-    finally:
-        for n in peers:
-            c.resume(n)
+    _sent_and_left(c, node, commit_request(42), 7, "__consumer_offsets")
     c.wait_until(lambda: fetched(node) == 42, timeout=20, message="the commit whose client left, applied")
