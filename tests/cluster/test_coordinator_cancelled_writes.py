@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from helpers.cluster import Cluster
-from helpers.cluster_metadata import coordinator, listed_everywhere, voters_for
+from helpers.cluster_metadata import coordinator
 from helpers.txn import RawTxn
 
 from protocol.messages.init_producer_id import InitProducerIdRequest
@@ -28,15 +27,6 @@ from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchReques
 from protocol.schema import Message
 
 TID = "cancelled-mid-write"
-
-
-@pytest.fixture
-def cluster(cluster_factory) -> Cluster:  # type: ignore[no-untyped-def]
-    voters = voters_for(3)
-    c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
-                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000"})
-    listed_everywhere(c)
-    return c
 
 
 def _log_bytes(c: Cluster, node: int, topic: str) -> int:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import threading
 
-import pytest
 from helpers.cluster import Cluster
 from helpers.cluster_metadata import Layout, agreed, create, listed_everywhere, metadata, voters_for
 from helpers.quorum_views import agreed_leader
@@ -33,15 +32,6 @@ def produce(port: int, topic: str, partition: int) -> int:
         raw.close()
     assert isinstance(resp, ProduceResponse)
     return resp.responses[0].partition_responses[0].error_code
-
-
-@pytest.fixture
-def cluster(cluster_factory) -> Cluster:  # type: ignore[no-untyped-def]
-    voters = voters_for(3)
-    c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
-                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000"})
-    listed_everywhere(c)
-    return c
 
 
 def leader_of_quorum(c: Cluster) -> int:
