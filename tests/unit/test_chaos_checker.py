@@ -176,10 +176,12 @@ def test_a_duplicate_under_two_producer_epochs_is_the_clients_resend(tmp_path: P
     h = clean()
     h["ru1"]["recs"].append([1, 1, "p1-0-1"])
     _stored(h, [0, 0, 7, 0, 0], [1, 1, 7, 1, 0])  # producer 7, epochs 0 and 1
+    h.add("bump", f="bump", proc="p1", inc=0, t=1.05, what="DRAIN ... epoch bump ...: 1 message(s) timed out")
     report = h.check(tmp_path)
     assert report.ok and not report.anomalies
-    assert [a.lines for a in report.client["epoch-resend"]] == [(h.line["s1"], h.line["ru1"])]
+    assert [a.lines for a in report.client["epoch-resend"]] == [(h.line["s1"], h.line["ru1"], h.line["bump"])]
     assert "producer 7 epoch 0" in report.client["epoch-resend"][0].explanation
+    assert "timed out" in report.client["epoch-resend"][0].explanation
     assert "client findings (not anomalies): epoch-resend 1" in report.render()
 
 

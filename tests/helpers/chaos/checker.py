@@ -32,6 +32,8 @@ not know (``meta`` aside, e.g. ``nemesis`` or ``note``) are carried along and ot
 * ``batches``: who wrote each stored batch of ``topic`` (read from a replica's segment files after
   the run): ``partitions`` -> partition -> ``{"node", "batches": [[base offset, last offset,
   producer id, producer epoch, base sequence]]}`` — what tells a broker's duplicate from a client's.
+* ``bump``: an idempotent producer bumped its epoch: ``proc``, ``inc``, ``t``, ``what`` (the client's
+  own log line, with its reason).
 
 Values are unique per topic, so a value identifies the operation that wrote it. Every timestamp
 comes from one process's time.monotonic(), so times of different operations compare.
@@ -272,6 +274,7 @@ _FIELDS: dict[str, dict[str, Any]] = {
     "offsets": {"topic": str, "partition": _is_int, "hw": _is_int, "lso": _is_int},
     "hanging": {"txns": list},
     "batches": {"topic": str, "partitions": dict},
+    "bump": {"proc": str, "inc": _is_int, "what": str},
     "copier": {"output_topic": str, "input": list, "group_offsets": dict, "committed": list, "aborted": list},
 }
 
@@ -433,6 +436,8 @@ class _Checker:
         self.meta_line: int | None = None
         # (topic, partition) -> (base offsets, [base, last, producer id, epoch, sequence] rows)
         self.batches: dict[tuple[str, int], tuple[list[int], list[list[int]]]] = {}
+        # (proc, inc) -> [(line, librdkafka's reason)] of the producer's epoch bumps
+        self.bumps: dict[tuple[str, int], list[tuple[int, str]]] = defaultdict(list)
 
     # ------------------------------------------------------------------------------------ plumbing
 
@@ -489,6 +494,8 @@ class _Checker:
     # ------------------------------------------------------------------------------------ indexing
 
     def index_batches(self) -> None:
+        for op in self.kinds.get("bump", []):
+            self.bumps[(op.data["proc"], op.data["inc"])].append((op.line, op.data["what"]))
         for op in self.kinds.get("batches", []):
             for p, entry in op.data["partitions"].items():
                 rows = sorted(entry["batches"])
@@ -707,8 +714,14 @@ class _Checker:
                 f"producer {b[2]} epoch {b[3]} seq {b[4]} (offsets {b[0]}-{b[1]})" for b in rows) if rows else ""
             resent = (len(rows) == len(spots) and len({b[2] for b in rows}) == 1
                       and len({b[3] for b in rows}) == len(rows))
+            witnesses = list(spots.values())
+            w = self.writes.get((topic, v))
+            bumps = self.bumps.get((w.proc, w.inc), []) if w is not None and resent else []
+            if bumps:
+                writers += f"; the producer bumped its epoch {len(bumps)} time(s), first: {bumps[0][1]}"
+                witnesses += [(line, -1) for line, _ in bumps[:3]]
             self.report("epoch-resend" if resent else "duplicate",
-                        f"value {v!r} of {topic} is at {len(spots)} positions: {where}{writers}", spots.values())
+                        f"value {v!r} of {topic} is at {len(spots)} positions: {where}{writers}", witnesses)
 
     # ---------------------------------------------------------------------------------- producers
 

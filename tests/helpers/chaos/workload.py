@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import json
+import logging
 import random
 import signal
 import sys
@@ -126,7 +127,7 @@ class PlainProducer(Worker):
 
     def _incarnation(self, inc: int) -> None:
         p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
-                      "linger.ms": 5, "message.timeout.ms": 60_000, **QUIET})
+                      "linger.ms": 5, "message.timeout.ms": 60_000, **self._bumps_recorded(inc)})
         fatal = threading.Event()
         seq = 0
         due = time.monotonic()
@@ -146,6 +147,24 @@ class PlainProducer(Worker):
         except KafkaException as exc:  # a fatal producer error surfaces from poll() too
             self.note("poll", _kafka_error(exc) or exc)
         _finish(p)
+
+    def _bumps_recorded(self, inc: int) -> dict[str, Any]:
+        """Client settings that put each producer epoch bump, with librdkafka's reason for it, in
+        the history: the checker cites them for values stored under two epochs. Only the EOS debug
+        context is logged, and of it only the bumps are kept."""
+        history, proc = self.history, self.proc
+
+        class Bumps(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                text = record.getMessage()
+                if "epoch bump" in text:
+                    history.write({"f": "bump", "proc": proc, "inc": inc, "t": time.monotonic(), "what": text[:400]})
+
+        logger = logging.getLogger(f"chaos.bumps.{proc}.{inc}")
+        logger.propagate = False
+        logger.setLevel(logging.DEBUG)
+        logger.addHandler(Bumps())
+        return {"debug": "eos", "log_level": 7, "logger": logger}
 
     def _done(self, op: dict[str, Any], fatal: threading.Event) -> Any:
         def cb(err: KafkaError | None, msg: Any) -> None:
