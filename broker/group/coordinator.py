@@ -236,21 +236,34 @@ class GroupCoordinator:
         must be there on the next leader."""
         if not plan.writes:
             return plan.errors
+        transactional = plan.producer_id >= 0
+        appended = False
         try:
             first, written = self._write(plan.writes, producer_id=plan.producer_id, producer_epoch=plan.producer_epoch)
+            appended = True
+            if transactional:
+                # Pending from the moment they are in the log, in the same loop turn: a marker of
+                # the transaction (an abort for a fenced or timed-out producer) can land while the
+                # replicas catch up, and must find them — registered afterwards they would wait
+                # for a marker that already passed, and require_stable fetches would never settle.
+                self.sm.offsets_written(plan, first)
             for partition, end in written:
                 code = await partition.replicated(end, COMMIT_TIMEOUT_S)
                 if code:
                     raise KafkaError(code, "offsets not replicated")
-        except KafkaError as e:
-            log.warning("writing offsets failed", group=plan.group_id, error=e.code.name)
-            fail = ErrorCode.NOT_COORDINATOR if e.code == ErrorCode.NOT_LEADER_OR_FOLLOWER \
-                else ErrorCode.COORDINATOR_NOT_AVAILABLE
-            return {tp: err or fail for tp, err in plan.errors.items()}
         except Exception as e:
-            log.error("writing offsets failed", group=plan.group_id, exc_info=e)
-            return {tp: err or ErrorCode.COORDINATOR_NOT_AVAILABLE for tp, err in plan.errors.items()}
-        self.sm.offsets_written(plan, first)
+            if isinstance(e, KafkaError):
+                log.warning("writing offsets failed", group=plan.group_id, error=e.code.name)
+                fail = ErrorCode.NOT_COORDINATOR if e.code == ErrorCode.NOT_LEADER_OR_FOLLOWER \
+                    else ErrorCode.COORDINATOR_NOT_AVAILABLE
+            else:
+                log.error("writing offsets failed", group=plan.group_id, exc_info=e)
+                fail = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            if transactional and appended:
+                self.sm.txn_offsets_failed(plan)
+            return {tp: err or fail for tp, err in plan.errors.items()}
+        if not transactional:
+            self.sm.offsets_written(plan, first)
         return plan.errors
 
     # ---- the APIs ----------------------------------------------------------------------------

@@ -102,6 +102,24 @@ class Offsets(GroupCore):
             else:
                 g.offsets[tp] = entry
 
+    def txn_offsets_failed(self, plan: CommitPlan) -> None:
+        """A transaction's offsets that did not reach the in-sync replicas: no longer pending (the
+        client was told the commit failed and must abort), unless its marker already took them."""
+        g = self.groups.get(plan.group_id)
+        pending = g.txn_pending.get(plan.producer_id) if g is not None else None
+        if g is None or pending is None:
+            return
+        for tp, entry in plan.staged.items():
+            if pending.get(tp) is entry:
+                del pending[tp]
+        if not pending:
+            del g.txn_pending[plan.producer_id]
+            groups = self._txn_groups.get(plan.producer_id)
+            if groups is not None:
+                groups.discard(g.group_id)
+                if not groups:
+                    del self._txn_groups[plan.producer_id]
+
     def prepare_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
                             offsets: dict[TopicPartition, OffsetCommitIn], now: int, *, member_id: str = "",
                             group_instance_id: str | None = None, generation: int = -1) -> CommitPlan:

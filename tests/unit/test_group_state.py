@@ -519,6 +519,22 @@ def test_txn_abort_drops_pending_offsets() -> None:
     assert h.fetched([("t", 0)], stable=True) == {("t", 0): (1, 0)}
 
 
+def test_txn_offsets_that_did_not_replicate_are_no_longer_pending() -> None:
+    h = Harness()
+    h.commit({("t", 0): 1})
+    plan = h.sm.prepare_txn_offsets(G, 5, 0, {("t", 0): OffsetCommitIn(10), ("t", 1): OffsetCommitIn(20)}, h.now)
+    h.writes += plan.writes
+    h.sm.offsets_written(plan, len(h.writes))  # pending from the append on
+    _txn(h, 6, {("t", 1): 30})  # another producer's, untouched
+    h.sm.txn_offsets_failed(plan)
+    assert h.fetched([("t", 0)], stable=True) == {("t", 0): (1, 0)}
+    assert h.fetched([("t", 1)], stable=True) == {("t", 1): (-1, E.UNSTABLE_OFFSET_COMMIT)}
+    h.sm.complete_txn(5, commit=True, partition=h.sm.partition_for(G))  # nothing of 5's is left
+    h.sm.complete_txn(6, commit=True, partition=h.sm.partition_for(G))
+    assert h.fetched([("t", 0), ("t", 1)], stable=True) == {("t", 0): (1, 0), ("t", 1): (30, 0)}
+    h.sm.txn_offsets_failed(plan)  # after its marker took them: nothing to undo
+
+
 def test_later_plain_commit_beats_an_earlier_txn_commit() -> None:
     h = Harness()
     _txn(h, 9, {("t", 0): 10})

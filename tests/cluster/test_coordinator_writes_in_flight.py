@@ -1,4 +1,5 @@
-"""A coordinator's write outlives the request that asked for it.
+"""Coordinator writes in flight: one outlives the request that asked for it, and a transaction's
+marker that lands while its offsets replicate still settles them.
 
 The server cancels the handlers of a connection that closes. A transaction coordinator whose
 handler was cancelled between appending a transition to `__transaction_state` and learning its
@@ -13,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from helpers.cluster import Cluster
-from helpers.cluster_metadata import coordinator
+from helpers.cluster_metadata import coordinator, listed_everywhere, voters_for
 from helpers.txn import RawTxn
 
 from protocol.messages.init_producer_id import InitProducerIdRequest
@@ -24,9 +25,16 @@ from protocol.messages.offset_commit import (
     OffsetCommitResponse,
 )
 from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic, OffsetFetchResponse
+from protocol.messages.txn_offset_commit import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+    TxnOffsetCommitResponse,
+)
 from protocol.schema import Message
 
 TID = "cancelled-mid-write"
+UNSTABLE_OFFSET_COMMIT = 88
 
 
 def _log_bytes(c: Cluster, node: int, topic: str) -> int:
@@ -115,3 +123,72 @@ def test_an_offset_commit_whose_client_left_mid_write_is_still_applied(cluster: 
     c.wait_until(first_commit, timeout=30, message="a first offset commit")
     _sent_and_left(c, node, commit_request(42), 7, "__consumer_offsets")
     c.wait_until(lambda: fetched(node) == 42, timeout=20, message="the commit whose client left, applied")
+
+
+def test_an_abort_marker_that_lands_while_txn_offsets_replicate_settles_them(cluster_factory) -> None:  # type: ignore[no-untyped-def]
+    """A TxnOffsetCommit waits for the replicas; meanwhile a new instance fences the producer and
+    the abort marker lands in the group's partition. The offsets were registered as pending only
+    once replicated — after the marker — and waited for ever for another: OffsetFetch with
+    require_stable answered UNSTABLE_OFFSET_COMMIT for good (the chaos copier that never resumed).
+    `__transaction_state` has one replica here, so the abort needs no follower while they are paused."""
+    voters = voters_for(3)
+    c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
+                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000",
+                                      "KETCH_TRANSACTION_STATE_REPLICATION_FACTOR": "1"})
+    listed_everywhere(c)
+    group, topic = "racing-group", "racing-input"
+    setup = RawTxn(c.ports[1])
+    try:
+        setup.create_topic(topic, 1)
+    finally:
+        setup.close()
+    c.wait_until(lambda: coordinator(c.ports[1], group, 0) in c.node_ids, timeout=30, message="a group coordinator")
+    node = coordinator(c.ports[1], group, 0)
+    c.wait_until(lambda: coordinator(c.ports[1], "probe", 1) in c.node_ids, timeout=30,
+                 message="__transaction_state")
+    tid = next(t for t in (f"racing-{i}" for i in range(500)) if coordinator(c.ports[1], t, 1) == node)
+
+    conn = RawTxn(c.ports[node])
+    try:
+        pid, epoch = conn.init_ok(tid)
+        assert conn.add_offsets(tid, pid, epoch, group) == 0
+        request = TxnOffsetCommitRequest(transactional_id=tid, group_id=group, producer_id=pid, producer_epoch=epoch,
+                                         topics=[TxnOffsetCommitRequestTopic(name=topic, partitions=[
+                                             TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=7)])])
+        peers = [n for n in c.node_ids if n != node]
+        for n in peers:
+            c.pause(n)
+        try:
+            before = _log_bytes(c, node, "__consumer_offsets")
+            conn.send(request, 3)
+            c.wait_until(lambda: _log_bytes(c, node, "__consumer_offsets") > before, timeout=10,
+                         message="the transaction's offsets appended")
+            fencer = RawTxn(c.ports[node])
+            try:
+                fencer.init_ok(tid)  # aborts the open transaction: its marker lands while the offsets wait
+            finally:
+                fencer.close()
+        finally:
+            for n in peers:
+                c.resume(n)
+        _, resp = conn.receive(TxnOffsetCommitRequest, 3)
+        assert isinstance(resp, TxnOffsetCommitResponse)
+        assert resp.topics[0].partitions[0].error_code == 0, "the offsets replicated only after the marker"
+    finally:
+        conn.close()
+
+    def stable() -> tuple[int, int] | None:
+        raw = RawTxn(c.ports[node])
+        try:
+            got = raw.request(OffsetFetchRequest(group_id=group, topics=[OffsetFetchRequestTopic(
+                name=topic, partition_indexes=[0])], require_stable=True), 7)
+        finally:
+            raw.close()
+        assert isinstance(got, OffsetFetchResponse)
+        p = got.topics[0].partitions[0]
+        return None if p.error_code == UNSTABLE_OFFSET_COMMIT else (p.error_code, p.committed_offset)
+
+    answer: list[tuple[int, int]] = []
+    c.wait_until(lambda: (got := stable()) is not None and not answer.append(got), timeout=15,
+                 message="OffsetFetch(require_stable) to settle")
+    assert answer[-1] == (0, -1)  # aborted: nothing committed
