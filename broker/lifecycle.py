@@ -5,6 +5,12 @@ heartbeat shows it has applied the metadata log up to its registration, and fenc
 heartbeats stop for the session timeout. A broker whose epoch the controller no longer knows (a
 new registration replaced it, or the controller lost it) registers again. Every call goes to the
 quorum leader's controller listener, even when that is this process.
+
+Each acknowledged heartbeat also renews a lease: three quarters of the session timeout from when
+the heartbeat was sent, so it always ends before the controller can fence the broker and hand its
+partitions to another. A broker cut off from the controller (or paused and woken up) cannot know
+whether its leaderships were moved; while its lease has lapsed, what it answers from memory as a
+partition's leader — a group's committed offsets — would be stale, so it does not answer it.
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ log = structlog.get_logger()
 class BrokerLifecycle:
     def __init__(self, node_id: int, cluster_id: str, listeners: Callable[[], list[tuple[str, str, int]]],
                  rack: str | None, controller: Callable[[], tuple[str, int] | None],
-                 metadata_offset: Callable[[], int], heartbeat_interval_s: float) -> None:
+                 metadata_offset: Callable[[], int], heartbeat_interval_s: float,
+                 session_timeout_s: float) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.incarnation = uuid.uuid4()  # a new one per process: the controller tells restarts apart
@@ -39,7 +46,10 @@ class BrokerLifecycle:
         self.rack = rack
         self._controller = controller
         self._offset = metadata_offset
-        self.interval = heartbeat_interval_s
+        # at least three heartbeats a session, so that two fit in a lease
+        self.interval = min(heartbeat_interval_s, session_timeout_s / 3)
+        self.lease_s = 0.75 * session_timeout_s
+        self._lease_from: float | None = None  # loop time the last acknowledged heartbeat was sent
         self.epoch: int | None = None
         self.fenced = True
         self._conn: BrokerConnection | None = None
@@ -93,6 +103,10 @@ class BrokerLifecycle:
             await asyncio.sleep(0.2)
         log.warning("controlled shutdown not confirmed by the controller in time; stopping anyway")
 
+    def lease_held(self) -> bool:
+        """Whether the controller has certainly not fenced this broker yet (see the module doc)."""
+        return self._lease_from is not None and asyncio.get_running_loop().time() - self._lease_from < self.lease_s
+
     async def _connection(self) -> BrokerConnection | None:
         address = self._controller()
         if address is None:
@@ -109,6 +123,7 @@ class BrokerLifecycle:
         conn = await self._connection()
         if conn is None:
             return False
+        sent = asyncio.get_running_loop().time()
         if self.epoch is None:
             resp = await conn.request(BrokerRegistrationRequest(
                 broker_id=self.node_id, cluster_id=self.cluster_id, incarnation_id=self.incarnation,
@@ -117,6 +132,7 @@ class BrokerLifecycle:
             assert isinstance(resp, BrokerRegistrationResponse)
             if resp.error_code == 0:
                 self.epoch = resp.broker_epoch
+                self._lease_from = sent
                 log.info("broker registered", broker_epoch=self.epoch)
                 return True
             return False
@@ -125,7 +141,9 @@ class BrokerLifecycle:
         assert isinstance(resp, BrokerHeartbeatResponse)
         if resp.error_code in (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED):
             self.epoch = None  # register again
+            self._lease_from = None
         elif resp.error_code == 0:
+            self._lease_from = sent
             if self.fenced != resp.is_fenced:
                 log.info("broker fenced" if resp.is_fenced else "broker unfenced", broker_epoch=self.epoch)
             self.fenced = resp.is_fenced

@@ -287,13 +287,13 @@ class BrokerServer:
         self.producer_ids = ProducerIdAllocator(cfg.node_id, self.quorum.leader_address)
         self.lifecycle = BrokerLifecycle(cfg.node_id, cfg.cluster_id, self._listeners, cfg.rack,
                                          self.quorum.leader_address, lambda: self.controller.image.offset,
-                                         cfg.broker_heartbeat_interval_ms / 1000)
+                                         cfg.broker_heartbeat_interval_ms / 1000, cfg.broker_session_timeout_ms / 1000)
         self._controller_task: asyncio.Task[None] | None = None
         fetcher = ReplicaFetcher(cfg.node_id, self._broker_address, self._topic_id, throttled=self._throttled,
                                  throttled_rate=cfg.follower_replication_throttled_rate)
         self.replication = ReplicaManager(self.topics, fetcher,
                                           self._alter_partition, cfg.replica_lag_time_max_ms)
-        self.groups = GroupCoordinator(cfg, self.topics, clock)
+        self.groups = GroupCoordinator(cfg, self.topics, clock, self.lifecycle.lease_held)
         self.txn = TransactionCoordinator(cfg, self.topics, self.producer_ids, self.metrics, clock,
                                           self._broker_address)
         self.ctx = BrokerContext(cfg.node_id, cfg, clock, self.topics, self.groups, self.txn, self.producer_ids,

@@ -16,6 +16,7 @@ import contextlib
 import itertools
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import structlog
@@ -70,11 +71,12 @@ def settings_from(cfg: BrokerConfig) -> Settings:
 
 
 class GroupCoordinator:
-    def __init__(self, cfg: BrokerConfig, topics: TopicTable, clock: Clock) -> None:
+    def __init__(self, cfg: BrokerConfig, topics: TopicTable, clock: Clock,
+                 lease_held: Callable[[], bool] = lambda: True) -> None:
         self.cfg = cfg
         self.topics = topics
         self.clock = clock
-        self.sm = GroupStateMachine(settings_from(cfg), topics.exists)
+        self.sm = GroupStateMachine(settings_from(cfg), topics.exists, lease_held=lease_held)
         self._waiters: dict[int, asyncio.Future[JoinResult | SyncResult]] = {}
         self._tokens = itertools.count(1)
         self._wake = asyncio.Event()

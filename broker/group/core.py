@@ -59,9 +59,11 @@ class GroupCore(ABC):
     """Every group of the `__consumer_offsets` partitions this broker owns."""
 
     def __init__(self, settings: Settings, partition_exists: Callable[[str, int], bool],
-                 new_member_id: Callable[[str], str] | None = None) -> None:
+                 new_member_id: Callable[[str], str] | None = None,
+                 lease_held: Callable[[], bool] = lambda: True) -> None:
         self.settings = settings
         self._partition_exists = partition_exists
+        self._lease_held = lease_held  # the broker's claim on its partitions is current (lifecycle.py)
         self._new_member_id = new_member_id or (lambda prefix: f"{prefix}-{uuid.uuid4()}")
         self.groups: dict[str, Group] = {}
         self.owned: set[int] = set()
@@ -94,7 +96,9 @@ class GroupCore(ABC):
         p = self.partition_for(group_id)
         if p in self.loading:
             return E.COORDINATOR_LOAD_IN_PROGRESS
-        if p not in self.owned:
+        if p not in self.owned or not self._lease_held():
+            # with its lease lapsed the broker may have been replaced as the partition's leader:
+            # what it holds of the group may be stale, and the client must look again
             return E.NOT_COORDINATOR
         return 0
 

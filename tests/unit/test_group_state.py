@@ -519,6 +519,18 @@ def test_txn_abort_drops_pending_offsets() -> None:
     assert h.fetched([("t", 0)], stable=True) == {("t", 0): (1, 0)}
 
 
+def test_a_lapsed_lease_sends_clients_elsewhere_until_renewed() -> None:
+    lease = [True]
+    sm = GroupStateMachine(Settings(num_partitions=1), lambda t, p: True, lease_held=lambda: lease[0])
+    sm.own_partitions(range(1), 0)
+    assert sm.fetch_offsets(G, [("t", 0)], False)[0] == 0
+    lease[0] = False
+    assert sm.fetch_offsets(G, [("t", 0)], False)[0] == E.NOT_COORDINATOR
+    assert sm.coordinator_error(G) == E.NOT_COORDINATOR
+    lease[0] = True
+    assert sm.fetch_offsets(G, [("t", 0)], False)[0] == 0
+
+
 def test_txn_offsets_that_did_not_replicate_are_no_longer_pending() -> None:
     h = Harness()
     h.commit({("t", 0): 1})

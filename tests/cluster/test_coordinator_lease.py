@@ -1,0 +1,82 @@
+"""A group coordinator cut off from the controller stops answering from memory.
+
+The chaos campaign's first cycle isolated one broker from the other two while clients still
+reached it: it went on answering OffsetFetch as the leader of `__consumer_offsets` partitions the
+controller had long given to another broker, with offsets that no longer were the group's (none),
+and a transactional copier started over from its first input — a duplicate, committed. A broker
+holds its leaderships under a lease renewed by acknowledged heartbeats, ending before the
+controller may fence it (broker/lifecycle.py); without it, it answers NOT_COORDINATOR.
+"""
+
+from __future__ import annotations
+
+from helpers.cluster import Cluster
+from helpers.cluster_metadata import coordinator
+from helpers.txn import RawTxn
+
+from protocol.messages.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+    OffsetCommitResponse,
+)
+from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic, OffsetFetchResponse
+
+NOT_COORDINATOR = 16
+SESSION_S = 3.0  # KETCH_BROKER_SESSION_TIMEOUT_MS of the shared fixture (tests/cluster/conftest.py)
+
+
+def test_a_coordinator_that_cannot_reach_the_controller_answers_not_coordinator(cluster: Cluster) -> None:
+    c = cluster
+    group, topic = "leased-group", "leased-input"
+    setup = RawTxn(c.ports[1])
+    try:
+        setup.create_topic(topic, 1)
+    finally:
+        setup.close()
+
+    def fetch(node: int) -> tuple[int, int]:
+        raw = RawTxn(c.ports[node])
+        try:
+            resp = raw.request(OffsetFetchRequest(group_id=group, topics=[
+                OffsetFetchRequestTopic(name=topic, partition_indexes=[0])]), 7)
+        finally:
+            raw.close()
+        assert isinstance(resp, OffsetFetchResponse)
+        return resp.error_code, resp.topics[0].partitions[0].committed_offset if resp.topics else -1
+
+    def committed() -> bool:
+        node = coordinator(c.ports[1], group, 0)
+        if node not in c.node_ids:
+            return False
+        raw = RawTxn(c.ports[node])
+        try:
+            resp = raw.request(OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                                                   topics=[OffsetCommitRequestTopic(name=topic, partitions=[
+                                                       OffsetCommitRequestPartition(partition_index=0,
+                                                                                    committed_offset=5)])]), 7)
+        finally:
+            raw.close()
+        assert isinstance(resp, OffsetCommitResponse)
+        return resp.topics[0].partitions[0].error_code == 0
+
+    c.wait_until(committed, timeout=30, message="an offset commit")
+    node = coordinator(c.ports[1], group, 0)
+    assert fetch(node) == (0, 5)
+    peers = [n for n in c.node_ids if n != node]
+    for n in peers:
+        c.pause(n)  # no controller can answer the coordinator's heartbeats now
+    try:
+        # within a session timeout of the cut: before a controller could have fenced it and
+        # handed its partitions to another broker
+        c.wait_until(lambda: fetch(node)[0] == NOT_COORDINATOR, timeout=SESSION_S,
+                     message="the cut-off coordinator to stop answering")
+    finally:
+        for n in peers:
+            c.resume(n)
+
+    def served_again() -> bool:
+        now = coordinator(c.ports[node], group, 0)
+        return now in c.node_ids and fetch(now) == (0, 5)
+
+    c.wait_until(served_again, timeout=30, message="the group's offsets served again")
