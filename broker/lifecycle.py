@@ -131,8 +131,7 @@ class BrokerLifecycle:
                 rack=self.rack), timeout=10.0)
             assert isinstance(resp, BrokerRegistrationResponse)
             if resp.error_code == 0:
-                self.epoch = resp.broker_epoch
-                self._lease_from = sent
+                self.epoch = resp.broker_epoch  # fenced until caught up: no lease yet
                 log.info("broker registered", broker_epoch=self.epoch)
                 return True
             return False
@@ -143,7 +142,8 @@ class BrokerLifecycle:
             self.epoch = None  # register again
             self._lease_from = None
         elif resp.error_code == 0:
-            self._lease_from = sent
+            # a fenced broker holds nothing: its leaderships may be another's already
+            self._lease_from = None if resp.is_fenced else sent
             if self.fenced != resp.is_fenced:
                 log.info("broker fenced" if resp.is_fenced else "broker unfenced", broker_epoch=self.epoch)
             self.fenced = resp.is_fenced

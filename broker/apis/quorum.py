@@ -190,6 +190,10 @@ async def broker_heartbeat(ctx: BrokerContext, client: ClientInfo, header: Reque
     shell, controller = ctx.controller_shell, ctx.controller
     if shell is None or controller is None or not shell.active:
         return bhb.BrokerHeartbeatResponse(error_code=ErrorCode.NOT_CONTROLLER)
+    if ctx.quorum is not None and not ctx.quorum.leader_confirmed():
+        # an acknowledged heartbeat renews the broker's lease on its leaderships (lifecycle.py):
+        # only a controller that is certainly still the controller may give one
+        return bhb.BrokerHeartbeatResponse(error_code=ErrorCode.NOT_CONTROLLER)
     outcome: list[tuple[int, bool, bool, bool]] = []
 
     def decide() -> tuple[bytes | None, None]:

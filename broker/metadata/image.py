@@ -43,7 +43,10 @@ class BrokerInfo:
     port: int
     rack: str | None
     fenced: bool
-    registered_at: int  # the log offset of its registration: caught up once it has applied this
+    # the log offset a broker must have applied to be caught up (and be unfenced): its registration,
+    # then its latest fence — whose entry moves its leaderships away, so that a broker that was cut
+    # off or paused is not unfenced while it still believes it leads what others lead now
+    registered_at: int
     inter_broker_host: str = ""  # the inter-broker listener (BROKER)
     inter_broker_port: int = 0
     in_controlled_shutdown: bool = False  # asked to stop: its leaderships are moved away
@@ -150,7 +153,9 @@ class MetadataImage:
             if b is None or b.epoch != record.epoch:
                 raise ValueError(f"{type(record).__name__} for broker {record.id} epoch {record.epoch}, "
                                  f"registered: {b}")
-            return self._with_broker(offset, replace(b, fenced=isinstance(record, FenceBrokerRecord)))
+            if isinstance(record, FenceBrokerRecord):
+                return self._with_broker(offset, replace(b, fenced=True, registered_at=offset))
+            return self._with_broker(offset, replace(b, fenced=False))
         raise ValueError(f"no rule to apply {type(record).__name__}")
 
 

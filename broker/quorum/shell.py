@@ -83,6 +83,7 @@ class QuorumShell:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ticker: asyncio.Task[None] | None = None
         self._last_fetch_ms: dict[int, int] = {}
+        self._fetched_at: dict[int, tuple[float, int]] = {}  # voter -> (loop time, epoch) of its last fetch
         self._proposals: dict[int, tuple[bytes, asyncio.Future[bool]]] = {}
         self.committed_entries = 0
         self.on_role_change: Callable[[Role], None] = lambda role: None
@@ -183,6 +184,7 @@ class QuorumShell:
         self._waiting.setdefault((src, reply), deque()).append(fut)
         if isinstance(msg, FetchRequest):
             self._last_fetch_ms[src] = int(time.time() * 1000)
+            self._fetched_at[src] = (asyncio.get_running_loop().time(), msg.epoch)
         node.receive(src, msg)
         self._drain()
         try:
@@ -247,6 +249,19 @@ class QuorumShell:
     @property
     def serving(self) -> bool:
         return self.node is not None and self.node.serving
+
+    def leader_confirmed(self) -> bool:
+        """Leading, and a majority of voters fetched from this epoch's leadership within a fetch
+        timeout of real time: until their fetch timeout passes none of them votes for another
+        candidate, so no other controller can have been elected. Measured on the loop's clock, not
+        in ticks: a node whose loop stalled (or that was paused) counts the time it missed."""
+        node = self.node
+        if node is None or node.role != Role.LEADER:
+            return False
+        now, window = asyncio.get_running_loop().time(), self.cfg.fetch_timeout_ticks * TICK_S
+        heard = {self.id} | {v for v, (t, epoch) in self._fetched_at.items()
+                             if epoch == node.epoch and now - t < window}
+        return 2 * len(heard & set(self.voters)) > len(self.voters)
 
     def leader_address(self) -> tuple[str, int] | None:
         node = self.node

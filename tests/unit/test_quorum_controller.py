@@ -96,6 +96,25 @@ def test_a_broker_is_unfenced_once_caught_up_and_fenced_when_silent() -> None:
     assert c.image.broker(1).fenced is True  # type: ignore[union-attr]
 
 
+def test_a_fenced_broker_is_unfenced_only_once_it_has_applied_its_fence() -> None:
+    """A broker cut off (or paused) past its session is fenced and its leaderships move in the same
+    entry; when it comes back it must have applied that entry before it is unfenced — its
+    registration is long behind it, and until then it still believes it leads."""
+    c = QuorumController(session_timeout_ms=1000)
+    epoch = _register(c, 1, now=0, offset=10)
+    c.replay_all(11, unframe_batch(c.heartbeat(1, epoch, 10, False, False, 100)[1]))  # type: ignore[arg-type]
+    fence = c.expire(now_ms=2000)
+    assert fence is not None
+    c.replay_all(40, unframe_batch(fence))
+    error, record, caught_up, fenced, _ = c.heartbeat(1, epoch, metadata_offset=39, want_fence=False,
+                                                      want_shut_down=False, now_ms=2100)
+    assert (error, record, caught_up, fenced) == (0, None, False, True)
+    error, record, caught_up, fenced, _ = c.heartbeat(1, epoch, metadata_offset=40, want_fence=False,
+                                                      want_shut_down=False, now_ms=2200)
+    assert error == 0 and record is not None and caught_up and not fenced
+    assert MetadataImage.from_snapshot(c.image.to_snapshot()) == c.image
+
+
 def test_stale_and_unknown_heartbeats_are_refused() -> None:
     c = QuorumController()
     first = _register(c, 1, now=0, offset=0)
