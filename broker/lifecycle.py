@@ -46,8 +46,8 @@ class BrokerLifecycle:
         self.rack = rack
         self._controller = controller
         self._offset = metadata_offset
-        # at least three heartbeats a session, so that two fit in a lease
-        self.interval = min(heartbeat_interval_s, session_timeout_s / 3)
+        # at least four heartbeats a session, so that a lease outlasts two lost or slow ones
+        self.interval = min(heartbeat_interval_s, session_timeout_s / 4)
         self.lease_s = 0.75 * session_timeout_s
         self._lease_from: float | None = None  # loop time the last acknowledged heartbeat was sent
         self.epoch: int | None = None
