@@ -7,6 +7,13 @@ offset moves. Producer state refuses a marker whose producer epoch is older than
 has seen (INVALID_PRODUCER_EPOCH) or whose coordinator epoch is stale
 (TRANSACTION_COORDINATOR_FENCED). A marker in `__consumer_offsets` also tells the group
 coordinator to publish or drop the transaction's pending offsets.
+
+A marker is answered as written only once the partition's in-sync replicas have it (Kafka appends
+markers with acks=-1): the coordinator writes CompleteCommit on that answer and never sends the
+marker again, so a marker that only the leader held would be lost with the leader — and with it the
+commit of that partition's records (found by the chaos campaign as a committed write missing, its
+partition's next marker, an abort of the producer's next epoch, closing the transaction instead).
+Not replicated in time: REQUEST_TIMED_OUT (or the ISR's error), and the sender tries again.
 """
 
 from __future__ import annotations
@@ -35,12 +42,13 @@ if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
 
 KEY = 27
+REPLICATION_TIMEOUT_S = 5.0  # the marker sender retries after this
 OFFSETS_TOPIC = "__consumer_offsets"
 log = structlog.get_logger()
 
 
 def _write_one(ctx: BrokerContext, topic: str, index: int, producer_id: int, producer_epoch: int,
-               commit: bool, coordinator_epoch: int, written: list[Partition]) -> int:
+               commit: bool, coordinator_epoch: int, written: list[tuple[Partition, int]]) -> int:
     part = ctx.topics.partition(topic, index)
     if part is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -53,13 +61,13 @@ def _write_one(ctx: BrokerContext, topic: str, index: int, producer_id: int, pro
         return ErrorCode.NONE
     batch = build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch, ctx.clock.now_ms())
     try:
-        part.append(batch, AppendOrigin.COORDINATOR)
+        res = part.append(batch, AppendOrigin.COORDINATOR)
     except KafkaError as e:
         log.info("transaction marker refused", topic=topic, partition=index, producer_id=producer_id,
                  error=e.code.name, reason=e.message)
         return e.code
     ctx.metrics.markers_written["commit" if commit else "abort"] += 1
-    written.append(part)
+    written.append((part, res.last_offset + 1))
     return ErrorCode.NONE
 
 
@@ -85,7 +93,7 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
         return _refused(req)
     total = sum(len(t.partition_indexes) for m in req.markers for t in m.topics)
     written = 0
-    appended: list[Partition] = []
+    appended: list[tuple[Partition, int]] = []
     codes: list[list[list[int]]] = []  # per marker, per topic, per partition
     for m in req.markers:
         marker_codes = []
@@ -106,17 +114,23 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
         codes.append(marker_codes)
     # The coordinator writes CompleteX once we answer: the markers must be on disk first, or a
     # power loss could leave a completed transaction whose marker never reached a partition.
-    outcomes = await asyncio.gather(*(p.made_durable() for p in {id(p): p for p in appended}.values()),
-                                    return_exceptions=True)
+    parts = {id(p): p for p, _ in appended}
+    outcomes = await asyncio.gather(*(p.made_durable() for p in parts.values()), return_exceptions=True)
     failed = [e for e in outcomes if isinstance(e, BaseException)]
     if failed:
         log.error("markers written but not made durable; answered KAFKA_STORAGE_ERROR", exc_info=failed[0])
+    ends: dict[int, int] = {}
+    for p, end in appended:
+        ends[id(p)] = max(ends.get(id(p), 0), end)
+    waits = await asyncio.gather(*(parts[k].replicated(end, REPLICATION_TIMEOUT_S) for k, end in ends.items()))
+    unreplicated = {(parts[k].topic, parts[k].index): code for k, code in zip(ends, waits, strict=True) if code}
     return WriteTxnMarkersResponse(markers=[
         WritableTxnMarkerResult(producer_id=m.producer_id, topics=[
             WritableTxnMarkerTopicResult(name=t.name, partitions=[
                 WritableTxnMarkerPartitionResult(
                     partition_index=index,
-                    error_code=ErrorCode.KAFKA_STORAGE_ERROR if failed and code == ErrorCode.NONE else code)
+                    error_code=code if code else ErrorCode.KAFKA_STORAGE_ERROR if failed
+                    else unreplicated.get((t.name, index), ErrorCode.NONE))
                 for index, code in zip(t.partition_indexes, topic_codes, strict=True)])
             for t, topic_codes in zip(m.topics, marker_codes, strict=True)])
         for m, marker_codes in zip(req.markers, codes, strict=True)])

@@ -14,7 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from helpers.cluster import Cluster
-from helpers.cluster_metadata import coordinator, listed_everywhere, voters_for
+from helpers.cluster_metadata import coordinator, listed_everywhere, new_topic, voters_for
+from helpers.raw import Raw
 from helpers.txn import RawTxn
 
 from protocol.messages.init_producer_id import InitProducerIdRequest
@@ -30,6 +31,12 @@ from protocol.messages.txn_offset_commit import (
     TxnOffsetCommitRequestPartition,
     TxnOffsetCommitRequestTopic,
     TxnOffsetCommitResponse,
+)
+from protocol.messages.write_txn_markers import (
+    WritableTxnMarker,
+    WritableTxnMarkerTopic,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 from protocol.schema import Message
 
@@ -192,3 +199,35 @@ def test_an_abort_marker_that_lands_while_txn_offsets_replicate_settles_them(clu
     c.wait_until(lambda: (got := stable()) is not None and not answer.append(got), timeout=15,
                  message="OffsetFetch(require_stable) to settle")
     assert answer[-1] == (0, -1)  # aborted: nothing committed
+
+
+def test_a_marker_is_answered_as_written_only_once_the_in_sync_replicas_have_it(cluster: Cluster) -> None:
+    """The coordinator completes a transaction on the leaders' answers and never sends those
+    markers again: a marker only the leader held would be lost with it (the third long chaos
+    campaign: a committed write read as aborted). With the followers paused the leader must not
+    answer success; once they are back, it does."""
+    c = cluster
+    layout = new_topic(c, "marked", 1, 3, {"min.insync.replicas": "2"})
+    leader = layout.partitions[0][1]
+    marker = WriteTxnMarkersRequest(markers=[WritableTxnMarker(
+        producer_id=424242, producer_epoch=0, transaction_result=False,
+        topics=[WritableTxnMarkerTopic(name="marked", partition_indexes=[0])], coordinator_epoch=0)])
+
+    def written() -> int:
+        ib = Raw(int(c[leader].inter_broker_bootstrap.rsplit(":", 1)[1]))
+        try:
+            resp = ib.request(marker, 1)
+        finally:
+            ib.close()
+        assert isinstance(resp, WriteTxnMarkersResponse)
+        return resp.markers[0].topics[0].partitions[0].error_code
+
+    peers = [n for n in c.node_ids if n != leader]
+    for n in peers:
+        c.pause(n)
+    try:
+        assert written() != 0  # appended, but only here: not answered as written
+    finally:
+        for n in peers:
+            c.resume(n)
+    c.wait_until(lambda: written() == 0, timeout=30, message="the marker written on the in-sync replicas")
