@@ -308,6 +308,17 @@ class TxnPipeline(threading.Thread):
                     return
         if not msgs:
             return
+        expect = dict(self._positions)
+        for m in msgs:
+            if m.offset() < expect.get(m.partition(), 0):
+                # The consumer went back (a position reset under faults): copying this would put
+                # inputs in the output twice, in one transaction or across two. Start over from
+                # what the group committed instead.
+                self.errors["consume:went-back"] += 1
+                self._discard_consumer()
+                self._need_rewind = True
+                return
+            expect[m.partition()] = m.offset() + 1
         self._transaction(msgs)
 
     def _transaction(self, msgs: list[Any]) -> None:
