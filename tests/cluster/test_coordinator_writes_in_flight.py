@@ -170,9 +170,14 @@ def test_an_abort_marker_that_lands_while_txn_offsets_replicate_settles_them(clu
             conn.send(request, 3)
             c.wait_until(lambda: _log_bytes(c, node, "__consumer_offsets") > before, timeout=10,
                          message="the transaction's offsets appended")
+            with_offsets = _log_bytes(c, node, "__consumer_offsets")
             fencer = RawTxn(c.ports[node])
             try:
-                fencer.init_ok(tid)  # aborts the open transaction: its marker lands while the offsets wait
+                # a new instance fences the producer: the abort marker lands while the offsets wait
+                # (the marker itself is answered only once replicated, so it is not waited for here)
+                fencer.send(InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=60_000), 4)
+                c.wait_until(lambda: _log_bytes(c, node, "__consumer_offsets") > with_offsets, timeout=10,
+                             message="the abort marker appended")
             finally:
                 fencer.close()
         finally:
