@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from helpers.cluster import Cluster
 from helpers.cluster_metadata import coordinator
-from helpers.txn import RawTxn
+from helpers.txn import RawTxn, create_topic_at, offset_at
 
 from protocol.messages.offset_commit import (
     OffsetCommitRequest,
@@ -20,7 +20,6 @@ from protocol.messages.offset_commit import (
     OffsetCommitRequestTopic,
     OffsetCommitResponse,
 )
-from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic, OffsetFetchResponse
 
 NOT_COORDINATOR = 16
 SESSION_S = 3.0  # KETCH_BROKER_SESSION_TIMEOUT_MS of the shared fixture (tests/cluster/conftest.py)
@@ -29,21 +28,11 @@ SESSION_S = 3.0  # KETCH_BROKER_SESSION_TIMEOUT_MS of the shared fixture (tests/
 def test_a_coordinator_that_cannot_reach_the_controller_answers_not_coordinator(cluster: Cluster) -> None:
     c = cluster
     group, topic = "leased-group", "leased-input"
-    setup = RawTxn(c.ports[1])
-    try:
-        setup.create_topic(topic, 1)
-    finally:
-        setup.close()
+    create_topic_at(c.ports[1], topic, 1)
 
     def fetch(node: int) -> tuple[int, int]:
-        raw = RawTxn(c.ports[node])
-        try:
-            resp = raw.request(OffsetFetchRequest(group_id=group, topics=[
-                OffsetFetchRequestTopic(name=topic, partition_indexes=[0])]), 7)
-        finally:
-            raw.close()
-        assert isinstance(resp, OffsetFetchResponse)
-        return resp.error_code, resp.topics[0].partitions[0].committed_offset if resp.topics else -1
+        top, _, offset = offset_at(c.ports[node], group, topic, 0)
+        return top, offset
 
     def committed() -> bool:
         node = coordinator(c.ports[1], group, 0)

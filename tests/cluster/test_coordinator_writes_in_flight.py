@@ -16,7 +16,7 @@ from pathlib import Path
 from helpers.cluster import Cluster
 from helpers.cluster_metadata import coordinator, listed_everywhere, new_topic, voters_for
 from helpers.raw import Raw
-from helpers.txn import RawTxn
+from helpers.txn import RawTxn, create_topic_at, offset_at
 
 from protocol.messages.init_producer_id import InitProducerIdRequest
 from protocol.messages.offset_commit import (
@@ -25,7 +25,6 @@ from protocol.messages.offset_commit import (
     OffsetCommitRequestTopic,
     OffsetCommitResponse,
 )
-from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic, OffsetFetchResponse
 from protocol.messages.txn_offset_commit import (
     TxnOffsetCommitRequest,
     TxnOffsetCommitRequestPartition,
@@ -98,20 +97,11 @@ def test_an_offset_commit_whose_client_left_mid_write_is_still_applied(cluster: 
                 OffsetCommitRequestPartition(partition_index=0, committed_offset=offset)])])
 
     def fetched(node: int) -> int:
-        raw = RawTxn(c.ports[node])
-        try:
-            resp = raw.request(OffsetFetchRequest(group_id=group, topics=[
-                OffsetFetchRequestTopic(name=topic, partition_indexes=[0])]), 7)
-        finally:
-            raw.close()
-        assert isinstance(resp, OffsetFetchResponse) and resp.error_code == 0, resp
-        return resp.topics[0].partitions[0].committed_offset
+        top, err, offset = offset_at(c.ports[node], group, topic, 0)
+        assert top == err == 0, (top, err)
+        return offset
 
-    setup = RawTxn(c.ports[1])
-    try:
-        setup.create_topic(topic, 1)
-    finally:
-        setup.close()
+    create_topic_at(c.ports[1], topic, 1)
     node = -1
 
     def first_commit() -> bool:
@@ -144,11 +134,7 @@ def test_an_abort_marker_that_lands_while_txn_offsets_replicate_settles_them(clu
                                       "KETCH_TRANSACTION_STATE_REPLICATION_FACTOR": "1"})
     listed_everywhere(c)
     group, topic = "racing-group", "racing-input"
-    setup = RawTxn(c.ports[1])
-    try:
-        setup.create_topic(topic, 1)
-    finally:
-        setup.close()
+    create_topic_at(c.ports[1], topic, 1)
     c.wait_until(lambda: coordinator(c.ports[1], group, 0) in c.node_ids, timeout=30, message="a group coordinator")
     node = coordinator(c.ports[1], group, 0)
     c.wait_until(lambda: coordinator(c.ports[1], "probe", 1) in c.node_ids, timeout=30,
@@ -190,15 +176,8 @@ def test_an_abort_marker_that_lands_while_txn_offsets_replicate_settles_them(clu
         conn.close()
 
     def stable() -> tuple[int, int] | None:
-        raw = RawTxn(c.ports[node])
-        try:
-            got = raw.request(OffsetFetchRequest(group_id=group, topics=[OffsetFetchRequestTopic(
-                name=topic, partition_indexes=[0])], require_stable=True), 7)
-        finally:
-            raw.close()
-        assert isinstance(got, OffsetFetchResponse)
-        p = got.topics[0].partitions[0]
-        return None if p.error_code == UNSTABLE_OFFSET_COMMIT else (p.error_code, p.committed_offset)
+        _, err, offset = offset_at(c.ports[node], group, topic, 0, require_stable=True)
+        return None if err == UNSTABLE_OFFSET_COMMIT else (err, offset)
 
     answer: list[tuple[int, int]] = []
     c.wait_until(lambda: (got := stable()) is not None and not answer.append(got), timeout=15,

@@ -36,6 +36,7 @@ from protocol.messages.list_offsets import (
     ListOffsetsTopic,
 )
 from protocol.messages.list_transactions import ListTransactionsRequest, ListTransactionsResponse
+from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic, OffsetFetchResponse
 from protocol.messages.produce import PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData
 from protocol.records import Record, build_batch
 
@@ -206,3 +207,28 @@ class RawTxn(Raw):
         )
         assert isinstance(resp, ListTransactionsResponse)
         return resp
+
+
+def create_topic_at(port: int, name: str, partitions: int) -> None:
+    """CreateTopics through the broker at `port`, on a connection of its own."""
+    raw = RawTxn(port)
+    try:
+        raw.create_topic(name, partitions)
+    finally:
+        raw.close()
+
+
+def offset_at(port: int, group: str, topic: str, partition: int, *, require_stable: bool = False) -> tuple[int, int, int]:
+    """OffsetFetch v7 of one partition from the broker at `port`: (top-level error, the partition's
+    error, its committed offset)."""
+    raw = RawTxn(port)
+    try:
+        resp = raw.request(OffsetFetchRequest(group_id=group, topics=[OffsetFetchRequestTopic(
+            name=topic, partition_indexes=[partition])], require_stable=require_stable), 7)
+    finally:
+        raw.close()
+    assert isinstance(resp, OffsetFetchResponse)
+    if resp.error_code or not resp.topics:
+        return resp.error_code, resp.error_code, -1
+    p = resp.topics[0].partitions[0]
+    return 0, p.error_code, p.committed_offset
