@@ -114,16 +114,15 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
         codes.append(marker_codes)
     # The coordinator writes CompleteX once we answer: the markers must be on disk first, or a
     # power loss could leave a completed transaction whose marker never reached a partition.
-    parts = {id(p): p for p, _ in appended}
-    outcomes = await asyncio.gather(*(p.made_durable() for p in parts.values()), return_exceptions=True)
+    ends: dict[int, tuple[Partition, int]] = {}  # each partition written, with its log end after the markers
+    for p, end in appended:
+        ends[id(p)] = (p, max(ends.get(id(p), (p, 0))[1], end))
+    outcomes = await asyncio.gather(*(p.made_durable() for p, _ in ends.values()), return_exceptions=True)
     failed = [e for e in outcomes if isinstance(e, BaseException)]
     if failed:
         log.error("markers written but not made durable; answered KAFKA_STORAGE_ERROR", exc_info=failed[0])
-    ends: dict[int, int] = {}
-    for p, end in appended:
-        ends[id(p)] = max(ends.get(id(p), 0), end)
-    waits = await asyncio.gather(*(parts[k].replicated(end, REPLICATION_TIMEOUT_S) for k, end in ends.items()))
-    unreplicated = {(parts[k].topic, parts[k].index): code for k, code in zip(ends, waits, strict=True) if code}
+    waits = await asyncio.gather(*(p.replicated(end, REPLICATION_TIMEOUT_S) for p, end in ends.values()))
+    unreplicated = {(p.topic, p.index): code for (p, _), code in zip(ends.values(), waits, strict=True) if code}
     return WriteTxnMarkersResponse(markers=[
         WritableTxnMarkerResult(producer_id=m.producer_id, topics=[
             WritableTxnMarkerTopicResult(name=t.name, partitions=[

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from ..topics import Topic, TopicTable
 
 log = structlog.get_logger()
+T = TypeVar("T")
 
 TOPIC = "__transaction_state"
 CONCURRENT_WAIT_S = 2.0
@@ -343,10 +344,7 @@ class TransactionCoordinator:
         copier hangs), while the record it had appended could still commit."""
         if not d.writes:
             return d
-        task = asyncio.get_running_loop().create_task(self._write(tid, d))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return await asyncio.shield(task)
+        return await asyncio.shield(self._spawn(self._write(tid, d)))
 
     async def _write(self, tid: str, d: Decision) -> Decision:
         epoch = self.machine.coordinator_epoch(tid)
@@ -442,10 +440,11 @@ class TransactionCoordinator:
             await asyncio.sleep(0.5)
             self._spawn(self._complete(job))
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     # ---- the reaper ---------------------------------------------------------------------------
     async def _reap_loop(self) -> None:
