@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -24,11 +25,30 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
 
 
+# Test ports come from below the kernel's ephemeral range (32768-60999 on Linux): a port taken
+# there by bind(0) and released can be handed to any outgoing connection (a broker's own fetcher,
+# a client) before the broker binds it, or while a killed broker is down. CI lost a cluster test
+# to exactly that ("address already in use"). Ports below the range are only ever taken by bind.
+_PORT_RANGE = (20000, 32000)
+_handed_out: set[int] = set()
+_rng = random.Random(os.getpid() ^ time.monotonic_ns())
+
+
 def free_port(host: str = HOST) -> int:
-    """A TCP port that was free a moment ago (bind to port 0, read it, release it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A TCP port outside the ephemeral range, bindable now and not handed out before in this
+    process (so a stopped broker's port is not given to another while it is down)."""
+    for _ in range(1000):
+        port = _rng.randrange(*_PORT_RANGE)
+        if port in _handed_out:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise OSError(f"no free port in {_PORT_RANGE} on {host}")
 
 
 def port_accepts(host: str, port: int, timeout: float = 0.5) -> bool:
