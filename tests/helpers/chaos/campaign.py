@@ -222,8 +222,9 @@ def run_campaign(
             say("faults over; workload draining")
             rc = _wait_exit(workload, 600)
             wl_log.close()
-            _append(history, batches_op("mixed", [(n, d) for n, b in cluster.brokers.items()
-                                                  for d in b.data_dir.glob("mixed-*")]))
+            for topic in ("mixed", "cin", "cout"):
+                _append(history, batches_op(topic, [(n, d) for n, b in cluster.brokers.items()
+                                                    for d in b.data_dir.glob(f"{topic}-*")]))
         finally:
             if workload is not None and workload.poll() is None:
                 workload.kill()

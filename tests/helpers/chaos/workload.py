@@ -91,6 +91,24 @@ class Worker(threading.Thread):
         key = f"{where}:{name}"
         self.errors[key] = self.errors.get(key, 0) + 1
 
+    def _bumps_recorded(self, inc: int) -> dict[str, Any]:
+        """Client settings that put each producer epoch bump, with librdkafka's reason for it, in
+        the history: the checker cites them for values stored under two epochs. Only the EOS debug
+        context is logged, and of it only the bumps are kept."""
+        history, proc = self.history, self.proc
+
+        class Bumps(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                text = record.getMessage()
+                if "epoch bump" in text:
+                    history.write({"f": "bump", "proc": proc, "inc": inc, "t": time.monotonic(), "what": text[:400]})
+
+        logger = logging.getLogger(f"chaos.bumps.{proc}.{inc}")
+        logger.propagate = False
+        logger.setLevel(logging.DEBUG)
+        logger.addHandler(Bumps())
+        return {"debug": "eos", "log_level": 7, "logger": logger}
+
 
 def _kafka_error(exc: BaseException) -> KafkaError | None:
     err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
@@ -148,24 +166,6 @@ class PlainProducer(Worker):
             self.note("poll", _kafka_error(exc) or exc)
         _finish(p)
 
-    def _bumps_recorded(self, inc: int) -> dict[str, Any]:
-        """Client settings that put each producer epoch bump, with librdkafka's reason for it, in
-        the history: the checker cites them for values stored under two epochs. Only the EOS debug
-        context is logged, and of it only the bumps are kept."""
-        history, proc = self.history, self.proc
-
-        class Bumps(logging.Handler):
-            def emit(self, record: logging.LogRecord) -> None:
-                text = record.getMessage()
-                if "epoch bump" in text:
-                    history.write({"f": "bump", "proc": proc, "inc": inc, "t": time.monotonic(), "what": text[:400]})
-
-        logger = logging.getLogger(f"chaos.bumps.{proc}.{inc}")
-        logger.propagate = False
-        logger.setLevel(logging.DEBUG)
-        logger.addHandler(Bumps())
-        return {"debug": "eos", "log_level": 7, "logger": logger}
-
     def _done(self, op: dict[str, Any], fatal: threading.Event) -> Any:
         def cb(err: KafkaError | None, msg: Any) -> None:
             op["t1"] = time.monotonic()
@@ -192,8 +192,8 @@ class Feeder(Worker):
         self.topic, self.partitions, self.next, self.rate = topic, partitions, first, rate
 
     def body(self) -> None:
-        p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
-                      "linger.ms": 5, "message.timeout.ms": 60_000, **QUIET})
+        inc = 1
+        p = self._producer(inc)
         due = time.monotonic()
         while not self.halt.is_set():
             try:
@@ -205,9 +205,13 @@ class Feeder(Worker):
             except KafkaException as exc:  # fatal: a new producer carries on with the next values
                 self.note("feed", _kafka_error(exc) or exc)
                 _finish(p)
-                p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
-                              "linger.ms": 5, "message.timeout.ms": 60_000, **QUIET})
+                inc += 1
+                p = self._producer(inc)
         _finish(p)
+
+    def _producer(self, inc: int) -> Producer:
+        return Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 5, "message.timeout.ms": 60_000, **self._bumps_recorded(inc)})
 
 
 class TxnProducer(Worker):
