@@ -68,6 +68,11 @@ def render(ctx: BrokerContext, connections: int, started_ms: int) -> str:
                "Connections the broker closed because it could not answer them (malformed or oversized "
                "frames, unknown API keys or versions, internal errors), by reason.",
                [((("reason", r),), n) for r, n in sorted(m.connections_aborted.items())])
+    out.family("ketch_event_loop_stalls_total", "counter",
+               "Times the event loop did not turn for a second or more (each is logged with the stack "
+               "that held it).", m.loop_stalls)
+    out.family("ketch_event_loop_stall_seconds_total", "counter", "Time those stalls lasted.",
+               m.loop_stall_seconds)
     out.family("ketch_network_received_bytes_total", "counter", "Bytes read from clients.", m.bytes_received)
     out.family("ketch_network_sent_bytes_total", "counter", "Bytes written to clients.", m.bytes_sent)
     apis = sorted(m.requests)

@@ -52,6 +52,7 @@ from .controller.shell import ControllerShell
 from .group import GroupCoordinator
 from .housekeeping import Housekeeper
 from .lifecycle import BrokerLifecycle
+from .loop_watch import LoopWatch
 from .metadata.image import MetadataImage
 from .metrics import BrokerMetrics
 from .metrics_http import MetricsEndpoint
@@ -274,6 +275,7 @@ class BrokerServer:
         self.cfg = cfg
         self.clock = clock
         self.metrics = BrokerMetrics()
+        self.loop_watch = LoopWatch(self.metrics)
         self.topics = TopicTable(cfg, clock)
         self.controller = QuorumController(legacy_producer_id_floor(Path(cfg.data_dir)), cfg.broker_session_timeout_ms)
         self.quorum = QuorumShell(cfg.node_id, cfg.voter_map(), Path(cfg.data_dir) / METADATA_DIR, cfg.cluster_id,
@@ -344,6 +346,7 @@ class BrokerServer:
         return code, Assignment(a.replicas, frozenset(info.isr), info.leader, info.leader_epoch, info.partition_epoch)
 
     async def start(self) -> None:
+        self.loop_watch.start()  # start-up (log recovery, metadata replay) is where stalls were seen
         await self._bind()
         data_dir = Path(self.cfg.data_dir)
         try:
@@ -561,4 +564,5 @@ class BrokerServer:
         await self.txn.stop()
         await self.groups.stop()
         self.topics.close()
+        self.loop_watch.stop()
         log.info("broker stopped", node_id=self.cfg.node_id)

@@ -1,0 +1,55 @@
+"""The loop watch names the code that holds the event loop, while it holds it, and counts the stall."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from structlog.testing import capture_logs
+
+from broker.loop_watch import LoopWatch
+from broker.metrics import BrokerMetrics
+
+
+def _hold_the_loop(seconds: float) -> None:
+    time.sleep(seconds)  # the stall under test: blocking work on the loop
+
+
+async def _turns(n: int) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0.05)
+
+
+async def test_a_stall_is_logged_with_the_blocking_stack_and_counted() -> None:
+    metrics = BrokerMetrics()
+    watch = LoopWatch(metrics, stall_s=0.3)
+    with capture_logs() as logs:
+        watch.start()
+        try:
+            await _turns(3)
+            _hold_the_loop(1.0)
+            deadline = time.monotonic() + 5
+            while metrics.loop_stalls == 0 and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+        finally:
+            watch.stop()
+    stuck = [e for e in logs if e["event"] == "event loop stuck"]
+    assert len(stuck) == 1, logs
+    assert "_hold_the_loop" in stuck[0]["stack"]
+    assert metrics.loop_stalls == 1
+    assert 0.6 <= metrics.loop_stall_seconds <= 3.0
+    stalled = [e for e in logs if e["event"] == "event loop stalled"]
+    assert len(stalled) == 1 and stalled[0]["seconds"] >= 0.6
+
+
+async def test_a_loop_that_keeps_turning_is_not_reported() -> None:
+    metrics = BrokerMetrics()
+    watch = LoopWatch(metrics, stall_s=0.3)
+    with capture_logs() as logs:
+        watch.start()
+        try:
+            await _turns(20)
+        finally:
+            watch.stop()
+    assert metrics.loop_stalls == 0
+    assert not [e for e in logs if e["event"].startswith("event loop")]
