@@ -17,7 +17,7 @@ is the one its retry would have got.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
@@ -39,7 +39,7 @@ from .log_records import TxnLogFormatError, decode_key, decode_value, encode_key
 from .machine import Decision, MarkerJob, TxnStateMachine
 from .markers import DELETED
 from .sender import MarkerSender
-from .state import TxnMetadata, TxnState
+from .state import TxnMetadata, TxnRecord, TxnState
 
 if TYPE_CHECKING:
     from ..config import BrokerConfig
@@ -57,6 +57,24 @@ VERIFY_TIMEOUT_S = 5.0  # a verification asked of another broker
 LOAD_WAIT_S = 10.0  # a new leader's high watermark catching up with its log before loading
 REPLICATION_TIMEOUT_S = 5.0  # a __transaction_state append must reach the in-sync replicas by then
 _LOAD_READ_BYTES = 1024 * 1024
+
+
+def _decoded(partition: int, data: bytes | memoryview) -> list[tuple[str, TxnRecord | None]]:
+    """The (transactional id, value) records of whole batches read from a `__transaction_state`
+    partition; control batches and keyless records are not coordinator state."""
+    out: list[tuple[str, TxnRecord | None]] = []
+    for h, records in decode_batches(data):
+        if h.is_control:
+            continue
+        for rec in records:
+            if rec.key is None:
+                continue
+            try:
+                out.append((decode_key(rec.key), None if rec.value is None else decode_value(rec.value)))
+            except TxnLogFormatError as e:
+                # Refusing to start beats guessing the outcome of someone's transaction.
+                raise RuntimeError(f"{TOPIC}-{partition} offset {rec.offset}: {e}") from e
+    return out
 
 
 # Storage errors of a `__transaction_state` append, as the client should see them (Kafka's mapping).
@@ -169,56 +187,45 @@ class TransactionCoordinator:
         log.info("transaction coordinator loaded", transactional_ids=len(self.machine.txns), records=loaded,
                  completing=len(prepared))
 
-    def _replay(self, part: Partition) -> Iterator[int]:
-        """Rebuild the partition's transactions from its log, one read at a time (yields the
-        records each read held)."""
+    def _begin_replay(self, part: Partition) -> None:
         self.machine.unload_partition(part.index)
         self.machine.coordinator_epochs[part.index] = part.leader_epoch
-        offset = part.log_start_offset
-        while True:
-            r = part.read(offset, _LOAD_READ_BYTES, Isolation.READ_UNCOMMITTED)  # committed records only
-            if r.error or not r.records:
-                return
-            count = 0
-            for h, records in decode_batches(r.records):
-                if h.is_control:
-                    continue
-                for rec in records:
-                    if rec.key is None:
-                        continue
-                    try:
-                        tid = decode_key(rec.key)
-                        value = None if rec.value is None else decode_value(rec.value)
-                    except TxnLogFormatError as e:
-                        # Refusing to start beats guessing the outcome of someone's transaction.
-                        raise RuntimeError(f"{TOPIC}-{part.index} offset {rec.offset}: {e}") from e
-                    self.machine.load(tid, value)
-                    count += 1
-            offset = r.next_offset
-            yield count
 
     def _load_partition(self, part: Partition) -> int:
         """At start, before any request can arrive: in one go."""
-        count = sum(self._replay(part))
+        self._begin_replay(part)
+        count, offset = 0, part.log_start_offset
+        while (r := part.read(offset, _LOAD_READ_BYTES, Isolation.READ_UNCOMMITTED)).records and not r.error:
+            for tid, value in _decoded(part.index, r.records):
+                self.machine.load(tid, value)
+                count += 1
+            offset = r.next_offset
         self._owned.add(part.index)
         return count
 
     async def _load_partition_in_steps(self, part: Partition) -> int | None:
-        """While the broker serves: other requests run between reads, and the partition's ids
-        are not served (not owned) until the whole log is in. Loaded again if the leadership
-        changed epoch meanwhile; None if it went elsewhere."""
+        """While the broker serves: a large partition's records take seconds of Python to decode,
+        which on the event loop stalled every request, replica fetch and heartbeat of the broker
+        (the chaos campaign saw ~20 s). So each read is decoded in a worker thread and only
+        applied on the loop, and the partition's ids are not served (not owned) until the whole
+        log is in. Loaded again if the leadership changed epoch meanwhile; None if it went
+        elsewhere."""
         while True:
             epoch = part.leader_epoch
-            count = 0
-            for n in self._replay(part):
-                count += n
-                await asyncio.sleep(0)
-                if not part.is_leader or part.leader_epoch != epoch:
-                    break
-            else:
-                if part.is_leader and part.leader_epoch == epoch:
+            self._begin_replay(part)
+            count, offset = 0, part.log_start_offset
+            while part.is_leader and part.leader_epoch == epoch:
+                r = part.read(offset, _LOAD_READ_BYTES, Isolation.READ_UNCOMMITTED)  # committed records only
+                if r.error or not r.records:
                     self._owned.add(part.index)
                     return count
+                loaded = await asyncio.to_thread(_decoded, part.index, bytes(r.records))
+                if not part.is_leader or part.leader_epoch != epoch:
+                    break
+                for tid, value in loaded:
+                    self.machine.load(tid, value)
+                count += len(loaded)
+                offset = r.next_offset
             self.machine.unload_partition(part.index)
             if not part.is_leader:
                 return None

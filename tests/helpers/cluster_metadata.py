@@ -18,6 +18,10 @@ from .cluster import Cluster
 from .raw import Raw
 
 
+_REQUEST_TIMED_OUT, _TOPIC_ALREADY_EXISTS, _INVALID_REPLICATION_FACTOR = 7, 36, 38
+_RETRIABLE_CREATE = (_REQUEST_TIMED_OUT, _INVALID_REPLICATION_FACTOR)
+
+
 @dataclass(frozen=True)
 class Layout:
     brokers: tuple[int, ...]
@@ -93,12 +97,23 @@ def listed_everywhere(c: Cluster) -> None:
 
 def new_topic(c: Cluster, name: str, partitions: int, rf: int, configs: dict[str, str] | None = None,
               on: int = 1) -> Layout:
-    """Create a topic through broker `on` and wait until every running broker shows the same layout."""
-    code = create_with_configs(c.ports[on], name, partitions, rf, configs or {})
-    assert code == 0, f"CreateTopics {name}: error {code}"
+    """Create a topic through broker `on` and wait until every running broker shows the same layout.
+
+    On a loaded machine a broker can miss its heartbeats and be fenced for a moment, and the
+    controller then has too few brokers for `rf` (INVALID_REPLICATION_FACTOR) or answers late
+    (REQUEST_TIMED_OUT, after which the topic may exist): those are retried, as a client would."""
+    codes: list[int] = []
+
+    def created() -> bool:
+        codes.append(create_with_configs(c.ports[on], name, partitions, rf, configs or {}))
+        return codes[-1] not in _RETRIABLE_CREATE
+
+    c.wait_until(created, timeout=30, message=f"CreateTopics {name} to be answered for good: {codes}")
+    assert codes[-1] == 0 or (codes[-1] == _TOPIC_ALREADY_EXISTS and _REQUEST_TIMED_OUT in codes), \
+        f"CreateTopics {name}: errors {codes}"
     found: list[Layout] = []
     c.wait_until(lambda: found.append(x) or True if (x := agreed(c, name, c.running())) else False,
-                 timeout=10, message=f"{name} the same on every broker")
+                 timeout=30, message=f"{name} the same on every broker")
     return found[-1]
 
 
