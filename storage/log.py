@@ -61,6 +61,8 @@ from .segment import (
 
 log = structlog.get_logger(__name__)
 
+_SNAPSHOTS_KEPT = 3  # periodic producer snapshots (a truncation usually goes back less than one interval)
+
 # pwritev takes at most IOV_MAX (1024 on Linux) buffers; two per batch.
 _MAX_IOV_BATCHES = 500
 _PREFIX = struct.Struct(">qii")  # base_offset, batch_length, partition_leader_epoch
@@ -507,6 +509,23 @@ class PartitionLog:
             if self._written.get(name) != value:
                 file.write(value, durable=True)
                 self._written[name] = value
+        self._snapshot_producers()
+
+    def _snapshot_producers(self) -> None:
+        """Snapshot producer state at the log end if it moved since the newest snapshot, keeping
+        the newest few. A follower's truncation (and recovery after a crash) replays the log from
+        the newest snapshot below it; with snapshots only at segment rolls, a partition that had
+        not rolled replayed its whole log on the event loop — in the chaos campaign an hour of
+        batches, a broker stalled for seconds. Not fsynced, like the roll snapshot."""
+        end = self._producers.map_end_offset
+        offsets = self._producers.snapshot_offsets()
+        if end != self._leo or (offsets and offsets[-1] >= end) or end <= self._log_start:
+            return
+        self._producers.take_snapshot(durable=False)
+        keep = set(offsets[len(offsets) - (_SNAPSHOTS_KEPT - 1):])
+        durable = [o for o in offsets if o <= self._recovery_point]  # what recovery after a crash can use
+        keep.update(durable[-1:])
+        self._producers.delete_snapshots(o for o in offsets if o not in keep)
 
     def close(self) -> None:
         """Flush, snapshot producer state at the log end and write every checkpoint, so the

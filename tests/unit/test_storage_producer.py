@@ -215,3 +215,42 @@ def test_producer_expiry(tmp_path: Path) -> None:
     assert log.expire_producers() == 1
     assert set(log.producer_state.active_producers) == {2}  # the open transaction keeps pid 2
     log.append(idem(17, pid=1), leader_epoch=0)  # back after expiry: accepted, tracked again
+
+
+def test_a_checkpoint_snapshots_producer_state_so_a_truncation_replays_only_from_there(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a roll, a follower's truncation used to replay the whole log (on the event loop)."""
+    import storage.log as storage_log
+
+    log = open_log(tmp_path / "t-0")
+    for i in range(10):
+        log.append(idem(i * 2, 2, pid=1), leader_epoch=0)  # 0-19
+    log.checkpoint()
+    assert log.producer_state.snapshot_offsets() == [20]
+    for i in range(10, 15):
+        log.append(idem(i * 2, 2, pid=1), leader_epoch=0)  # 20-29
+    starts: list[int] = []
+    real = storage_log.replay
+
+    def spy(producers, segments, start, end, hw, now_ms):  # type: ignore[no-untyped-def]
+        starts.append(start)
+        return real(producers, segments, start, end, hw, now_ms)
+
+    monkeypatch.setattr(storage_log, "replay", spy)
+    log.truncate_to(26)
+    assert starts == [20]
+    assert log.producer_state.get(1).last_seq == 25  # type: ignore[union-attr]
+    log.append(idem(26, 2, pid=1), leader_epoch=0)  # the sequence goes on from the truncation point
+    assert code_of(log, idem(30, 1, pid=1)) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+def test_periodic_snapshots_keep_the_newest_few_and_one_recovery_can_use(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    log.append(idem(0, 2, pid=1), leader_epoch=0)
+    log.flush()  # the recovery point is 2 from here on
+    log.checkpoint()
+    for i in range(1, 6):
+        log.append(idem(i * 2, 2, pid=1), leader_epoch=0)
+        log.checkpoint()
+    log.checkpoint()  # nothing appended since the last: no new snapshot
+    assert log.producer_state.snapshot_offsets() == [2, 8, 10, 12]
