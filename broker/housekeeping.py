@@ -56,6 +56,10 @@ class Housekeeper:
                         await self.tidy(p, retention_due=retention_due, expiry_due=expiry_due)
                     except Exception as e:
                         log.error("housekeeping failed", topic=t.name, partition=p.index, exc_info=e)
+                    # A partition's checkpoint is a few fsyncs on the loop: on a busy disk all of
+                    # them in one go held the loop for seconds (heartbeats, fetches) — so turn it
+                    # between partitions.
+                    await asyncio.sleep(0)
 
     async def tidy(self, p: Partition, *, retention_due: bool, expiry_due: bool) -> None:
         """One partition's share of a pass."""
