@@ -17,7 +17,6 @@ from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, Me
 from .cluster import Cluster
 from .raw import Raw
 
-
 _REQUEST_TIMED_OUT, _TOPIC_ALREADY_EXISTS, _INVALID_REPLICATION_FACTOR = 7, 36, 38
 _RETRIABLE_CREATE = (_REQUEST_TIMED_OUT, _INVALID_REPLICATION_FACTOR)
 
