@@ -17,7 +17,7 @@ is the one its retry would have got.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
@@ -187,45 +187,46 @@ class TransactionCoordinator:
         log.info("transaction coordinator loaded", transactional_ids=len(self.machine.txns), records=loaded,
                  completing=len(prepared))
 
-    def _begin_replay(self, part: Partition) -> None:
+    def _chunks(self, part: Partition) -> Iterator[bytes | memoryview]:
+        """Start the partition's state over and read its log, one chunk of whole batches at a
+        time (each read is made only when the next chunk is asked for)."""
         self.machine.unload_partition(part.index)
         self.machine.coordinator_epochs[part.index] = part.leader_epoch
+        offset = part.log_start_offset
+        while (r := part.read(offset, _LOAD_READ_BYTES, Isolation.READ_UNCOMMITTED)).records and not r.error:
+            yield r.records  # committed records only
+            offset = r.next_offset
+
+    def _apply(self, loaded: list[tuple[str, TxnRecord | None]]) -> int:
+        for tid, value in loaded:
+            self.machine.load(tid, value)
+        return len(loaded)
 
     def _load_partition(self, part: Partition) -> int:
         """At start, before any request can arrive: in one go."""
-        self._begin_replay(part)
-        count, offset = 0, part.log_start_offset
-        while (r := part.read(offset, _LOAD_READ_BYTES, Isolation.READ_UNCOMMITTED)).records and not r.error:
-            for tid, value in _decoded(part.index, r.records):
-                self.machine.load(tid, value)
-                count += 1
-            offset = r.next_offset
+        count = sum(self._apply(_decoded(part.index, chunk)) for chunk in self._chunks(part))
         self._owned.add(part.index)
         return count
 
     async def _load_partition_in_steps(self, part: Partition) -> int | None:
         """While the broker serves: a large partition's records take seconds of Python to decode,
         which on the event loop stalled every request, replica fetch and heartbeat of the broker
-        (the chaos campaign saw ~20 s). So each read is decoded in a worker thread and only
-        applied on the loop, and the partition's ids are not served (not owned) until the whole
-        log is in. Loaded again if the leadership changed epoch meanwhile; None if it went
-        elsewhere."""
+        (the chaos campaign saw ~20 s). So each chunk is decoded in a worker thread (from a copy:
+        the log may change meanwhile) and only applied on the loop, and the partition's ids are not
+        served (not owned) until the whole log is in. Loaded again if the leadership changed epoch
+        meanwhile; None if it went elsewhere."""
         while True:
             epoch = part.leader_epoch
-            self._begin_replay(part)
-            count, offset = 0, part.log_start_offset
-            while part.is_leader and part.leader_epoch == epoch:
-                r = part.read(offset, _LOAD_READ_BYTES, Isolation.READ_UNCOMMITTED)  # committed records only
-                if r.error or not r.records:
-                    self._owned.add(part.index)
-                    return count
-                loaded = await asyncio.to_thread(_decoded, part.index, bytes(r.records))
+            count = 0
+            for chunk in self._chunks(part):
+                loaded = await asyncio.to_thread(_decoded, part.index, bytes(chunk))
                 if not part.is_leader or part.leader_epoch != epoch:
                     break
-                for tid, value in loaded:
-                    self.machine.load(tid, value)
-                count += len(loaded)
-                offset = r.next_offset
+                count += self._apply(loaded)
+            else:
+                if part.is_leader and part.leader_epoch == epoch:
+                    self._owned.add(part.index)
+                    return count
             self.machine.unload_partition(part.index)
             if not part.is_leader:
                 return None

@@ -76,14 +76,11 @@ def test_a_copier_is_exactly_once_while_coordinators_die_with_markers_half_sent(
     workers: list[TxnPipeline] = []
 
     def spawn() -> TxnPipeline:
-        """A copier instance; a replacement takes the same transactional id and group (its
-        init_transactions fences the one before), as a supervisor restarting the application would."""
-        w = TxnPipeline(c.bootstrap, src, dst, ends, seed=rng.randrange(1 << 30), deadline=deadline,
-                        max_txns=2 * MESSAGES)
-        if workers:
-            w.tid, w.group = workers[0].tid, workers[0].group
-            w.txn_no = HUNG_TXN_STRIDE * len(workers)
-            w.max_txns += w.txn_no
+        """The copier; a replacement is the same application started again, as a supervisor
+        restarting it would (TxnPipeline.successor)."""
+        seed = rng.randrange(1 << 30)
+        w = (workers[-1].successor(seed=seed, txn_no=HUNG_TXN_STRIDE * len(workers)) if workers else
+             TxnPipeline(c.bootstrap, src, dst, ends, seed=seed, deadline=deadline, max_txns=2 * MESSAGES))
         workers.append(w)
         w.start()
         return w
@@ -96,15 +93,14 @@ def test_a_copier_is_exactly_once_while_coordinators_die_with_markers_half_sent(
         return (f"{ctx} killed {killed}; client hangs {len(hung)}; {workers[-1].summary()}; "
                 f"worker crash: {workers[-1].crashed}")
 
-    progress: list[tuple[float, tuple[int, int, int]]] = []
+    progress: list[tuple[float, tuple[int, ...]]] = []
 
     def stuck() -> bool:
         """No transaction attempt, rewind or new client for HUNG_S: librdkafka's
         send_offsets_to_transaction can block past its own timeout once the broker it cached as
         group coordinator died (tests/helpers/soak.py; the chaos workload's copier supervisor
         restarts such an instance the same way)."""
-        w = workers[-1]
-        now = (w.txn_no, w.rewinds, w.producers_created)
+        now = workers[-1].progress
         if not progress or progress[-1][1] != now:
             progress[:] = [(time.monotonic(), now)]
         return time.monotonic() - progress[0][0] > HUNG_S

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from protocol.errors import ErrorCode
 from protocol.messages.create_topics import (
     CreatableTopic,
     CreatableTopicConfig,
@@ -17,8 +18,7 @@ from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, Me
 from .cluster import Cluster
 from .raw import Raw
 
-_REQUEST_TIMED_OUT, _TOPIC_ALREADY_EXISTS, _INVALID_REPLICATION_FACTOR = 7, 36, 38
-_RETRIABLE_CREATE = (_REQUEST_TIMED_OUT, _INVALID_REPLICATION_FACTOR)
+_RETRIABLE_CREATE = (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.INVALID_REPLICATION_FACTOR)
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def new_topic(c: Cluster, name: str, partitions: int, rf: int, configs: dict[str
         return codes[-1] not in _RETRIABLE_CREATE
 
     c.wait_until(created, timeout=30, message=f"CreateTopics {name} to be answered for good: {codes}")
-    assert codes[-1] == 0 or (codes[-1] == _TOPIC_ALREADY_EXISTS and _REQUEST_TIMED_OUT in codes), \
+    assert codes[-1] == 0 or (codes[-1] == ErrorCode.TOPIC_ALREADY_EXISTS and ErrorCode.REQUEST_TIMED_OUT in codes), \
         f"CreateTopics {name}: errors {codes}"
     found: list[Layout] = []
     c.wait_until(lambda: found.append(x) or True if (x := agreed(c, name, c.running())) else False,

@@ -241,6 +241,22 @@ class TxnPipeline(threading.Thread):
     def stop(self) -> None:
         self._halt.set()
 
+    def successor(self, *, seed: int, txn_no: int) -> TxnPipeline:
+        """The same application started again (after this instance hung in a client call): same
+        transactional id and group — its init_transactions fences this instance — with its
+        transaction numbers from `txn_no` on, so the outcomes of both can be told apart."""
+        nxt = TxnPipeline(self.bootstrap, self.src, self.dst, self.ends, seed=seed, deadline=self.deadline,
+                          max_txns=self.max_txns, max_batch=self.max_batch, abort_ratio=self.abort_ratio,
+                          crash_ratio=self.crash_ratio, producer_conf=self.producer_conf)
+        nxt.tid, nxt.group, nxt.txn_no = self.tid, self.group, txn_no
+        return nxt
+
+    @property
+    def progress(self) -> tuple[int, ...]:
+        """Changes whenever the copier gets anywhere: a transaction attempt, a rewind, a new client,
+        input committed. Unchanged for long, the instance is stuck in a client call."""
+        return (self.txn_no, self.rewinds, self.producers_created, self.consumers_created, self.processed)
+
     @property
     def processed(self) -> int:
         return sum(self.committed_offsets.values())
@@ -259,9 +275,10 @@ class TxnPipeline(threading.Thread):
 
     # ------------------------------------------------------------------ thread body
     def run(self) -> None:
+        first_txn = self.txn_no  # a successor's numbers start high: max_txns counts this instance's
         try:
             while not self._halt.is_set() and not self.done:
-                if time.monotonic() > self.deadline or self.txn_no >= self.max_txns:
+                if time.monotonic() > self.deadline or self.txn_no - first_txn >= self.max_txns:
                     break
                 self._step()
         except BaseException:  # a bug in the worker, not a client error: the test reports it

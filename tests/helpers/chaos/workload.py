@@ -91,6 +91,11 @@ class Worker(threading.Thread):
         key = f"{where}:{name}"
         self.errors[key] = self.errors.get(key, 0) + 1
 
+    def _idempotent_producer(self, inc: int) -> Producer:
+        """Incarnation `inc`'s idempotent acks=all producer, its epoch bumps recorded."""
+        return Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 5, "message.timeout.ms": 60_000, **self._bumps_recorded(inc)})
+
     def _bumps_recorded(self, inc: int) -> dict[str, Any]:
         """Client settings that put each producer epoch bump, with librdkafka's reason for it, in
         the history: the checker cites them for values stored under two epochs. Only the EOS debug
@@ -144,8 +149,7 @@ class PlainProducer(Worker):
         self.topic, self.partitions, self.rate = topic, partitions, rate
 
     def _incarnation(self, inc: int) -> None:
-        p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
-                      "linger.ms": 5, "message.timeout.ms": 60_000, **self._bumps_recorded(inc)})
+        p = self._idempotent_producer(inc)
         fatal = threading.Event()
         seq = 0
         due = time.monotonic()
@@ -193,7 +197,7 @@ class Feeder(Worker):
 
     def body(self) -> None:
         inc = 1
-        p = self._producer(inc)
+        p = self._idempotent_producer(inc)
         due = time.monotonic()
         while not self.halt.is_set():
             try:
@@ -206,12 +210,8 @@ class Feeder(Worker):
                 self.note("feed", _kafka_error(exc) or exc)
                 _finish(p)
                 inc += 1
-                p = self._producer(inc)
+                p = self._idempotent_producer(inc)
         _finish(p)
-
-    def _producer(self, inc: int) -> Producer:
-        return Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
-                         "linger.ms": 5, "message.timeout.ms": 60_000, **self._bumps_recorded(inc)})
 
 
 class TxnProducer(Worker):
@@ -364,15 +364,16 @@ class Copier:
 
     def _spawn(self) -> None:
         a = self.args
-        old = self.instances[-1] if self.instances else None
-        c = TxnPipeline(a.bootstrap, a.copier_input, a.copier_output,
-                        dict(old.ends) if old else {p: 1 << 62 for p in self.parts},  # real ends: at drain
-                        seed=a.seed + self.number + 7919 * len(self.instances),
-                        deadline=time.monotonic() + 10 * 3600, max_txns=10**9,
-                        producer_conf={"transaction.timeout.ms": a.txn_timeout_ms})
-        c.txn_no = self.number * TXN_NO_STRIDE + len(self.instances) * (TXN_NO_STRIDE // 10)
-        if old is not None:
-            c.tid, c.group = old.tid, old.group
+        seed = a.seed + self.number + 7919 * len(self.instances)
+        txn_no = self.number * TXN_NO_STRIDE + len(self.instances) * (TXN_NO_STRIDE // 10)
+        if self.instances:
+            c = self.instances[-1].successor(seed=seed, txn_no=txn_no)
+        else:
+            c = TxnPipeline(a.bootstrap, a.copier_input, a.copier_output,
+                            {p: 1 << 62 for p in self.parts},  # the real ends are set at drain
+                            seed=seed, deadline=time.monotonic() + 10 * 3600, max_txns=10**9,
+                            producer_conf={"transaction.timeout.ms": a.txn_timeout_ms})
+            c.txn_no = txn_no
         self.instances.append(c)
         self._since = time.monotonic()
         c.start()
@@ -383,7 +384,7 @@ class Copier:
 
     def watch(self) -> None:
         c = self.current
-        progress = (c.txn_no, c.rewinds, c.producers_created, c.consumers_created, c.processed)
+        progress = c.progress
         if progress != self._progress:
             self._progress, self._since = progress, time.monotonic()
         elif c.is_alive() and not self.finished() and time.monotonic() - self._since > self.HUNG_S:
