@@ -36,7 +36,7 @@ from protocol.headers import (
     write_response_header,
 )
 from protocol.messages.api_versions import ApiVersionsResponse
-from protocol.messages.metadata_records import unframe_batch
+from protocol.messages.metadata_records import NoOpRecord, unframe_batch
 from protocol.messages.registry import REQUESTS
 from protocol.primitives import DecodeError, Reader, Writer
 from protocol.schema import Message
@@ -459,10 +459,13 @@ class BrokerServer:
         broker cannot read or apply one of them — logged and skipped whole (never half-applied).
         The topic table then follows the new image."""
         try:
-            self.controller.replay_all(entry.offset, unframe_batch(entry.data))
+            records = unframe_batch(entry.data)
+            self.controller.replay_all(entry.offset, records)
         except (DecodeError, ValueError) as e:
             log.error("metadata entry not applied", offset=entry.offset, epoch=entry.epoch, error=str(e))
             return
+        if all(isinstance(r, NoOpRecord) for r in records):
+            return  # the quorum leader's keep-alive (quorum/lease.py): nothing else follows from it
         self.topics.apply_image(self.controller.image)
         self.txn.sender.poke()  # markers waiting for a leader, or for a broker's address
 
@@ -487,16 +490,16 @@ class BrokerServer:
         whose new replicas are in sync, and every `leader_imbalance_check_interval_ms` give
         partitions back to their preferred replica (Kafka's auto leader rebalance). The
         controller decides all three."""
-        next_rebalance = self.clock.now_ms() + self.cfg.leader_imbalance_check_interval_ms
+        next_rebalance = self.clock.monotonic_ms() + self.cfg.leader_imbalance_check_interval_ms
         while True:
             await asyncio.sleep(0.5)
             if not self.quorum.serving:
                 continue
             with contextlib.suppress(KafkaError):  # leadership lost meanwhile: the next leader decides
-                await self.controller_shell.run(lambda: (self.controller.expire(self.clock.now_ms()), None))
+                await self.controller_shell.run(lambda: (self.controller.expire(self.clock.monotonic_ms()), None))
                 await self.controller_shell.run(lambda: (self.controller.complete_reassignments(), None))
-                if self.clock.now_ms() >= next_rebalance:
-                    next_rebalance = self.clock.now_ms() + self.cfg.leader_imbalance_check_interval_ms
+                if self.clock.monotonic_ms() >= next_rebalance:
+                    next_rebalance = self.clock.monotonic_ms() + self.cfg.leader_imbalance_check_interval_ms
                     await self.controller_shell.run(lambda: (self.controller.rebalance_leaders(), None))
 
     def _on_metadata_snapshot(self, snapshot: Snapshot) -> None:

@@ -12,7 +12,13 @@ from typing import Protocol
 
 class Clock(Protocol):
     def now_ms(self) -> int:
-        """Wall-clock milliseconds since the epoch (record timestamps, expiry, timeouts)."""
+        """Wall-clock milliseconds since the epoch: what is written down (record timestamps,
+        expiry times kept in logs). It can step back or forward when the system clock is set."""
+        ...
+
+    def monotonic_ms(self) -> int:
+        """Milliseconds on a clock that never steps: every timeout, session and lease, so that a
+        wall-clock step cannot fence a broker or end a lease early."""
         ...
 
 
@@ -22,20 +28,29 @@ class SystemClock:
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
 
+    def monotonic_ms(self) -> int:
+        return time.monotonic_ns() // 1_000_000
+
 
 class ManualClock:
-    """A clock that moves only when told to."""
+    """A clock that moves only when told to: `advance` moves both clocks, `set` steps the wall
+    clock alone (as an administrator or NTP would)."""
 
-    __slots__ = ("_now",)
+    __slots__ = ("_now", "_mono")
 
     def __init__(self, now_ms: int = 0) -> None:
         self._now = now_ms
+        self._mono = 0
 
     def now_ms(self) -> int:
         return self._now
 
+    def monotonic_ms(self) -> int:
+        return self._mono
+
     def advance(self, ms: int) -> None:
         self._now += ms
+        self._mono += ms
 
     def set(self, now_ms: int) -> None:
         self._now = now_ms

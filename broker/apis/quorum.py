@@ -176,7 +176,7 @@ async def broker_registration(ctx: BrokerContext, client: ClientInfo, header: Re
         return breg.BrokerRegistrationResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID)
     record, epoch = controller.register_broker(
         req.broker_id, req.incarnation_id, [(lst.name, lst.host, lst.port) for lst in req.listeners], req.rack,
-        ctx.clock.now_ms())
+        ctx.clock.monotonic_ms())
     if not await quorum.propose(record):
         controller.reset()
         return breg.BrokerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER)
@@ -199,7 +199,7 @@ async def broker_heartbeat(ctx: BrokerContext, client: ClientInfo, header: Reque
     def decide() -> tuple[bytes | None, None]:
         error, entry, caught_up, fenced, may_stop = controller.heartbeat(
             req.broker_id, req.broker_epoch, req.current_metadata_offset, req.want_fence, req.want_shut_down,
-            ctx.clock.now_ms())
+            ctx.clock.monotonic_ms())
         outcome.append((error, caught_up, fenced, may_stop))
         return (None if error else entry), None
 

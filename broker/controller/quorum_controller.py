@@ -59,7 +59,7 @@ class QuorumController:
         # Ketch that wrote producer_ids.json): never hand them out again.
         self.producer_id_floor = producer_id_floor
         self._next_broker_epoch: int | None = None
-        self._heard: dict[int, int] = {}  # broker -> when its last heartbeat came (this leadership only)
+        self._heard: dict[int, int] = {}  # broker -> monotonic ms of its last heartbeat (this leadership only)
         self._lead_since_ms: int | None = None
         self._fencing: set[tuple[int, int]] = set()  # (broker, epoch) proposed for fencing, not yet applied
 

@@ -21,6 +21,7 @@ from protocol.messages.metadata_records import (
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     FenceBrokerRecord,
+    NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
@@ -127,6 +128,8 @@ class MetadataImage:
         return image
 
     def apply(self, offset: int, record: object) -> MetadataImage:
+        if isinstance(record, NoOpRecord):
+            return replace(self, offset=offset)
         if isinstance(record, TopicRecord | PartitionRecord | PartitionChangeRecord | ConfigRecord | RemoveTopicRecord):
             return replace(self, offset=offset, topics=_apply_topic_record(self.topics, record))
         if isinstance(record, BrokerRegistrationChangeRecord):

@@ -15,6 +15,9 @@ KRaft's shape of Raft:
   whether a majority would vote for it, so a node cut off for a while cannot depose a healthy
   leader by bumping the epoch when it comes back;
 * check-quorum: a leader that has not heard a majority's fetches for a while steps down;
+* promises: a voter that took a leader's entries grants no vote, pre-vote or real, for a fetch
+  timeout, and a restarted voter none for a fetch timeout after it starts — what the leader's
+  lease stands on (lease.py);
 * snapshots fold the applied prefix of the log; a follower behind the leader's log start
   fetches the snapshot instead.
 
@@ -118,6 +121,9 @@ class QuorumNode:
         self.high_watermark = self.log_start
         self.now = 0
         self._last_contact = 0  # tick of the last sign of a live leader (or of the role's start)
+        # No vote before this tick (lease.py). A node that knew an epoch may have promised a
+        # leader just before it stopped, so a restart keeps a whole fetch timeout.
+        self._promise_until = self.cfg.fetch_timeout_ticks if persisted.epoch > 0 else 0
         self._timeout = self._random_timeout()
         self._last_fetch_sent = -(10**9)
         self._election = _Election()
@@ -182,6 +188,15 @@ class QuorumNode:
 
     def _append(self, entries: list[Entry]) -> None:
         self.log.extend(entries)
+
+    def lease_confirmations(self) -> dict[int, int]:
+        """For a leader: voter -> the newest entry of this leader's epoch that the voter has
+        confirmed holding by fetching past it (its promise starts no earlier than that entry's
+        append: lease.py). Empty for anyone else."""
+        lead = self._lead
+        if self.role != Role.LEADER or lead is None or self.epoch_start_offset < 0:
+            return {}
+        return {v: m - 1 for v, m in lead.match.items() if m - 1 >= self.epoch_start_offset}
 
     @property
     def serving(self) -> bool:
@@ -360,6 +375,12 @@ class QuorumNode:
 
     # ---- voting ----------------------------------------------------------------------------------
     def _on_vote_request(self, src: int, req: VoteRequest) -> None:
+        if self.now < self._promise_until:
+            # promised to the leader whose entries it took: no vote, and no move to the
+            # candidate's epoch either (that would free it to vote in the new epoch at once)
+            epoch = max(self.epoch, req.epoch - 1) if req.pre_vote else self.epoch
+            self._out.append((src, VoteResponse(epoch, False, req.pre_vote, self.leader)))
+            return
         if req.pre_vote:
             # Changes nothing here. Granted only to an up-to-date log, and only if this node has
             # no live leader itself: that is what keeps a returning node from deposing one.
@@ -419,6 +440,7 @@ class QuorumNode:
         # The leader is leaving: the most caught-up voter asks for votes at once, the next ones a
         # little later each (if the first cannot win, they still do not wait a whole fetch timeout).
         rank = msg.preferred.index(self.id) if self.id in msg.preferred else len(msg.preferred)
+        self._promise_until = self.now  # the leader gave up its lease with its leadership
         self.role, self.leader = Role.UNATTACHED, None
         self._last_contact = self.now
         self._timeout = 2 * rank
@@ -533,6 +555,7 @@ class QuorumNode:
             self._follow(leader)
             return False
         self._last_contact = self.now
+        self._promise_until = self.now + self.cfg.fetch_timeout_ticks
         return True
 
     def _on_fetch_response(self, src: int, resp: FetchResponse) -> None:

@@ -14,6 +14,7 @@ tick); an outgoing request's response is fed back to the node as a message from 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import time
 from collections import deque
 from collections.abc import Callable
@@ -23,10 +24,12 @@ from typing import Any
 
 import structlog
 
+from protocol.messages.metadata_records import NoOpRecord, frame
 from protocol.schema import Message as WireMessage
 
 from ..wire import BrokerConnection, WireError
 from . import wire_codec as wc
+from .lease import lease_holds
 from .messages import (
     BeginQuorumEpoch,
     EndQuorumEpoch,
@@ -48,6 +51,7 @@ log = structlog.get_logger()
 METADATA_DIR = "__cluster_metadata-0"  # in the data directory, as Kafka names it
 TICK_S = 0.1
 REPLY_TIMEOUT_S = 2.0
+NOOP = frame(NoOpRecord())
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +87,11 @@ class QuorumShell:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ticker: asyncio.Task[None] | None = None
         self._last_fetch_ms: dict[int, int] = {}
-        self._fetched_at: dict[int, tuple[float, int]] = {}  # voter -> (loop time, epoch) of its last fetch
+        # As leader: (first offset, loop time) of each run of entries appended in one go, in
+        # order, from the epoch's start; the lease dates a voter's confirmation by them (lease.py).
+        self._appended: list[tuple[int, float]] = []
+        self._appended_end = 0
+        self._appended_epoch = -1
         self._proposals: dict[int, tuple[bytes, asyncio.Future[bool]]] = {}
         self.committed_entries = 0
         self.on_role_change: Callable[[Role], None] = lambda role: None
@@ -123,7 +131,25 @@ class QuorumShell:
             await asyncio.sleep(TICK_S)
             assert self.node is not None
             self.node.tick()
+            self._keep_lease()
             self._drain()
+
+    @property
+    def _lease_window_s(self) -> float:
+        # A voter's ticks are never shorter than TICK_S (a stalled loop only drops ticks), so it
+        # keeps its promise at least this long in real time.
+        return self.cfg.fetch_timeout_ticks * TICK_S
+
+    def _keep_lease(self) -> None:
+        """An idle leader appends a no-op every quarter of the window: the voters' next fetches
+        confirm it, and the lease stays fresh without client traffic (KIP-835's NoOpRecord)."""
+        node = self.node
+        assert node is not None
+        if node.role != Role.LEADER or len(self.voters) == 1 or node.epoch != self._appended_epoch:
+            return
+        last = self._appended[-1][1] if self._appended else float("-inf")
+        if asyncio.get_running_loop().time() - last >= self._lease_window_s / 4:
+            node.propose(NOOP)
 
     # ---- the node's Readies ------------------------------------------------------------------------
     def _drain(self) -> None:
@@ -138,8 +164,25 @@ class QuorumShell:
             self._proposals.clear()
             self.on_role_change(node.role)
 
+    def _stamp_appends(self, node: QuorumNode) -> None:
+        """Date the entries this leader appended since the last drain, before any message that
+        carries them leaves: a voter cannot hold an entry before this time."""
+        if node.role != Role.LEADER:
+            return
+        if self._appended_epoch != node.epoch:
+            self._appended, self._appended_epoch = [], node.epoch
+            self._appended_end = node.epoch_start_offset
+        if node.log_end > self._appended_end:
+            self._appended.append((self._appended_end, asyncio.get_running_loop().time()))
+            self._appended_end = node.log_end
+
+    def _appended_at(self, offset: int) -> float | None:
+        i = bisect.bisect_right(self._appended, (offset, float("inf"))) - 1
+        return self._appended[i][1] if i >= 0 else None
+
     def _drain_ready(self, node: QuorumNode) -> None:
         while node.has_ready():
+            self._stamp_appends(node)
             ready = node.ready()
             self.store.persist(ready)
             for dst, msg in ready.messages:
@@ -184,7 +227,6 @@ class QuorumShell:
         self._waiting.setdefault((src, reply), deque()).append(fut)
         if isinstance(msg, FetchRequest):
             self._last_fetch_ms[src] = int(time.time() * 1000)
-            self._fetched_at[src] = (asyncio.get_running_loop().time(), msg.epoch)
         node.receive(src, msg)
         self._drain()
         try:
@@ -251,17 +293,17 @@ class QuorumShell:
         return self.node is not None and self.node.serving
 
     def leader_confirmed(self) -> bool:
-        """Leading, and a majority of voters fetched from this epoch's leadership within a fetch
-        timeout of real time: until their fetch timeout passes none of them votes for another
-        candidate, so no other controller can have been elected. Measured on the loop's clock, not
-        in ticks: a node whose loop stalled (or that was paused) counts the time it missed."""
+        """Leading, and holding the lease (lease.py): no other controller can have been elected.
+        Measured on the loop's monotonic clock, not in ticks: a node whose loop stalled (or that
+        was paused) counts the time it missed."""
         node = self.node
-        if node is None or node.role != Role.LEADER:
+        if node is None or node.role != Role.LEADER or node.epoch != self._appended_epoch:
             return False
-        now, window = asyncio.get_running_loop().time(), self.cfg.fetch_timeout_ticks * TICK_S
-        heard = {self.id} | {v for v, (t, epoch) in self._fetched_at.items()
-                             if epoch == node.epoch and now - t < window}
-        return 2 * len(heard & set(self.voters)) > len(self.voters)
+        now, window = asyncio.get_running_loop().time(), self._lease_window_s
+        while len(self._appended) > 1 and now - self._appended[1][1] >= window:
+            del self._appended[0]  # dates no confirmation inside the window can need
+        confirmed = {v: self._appended_at(o) for v, o in node.lease_confirmations().items()}
+        return lease_holds(now, window, self.id, self.voters, confirmed)
 
     def leader_address(self) -> tuple[str, int] | None:
         node = self.node

@@ -189,10 +189,20 @@ class RemoveTopicRecord(_MetadataRecord):
     topic_id: uuid.UUID = f(UUID)
 
 
+@schema
+class NoOpRecord(_MetadataRecord):
+    """Written by an idle quorum leader every quarter of the fetch timeout (KIP-835), so the
+    voters keep confirming fresh entries and its lease stays current (broker/quorum/lease.py)."""
+
+    RECORD_TYPE = 20
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+
+
 RECORD_TYPES: dict[int, type[_MetadataRecord]] = {
     cls.RECORD_TYPE: cls for cls in (ProducerIdsRecord, RegisterBrokerRecord, FenceBrokerRecord, UnfenceBrokerRecord,
                                      BrokerRegistrationChangeRecord, TopicRecord, PartitionRecord,
-                                     PartitionChangeRecord, ConfigRecord, RemoveTopicRecord)}
+                                     PartitionChangeRecord, ConfigRecord, RemoveTopicRecord, NoOpRecord)}
 
 
 def frame(record: _MetadataRecord, version: int = 0) -> bytes:

@@ -11,7 +11,10 @@ safety properties:
 * log matching: two logs that hold an entry with the same offset and epoch are identical up to it;
 * leader completeness: a new leader's log holds every entry committed before it was elected;
 * a committed entry is never lost or changed, and every state machine is a prefix of the
-  committed sequence, applied in order.
+  committed sequence, applied in order;
+* leases (broker/quorum/lease.py): while a leader's lease holds, no later epoch has a leader.
+  Time is the count of ticks, which every live node takes together; an entry's append time is
+  the tick of the step that appended it (its messages leave in a later step).
 
 A run is a pure function of its seed, so a failure prints the seed and how to replay it.
 """
@@ -23,6 +26,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from broker.quorum.lease import lease_holds
 from broker.quorum.messages import Entry, Message
 from broker.quorum.node import Persisted, QuorumConfig, QuorumNode, Ready, Role
 
@@ -73,6 +77,10 @@ class QuorumSim:
         self.payloads: list[bytes] = []  # the committed non-empty data, in order
         self.payloads_before: list[int] = [0]  # offset -> how many payloads lie below it
         self.leaders: dict[int, int] = {}  # epoch -> the node that led it
+        self.ticks = 0
+        # (leader, epoch) -> tick each of its entries was appended at, and where that record ends
+        self.appended: dict[tuple[int, int], dict[int, int]] = {}
+        self.leases_checked = 0  # steps at which some leader's lease held (the check had work)
         self.proposed = 0
         self.steps = 0
         self.trace: list[str] = []
@@ -150,6 +158,7 @@ class QuorumSim:
         # Time passes slowly next to message delivery, as in a network whose latency is far below
         # the election timeout; messages mostly arrive oldest first, but any may overtake others.
         if r < 0.06:
+            self.ticks += 1
             for sn in alive:
                 sn.node.tick()
             self.trace.append("tick")
@@ -230,6 +239,23 @@ class QuorumSim:
                     self._check_completeness(n)
         if self.steps % 8 == 0:
             self._check_log_matching(live)
+        self._check_leases(live)
+
+    def _check_leases(self, live: list[SimNode]) -> None:
+        newest = max(self.leaders, default=-1)
+        for sn in live:
+            n = sn.node
+            if n.role != Role.LEADER:
+                continue
+            stamps = self.appended.setdefault((n.id, n.epoch), {})
+            for offset in range(max(n.epoch_start_offset, n.log_start), n.log_end):
+                stamps.setdefault(offset, self.ticks)
+            confirmed = {v: stamps.get(o) for v, o in n.lease_confirmations().items()}
+            if lease_holds(self.ticks, self.cfg.fetch_timeout_ticks, n.id, self.ids, confirmed):
+                self.leases_checked += 1
+                if newest > n.epoch:
+                    raise Violation(f"node {n.id} holds a lease in epoch {n.epoch} while node "
+                                    f"{self.leaders[newest]} was elected in epoch {newest}")
 
     def _check_completeness(self, n: QuorumNode) -> None:
         for offset, (epoch, data) in enumerate(self.committed):

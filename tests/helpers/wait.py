@@ -65,3 +65,20 @@ def wait_until_no_error(
         message=lambda: f"{message} (last error: {last[0]!r})" if last else message,
     )
     return result[0]
+
+
+async def wait_until_async(cond: Callable[[], T], timeout: float = 10.0, interval: float = 0.05,
+                           message: str = "condition") -> T:
+    """:func:`wait_until` for a test that runs on the event loop beside an in-process broker:
+    the loop keeps turning between checks."""
+    import asyncio  # noqa: PLC0415 - only the in-process tests need it
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise WaitTimeout(f"timed out after {timeout:.1f}s waiting for {message}")
+        await asyncio.sleep(min(interval, remaining))
