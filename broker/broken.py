@@ -1,29 +1,29 @@
-"""Guarantees a test build can break on purpose, so the chaos suite proves its checker notices.
-Never set this in production.
+"""The broker's side of the test-only break switches (storage/broken.py: KETCH_TEST_BREAK) and
+crash points (txn/faults.py: KETCH_TEST_CRASH_AT). Never set either in production.
 
-`KETCH_TEST_BREAK=<name>[,<name>...]`:
-
-    lso      read_committed fetches are served like read_uncommitted: past the last stable offset,
-             with no aborted-transaction list (readers see aborted and not-yet-committed data)
-    markers  WriteTxnMarkers answers success for partition 0 of every non-internal topic without
-             writing the marker (that partition's transactions hang, its LSO stops)
-    acks     acks=all is answered as soon as the leader has appended, before the in-sync replicas
-             have the batch (a leader that dies or is cut off loses acknowledged writes)
-
-Read once at import; an unknown name stops the broker from starting rather than test nothing.
+Both refuse an unknown name when imported (a typo must not run a test that tests nothing); a
+broker started with either set says so, as a warning naming what it breaks, so a log read later
+shows the build was broken on purpose.
 """
 
 from __future__ import annotations
 
-import os
+import structlog
 
-ENV = "KETCH_TEST_BREAK"
-NAMES = frozenset({"lso", "markers", "acks"})
-BROKEN = frozenset(n.strip() for n in os.environ.get(ENV, "").split(",") if n.strip())
-if BROKEN - NAMES:
-    raise SystemExit(f"{ENV}: unknown guarantee(s) {sorted(BROKEN - NAMES)}; known: {sorted(NAMES)}")
+from storage.broken import BROKEN, GUARANTEES, broken
+
+from .txn import faults
+
+__all__ = ["announce", "broken"]
+
+log = structlog.get_logger(__name__)
 
 
-def broken(name: str) -> bool:
-    """Whether this process was told to break `name` (unset: always False)."""
-    return name in BROKEN
+def announce() -> None:
+    """Log, at broker start, every guarantee this process was told to break."""
+    for name in sorted(BROKEN):
+        log.warning("test build: a guarantee is broken on purpose", env="KETCH_TEST_BREAK", broken=name,
+                    what=GUARANTEES[name])
+    if faults.CRASH_AT:
+        log.warning("test build: the broker kills itself at a transaction step", env=faults.ENV,
+                    point=faults.CRASH_AT, what=faults.POINTS[faults.CRASH_AT])

@@ -9,6 +9,7 @@ import signal
 import sys
 from importlib.metadata import entry_points
 
+from .broken import announce
 from .config import ConfigError, load_config
 from .logs import configure
 
@@ -27,6 +28,7 @@ def _broker(args: argparse.Namespace) -> int:
         print(f"ketch broker: {e}", file=sys.stderr)
         return 2
     configure(cfg.log_format, cfg.log_level)
+    announce()
 
     async def run() -> None:
         server = BrokerServer(cfg)

@@ -32,6 +32,7 @@ from storage.log import AppendResult, PartitionLog
 from storage.producer_state import ProducerEntry
 
 from .batch_validation import validate_client_batches
+from .broken import broken
 from .group_commit import GroupCommit
 from .replication.replica_state import Assignment, IsrChange, ReplicaState, Role
 
@@ -285,7 +286,7 @@ class Partition:
         """A follower's log that parts from ours: (epoch, end offset) it must truncate to, or None.
         Kafka's check on a replica fetch (KIP-320 via Fetch v12+): the follower's last epoch must
         be one of ours and its fetch offset must not pass where that epoch ends here."""
-        if last_fetched_epoch < 0:
+        if last_fetched_epoch < 0 or broken("truncate"):
             return None
         # Our history with the epoch we lead in: a follower's last epoch that we never wrote
         # under ends where the next one of ours starts, not at our log start.

@@ -52,6 +52,7 @@ import structlog
 from protocol.batch import BatchHeader
 from protocol.errors import ErrorCode, KafkaError
 
+from .broken import broken
 from .checkpoint import atomic_write
 from .control import EndTxnMarker
 
@@ -164,7 +165,7 @@ class ProducerStateUpdate:
 
     def find_duplicate(self, h: BatchHeader) -> Duplicate | None:
         """A batch equal in epoch and sequence range to one of the producer's last five."""
-        if h.base_sequence < 0:
+        if h.base_sequence < 0 or broken("dedup"):
             return None
         current = self._manager.producers.get(h.producer_id)
         if current is None:
@@ -185,7 +186,7 @@ class ProducerStateUpdate:
                         raise KafkaError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                                          f"producer {h.producer_id} new epoch {epoch} starts at sequence "
                                          f"{h.base_sequence}, not 0")
-                elif not in_sequence(e.last_seq, h.base_sequence):
+                elif not in_sequence(e.last_seq, h.base_sequence) and not broken("dedup"):
                     raise KafkaError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                                      f"producer {h.producer_id} sequence {h.base_sequence} after {e.last_seq}")
             if not h.is_transactional and e.current_txn_first_offset is not None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from protocol.errors import ErrorCode
+from storage.broken import broken
 
 NO_LEADER = -1
 
@@ -183,7 +184,7 @@ class ReplicaState:
         wait_for = self.maximal_isr
         for r, f in self.followers.items():
             joining = r not in self.ineligible and self._caught_up(f, leader_log_end, now_ms)
-            if f.log_end_offset < new_hw and (r in wait_for or joining):
+            if f.log_end_offset < new_hw and (r in wait_for or joining) and not broken("hw"):
                 new_hw = max(f.log_end_offset, 0)
         if new_hw > self.high_watermark:
             self.high_watermark = new_hw

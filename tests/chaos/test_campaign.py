@@ -1,9 +1,12 @@
 """Chaos campaigns against a 3-broker cluster in network namespaces (docs/chaos.md).
 
-* The short campaign (in ``make test``): a couple of minutes of seeded faults of every kind while the
-  mixed workload and the transactional copier run; the recorded history must hold no anomaly, the
-  workload must finish, and the cluster must serve again after every fault. ``KETCH_CHAOS_SEED``
-  replays a seed, ``KETCH_CHAOS_SECONDS`` sets the fault time.
+* The short campaign (in ``make test``): a minute or so of seeded faults, every kind at least once,
+  while the mixed workload and the transactional copier run; the recorded history must hold no
+  anomaly, the workload must finish, no broker may die on its own or ignore SIGTERM, the cluster
+  must serve again after every fault, and the clients must have made progress in proportion to the
+  time (acknowledged sends and committed transactions per minute of faults). Its seed comes from a
+  fixed rotation (one a day), so a failure replays; ``KETCH_CHAOS_SEED`` replays another seed,
+  ``KETCH_CHAOS_SECONDS`` sets the minimum fault time.
 * Broken builds (``make chaos``, marked ``chaos_selftest``): each starts the brokers with one
   guarantee broken on purpose (KETCH_TEST_BREAK, broker/broken.py) and expects the checker to report
   the anomaly that guarantee exists to prevent. They prove the short campaign's "0 anomalies" means
@@ -14,6 +17,7 @@ Needs root (namespaces, iptables); without it the test fails rather than skips.
 
 from __future__ import annotations
 
+import datetime
 import os
 import random
 from pathlib import Path
@@ -35,17 +39,25 @@ def _explain(r: Result) -> str:
             f"{r.summary()}\n{r.report.render()[:6000]}")
 
 
+# The short campaign's seeds, one a day in turn: each gives its own order of faults, holds and targets.
+ROTATION = (20261125, 15626983, 4242, 7)
+# Progress per minute of faults the clients must at least make (two plain producers send 40/s each,
+# 4,800 a minute; the hour-long campaigns acknowledged ~4,700 sends and committed ~1,050
+# transactions a minute): a cluster that stays "correct" by serving next to nothing fails.
+MIN_PER_MINUTE = {"send-ok": 1500, "txn-commit": 200}
+
+
 @pytest.mark.timeout(1200)
 def test_short_campaign_has_no_anomalies(tmp_path: Path) -> None:
     _require_namespaces()
-    seed = int(os.environ.get("KETCH_CHAOS_SEED") or random.randrange(1 << 24))
-    seconds = float(os.environ.get("KETCH_CHAOS_SECONDS") or 60)
-    r = run_campaign(tmp_path / "campaign", seconds=seconds, seed=seed, kinds=tuple(KINDS))
-    assert r.cycles, "no fault was injected"
-    assert r.workload_rc == 0, f"workload exit {r.workload_rc}: {_explain(r)}"
-    assert not r.unrecovered, f"the cluster did not serve again after {r.unrecovered}: {_explain(r)}"
-    assert r.report.counts.get("send-ok", 0) > 0 and r.report.counts.get("txn-commit", 0) > 0, _explain(r)
-    assert r.report.ok, _explain(r)
+    seed = int(os.environ.get("KETCH_CHAOS_SEED") or ROTATION[datetime.date.today().toordinal() % len(ROTATION)])
+    seconds = float(os.environ.get("KETCH_CHAOS_SECONDS") or 45)
+    r = run_campaign(tmp_path / "campaign", seconds=seconds, seed=seed, kinds=tuple(KINDS), hold=(2.0, 5.0),
+                     every_kind=True)
+    assert not r.failures(), f"{r.failures()}: {_explain(r)}"
+    assert {c.fault.kind for c in r.cycles} == set(KINDS), _explain(r)
+    slow = {k: round(r.per_minute(k)) for k, least in MIN_PER_MINUTE.items() if r.per_minute(k) < least}
+    assert not slow, f"too little progress per minute of faults: {slow} < {MIN_PER_MINUTE}: {_explain(r)}"
 
 
 BREAKS = {
@@ -53,6 +65,13 @@ BREAKS = {
     "lso": (("slow",), {"aborted-read", "precommitted-read"}),
     "markers": (("slow",), {"hanging-txn"}),
     "acks": (("isolate-leader",), {"lost-write"}),
+    # the clients are cut off from a broker while its answers to their produce requests are on the way
+    # (or a leader dies with a batch its followers have): the producer re-sends the batch under the same
+    # epoch and sequence once its request times out (2 s here, so within the hold)
+    "dedup": (("client-cut", "kill-leader"), {"duplicate"}),
+    # an isolated leader's unreplicated tail survives its return as a follower, and shows when it leads again
+    "truncate": (("isolate-leader", "kill-leader"), {"inconsistent-offsets", "lost-write", "duplicate"}),
+    "hw": (("isolate-leader",), {"lost-write"}),
 }
 
 
@@ -64,7 +83,7 @@ def test_checker_catches_a_broken_guarantee(tmp_path: Path, guarantee: str) -> N
     kinds, expected = BREAKS[guarantee]
     seed = int(os.environ.get("KETCH_CHAOS_SEED") or random.randrange(1 << 24))
     r = run_campaign(tmp_path / "campaign", seconds=30, seed=seed, kinds=kinds, hold=(8.0, 10.0),
-                     broken=guarantee)
+                     broken=guarantee, every_kind=True, request_timeout_ms=2000 if guarantee == "dedup" else 0)
     found = set(r.report.anomalies)
     assert found & expected, f"KETCH_TEST_BREAK={guarantee}: expected one of {expected}, got {found}: {_explain(r)}"
 
@@ -86,5 +105,4 @@ REGRESSION_SEEDS = {
 def test_a_seed_that_found_an_anomaly_finds_none(tmp_path: Path, seed: int) -> None:
     _require_namespaces()
     r = run_campaign(tmp_path / "campaign", seconds=REGRESSION_SEEDS[seed], seed=seed, kinds=tuple(KINDS))
-    assert r.workload_rc == 0 and not r.unrecovered, _explain(r)
-    assert r.report.ok, _explain(r)
+    assert not r.failures(), f"{r.failures()}: {_explain(r)}"

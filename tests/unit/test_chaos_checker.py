@@ -172,17 +172,43 @@ def _stored(h: History, p0: list[int], p1: list[int] | None) -> None:
     h.add("batches", f="batches", topic="mixed", partitions=parts)
 
 
+def _bump(h: History, name: str, epoch: int, reason: str = "1 message(s) timed out on mixed [0]",
+          pid: int = 7, proc: str = "p1") -> None:
+    """A bump line as librdkafka logs it: the PID before the bump, then the reason."""
+    h.add(name, f="bump", proc=proc, inc=0, t=1.05,
+          what=f"DRAIN [thrd:main]: Beginning partition drain in state Assigned for PID{{Id:{pid},Epoch:{epoch}}} "
+               f"epoch bump for 1 partition(s) with in-flight requests: {reason}")
+
+
+def _resent(h: History, epochs: tuple[int, int] = (0, 1)) -> None:
+    """p1-0-1 acknowledged at 0@0 and read again at 1@1 by the read_uncommitted poll, stored by
+    producer 7 under `epochs`: what a librdkafka re-send after a message timeout looks like."""
+    h["ru1"]["recs"].append([1, 1, "p1-0-1"])
+    _stored(h, [0, 0, 7, epochs[0], 0], [1, 1, 7, epochs[1], 0])
+
+
 def test_a_duplicate_under_two_producer_epochs_is_the_clients_resend(tmp_path: Path) -> None:
     h = clean()
-    h["ru1"]["recs"].append([1, 1, "p1-0-1"])
-    _stored(h, [0, 0, 7, 0, 0], [1, 1, 7, 1, 0])  # producer 7, epochs 0 and 1
-    h.add("bump", f="bump", proc="p1", inc=0, t=1.05, what="DRAIN ... epoch bump ...: 1 message(s) timed out")
+    _resent(h)
+    _bump(h, "bump", 0)
     report = h.check(tmp_path)
-    assert report.ok and not report.anomalies
+    assert report.ok and not report.anomalies, report.render()
     assert [a.lines for a in report.client["epoch-resend"]] == [(h.line["s1"], h.line["ru1"], h.line["bump"])]
     assert "producer 7 epoch 0" in report.client["epoch-resend"][0].explanation
+    assert "1 epoch bump line(s)" in report.client["epoch-resend"][0].explanation
     assert "timed out" in report.client["epoch-resend"][0].explanation
     assert "client findings (not anomalies): epoch-resend 1" in report.render()
+
+
+def test_a_resend_over_several_bumps_each_for_a_timeout_is_the_clients(tmp_path: Path) -> None:
+    h = clean()
+    _resent(h, (0, 2))
+    _bump(h, "bump0", 0)
+    _bump(h, "bump0-again", 0, "3 message(s) timed out on mixed [1]")  # one bump, asked for twice
+    _bump(h, "bump1", 1)
+    report = h.check(tmp_path)
+    assert report.ok and [a.lines for a in report.client["epoch-resend"]] == [
+        (h.line["s1"], h.line["ru1"], h.line["bump0"], h.line["bump0-again"], h.line["bump1"])], report.render()
 
 
 def test_a_duplicate_under_one_producer_epoch_is_the_brokers(tmp_path: Path) -> None:
@@ -193,6 +219,61 @@ def test_a_duplicate_under_one_producer_epoch_is_the_brokers(tmp_path: Path) -> 
         report = h.check(tmp_path)
         assert only(report, "duplicate") == [(h.line["s1"], h.line["ru1"])], p1
         assert not report.client
+
+
+def test_a_transactional_value_under_two_epochs_is_a_duplicate(tmp_path: Path) -> None:
+    """Only a plain idempotent send is re-sent by the client under a new epoch: a transaction's
+    value under a new epoch belongs to another transaction, so two copies are the broker's."""
+    h = clean()
+    h["ru1"]["recs"].append([1, 1, "t1-0-1-0"])  # txn1 wrote it at 0@2
+    h.add("batches", f="batches", topic="mixed", partitions={
+        "0": {"node": 1, "batches": [[2, 2, 7, 0, 0]]}, "1": {"node": 2, "batches": [[1, 1, 7, 1, 0]]}})
+    _bump(h, "bump", 0, proc="t1")
+    report = h.check(tmp_path)
+    assert only(report, "duplicate") == [(h.line["txn1"], h.line["ru1"])], report.render()
+    assert "transaction" in report.anomalies["duplicate"][0].explanation
+    assert not report.client
+
+
+def test_two_copies_a_read_committed_reader_sees_are_a_duplicate(tmp_path: Path) -> None:
+    """A re-send may be excused only while at most one copy is visible at read_committed: a
+    read_committed reader that gets the value twice has been handed a duplicate, whoever sent it."""
+    h = clean()
+    _resent(h)
+    h["final_rc"]["recs"].append([1, 1, "p1-0-1"])
+    _bump(h, "bump", 0)
+    report = h.check(tmp_path)
+    # cited: the ack and the first read of each position, then the read_committed reads of both
+    assert only(report, "duplicate") == [(h.line["s1"], h.line["ru1"], h.line["rc1"], h.line["final_rc"])], \
+        report.render()
+    assert "2 copies visible at read_committed" in report.anomalies["duplicate"][0].explanation
+    assert not report.client
+
+
+def test_a_resend_after_a_bump_for_another_reason_is_a_duplicate(tmp_path: Path) -> None:
+    """librdkafka re-sends under a new epoch after its own message timeout; a bump for a broker's
+    error (a sequence gap, an unknown producer) is the broker losing state it should have kept."""
+    h = clean()
+    _resent(h)
+    _bump(h, "bump", 0, "ProduceRequest for mixed [0] with 1 message(s) failed due to sequence "
+                        "desynchronization with broker 1 (OUT_OF_ORDER_SEQUENCE_NUMBER)")
+    report = h.check(tmp_path)
+    assert only(report, "duplicate") == [(h.line["s1"], h.line["ru1"], h.line["bump"])], report.render()
+    assert "not a timeout" in report.anomalies["duplicate"][0].explanation
+    assert not report.client
+
+
+def test_a_resend_across_a_bump_with_no_recorded_reason_is_a_duplicate(tmp_path: Path) -> None:
+    """Every bump between the two copies' epochs must be accounted for: here 1 -> 2 is not, and a
+    bump of another producer id does not stand in for it."""
+    h = clean()
+    _resent(h, (0, 2))
+    _bump(h, "bump0", 0)
+    _bump(h, "other", 1, pid=8, proc="p2")
+    report = h.check(tmp_path)
+    assert only(report, "duplicate") == [(h.line["s1"], h.line["ru1"], h.line["bump0"])], report.render()
+    assert "no recorded reason" in report.anomalies["duplicate"][0].explanation
+    assert not report.client
 
 
 def test_aborted_read_by_a_read_committed_poll(tmp_path: Path) -> None:

@@ -59,6 +59,9 @@ class Result:
     workload_rc: int
     seconds: float
     extra: dict[str, Any] = field(default_factory=dict)
+    # what stopping the cluster found: a broker that died on its own or ignored SIGTERM
+    cluster_errors: str | None = None
+    fault_seconds: float = 0.0  # from the first fault to the last heal
 
     @property
     def unrecovered(self) -> list[Cycle]:
@@ -73,6 +76,7 @@ class Result:
         return {
             "seed": self.seed,
             "seconds": round(self.seconds, 1),
+            "fault_seconds": round(self.fault_seconds, 1),
             "fault_cycles": len(self.cycles),
             "faults_by_kind": {k: sum(1 for c in self.cycles if c.fault.kind == k) for k in KINDS
                                if any(c.fault.kind == k for c in self.cycles)},
@@ -83,11 +87,31 @@ class Result:
             "counts": rep.get("counts", {}),
             "anomalies": {k: len(v) for k, v in self.report.anomalies.items()},
             "client_findings": {k: len(v) for k, v in self.report.client.items()},
+            "cluster_errors": self.cluster_errors,
             **self.extra,
         }
 
+    def per_minute(self, count: str) -> float:
+        """`count` (a checker count: "send-ok", "txn-commit") per minute of faults."""
+        return self.report.counts.get(count, 0) * 60.0 / max(self.fault_seconds, 1.0)
+
+    def failures(self) -> list[str]:
+        """Everything that fails the campaign, each in a sentence; empty when it passed."""
+        out = []
+        if not self.cycles:
+            out.append("no fault was injected")
+        if self.workload_rc != 0:
+            out.append(f"workload exit {self.workload_rc}")
+        if self.unrecovered:
+            out.append(f"the cluster never served again after {[c.to_json() for c in self.unrecovered]}")
+        if self.cluster_errors:
+            out.append(f"a broker misbehaved: {self.cluster_errors}")
+        if not self.report.ok:
+            out.append(f"anomalies: {self.summary()['anomalies']}")
+        return out
+
     def ok(self) -> bool:
-        return self.report.ok and self.workload_rc == 0 and not self.unrecovered
+        return not self.failures()
 
 
 class Prober:
@@ -158,10 +182,13 @@ def run_campaign(
     copier_values: int = 200,
     rate: float = 40.0,
     log: Any = None,
+    every_kind: bool = False,
+    request_timeout_ms: int = 0,
 ) -> Result:
     """Run one campaign in `directory` (made empty first). `broken` names a guarantee the brokers
-    are told to break (KETCH_TEST_BREAK, broker/faults... see docs/chaos.md) to prove the checker
-    notices."""
+    are told to break (KETCH_TEST_BREAK, storage/broken.py; docs/chaos.md) to prove the checker
+    notices. With `every_kind` the faults go on past `seconds` until each of `kinds` has been
+    inflicted once (the schedule brings every kind once before any twice)."""
     say = log or (lambda msg: print(f"[chaos {time.strftime('%H:%M:%S')}] {msg}", flush=True))
     if directory.exists():
         shutil.rmtree(directory)
@@ -174,6 +201,8 @@ def run_campaign(
     gaps = random.Random(seed + 1)  # the pauses between faults: a stream of their own
     cycles: list[Cycle] = []
     t_start = time.monotonic()
+    cluster_errors: str | None = None
+    fault_seconds = 0.0
     with Net([1, 2, 3]) as net:
         cluster = NetCluster(directory / "cluster", net, env=env)
         workload: subprocess.Popen[bytes] | None = None
@@ -193,16 +222,17 @@ def run_campaign(
                 [*net.exec_prefix(CLIENT), sys.executable, "-m", "helpers.chaos.workload",
                  "--bootstrap", cluster.bootstrap, "--history", str(history), "--stop", str(stop),
                  "--seed", str(seed), "--partitions", str(PARTITIONS), "--rate", str(rate),
-                 "--copier-values", str(copier_values)],
+                 "--copier-values", str(copier_values), "--request-timeout-ms", str(request_timeout_ms)],
                 cwd=REPO_ROOT, env=wl_env, stdout=wl_log, stderr=subprocess.STDOUT)
             cluster.wait_until(lambda: workload is not None and (workload.poll() is not None or _started(history)),
                                timeout=120, message="workload to start")
             if workload.poll() is not None:
                 raise RuntimeError(f"workload exited with {workload.returncode}: "
                                    f"{(directory / 'workload.log').read_text()[-3000:]}")
-            fault_end = time.monotonic() + seconds
+            fault_start = time.monotonic()
+            fault_end = fault_start + seconds
             n = 0
-            while time.monotonic() < fault_end and workload.poll() is None:
+            while workload.poll() is None and (time.monotonic() < fault_end or (every_kind and n < len(kinds))):
                 n += 1
                 fault = next(schedule)
                 cycle = nemesis.inflict(n, fault)
@@ -216,6 +246,7 @@ def run_campaign(
                 _append(directory / "nemesis.jsonl", cycle.to_json())
                 _hold(cluster, round(gaps.uniform(*gap), 2))
             nemesis.heal()
+            fault_seconds = time.monotonic() - fault_start
             prober.recovery(RECOVERY_TIMEOUT)
             prober.close()
             stop.touch()
@@ -231,10 +262,12 @@ def run_campaign(
                 workload.wait(10)
             try:
                 cluster.close()
-            except AssertionError as exc:  # a broker that died on its own: reported, not hidden
-                (directory / "cluster-errors.txt").write_text(str(exc))
+            except AssertionError as exc:  # a broker that died on its own or ignored SIGTERM: fails the run
+                cluster_errors = str(exc)
+                (directory / "cluster-errors.txt").write_text(cluster_errors)
     report = checker.check(checker.load(history))
-    result = Result(seed, directory, report, cycles, rc, time.monotonic() - t_start, _workload_end(history))
+    result = Result(seed, directory, report, cycles, rc, time.monotonic() - t_start, _workload_end(history),
+                    cluster_errors, fault_seconds)
     (directory / "report.json").write_text(json.dumps({"summary": result.summary(),
                                                        "cycles": [c.to_json() for c in cycles],
                                                        "check": report.to_json()}, indent=1))
@@ -295,6 +328,7 @@ def render(result: Result) -> str:
              f"- anomalies: {s['anomalies'] or 'none'}",
              f"- findings attributed to the client, not anomalies: {s['client_findings'] or 'none'}",
              f"- faults after which the cluster never served again: {len(s['unrecovered'])}",
+             f"- brokers that died on their own or ignored SIGTERM: {s['cluster_errors'] or 'none'}",
              f"- hung copier clients restarted by the workload: {s.get('copier_restarts')}",
              f"- client errors seen (and handled) by the workload: {s.get('client_errors')}", "",
              "| fault | cycles | median recovery s | max recovery s |", "|---|---|---|---|"]

@@ -33,7 +33,8 @@ not know (``meta`` aside, e.g. ``nemesis`` or ``note``) are carried along and ot
   the run): ``partitions`` -> partition -> ``{"node", "batches": [[base offset, last offset,
   producer id, producer epoch, base sequence]]}`` — what tells a broker's duplicate from a client's.
 * ``bump``: an idempotent producer bumped its epoch: ``proc``, ``inc``, ``t``, ``what`` (the client's
-  own log line, with its reason).
+  own log line: the ``PID{Id:N,Epoch:E}`` it bumps from, and its reason; a line without the PID
+  explains no copy).
 
 Values are unique per topic, so a value identifies the operation that wrote it. Every timestamp
 comes from one process's time.monotonic(), so times of different operations compare.
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
@@ -71,7 +73,7 @@ ANOMALIES: dict[str, str] = {
     "unseen": "an acknowledged or committed value was never read at all, and the read_committed final-read "
     "was incomplete and stopped before its offset",
     "duplicate": "one value at two or more (partition, offset) positions across acks, polls and final-reads, "
-    "not stored by one producer under as many different epochs (see epoch-resend)",
+    "unless the history shows it is a client re-send (epoch-resend)",
     "aborted-read": "a read_committed poll or final-read returned a value written by a transaction known "
     "to be aborted (mixed producers or copier)",
     "precommitted-read": "a read_committed poll returned a value of a not-aborted transaction before that "
@@ -100,11 +102,17 @@ ANOMALIES: dict[str, str] = {
 
 # Findings the history shows are the client's doing: reported, not counted as anomalies.
 CLIENT_FINDINGS: dict[str, str] = {
-    "epoch-resend": "one value at two positions, stored by one producer under two producer epochs: the client "
-    "re-sent a possibly stored batch after bumping its epoch (KIP-360), which no broker can recognise as a retry",
+    "epoch-resend": "one plain idempotent send's value at two or more positions, stored by one producer id under "
+    "as many epochs, at most one copy visible at read_committed, and every bump of that producer between the "
+    "copies' epochs recorded with a message timeout as its reason: librdkafka re-sent a possibly stored batch "
+    "after bumping its epoch (KIP-360), which no broker can recognise as a retry",
 }
 
 RC, RU = "read_committed", "read_uncommitted"
+# librdkafka's bump line names the PID it bumps from ("... for PID{Id:7,Epoch:0} epoch bump ... :
+# <reason>"); its own message timeout gives the reason "N message(s) timed out on <topic> [<p>]"
+BUMP_PID = re.compile(r"PID\{Id:(?P<id>-?\d+),Epoch:(?P<epoch>-?\d+)\}")
+TIMED_OUT = "message(s) timed out"
 ABBREVIATE_TO = 10  # list entries kept in an evidence op: enough context, still one screen
 JSON_EXAMPLES = 1000  # per kind in to_json(): a broken build can produce 10^5 of one kind
 RENDER_EXAMPLES = 3
@@ -436,8 +444,8 @@ class _Checker:
         self.meta_line: int | None = None
         # (topic, partition) -> (base offsets, [base, last, producer id, epoch, sequence] rows)
         self.batches: dict[tuple[str, int], tuple[list[int], list[list[int]]]] = {}
-        # (proc, inc) -> [(line, librdkafka's reason)] of the producer's epoch bumps
-        self.bumps: dict[tuple[str, int], list[tuple[int, str]]] = defaultdict(list)
+        # (producer id, epoch bumped from) -> [(line, librdkafka's log line with its reason)]
+        self.bumps: dict[tuple[int, int], list[tuple[int, str]]] = defaultdict(list)
 
     # ------------------------------------------------------------------------------------ plumbing
 
@@ -495,7 +503,9 @@ class _Checker:
 
     def index_batches(self) -> None:
         for op in self.kinds.get("bump", []):
-            self.bumps[(op.data["proc"], op.data["inc"])].append((op.line, op.data["what"]))
+            pid = BUMP_PID.search(op.data["what"])
+            if pid is not None:  # a bump the history cannot place explains no copy
+                self.bumps[(int(pid["id"]), int(pid["epoch"]))].append((op.line, op.data["what"]))
         for op in self.kinds.get("batches", []):
             for p, entry in op.data["partitions"].items():
                 rows = sorted(entry["batches"])
@@ -706,22 +716,71 @@ class _Checker:
         for (topic, p, o), values in self.clash.items():
             self.report("inconsistent-offsets", f"{topic}/{p}@{o} holds {len(values)} different values: "
                         + ", ".join(map(repr, values)), values.values())
+        rc_copies = self.rc_positions(set(self.twice))
         for (topic, v), spots in self.twice.items():
             where = ", ".join(f"{p}@{o}" for p, o in spots)
             found = [self.batch_at(topic, p, o) for p, o in spots]
             rows = [b for b in found if b is not None]
             writers = "; stored as " + ", ".join(
                 f"producer {b[2]} epoch {b[3]} seq {b[4]} (offsets {b[0]}-{b[1]})" for b in rows) if rows else ""
-            resent = (len(rows) == len(spots) and len({b[2] for b in rows}) == 1
-                      and len({b[3] for b in rows}) == len(rows))
-            witnesses = list(spots.values())
-            w = self.writes.get((topic, v))
-            bumps = self.bumps.get((w.proc, w.inc), []) if w is not None and resent else []
+            rc = rc_copies.get((topic, v), {})
+            bumps, why = self.client_resend(topic, v, len(spots), rows, len(rc))
+            witnesses = [*spots.values(), *(rc.values() if len(rc) > 1 else ()), *((line, -1) for line, _ in bumps[:3])]
             if bumps:
-                writers += f"; the producer bumped its epoch {len(bumps)} time(s), first: {bumps[0][1]}"
-                witnesses += [(line, -1) for line, _ in bumps[:3]]
-            self.report("epoch-resend" if resent else "duplicate",
-                        f"value {v!r} of {topic} is at {len(spots)} positions: {where}{writers}", witnesses)
+                writers += f"; {len(bumps)} epoch bump line(s) of the producer between them, first: {bumps[0][1]}"
+            self.report("epoch-resend" if why is None else "duplicate",
+                        f"value {v!r} of {topic} is at {len(spots)} positions: {where}{writers}"
+                        + (f"; not a client re-send: {why}" if why else ""), witnesses)
+
+    def rc_positions(self, values: set[tuple[str, str]]) -> dict[tuple[str, str], dict[tuple[int, int], Witness]]:
+        """Where read_committed reads (polls and final-reads) saw each of `values`, a witness each."""
+        out: dict[tuple[str, str], dict[tuple[int, int], Witness]] = defaultdict(dict)
+        for op in [*self.kinds.get("poll", []), *self.kinds.get("final-read", [])]:
+            if op.data["iso"] != RC:
+                continue
+            topic = op.data["topic"]
+            for i, (p, o, v) in enumerate(op.data["recs"]):
+                if (topic, v) in values:
+                    out[(topic, v)].setdefault((p, o), (op.line, i))
+        return out
+
+    def client_resend(self, topic: str, v: str, copies: int, rows: list[list[int]],
+                      rc_copies: int) -> tuple[list[tuple[int, str]], str | None]:
+        """Whether the copies of `v` are librdkafka re-sending a plain idempotent send after its own
+        message timeout (KIP-360): (the bumps that show it, None), or (bumps cited, why not).
+
+        Each condition is one the client's re-send must meet, so nothing else can pass for it: the
+        value was a plain send (a transaction's copy under a new epoch belongs to another
+        transaction); one producer id stored every copy, each under its own epoch (under one epoch
+        the broker's deduplication failed); at most one copy is visible at read_committed (a reader
+        handed the value twice has a duplicate, whoever sent it); and every bump of that producer
+        from the first copy's epoch to the last one's is recorded with a message timeout as its
+        reason (a bump for a broker error is the broker losing producer state)."""
+        w = self.writes.get((topic, v))
+        if w is None:
+            return [], "no send in the history wrote it"
+        if w.outcome is not None:
+            return [], "written by a transaction, not a plain idempotent send"
+        if len(rows) < copies:
+            return [], "the stored batch of a copy is unknown"
+        if len({b[2] for b in rows}) != 1:
+            return [], "stored by different producer ids"
+        epochs = sorted(b[3] for b in rows)
+        if len(set(epochs)) != len(epochs):
+            return [], "two copies under one producer epoch (the broker's deduplication failed)"
+        if rc_copies > 1:
+            return [], f"{rc_copies} copies visible at read_committed"
+        pid = rows[0][2]
+        cited: list[tuple[int, str]] = []
+        for e in range(epochs[0], epochs[-1]):
+            bumps = self.bumps.get((pid, e), [])
+            cited += bumps
+            if not bumps:
+                return cited, f"the bump of producer {pid} from epoch {e} has no recorded reason"
+            other = [what for _, what in bumps if TIMED_OUT not in what]
+            if other:
+                return cited, f"the bump of producer {pid} from epoch {e} is not a timeout: {other[0]}"
+        return cited, None
 
     # ---------------------------------------------------------------------------------- producers
 

@@ -69,6 +69,7 @@ class Worker(threading.Thread):
         self.halt = threading.Event()
         self.crashed: str | None = None
         self.errors: dict[str, int] = {}
+        self.producer_extra: dict[str, Any] = {}  # settings every idempotent producer of this worker adds
 
     def run(self) -> None:
         try:
@@ -94,7 +95,8 @@ class Worker(threading.Thread):
     def _idempotent_producer(self, inc: int) -> Producer:
         """Incarnation `inc`'s idempotent acks=all producer, its epoch bumps recorded."""
         return Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
-                         "linger.ms": 5, "message.timeout.ms": 60_000, **self._bumps_recorded(inc)})
+                         "linger.ms": 5, "message.timeout.ms": 60_000, **self.producer_extra,
+                         **self._bumps_recorded(inc)})
 
     def _bumps_recorded(self, inc: int) -> dict[str, Any]:
         """Client settings that put each producer epoch bump, with librdkafka's reason for it, in
@@ -540,6 +542,9 @@ def run(args: argparse.Namespace) -> int:
         Poller("c-ru", history, bs, args.seed, args.topic, P, "read_uncommitted"),
         Poller("verifier", history, bs, args.seed, args.copier_output, P, "read_committed"),
     ]
+    if args.request_timeout_ms:  # shorter: a request whose answer is lost is re-sent sooner (dedup self-test)
+        for w in [*mixed, feeder]:
+            w.producer_extra["request.timeout.ms"] = args.request_timeout_ms
     for w in [*mixed, feeder, *pollers]:
         w.start()
     half = P // 2
@@ -630,6 +635,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--copier-values", type=int, default=200, help="input written before the faults start")
     ap.add_argument("--copier-rate", type=float, default=10.0, help="input values per second during the faults")
     ap.add_argument("--drain-seconds", type=float, default=240.0)
+    ap.add_argument("--request-timeout-ms", type=int, default=0, help="the idempotent producers' request.timeout.ms "
+                    "(0: librdkafka's default)")
     return run(ap.parse_args(argv))
 
 
