@@ -327,13 +327,14 @@ class Partition:
     def append_replicated(self, records: bytes | memoryview, leader_high_watermark: int,
                           leader_log_start: int) -> None:
         """Batches copied from the leader (its offsets and epochs kept), then the leader's high
-        watermark as far as this log reaches."""
+        watermark as far as this log reaches, then the leader's log start."""
         if records:
             self.append(records, AppendOrigin.REPLICATION)
-        if leader_log_start > self.log.log_start_offset:
-            self.log.delete_records_before(min(leader_log_start, self.log.log_end_offset))
         if self.state.on_leader_high_watermark(leader_high_watermark, self.log.log_end_offset):
             self.log.high_watermark = self.state.high_watermark
+        if leader_log_start > self.log.log_start_offset:
+            # may raise our high watermark with it (storage/log.py follow_log_start)
+            self.state.on_log_start(self.log.follow_log_start(leader_log_start))
 
     def truncate_to_divergence(self, epoch: int, end_offset: int) -> int:
         """The leader says our log parts from its at `epoch` ending at `end_offset`: cut ours back

@@ -268,6 +268,11 @@ class ReplicaState:
             return True
         return False
 
+    def on_log_start(self, offset: int) -> None:
+        """The follower's log start followed the leader's to `offset`: everything below it was
+        committed on the leader, so the high watermark is at least there."""
+        self.high_watermark = max(self.high_watermark, offset)
+
     def on_truncate(self, offset: int) -> None:
         """The local log was cut back to `offset` (divergence after a leader change)."""
         self.high_watermark = min(self.high_watermark, offset)

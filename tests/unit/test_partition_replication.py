@@ -1,0 +1,102 @@
+"""A leader and a follower Partition driven fetch by fetch, as broker/apis/fetch.py and the
+replica fetcher drive them, without sockets: the follower's high watermark and log start, and
+what DeleteRecords waits for."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from broker.partition import AppendOrigin, Isolation, Partition
+from broker.replication.replica_state import Assignment
+from protocol.records import Record, build_batch
+from storage.clock import ManualClock
+from storage.config import LogConfig
+
+LEADER = 1
+
+
+def _batch(n: int) -> bytes:
+    return build_batch(Record(i, 0, None, b"v%d" % i) for i in range(n))
+
+
+def _open(tmp_path: Path, replicas: tuple[int, ...]) -> list[Partition]:
+    """The leader (1) and its followers of one partition, all in the ISR."""
+    a = Assignment(replicas, frozenset(replicas), LEADER, 3, 0)
+    clock = ManualClock(1_000)
+    parts = [Partition.open(tmp_path / str(i), "t", 0, LogConfig(), i, clock.now_ms) for i in replicas]
+    parts[0].become_leader(a)
+    for p in parts[1:]:
+        p.become_follower(a)
+    return parts
+
+
+@pytest.fixture
+def replicas(tmp_path: Path) -> Iterator[list[Partition]]:
+    parts = _open(tmp_path, (1, 2, 3))
+    yield parts
+    for p in parts:
+        p.close()
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[list[Partition]]:
+    parts = _open(tmp_path, (1, 2))
+    yield parts
+    for p in parts:
+        p.close()
+
+
+def fetch(leader: Partition, follower: Partition) -> None:
+    """One replica fetch: the leader records the follower's position, then reads for it; the
+    follower appends what came with the leader's high watermark and log start."""
+    offset = follower.log_end_offset
+    assert leader.diverging(offset, follower.log.latest_epoch) is None
+    leader.on_follower_fetch(follower.state.local_id, offset)
+    r = leader.read(offset, 1 << 20, Isolation.LOG_END, leader.leader_epoch)
+    follower.append_replicated(bytes(r.records), r.high_watermark, r.log_start_offset)
+
+
+def test_a_follower_keeps_following_the_high_watermark_once_the_leaders_log_start_passed_it(
+        replicas: list[Partition]) -> None:
+    """Issue 23 item 4: the leader's HW moved on follower 3's fetch, DeleteRecords moved its log
+    start past follower 2's HW, and follower 2's next fetch raised OFFSET_OUT_OF_RANGE on its
+    log start move before it took the HW — on that fetch and every later one."""
+    leader, f2, f3 = replicas
+    leader.append(_batch(10), AppendOrigin.CLIENT)
+    fetch(leader, f2)
+    fetch(leader, f3)
+    fetch(leader, f2)
+    assert leader.high_watermark == 0 and f2.high_watermark == 0  # 3 has not confirmed its copy yet
+    fetch(leader, f3)
+    assert leader.high_watermark == 10 and f2.high_watermark == 0
+    assert leader.delete_records(8) == 8
+    leader.append(_batch(5), AppendOrigin.CLIENT)
+    fetch(leader, f2)
+    assert (f2.log_start_offset, f2.high_watermark, f2.log_end_offset) == (8, 10, 15)
+    for f in (f3, f2, f3, f2):
+        fetch(leader, f)
+    assert leader.high_watermark == f2.high_watermark == f3.high_watermark == 15
+    assert f2.log_start_offset == f3.log_start_offset == 8
+
+
+def test_a_follower_high_watermark_below_the_leaders_new_log_start(pair: list[Partition]) -> None:
+    """An answer whose HW is older than its log start (an HW of 5, a start of 8): the start
+    still moves, and the follower's HW with it."""
+    leader, follower = pair
+    leader.append(_batch(5), AppendOrigin.CLIENT)
+    fetch(leader, follower)
+    fetch(leader, follower)
+    assert follower.high_watermark == 5
+    leader.append(_batch(5), AppendOrigin.CLIENT)
+    fetch(leader, follower)
+    assert follower.log_end_offset == 10 and follower.high_watermark == 5
+    leader.on_follower_fetch(2, 10)  # a fetch whose answer was lost: the leader's HW is 10
+    assert leader.delete_records(8) == 8
+    r = leader.read(10, 1 << 20, Isolation.LOG_END, leader.leader_epoch)
+    follower.append_replicated(bytes(r.records), 5, r.log_start_offset)  # an HW from before, a start from now
+    assert (follower.log_start_offset, follower.high_watermark) == (8, 8)
+    fetch(leader, follower)
+    assert follower.high_watermark == 10
