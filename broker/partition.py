@@ -256,8 +256,9 @@ class Partition:
         return True
 
     def delete_records(self, offset: int) -> int:
-        """DeleteRecords on the leader, as Kafka's Partition.deleteRecordsOnLeader: returns the new
-        log start (the low watermark).
+        """DeleteRecords on the leader, as Kafka's Partition.deleteRecordsOnLeader: moves the log
+        start and returns the offset the low watermark must reach before the answer
+        (`replicas_deleted_before`).
 
         Only a topic whose cleanup.policy includes delete may lose records this way: on a compacted
         topic the log start is the cleaner's business, and Kafka refuses with POLICY_VIOLATION.
@@ -276,9 +277,28 @@ class Partition:
         if start != before:
             logger.info("log start offset moved by DeleteRecords", topic=self.topic, partition=self.index,
                         log_start_offset=start, previous=before)
-            # Parked fetches re-check their offsets: one now below the start gets OFFSET_OUT_OF_RANGE.
+            # Parked fetches re-check their offsets: one now below the start gets OFFSET_OUT_OF_RANGE,
+            # and a follower's learns the new start at once.
             self.notify()
-        return start
+        return target
+
+    @property
+    def low_watermark(self) -> int:
+        return self.state.low_watermark(self.log.log_start_offset)
+
+    async def replicas_deleted_before(self, offset: int, timeout_s: float) -> tuple[int, ErrorCode]:
+        """Wait until no live replica holds records below `offset` (Kafka's DelayedDeleteRecords):
+        (low watermark, NONE); (low watermark, REQUEST_TIMED_OUT) when the time ran out first;
+        (-1, NOT_LEADER_OR_FOLLOWER) when the leadership went."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while True:
+            if not self.is_leader:
+                return -1, ErrorCode.NOT_LEADER_OR_FOLLOWER
+            low = self.low_watermark
+            if low >= offset:
+                return low, ErrorCode.NONE
+            if not await self.changed_before(deadline):
+                return low, ErrorCode.REQUEST_TIMED_OUT
 
     # ---- replication: the leader's side -------------------------------------------------------
     def diverging(self, fetch_offset: int, last_fetched_epoch: int) -> tuple[int, int] | None:
@@ -296,13 +316,17 @@ class Partition:
             return epoch, end
         return None
 
-    def on_follower_fetch(self, replica: int, fetch_offset: int) -> IsrChange | None:
-        """A follower fetched from `fetch_offset` (its log end): the high watermark may move,
-        parked acks=all produces may complete, and the follower may rejoin the ISR (the change
-        to ask the controller for)."""
+    def on_follower_fetch(self, replica: int, fetch_offset: int, log_start_offset: int) -> IsrChange | None:
+        """A follower fetched from `fetch_offset` (its log end), its log start at
+        `log_start_offset`: the high watermark may move, parked acks=all produces may complete, so
+        may parked DeleteRecords, and the follower may rejoin the ISR (the change to ask the
+        controller for)."""
         now = self._now_ms()
-        if self.state.on_follower_fetch(replica, fetch_offset, self.log.log_end_offset, now):
+        low = self.low_watermark
+        if self.state.on_follower_fetch(replica, fetch_offset, self.log.log_end_offset, now, log_start_offset):
             self._advance_high_watermark()
+            self.notify()
+        elif self.low_watermark > low:
             self.notify()
         return self.state.isr_expansion(self.log.log_end_offset)
 

@@ -48,6 +48,7 @@ class FollowerProgress:
     """What the leader knows of one follower, learnt from its fetches."""
 
     log_end_offset: int = -1
+    log_start_offset: int = -1  # as its last fetch reported it (-1: not fetched yet)
     last_caught_up_ms: int = 0
     # The leader's log end when this follower last fetched: a fetch that reaches it proves the
     # follower was caught up at the time of that previous fetch (Kafka's lastFetchLeaderLogEndOffset).
@@ -152,13 +153,14 @@ class ReplicaState:
 
     # ---- leader: follower fetches, the high watermark -----------------------------------------
     def on_follower_fetch(self, replica_id: int, fetch_offset: int, leader_log_end: int,
-                          now_ms: int) -> bool:
-        """Record a follower's fetch at `fetch_offset` (its log end). Returns True if the high
-        watermark moved. A fetch from a broker that is not a replica is the caller's error to
-        answer (NOT_LEADER_OR_FOLLOWER / UNKNOWN...); here it changes nothing."""
+                          now_ms: int, log_start_offset: int = -1) -> bool:
+        """Record a follower's fetch at `fetch_offset` (its log end) with its log start. Returns
+        True if the high watermark moved. A fetch from a broker that is not a replica is the
+        caller's error to answer (NOT_LEADER_OR_FOLLOWER / UNKNOWN...); here it changes nothing."""
         f = self.followers.get(replica_id)
         if self.role != Role.LEADER or f is None:
             return False
+        f.log_start_offset = log_start_offset
         if fetch_offset >= leader_log_end:
             f.last_caught_up_ms = max(f.last_caught_up_ms, now_ms)
         elif fetch_offset >= f.last_fetch_leader_leo:
@@ -189,6 +191,18 @@ class ReplicaState:
             self.high_watermark = new_hw
             return True
         return False
+
+    def low_watermark(self, leader_log_start: int) -> int:
+        """The smallest log start over this leader and its followers on live brokers (Kafka's
+        lowWatermarkIfLeader; a follower that has not fetched yet counts as -1). DeleteRecords is
+        answered once it reaches the requested offset: then no replica a failover could elect
+        still holds the deleted records. Kafka leaves out fenced brokers only; here stopping ones
+        are left out too (`ineligible`), as they can no longer be elected cleanly either."""
+        low = leader_log_start
+        for r, f in self.followers.items():
+            if r not in self.ineligible and f.log_start_offset < low:
+                low = f.log_start_offset
+        return low
 
     def on_local_append(self, leader_log_end: int, now_ms: int) -> bool:
         """After the leader's own append: with no follower to wait for the HW moves at once."""

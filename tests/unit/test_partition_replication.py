@@ -4,6 +4,7 @@ what DeleteRecords waits for."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from broker.partition import AppendOrigin, Isolation, Partition
 from broker.replication.replica_state import Assignment
+from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch
 from storage.clock import ManualClock
 from storage.config import LogConfig
@@ -54,7 +56,7 @@ def fetch(leader: Partition, follower: Partition) -> None:
     follower appends what came with the leader's high watermark and log start."""
     offset = follower.log_end_offset
     assert leader.diverging(offset, follower.log.latest_epoch) is None
-    leader.on_follower_fetch(follower.state.local_id, offset)
+    leader.on_follower_fetch(follower.state.local_id, offset, follower.log_start_offset)
     r = leader.read(offset, 1 << 20, Isolation.LOG_END, leader.leader_epoch)
     follower.append_replicated(bytes(r.records), r.high_watermark, r.log_start_offset)
 
@@ -93,10 +95,52 @@ def test_a_follower_high_watermark_below_the_leaders_new_log_start(pair: list[Pa
     leader.append(_batch(5), AppendOrigin.CLIENT)
     fetch(leader, follower)
     assert follower.log_end_offset == 10 and follower.high_watermark == 5
-    leader.on_follower_fetch(2, 10)  # a fetch whose answer was lost: the leader's HW is 10
+    leader.on_follower_fetch(2, 10, 0)  # a fetch whose answer was lost: the leader's HW is 10
     assert leader.delete_records(8) == 8
     r = leader.read(10, 1 << 20, Isolation.LOG_END, leader.leader_epoch)
     follower.append_replicated(bytes(r.records), 5, r.log_start_offset)  # an HW from before, a start from now
     assert (follower.log_start_offset, follower.high_watermark) == (8, 8)
     fetch(leader, follower)
     assert follower.high_watermark == 10
+
+
+async def test_delete_records_is_answered_once_every_live_replica_has_moved_its_log_start(
+        replicas: list[Partition]) -> None:
+    """Kafka's DelayedDeleteRecords: the answer waits for the low watermark (the smallest log
+    start over the leader and the followers on live brokers), so a failover to any of them cannot
+    bring the deleted records back. Before, the leader answered with its own start at once."""
+    leader, f2, f3 = replicas
+    leader.append(_batch(10), AppendOrigin.CLIENT)
+    for f in (f2, f3, f2, f3):
+        fetch(leader, f)
+    assert leader.high_watermark == 10
+    assert leader.delete_records(6) == 6
+    waiting = asyncio.create_task(leader.replicas_deleted_before(6, timeout_s=5))
+    await asyncio.sleep(0)
+    fetch(leader, f2)  # f2 learns the start here, and reports it with its next fetch
+    fetch(leader, f3)
+    fetch(leader, f2)
+    await asyncio.sleep(0)
+    assert not waiting.done() and leader.low_watermark == 0  # f3 has not reported its start yet
+    fetch(leader, f3)
+    assert await asyncio.wait_for(waiting, 1) == (6, ErrorCode.NONE)
+
+    # a replica on a fenced broker is not waited for; a lagging live one is, up to the timeout
+    leader.state.set_ineligible({3})
+    assert leader.delete_records(8) == 8
+    assert await leader.replicas_deleted_before(8, timeout_s=0.05) == (6, ErrorCode.REQUEST_TIMED_OUT)
+    fetch(leader, f2)
+    fetch(leader, f2)
+    assert await leader.replicas_deleted_before(8, timeout_s=0.05) == (8, ErrorCode.NONE)
+
+
+async def test_delete_records_waiting_for_followers_ends_with_the_leadership(replicas: list[Partition]) -> None:
+    leader, f2, f3 = replicas
+    leader.append(_batch(4), AppendOrigin.CLIENT)
+    for f in (f2, f3, f2, f3):
+        fetch(leader, f)
+    assert leader.delete_records(2) == 2
+    waiting = asyncio.create_task(leader.replicas_deleted_before(2, timeout_s=5))
+    await asyncio.sleep(0)
+    leader.become_follower(Assignment((1, 2, 3), frozenset({2, 3}), 2, 4, 1))
+    assert await asyncio.wait_for(waiting, 1) == (-1, ErrorCode.NOT_LEADER_OR_FOLLOWER)

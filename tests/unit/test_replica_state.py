@@ -148,3 +148,17 @@ def test_new_leader_epoch_reported_only_when_it_changes() -> None:
     assert not s.become_leader(Assignment((1, 2, 3), frozenset({1, 2}), 1, 5, 9), 0, 0, 0)
     assert set(s.followers) == {2, 3}
     assert s.become_leader(Assignment((1, 2, 3), frozenset({1, 2}), 1, 6, 10), 0, 0, 0)
+
+
+def test_the_low_watermark_is_the_smallest_log_start_of_the_live_replicas() -> None:
+    """What DeleteRecords waits for (Kafka's lowWatermarkIfLeader): a follower that has not yet
+    fetched counts as -1; one on a fenced or stopping broker does not count."""
+    s = leader(leo=10, hw=10)
+    assert s.low_watermark(4) == -1
+    s.on_follower_fetch(2, 10, 10, now_ms=1, log_start_offset=4)
+    s.on_follower_fetch(3, 10, 10, now_ms=1, log_start_offset=2)
+    assert s.low_watermark(4) == 2
+    s.on_follower_fetch(3, 10, 10, now_ms=2, log_start_offset=6)
+    assert s.low_watermark(4) == 4 and s.low_watermark(7) == 4
+    s.set_ineligible({2})
+    assert s.low_watermark(7) == 6
