@@ -241,10 +241,16 @@ class ReplicaState:
         self.pending = _Pending(change, self.isr)
         return change
 
-    def on_isr_change_result(self, error: ErrorCode, committed: Assignment | None) -> None:
-        """The controller answered our AlterPartition. On success the committed state replaces
-        ours if it is newer; on any error the pending change is dropped (the metadata image will
-        bring whatever the controller decided, and the next check proposes again)."""
+    def on_isr_change_result(self, change: IsrChange, error: ErrorCode, committed: Assignment | None) -> None:
+        """The controller answered our AlterPartition for `change`. On success the committed state
+        replaces ours if it is newer; on any error the pending change is dropped (the metadata
+        image will bring whatever the controller decided, and the next check proposes again).
+
+        An answer for a change no longer pending (the image replaced it, and a newer one may be
+        in flight) is ignored, as Kafka's handleAlterPartitionUpdate does: clearing the newer one
+        would drop its members from the maximal ISR and let a second change go out beside it."""
+        if self.pending is None or self.pending.change is not change:
+            return
         self.pending = None
         if error == ErrorCode.NONE and committed is not None and self.assignment is not None and \
                 committed.leader_epoch == self.assignment.leader_epoch and \
