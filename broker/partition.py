@@ -435,17 +435,23 @@ class Partition:
 
     def offset_for(self, timestamp: int, isolation: Isolation, current_leader_epoch: int = -1) -> tuple[int, int]:
         """ListOffsets: (offset, timestamp) for a timestamp or one of the special values
-        (latest, earliest, max timestamp); (-1, -1) when no record qualifies."""
+        (latest, earliest, max timestamp); (-1, -1) when no record qualifies.
+
+        A new leader's high watermark is what it knew as a follower until the ISR has fetched up
+        to where its epoch began: until then "latest", and a record at or past the high
+        watermark, are OFFSET_NOT_AVAILABLE (retriable), not an offset that would move back later
+        or a "no such record" (Kafka's Partition.fetchOffsetForTimestamp)."""
         self._check_leader()
         code = self.check_epoch(current_leader_epoch)
         if code:
             raise KafkaError(code)
         plog = self.log
         upper = plog.last_stable_offset if isolation is Isolation.READ_COMMITTED else plog.high_watermark
-        if timestamp == LATEST_TIMESTAMP:
-            return upper, -1
         if timestamp == EARLIEST_TIMESTAMP:
             return plog.log_start_offset, -1
+        if timestamp == LATEST_TIMESTAMP:
+            self._check_high_watermark_caught_up()
+            return upper, -1
         if timestamp == MAX_TIMESTAMP:
             found = plog.max_timestamp_offset()
             timestamp = found[1] if found else -1  # then name the record holding it, as below
@@ -453,12 +459,20 @@ class Partition:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown special timestamp {timestamp}")
         else:
             found = plog.offset_for_timestamp(timestamp)
-        if found is None:
-            return -1, -1
-        offset, ts = self._exact(found[0], timestamp) or found
-        if offset >= upper:
-            return -1, -1
-        return offset, ts
+        if found is not None:
+            offset, ts = self._exact(found[0], timestamp) or found
+            if offset < upper:
+                return offset, ts
+        self._check_high_watermark_caught_up()
+        return -1, -1
+
+    def _check_high_watermark_caught_up(self) -> None:
+        epoch_start = self.state.leader_epoch_start_offset
+        if epoch_start > self.log.high_watermark:
+            raise KafkaError(ErrorCode.OFFSET_NOT_AVAILABLE,
+                             f"Failed to fetch offsets for partition {self.topic}-{self.index} with leader epoch "
+                             f"{self.leader_epoch} as this partition's high watermark ({self.log.high_watermark}) "
+                             f"is lagging behind the start offset from the beginning of this epoch ({epoch_start}).")
 
     def _exact(self, batch_offset: int, timestamp: int) -> tuple[int, int] | None:
         """The index finds the batch; Kafka answers with the record, so decode that one batch."""

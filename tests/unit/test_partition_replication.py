@@ -10,9 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from broker.partition import AppendOrigin, Isolation, Partition
+from broker.partition import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    AppendOrigin,
+    Isolation,
+    Partition,
+)
 from broker.replication.replica_state import Assignment
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 from protocol.records import Record, build_batch
 from storage.clock import ManualClock
 from storage.config import LogConfig
@@ -20,14 +27,14 @@ from storage.config import LogConfig
 LEADER = 1
 
 
-def _batch(n: int) -> bytes:
-    return build_batch(Record(i, 0, None, b"v%d" % i) for i in range(n))
+def _batch(n: int, timestamp: int | None = None) -> bytes:
+    return build_batch((Record(i, 0, None, b"v%d" % i) for i in range(n)), base_timestamp=timestamp)
 
 
 def _open(tmp_path: Path, replicas: tuple[int, ...]) -> list[Partition]:
     """The leader (1) and its followers of one partition, all in the ISR."""
     a = Assignment(replicas, frozenset(replicas), LEADER, 3, 0)
-    clock = ManualClock(1_000)
+    clock = ManualClock(1_000_000_000)  # far past replica.lag.time.max.ms: "caught up at 0" is long ago
     parts = [Partition.open(tmp_path / str(i), "t", 0, LogConfig(), i, clock.now_ms) for i in replicas]
     parts[0].become_leader(a)
     for p in parts[1:]:
@@ -144,3 +151,35 @@ async def test_delete_records_waiting_for_followers_ends_with_the_leadership(rep
     await asyncio.sleep(0)
     leader.become_follower(Assignment((1, 2, 3), frozenset({2, 3}), 2, 4, 1))
     assert await asyncio.wait_for(waiting, 1) == (-1, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+
+def test_a_new_leader_answers_offset_not_available_until_its_high_watermark_reaches_its_epoch_start(
+        replicas: list[Partition]) -> None:
+    """Kafka's Partition.fetchOffsetForTimestamp: a leader whose high watermark (what it knew as a
+    follower) is below where its epoch began does not yet know what is committed: "latest", and
+    a timestamp whose record is not below the high watermark, answer OFFSET_NOT_AVAILABLE
+    (retriable) rather than an offset that moves back or a "no such record". "earliest" and
+    records below the high watermark are answered."""
+    old, f2, f3 = replicas
+    old.append(_batch(5, timestamp=1_000), AppendOrigin.CLIENT)
+    for f in (f2, f3, f2, f3):
+        fetch(old, f)
+    old.append(_batch(5, timestamp=2_000), AppendOrigin.CLIENT)
+    fetch(old, f2)
+    assert (f2.log_end_offset, f2.high_watermark, f3.log_end_offset) == (10, 5, 5)
+
+    a = Assignment((1, 2, 3), frozenset({2, 3}), 2, 4, 1)
+    f2.become_leader(a)
+    f3.become_follower(a)
+    for timestamp in (LATEST_TIMESTAMP, 2_000, MAX_TIMESTAMP):
+        with pytest.raises(KafkaError) as e:
+            f2.offset_for(timestamp, Isolation.READ_UNCOMMITTED, 4)
+        assert e.value.code == ErrorCode.OFFSET_NOT_AVAILABLE
+    assert f2.offset_for(EARLIEST_TIMESTAMP, Isolation.READ_UNCOMMITTED, 4) == (0, -1)
+    assert f2.offset_for(1_000, Isolation.READ_UNCOMMITTED, 4) == (0, 1_000)
+    fetch(f2, f3)
+    fetch(f2, f3)
+    assert f2.high_watermark == 10
+    assert f2.offset_for(LATEST_TIMESTAMP, Isolation.READ_UNCOMMITTED, 4) == (10, -1)
+    assert f2.offset_for(2_000, Isolation.READ_UNCOMMITTED, 4) == (5, 2_000)
+    assert f2.offset_for(3_000, Isolation.READ_UNCOMMITTED, 4) == (-1, -1)  # no such record: not an error
