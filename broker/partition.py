@@ -304,14 +304,17 @@ class Partition:
     def diverging(self, fetch_offset: int, last_fetched_epoch: int) -> tuple[int, int] | None:
         """A follower's log that parts from ours: (epoch, end offset) it must truncate to, or None.
         Kafka's check on a replica fetch (KIP-320 via Fetch v12+): the follower's last epoch must
-        be one of ours and its fetch offset must not pass where that epoch ends here."""
+        be one of ours and its fetch offset must not pass where that epoch ends here; otherwise
+        the answer is our largest epoch not above the follower's, and where it ends here."""
         if last_fetched_epoch < 0:
             return None
         # Our history with the epoch we lead in: a follower's last epoch that we never wrote
         # under ends where the next one of ours starts, not at our log start.
         epoch, end = self.end_offset_for_epoch(last_fetched_epoch)
-        if epoch < 0:  # newer than the epoch we lead in: its fetch is fenced before it gets here
-            return None
+        if epoch < 0:
+            # Newer than the epoch we lead in (the follower's current epoch is ours, or its fetch
+            # was fenced): a history we never had. Our largest epoch not above its one is ours.
+            epoch, end = self.leader_epoch, self.log.log_end_offset
         if epoch != last_fetched_epoch or end < fetch_offset:
             return epoch, end
         return None

@@ -93,3 +93,31 @@ def test_a_follower_ahead_in_an_epoch_the_leader_never_wrote_keeps_what_both_sha
     finally:
         leader.log.close()
         follower.log.close()
+
+
+def test_a_follower_epoch_the_leader_never_had_is_a_divergence(tmp_path: Path) -> None:
+    """Issue 23 item 6: a follower whose last epoch is above every epoch the leader knows (a
+    history from elsewhere) was told nothing and kept its records. Kafka answers a divergence at
+    the leader's end of the largest epoch not above the follower's: the follower cuts back to
+    where both histories agree and fetches the rest."""
+    leader = Partition.open(tmp_path / "l", "t", 0, LogConfig(), 1, ManualClock(1_000).now_ms)
+    follower = Partition.open(tmp_path / "f", "t", 0, LogConfig(), 2, ManualClock(1_000).now_ms)
+    try:
+        for p in (leader, follower):
+            _lead(p, 0)
+            p.append(_batch(3), AppendOrigin.CLIENT)
+        _lead(leader, 2)
+        leader.append(_batch(2), AppendOrigin.CLIENT)
+        _lead(follower, 6)
+        follower.append(_batch(4), AppendOrigin.CLIENT)  # offsets 3-6 under an epoch the leader never had
+        a = Assignment((1, 2), frozenset({1}), 1, 2, 1)
+        leader.become_leader(a)
+        follower.become_follower(a)
+
+        div = leader.diverging(follower.log_end_offset, follower.log.latest_epoch)
+        assert div == (2, 5)
+        assert follower.truncate_to_divergence(*div) == 3
+        assert leader.diverging(follower.log_end_offset, follower.log.latest_epoch) is None
+    finally:
+        leader.log.close()
+        follower.log.close()
