@@ -106,10 +106,21 @@ class Partition:
 
     # ---- leadership (given) -----------------------------------------------------------------
     def become_leader(self, a: Assignment) -> None:
-        """Lead under `a`. A leader never leads below an epoch its log already holds (the
-        controller only ever raises epochs): its appends would not enter the epoch history."""
-        if a.leader_epoch < self.log.latest_epoch:
-            a = Assignment(a.replicas, a.isr, a.leader, self.log.latest_epoch, a.partition_epoch)
+        """Lead under `a`, at the controller's epoch: followers fetch with that epoch, and a
+        leader above it would fence them all.
+
+        The controller only ever raises a partition's epoch, and a broker writes under an epoch
+        only once the controller gave it, so records of a later epoch than the one assigned are
+        a history this partition never had (a restored or foreign directory). They are cut off,
+        as a follower's would be (`diverging`): kept, they would carry an epoch the history
+        behind them contradicts, and the leader's appends would not enter its epoch history."""
+        later = [start for epoch, start in self.log.leader_epochs if epoch > a.leader_epoch]
+        if later:
+            logger.warning("log holds records of a later leader epoch than the controller assigned: truncating",
+                           topic=self.topic, partition=self.index, leader_epoch=a.leader_epoch,
+                           log_epochs=self.log.leader_epochs, to=later[0], was=self.log.log_end_offset)
+            self.log.truncate_to(later[0])
+            self.state.on_truncate(later[0])
         self.state.become_leader(a, self.log.log_end_offset, self.log.high_watermark, self._now_ms())
         # A sole replica's whole log is committed at once (nobody else must catch up first).
         self.state.maybe_advance_high_watermark(self.log.log_end_offset, self._now_ms())
