@@ -107,10 +107,21 @@ class Partition:
 
     # ---- leadership (given) -----------------------------------------------------------------
     def become_leader(self, a: Assignment) -> None:
-        """Lead under `a`. A leader never leads below an epoch its log already holds (the
-        controller only ever raises epochs): its appends would not enter the epoch history."""
-        if a.leader_epoch < self.log.latest_epoch:
-            a = Assignment(a.replicas, a.isr, a.leader, self.log.latest_epoch, a.partition_epoch)
+        """Lead under `a`, at the controller's epoch: followers fetch with that epoch, and a
+        leader above it would fence them all.
+
+        The controller only ever raises a partition's epoch, and a broker writes under an epoch
+        only once the controller gave it, so records of a later epoch than the one assigned are
+        a history this partition never had (a restored or foreign directory). They are cut off,
+        as a follower's would be (`diverging`): kept, they would carry an epoch the history
+        behind them contradicts, and the leader's appends would not enter its epoch history."""
+        later = [start for epoch, start in self.log.leader_epochs if epoch > a.leader_epoch]
+        if later:
+            logger.warning("log holds records of a later leader epoch than the controller assigned: truncating",
+                           topic=self.topic, partition=self.index, leader_epoch=a.leader_epoch,
+                           log_epochs=self.log.leader_epochs, to=later[0], was=self.log.log_end_offset)
+            self.log.truncate_to(later[0])
+            self.state.on_truncate(later[0])
         self.state.become_leader(a, self.log.log_end_offset, self.log.high_watermark, self._now_ms())
         # A sole replica's whole log is committed at once (nobody else must catch up first).
         self.state.maybe_advance_high_watermark(self.log.log_end_offset, self._now_ms())
@@ -257,8 +268,9 @@ class Partition:
         return True
 
     def delete_records(self, offset: int) -> int:
-        """DeleteRecords on the leader, as Kafka's Partition.deleteRecordsOnLeader: returns the new
-        log start (the low watermark).
+        """DeleteRecords on the leader, as Kafka's Partition.deleteRecordsOnLeader: moves the log
+        start and returns the offset the low watermark must reach before the answer
+        (`replicas_deleted_before`).
 
         Only a topic whose cleanup.policy includes delete may lose records this way: on a compacted
         topic the log start is the cleaner's business, and Kafka refuses with POLICY_VIOLATION.
@@ -277,33 +289,59 @@ class Partition:
         if start != before:
             logger.info("log start offset moved by DeleteRecords", topic=self.topic, partition=self.index,
                         log_start_offset=start, previous=before)
-            # Parked fetches re-check their offsets: one now below the start gets OFFSET_OUT_OF_RANGE.
+            # Parked fetches re-check their offsets: one now below the start gets OFFSET_OUT_OF_RANGE,
+            # and a follower's learns the new start at once.
             self.notify()
-        return start
+        return target
+
+    @property
+    def low_watermark(self) -> int:
+        return self.state.low_watermark(self.log.log_start_offset)
+
+    async def replicas_deleted_before(self, offset: int, timeout_s: float) -> tuple[int, ErrorCode]:
+        """Wait until no live replica holds records below `offset` (Kafka's DelayedDeleteRecords):
+        (low watermark, NONE); (low watermark, REQUEST_TIMED_OUT) when the time ran out first;
+        (-1, NOT_LEADER_OR_FOLLOWER) when the leadership went."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while True:
+            if not self.is_leader:
+                return -1, ErrorCode.NOT_LEADER_OR_FOLLOWER
+            low = self.low_watermark
+            if low >= offset:
+                return low, ErrorCode.NONE
+            if not await self.changed_before(deadline):
+                return low, ErrorCode.REQUEST_TIMED_OUT
 
     # ---- replication: the leader's side -------------------------------------------------------
     def diverging(self, fetch_offset: int, last_fetched_epoch: int) -> tuple[int, int] | None:
         """A follower's log that parts from ours: (epoch, end offset) it must truncate to, or None.
         Kafka's check on a replica fetch (KIP-320 via Fetch v12+): the follower's last epoch must
-        be one of ours and its fetch offset must not pass where that epoch ends here."""
+        be one of ours and its fetch offset must not pass where that epoch ends here; otherwise
+        the answer is our largest epoch not above the follower's, and where it ends here."""
         if last_fetched_epoch < 0 or broken("truncate"):
             return None
         # Our history with the epoch we lead in: a follower's last epoch that we never wrote
         # under ends where the next one of ours starts, not at our log start.
         epoch, end = self.end_offset_for_epoch(last_fetched_epoch)
-        if epoch < 0:  # newer than the epoch we lead in: its fetch is fenced before it gets here
-            return None
+        if epoch < 0:
+            # Newer than the epoch we lead in (the follower's current epoch is ours, or its fetch
+            # was fenced): a history we never had. Our largest epoch not above its one is ours.
+            epoch, end = self.leader_epoch, self.log.log_end_offset
         if epoch != last_fetched_epoch or end < fetch_offset:
             return epoch, end
         return None
 
-    def on_follower_fetch(self, replica: int, fetch_offset: int) -> IsrChange | None:
-        """A follower fetched from `fetch_offset` (its log end): the high watermark may move,
-        parked acks=all produces may complete, and the follower may rejoin the ISR (the change
-        to ask the controller for)."""
+    def on_follower_fetch(self, replica: int, fetch_offset: int, log_start_offset: int) -> IsrChange | None:
+        """A follower fetched from `fetch_offset` (its log end), its log start at
+        `log_start_offset`: the high watermark may move, parked acks=all produces may complete, so
+        may parked DeleteRecords, and the follower may rejoin the ISR (the change to ask the
+        controller for)."""
         now = self._now_ms()
-        if self.state.on_follower_fetch(replica, fetch_offset, self.log.log_end_offset, now):
+        low = self.low_watermark
+        if self.state.on_follower_fetch(replica, fetch_offset, self.log.log_end_offset, now, log_start_offset):
             self._advance_high_watermark()
+            self.notify()
+        elif self.low_watermark > low:
             self.notify()
         return self.state.isr_expansion(self.log.log_end_offset)
 
@@ -328,13 +366,14 @@ class Partition:
     def append_replicated(self, records: bytes | memoryview, leader_high_watermark: int,
                           leader_log_start: int) -> None:
         """Batches copied from the leader (its offsets and epochs kept), then the leader's high
-        watermark as far as this log reaches."""
+        watermark as far as this log reaches, then the leader's log start."""
         if records:
             self.append(records, AppendOrigin.REPLICATION)
-        if leader_log_start > self.log.log_start_offset:
-            self.log.delete_records_before(min(leader_log_start, self.log.log_end_offset))
         if self.state.on_leader_high_watermark(leader_high_watermark, self.log.log_end_offset):
             self.log.high_watermark = self.state.high_watermark
+        if leader_log_start > self.log.log_start_offset:
+            # may raise our high watermark with it (storage/log.py follow_log_start)
+            self.state.on_log_start(self.log.follow_log_start(leader_log_start))
 
     def truncate_to_divergence(self, epoch: int, end_offset: int) -> int:
         """The leader says our log parts from its at `epoch` ending at `end_offset`: cut ours back
@@ -411,17 +450,23 @@ class Partition:
 
     def offset_for(self, timestamp: int, isolation: Isolation, current_leader_epoch: int = -1) -> tuple[int, int]:
         """ListOffsets: (offset, timestamp) for a timestamp or one of the special values
-        (latest, earliest, max timestamp); (-1, -1) when no record qualifies."""
+        (latest, earliest, max timestamp); (-1, -1) when no record qualifies.
+
+        A new leader's high watermark is what it knew as a follower until the ISR has fetched up
+        to where its epoch began: until then "latest", and a record at or past the high
+        watermark, are OFFSET_NOT_AVAILABLE (retriable), not an offset that would move back later
+        or a "no such record" (Kafka's Partition.fetchOffsetForTimestamp)."""
         self._check_leader()
         code = self.check_epoch(current_leader_epoch)
         if code:
             raise KafkaError(code)
         plog = self.log
         upper = plog.last_stable_offset if isolation is Isolation.READ_COMMITTED else plog.high_watermark
-        if timestamp == LATEST_TIMESTAMP:
-            return upper, -1
         if timestamp == EARLIEST_TIMESTAMP:
             return plog.log_start_offset, -1
+        if timestamp == LATEST_TIMESTAMP:
+            self._check_high_watermark_caught_up()
+            return upper, -1
         if timestamp == MAX_TIMESTAMP:
             found = plog.max_timestamp_offset()
             timestamp = found[1] if found else -1  # then name the record holding it, as below
@@ -429,12 +474,20 @@ class Partition:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown special timestamp {timestamp}")
         else:
             found = plog.offset_for_timestamp(timestamp)
-        if found is None:
-            return -1, -1
-        offset, ts = self._exact(found[0], timestamp) or found
-        if offset >= upper:
-            return -1, -1
-        return offset, ts
+        if found is not None:
+            offset, ts = self._exact(found[0], timestamp) or found
+            if offset < upper:
+                return offset, ts
+        self._check_high_watermark_caught_up()
+        return -1, -1
+
+    def _check_high_watermark_caught_up(self) -> None:
+        epoch_start = self.state.leader_epoch_start_offset
+        if epoch_start > self.log.high_watermark:
+            raise KafkaError(ErrorCode.OFFSET_NOT_AVAILABLE,
+                             f"Failed to fetch offsets for partition {self.topic}-{self.index} with leader epoch "
+                             f"{self.leader_epoch} as this partition's high watermark ({self.log.high_watermark}) "
+                             f"is lagging behind the start offset from the beginning of this epoch ({epoch_start}).")
 
     def _exact(self, batch_offset: int, timestamp: int) -> tuple[int, int] | None:
         """The index finds the batch; Kafka answers with the record, so decode that one batch."""

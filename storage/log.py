@@ -786,6 +786,25 @@ class PartitionLog:
         self._after_head_deletion()
         return self._log_start
 
+    def follow_log_start(self, offset: int) -> int:
+        """A follower's log start following its leader's; returns the new log start.
+
+        The leader moves its start only up to its own high watermark, so everything below it is
+        committed; the follower learns that high watermark one fetch late and may still be below
+        the new start. Its high watermark is raised to the start rather than the start refused
+        (a refusal repeated on every fetch froze the follower's log start and high watermark for
+        good). A start past the log end empties the log and starts it there (Kafka's
+        truncateFullyAndStartAt).
+        """
+        self._check_open()
+        if offset > self._leo:
+            self.truncate_fully_and_start_at(offset)
+            return self._log_start
+        if offset > self._hw:
+            self._hw = offset
+            self._producers.on_high_watermark(self._hw)
+        return self.delete_records_before(offset)
+
     def expire_producers(self, now_ms: int | None = None) -> int:
         """Forget idle producers (producer_id_expiration_ms); returns how many."""
         return self._producers.remove_expired(self._now() if now_ms is None else now_ms)

@@ -4,11 +4,19 @@ AdminClient.delete_records).
 Per partition, in Kafka's order: unknown topic or partition, then internal topic
 (INVALID_TOPIC_EXCEPTION: the coordinators own those logs), then the partition's own checks
 (broker/partition.py: compacted topic, offset out of range). A failed partition answers
-low_watermark -1. On one broker the new start is final at once, so timeout_ms is never waited on.
+low_watermark -1.
+
+The leader moves its own log start at once and answers when the low watermark — the smallest log
+start over it and the replicas on live brokers, which learn the new start from their next fetch
+and report it in the one after — has reached the requested offset, as Kafka's
+DelayedDeleteRecords does: a failover to any of them cannot bring the records back. Past
+timeout_ms the partition answers REQUEST_TIMED_OUT with the low watermark as it stands (its own
+log start has moved). A sole replica answers at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode, KafkaError
@@ -27,7 +35,7 @@ KEY = 21
 INVALID_LOW_WATERMARK = -1
 
 
-def _delete(ctx: BrokerContext, topic: str, index: int, offset: int) -> tuple[int, int]:
+async def _delete(ctx: BrokerContext, topic: str, index: int, offset: int, timeout_s: float) -> tuple[int, int]:
     """(low watermark, error code) for one partition."""
     part = ctx.topics.partition(topic, index)
     if part is None:
@@ -36,9 +44,10 @@ def _delete(ctx: BrokerContext, topic: str, index: int, offset: int) -> tuple[in
     if t is not None and t.is_internal:
         return INVALID_LOW_WATERMARK, ErrorCode.INVALID_TOPIC_EXCEPTION
     try:
-        return part.delete_records(offset), 0
+        target = part.delete_records(offset)
     except KafkaError as e:
         return INVALID_LOW_WATERMARK, e.code
+    return await part.replicas_deleted_before(target, timeout_s)
 
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
@@ -49,11 +58,16 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
     for t in req.topics:
         for p in t.partitions:
             wanted.setdefault(t.name, {})[p.partition_index] = p.offset
+    timeout_s = max(req.timeout_ms, 0) / 1000
+    keys = [(name, index) for name, offsets in wanted.items() for index in offsets]
+    results = await asyncio.gather(*(_delete(ctx, name, index, wanted[name][index], timeout_s)
+                                     for name, index in keys))
+    answers = dict(zip(keys, results, strict=True))
     topics = []
     for name, offsets in wanted.items():
         parts = []
-        for index, offset in offsets.items():
-            low, code = _delete(ctx, name, index, offset)
+        for index in offsets:
+            low, code = answers[(name, index)]
             parts.append(DeleteRecordsPartitionResult(partition_index=index, low_watermark=low, error_code=code))
         topics.append(DeleteRecordsTopicResult(name=name, partitions=parts))
     return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)

@@ -21,7 +21,7 @@ from protocol.messages.describe_topic_partitions import (
     DescribeTopicPartitionsResponseTopic,
 )
 
-from .metadata import TOPIC_OPERATIONS, leader_epoch
+from .metadata import TOPIC_OPERATIONS
 
 if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
@@ -62,7 +62,7 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
             topic_authorized_operations=TOPIC_OPERATIONS,
             partitions=[DescribeTopicPartitionsResponsePartition(
                 error_code=ErrorCode.LEADER_NOT_AVAILABLE if p.leader < 0 else 0, partition_index=i,
-                leader_id=p.leader, leader_epoch=leader_epoch(topic, i, p.leader_epoch), replica_nodes=list(p.replicas),
+                leader_id=p.leader, leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas),
                 isr_nodes=list(p.isr), offline_replicas=[r for r in p.replicas if r in offline])
                 for i, p in chosen]))
         if first + len(chosen) < topic.num_partitions:

@@ -77,7 +77,7 @@ def _follower_fetched(ctx: BrokerContext, req: FetchRequest, version: int, repli
                 continue
             if part.diverging(fp.fetch_offset, fp.last_fetched_epoch) is not None:
                 continue
-            change = part.on_follower_fetch(replica, fp.fetch_offset)
+            change = part.on_follower_fetch(replica, fp.fetch_offset, fp.log_start_offset)
             if change is not None and ctx.replication is not None:
                 ctx.replication.request_isr_change(part, change)
 

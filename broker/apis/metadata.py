@@ -55,14 +55,6 @@ def live_brokers(ctx: BrokerContext, client: ClientInfo) -> list[tuple[int, str,
     return [out[k] for k in sorted(out)]
 
 
-def leader_epoch(topic: Topic, index: int, committed: int) -> int:
-    """The epoch a client must fetch with. A partition led here never leads below an epoch its
-    log already holds (Partition.become_leader): a log written under a later epoch — restored or
-    repaired by hand — makes that the epoch, and clients must be told it or be fenced forever."""
-    local = topic.local.get(index)
-    return max(committed, local.leader_epoch) if local is not None and local.is_leader else committed
-
-
 def topic_entry(ctx: BrokerContext, topic: Topic, ops: int = AUTHORIZED_OPERATIONS_OMITTED) -> MetadataResponseTopic:
     image = ctx.topics.image
     offline = {b.node_id for b in image.brokers if b.fenced}
@@ -72,7 +64,7 @@ def topic_entry(ctx: BrokerContext, topic: Topic, ops: int = AUTHORIZED_OPERATIO
         partitions=[
             MetadataResponsePartition(
                 error_code=ErrorCode.LEADER_NOT_AVAILABLE if p.leader < 0 else 0, partition_index=i,
-                leader_id=p.leader, leader_epoch=leader_epoch(topic, i, p.leader_epoch), replica_nodes=list(p.replicas),
+                leader_id=p.leader, leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas),
                 isr_nodes=list(p.isr), offline_replicas=[r for r in p.replicas if r in offline])
             for i, p in enumerate(topic.info.partitions)
         ],

@@ -80,7 +80,7 @@ class ReplicaManager:
                      error=ErrorCode(code).name)
         else:
             log.info("ISR changed", topic=part.topic, partition=part.index, isr=sorted(change.new_isr))
-        part.state.on_isr_change_result(ErrorCode(code), committed)
+        part.state.on_isr_change_result(change, ErrorCode(code), committed)
 
     async def _check_loop(self) -> None:
         while True:

@@ -49,6 +49,7 @@ class FollowerProgress:
     """What the leader knows of one follower, learnt from its fetches."""
 
     log_end_offset: int = -1
+    log_start_offset: int = -1  # as its last fetch reported it (-1: not fetched yet)
     last_caught_up_ms: int = 0
     # The leader's log end when this follower last fetched: a fetch that reaches it proves the
     # follower was caught up at the time of that previous fetch (Kafka's lastFetchLeaderLogEndOffset).
@@ -153,13 +154,14 @@ class ReplicaState:
 
     # ---- leader: follower fetches, the high watermark -----------------------------------------
     def on_follower_fetch(self, replica_id: int, fetch_offset: int, leader_log_end: int,
-                          now_ms: int) -> bool:
-        """Record a follower's fetch at `fetch_offset` (its log end). Returns True if the high
-        watermark moved. A fetch from a broker that is not a replica is the caller's error to
-        answer (NOT_LEADER_OR_FOLLOWER / UNKNOWN...); here it changes nothing."""
+                          now_ms: int, log_start_offset: int = -1) -> bool:
+        """Record a follower's fetch at `fetch_offset` (its log end) with its log start. Returns
+        True if the high watermark moved. A fetch from a broker that is not a replica is the
+        caller's error to answer (NOT_LEADER_OR_FOLLOWER / UNKNOWN...); here it changes nothing."""
         f = self.followers.get(replica_id)
         if self.role != Role.LEADER or f is None:
             return False
+        f.log_start_offset = log_start_offset
         if fetch_offset >= leader_log_end:
             f.last_caught_up_ms = max(f.last_caught_up_ms, now_ms)
         elif fetch_offset >= f.last_fetch_leader_leo:
@@ -190,6 +192,18 @@ class ReplicaState:
             self.high_watermark = new_hw
             return True
         return False
+
+    def low_watermark(self, leader_log_start: int) -> int:
+        """The smallest log start over this leader and its followers on live brokers (Kafka's
+        lowWatermarkIfLeader; a follower that has not fetched yet counts as -1). DeleteRecords is
+        answered once it reaches the requested offset: then no replica a failover could elect
+        still holds the deleted records. Kafka leaves out fenced brokers only; here stopping ones
+        are left out too (`ineligible`), as they can no longer be elected cleanly either."""
+        low = leader_log_start
+        for r, f in self.followers.items():
+            if r not in self.ineligible and f.log_start_offset < low:
+                low = f.log_start_offset
+        return low
 
     def on_local_append(self, leader_log_end: int, now_ms: int) -> bool:
         """After the leader's own append: with no follower to wait for the HW moves at once."""
@@ -228,10 +242,16 @@ class ReplicaState:
         self.pending = _Pending(change, self.isr)
         return change
 
-    def on_isr_change_result(self, error: ErrorCode, committed: Assignment | None) -> None:
-        """The controller answered our AlterPartition. On success the committed state replaces
-        ours if it is newer; on any error the pending change is dropped (the metadata image will
-        bring whatever the controller decided, and the next check proposes again)."""
+    def on_isr_change_result(self, change: IsrChange, error: ErrorCode, committed: Assignment | None) -> None:
+        """The controller answered our AlterPartition for `change`. On success the committed state
+        replaces ours if it is newer; on any error the pending change is dropped (the metadata
+        image will bring whatever the controller decided, and the next check proposes again).
+
+        An answer for a change no longer pending (the image replaced it, and a newer one may be
+        in flight) is ignored, as Kafka's handleAlterPartitionUpdate does: clearing the newer one
+        would drop its members from the maximal ISR and let a second change go out beside it."""
+        if self.pending is None or self.pending.change is not change:
+            return
         self.pending = None
         if error == ErrorCode.NONE and committed is not None and self.assignment is not None and \
                 committed.leader_epoch == self.assignment.leader_epoch and \
@@ -268,6 +288,11 @@ class ReplicaState:
             self.high_watermark = hw
             return True
         return False
+
+    def on_log_start(self, offset: int) -> None:
+        """The follower's log start followed the leader's to `offset`: everything below it was
+        committed on the leader, so the high watermark is at least there."""
+        self.high_watermark = max(self.high_watermark, offset)
 
     def on_truncate(self, offset: int) -> None:
         """The local log was cut back to `offset` (divergence after a leader change)."""

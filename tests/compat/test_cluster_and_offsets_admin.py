@@ -1,14 +1,12 @@
-"""Real clients on the three APIs for cluster description, offset deletion and truncation detection:
-confluent-kafka's AdminClient.describe_cluster and list_consumer_group_offsets (it has no offset
-deletion), kafka-python's KafkaAdminClient.describe_cluster and delete_group_offsets, and both
-clients' consumers finding a truncated log through OffsetForLeaderEpoch (KIP-320)."""
+"""Real clients on the APIs for cluster description and offset deletion: confluent-kafka's
+AdminClient.describe_cluster and list_consumer_group_offsets (it has no offset deletion) and
+kafka-python's KafkaAdminClient.describe_cluster and delete_group_offsets. Both clients' consumers
+finding a truncated log through OffsetForLeaderEpoch (KIP-320) need a real unclean election:
+tests/cluster/test_unclean_election_consumers.py."""
 
 from __future__ import annotations
 
-import time
 import warnings
-from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
@@ -18,15 +16,10 @@ from helpers.confluent import QUIET, admin
 from helpers.raw import Raw
 
 from protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest, CreateTopicsResponse
-from protocol.messages.produce import PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData
-from protocol.records import Record, build_batch
-from storage.config import LogConfig
-from storage.log import PartitionLog
 
 with warnings.catch_warnings():  # kafka-python loads its schemas with a deprecated importlib API
     warnings.simplefilter("ignore", DeprecationWarning)
     import kafka.errors
-    from kafka import KafkaConsumer
     from kafka import TopicPartition as KpTopicPartition
     from kafka.admin import KafkaAdminClient
 
@@ -50,20 +43,6 @@ def create(broker: BrokerProcess, *topics: str, partitions: int = 1) -> None:
     finally:
         raw.close()
     assert isinstance(resp, CreateTopicsResponse) and all(t.error_code == 0 for t in resp.topics), resp
-
-
-def produce_one_per_batch(broker: BrokerProcess, topic: str, n: int) -> None:
-    """n single-record batches, so that the log can later be truncated between any two records."""
-    raw = Raw(broker.port)
-    try:
-        for i in range(n):
-            resp = raw.request(ProduceRequest(acks=-1, timeout_ms=10_000, topic_data=[TopicProduceData(
-                name=topic, partition_data=[PartitionProduceData(
-                    index=0, records=build_batch([Record(0, 0, None, b"old%d" % i)]))])]), 9)
-            assert isinstance(resp, ProduceResponse)
-            assert resp.responses[0].partition_responses[0].error_code == 0
-    finally:
-        raw.close()
 
 
 # ---- DescribeCluster -------------------------------------------------------------------------------
@@ -131,84 +110,3 @@ def test_delete_group_offsets_next_to_a_live_librdkafka_member(broker: BrokerPro
             kp.delete_group_offsets(unique_topic("no-group"), [KpTopicPartition(other, 0)])
     finally:
         kp.close()
-
-
-# ---- OffsetForLeaderEpoch: truncation detection ------------------------------------------------------
-
-def _truncate_under_a_new_epoch(broker: BrokerProcess, topic: str) -> None:
-    """What an unclean leader election does to a partition: the new leader (epoch 1) lacks offsets
-    6-9 and writes two records of its own there. Done with the storage engine while the broker is down."""
-    broker.stop()
-    log = PartitionLog.open(Path(broker.data_dir) / f"{topic}-0", LogConfig())
-    try:
-        log.truncate_to(6)
-        log.append(build_batch([Record(i, 0, None, b"new%d" % i) for i in range(2)]), leader_epoch=1)
-        assert log.leader_epochs == [(0, 0), (1, 6)] and log.log_end_offset == 8
-    finally:
-        log.close()
-    broker.start()
-
-
-def _first_two_after(poll: Callable[[], list[tuple[int, bytes]]]) -> list[tuple[int, bytes]]:
-    got: list[tuple[int, bytes]] = []
-    deadline = time.monotonic() + 60
-    while len(got) < 2 and time.monotonic() < deadline:
-        got += poll()
-    return got[:2]
-
-
-def test_librdkafka_consumer_resumes_at_the_point_of_divergence(broker: BrokerProcess) -> None:
-    """Without OffsetForLeaderEpoch the consumer's position 10 would be out of range and
-    auto.offset.reset=earliest would replay from 0; with it, it continues where the logs diverge."""
-    topic = unique_topic("trunc-cf")
-    create(broker, topic)
-    produce_one_per_batch(broker, topic, 10)
-    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique_topic("g"), "enable.auto.commit": False,
-                  "auto.offset.reset": "earliest", "topic.metadata.refresh.interval.ms": 500, **QUIET})
-    try:
-        c.assign([TopicPartition(topic, 0)])
-        seen: list[int] = []
-
-        def consumed_all() -> bool:
-            m = c.poll(0.2)
-            if m is not None and not m.error():
-                seen.append(m.offset())
-            return len(seen) == 10
-
-        wait_until(consumed_all, timeout=60, interval=0, message="the first ten records")
-        assert c.position([TopicPartition(topic, 0)])[0].leader_epoch == 0
-        _truncate_under_a_new_epoch(broker, topic)
-
-        def poll() -> list[tuple[int, bytes]]:
-            m = c.poll(0.2)
-            return [] if m is None or m.error() else [(m.offset(), m.value())]
-
-        assert _first_two_after(poll) == [(6, b"new0"), (7, b"new1")]
-    finally:
-        c.close()
-
-
-def test_kafka_python_consumer_resumes_at_the_point_of_divergence(broker: BrokerProcess) -> None:
-    topic = unique_topic("trunc-kp")
-    create(broker, topic)
-    produce_one_per_batch(broker, topic, 10)
-    tp = KpTopicPartition(topic, 0)
-    c = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False, auto_offset_reset="earliest",
-                      metadata_max_age_ms=500)
-    try:
-        c.assign([tp])
-        seen: list[int] = []
-
-        def consumed_all() -> bool:
-            seen.extend(r.offset for recs in c.poll(200).values() for r in recs)
-            return len(seen) == 10
-
-        wait_until(consumed_all, timeout=60, interval=0, message="the first ten records")
-        _truncate_under_a_new_epoch(broker, topic)
-
-        def poll() -> list[tuple[int, bytes]]:
-            return [(r.offset, r.value) for recs in c.poll(200).values() for r in recs]
-
-        assert _first_two_after(poll) == [(6, b"new0"), (7, b"new1")]
-    finally:
-        c.close()

@@ -54,10 +54,11 @@ def test_a_history_of_several_epochs(tmp_path: Path) -> None:
     assert [p.end_offset_for_epoch(e) for e in (5, 6, 7, 8)] == [(5, 9), (5, 9), (7, 9), UNDEFINED]
     p.log.close()
 
-    # the history is on disk, and the partition comes back led at no lower epoch than its log holds
-    again = _open(tmp_path)
+    # the history is on disk
+    again = Partition.open(tmp_path, "t", 0, LogConfig(), 1, ManualClock(1_000).now_ms)
+    _lead(again, 7)
     try:
-        assert again.leader_epoch == 5 and again.log.leader_epochs == [(0, 0), (2, 3), (5, 5)]
+        assert again.leader_epoch == 7 and again.log.leader_epochs == [(0, 0), (2, 3), (5, 5)]
         assert again.end_offset_for_epoch(3) == (2, 5)
         # records deleted from the start: an epoch below the oldest left ends where the history begins
         again.log.delete_records_before(4)
@@ -90,6 +91,59 @@ def test_a_follower_ahead_in_an_epoch_the_leader_never_wrote_keeps_what_both_sha
         assert div == (5, 9)
         assert follower.truncate_to_divergence(*div) == 9
         assert leader.diverging(follower.log.log_end_offset, follower.log.latest_epoch) is None
+    finally:
+        leader.log.close()
+        follower.log.close()
+
+
+def test_a_leader_leads_at_the_controllers_epoch_and_cuts_records_of_later_epochs(tmp_path: Path) -> None:
+    """Issue 23 item 6: become_leader raised the epoch to the log's latest when the controller's
+    was lower. Followers fetch with the controller's epoch, so such a leader fenced every one of
+    them (FENCED_LEADER_EPOCH) for good, and its appends went under an epoch the controller never
+    gave. The controller only ever raises a partition's epoch and a broker writes under an epoch
+    only once the controller gave it, so records of a later epoch than the one assigned are a
+    history this partition never had (a restored or foreign directory): they are cut off, as a
+    follower's would be, and the leader leads at the controller's epoch."""
+    p = Partition.open(tmp_path, "t", 0, LogConfig(), 1, ManualClock(1_000).now_ms)
+    for epoch, n in ((0, 3), (2, 2), (5, 4)):
+        _lead(p, epoch)
+        p.append(_batch(n), AppendOrigin.CLIENT)
+    p.log.close()
+    again = Partition.open(tmp_path, "t", 0, LogConfig(), 1, ManualClock(1_000).now_ms)
+    try:
+        _lead(again, 3)
+        assert again.leader_epoch == 3 and again.check_epoch(3) == 0
+        assert again.log.leader_epochs == [(0, 0), (2, 3)] and again.log_end_offset == 5
+        again.append(_batch(1), AppendOrigin.CLIENT)
+        assert again.log.leader_epochs == [(0, 0), (2, 3), (3, 5)]
+        assert again.end_offset_for_epoch(2) == (2, 5)
+    finally:
+        again.log.close()
+
+
+def test_a_follower_epoch_the_leader_never_had_is_a_divergence(tmp_path: Path) -> None:
+    """Issue 23 item 6: a follower whose last epoch is above every epoch the leader knows (a
+    history from elsewhere) was told nothing and kept its records. Kafka answers a divergence at
+    the leader's end of the largest epoch not above the follower's: the follower cuts back to
+    where both histories agree and fetches the rest."""
+    leader = Partition.open(tmp_path / "l", "t", 0, LogConfig(), 1, ManualClock(1_000).now_ms)
+    follower = Partition.open(tmp_path / "f", "t", 0, LogConfig(), 2, ManualClock(1_000).now_ms)
+    try:
+        for p in (leader, follower):
+            _lead(p, 0)
+            p.append(_batch(3), AppendOrigin.CLIENT)
+        _lead(leader, 2)
+        leader.append(_batch(2), AppendOrigin.CLIENT)
+        _lead(follower, 6)
+        follower.append(_batch(4), AppendOrigin.CLIENT)  # offsets 3-6 under an epoch the leader never had
+        a = Assignment((1, 2), frozenset({1}), 1, 2, 1)
+        leader.become_leader(a)
+        follower.become_follower(a)
+
+        div = leader.diverging(follower.log_end_offset, follower.log.latest_epoch)
+        assert div == (2, 5)
+        assert follower.truncate_to_divergence(*div) == 3
+        assert leader.diverging(follower.log_end_offset, follower.log.latest_epoch) is None
     finally:
         leader.log.close()
         follower.log.close()

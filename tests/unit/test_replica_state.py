@@ -69,7 +69,7 @@ def test_shrink_committed_then_expand_when_caught_up() -> None:
     s.on_follower_fetch(2, 100, 100, now_ms=1)
     change = s.isr_shrink(100, now_ms=LAG + 5)
     assert change is not None
-    s.on_isr_change_result(ErrorCode.NONE, Assignment((1, 2, 3), change.new_isr, 1, 5, 8))
+    s.on_isr_change_result(change, ErrorCode.NONE, Assignment((1, 2, 3), change.new_isr, 1, 5, 8))
     assert s.isr == {1, 2} and s.assignment is not None and s.assignment.partition_epoch == 8
     # 3 comes back, below the HW: not yet
     s.on_follower_fetch(3, 50, 100, now_ms=LAG + 10)
@@ -103,7 +103,7 @@ def test_a_failed_alter_partition_drops_the_pending_change() -> None:
     s = leader(leo=100)
     change = s.isr_shrink(100, now_ms=LAG + 5)
     assert change is not None
-    s.on_isr_change_result(ErrorCode.INVALID_UPDATE_VERSION, None)
+    s.on_isr_change_result(change, ErrorCode.INVALID_UPDATE_VERSION, None)
     assert s.pending is None and s.isr == {1, 2, 3}
 
 
@@ -148,3 +148,37 @@ def test_new_leader_epoch_reported_only_when_it_changes() -> None:
     assert not s.become_leader(Assignment((1, 2, 3), frozenset({1, 2}), 1, 5, 9), 0, 0, 0)
     assert set(s.followers) == {2, 3}
     assert s.become_leader(Assignment((1, 2, 3), frozenset({1, 2}), 1, 6, 10), 0, 0, 0)
+
+
+def test_the_low_watermark_is_the_smallest_log_start_of_the_live_replicas() -> None:
+    """What DeleteRecords waits for (Kafka's lowWatermarkIfLeader): a follower that has not yet
+    fetched counts as -1; one on a fenced or stopping broker does not count."""
+    s = leader(leo=10, hw=10)
+    assert s.low_watermark(4) == -1
+    s.on_follower_fetch(2, 10, 10, now_ms=1, log_start_offset=4)
+    s.on_follower_fetch(3, 10, 10, now_ms=1, log_start_offset=2)
+    assert s.low_watermark(4) == 2
+    s.on_follower_fetch(3, 10, 10, now_ms=2, log_start_offset=6)
+    assert s.low_watermark(4) == 4 and s.low_watermark(7) == 4
+    s.set_ineligible({2})
+    assert s.low_watermark(7) == 6
+
+
+def test_a_late_answer_leaves_a_newer_change_in_flight() -> None:
+    """Issue 23 item 6: a shrink is sent; the image brings a new partition epoch (which drops the
+    pending change); an expansion is sent; the shrink's answer arrives. It cleared the expansion,
+    so the follower being added no longer counted for the high watermark (KIP-497's maximal ISR)
+    and a second change could be sent while the expansion was still in flight."""
+    s = leader(isr={1, 2, 3}, leo=100)
+    s.on_follower_fetch(2, 100, 100, now_ms=1)
+    shrink = s.isr_shrink(100, now_ms=LAG + 5)
+    assert shrink is not None and shrink.new_isr == {1, 2}
+    s.become_leader(Assignment((1, 2, 3), frozenset({1, 2}), 1, 5, 8), 100, 100, now_ms=LAG + 6)
+    s.on_follower_fetch(3, 100, 100, now_ms=LAG + 7)
+    grow = s.isr_expansion(100)
+    assert grow is not None and grow.new_isr == {1, 2, 3} and s.maximal_isr == {1, 2, 3}
+    s.on_isr_change_result(shrink, ErrorCode.INVALID_UPDATE_VERSION, None)
+    assert s.pending is not None and s.pending.change is grow and s.maximal_isr == {1, 2, 3}
+    assert s.isr_expansion(100) is None and s.isr_shrink(100, now_ms=3 * LAG) is None
+    s.on_isr_change_result(grow, ErrorCode.NONE, Assignment((1, 2, 3), frozenset({1, 2, 3}), 1, 5, 9))
+    assert s.pending is None and s.isr == {1, 2, 3}

@@ -398,3 +398,21 @@ def test_retention_renames_segments_and_leaves_the_unlink_to_the_caller(tmp_path
     again = open_log(d, segment_bytes=size * 2, retention_bytes=size * 2)
     assert not any(p.exists() for p in retired)
     assert again.log_start_offset == 4 and again.log_end_offset == 6
+
+
+def test_a_follower_log_start_follows_the_leader_past_its_high_watermark(tmp_path: Path) -> None:
+    """A follower learns the leader's high watermark one fetch late, so the leader's log start
+    (never above the leader's HW) can be above the follower's HW: the follower's start moves
+    anyway, its HW with it (everything below the leader's start was committed there); a start
+    past the follower's log end empties the log and starts it there."""
+    log = open_log(tmp_path / "f-0")
+    log.append(make_batch(10), leader_epoch=0)
+    log.high_watermark = 5
+    assert log.follow_log_start(8) == 8
+    assert (log.log_start_offset, log.high_watermark, log.log_end_offset) == (8, 8, 10)
+    assert log.follow_log_start(6) == 8  # never back
+    assert log.follow_log_start(12) == 12
+    assert (log.log_start_offset, log.high_watermark, log.log_end_offset) == (12, 12, 12)
+    log.close()
+    again = open_log(tmp_path / "f-0")
+    assert again.log_start_offset == 12
