@@ -11,6 +11,7 @@ import asyncio
 import itertools
 import struct
 from collections import deque
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from protocol.headers import RequestHeader, read_response_header, write_request_header
@@ -36,6 +37,7 @@ class BrokerConnection:
         self._corr = itertools.count(1)
         self._pending: deque[tuple[int, type[Message], int, asyncio.Future[Any]]] = deque()
         self._versions: dict[int, tuple[int, int]] = {}
+        self._closed = False
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
 
     @classmethod
@@ -98,12 +100,49 @@ class BrokerConnection:
     @property
     def closed(self) -> bool:
         """The connection is gone (closed here, or the read loop ended on an error)."""
-        return self._read_task.done()
+        return self._closed or self._read_task.done()
 
     def close(self) -> None:
+        self._closed = True
         self._read_task.cancel()
         self._writer.close()
         while self._pending:
             fut = self._pending.popleft()[3]
             if not fut.done():
                 fut.set_exception(WireError("connection closed"))
+
+
+class Channel:
+    """One purpose's connections to other brokers (markers, verification, ...): one per peer.
+
+    Kafka gives each inter-broker purpose its own network client. A broker serves the transactional
+    requests of one connection in order, so two purposes sharing a connection wait behind each other
+    (a verification behind a marker that waits for the ISR), and one's timeout, which closes the
+    connection, fails the other's request in flight. Callers that ask at once share one connect: a
+    second connection to the same peer would let requests of one purpose overtake each other.
+    """
+
+    def __init__(self, address_of: Callable[[int], tuple[str, int] | None], client_id: str) -> None:
+        self._address_of = address_of  # a broker's inter-broker address, None if unknown
+        self._client_id = client_id
+        self._conns: dict[int, BrokerConnection] = {}
+        self._locks: dict[int, asyncio.Lock] = {}
+
+    async def connection(self, node: int) -> BrokerConnection:
+        conn = self._conns.get(node)
+        if conn is not None and not conn.closed:
+            return conn
+        async with self._locks.setdefault(node, asyncio.Lock()):
+            conn = self._conns.get(node)
+            if conn is None or conn.closed:
+                addr = self._address_of(node)
+                if addr is None:
+                    raise WireError(f"no address for broker {node}")
+                conn = await BrokerConnection.connect(addr[0], addr[1], client_id=self._client_id)
+                self._conns[node] = conn
+            return conn
+
+    def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
