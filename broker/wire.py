@@ -14,6 +14,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import structlog
+
 from protocol.headers import RequestHeader, read_response_header, write_request_header
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from protocol.messages.registry import RESPONSES
@@ -21,6 +23,8 @@ from protocol.primitives import Reader, Writer
 from protocol.schema import Message
 
 from .resolver import open_connection
+
+log = structlog.get_logger()
 
 M = TypeVar("M", bound=Message)
 
@@ -38,6 +42,8 @@ class BrokerConnection:
         self._pending: deque[tuple[int, type[Message], int, asyncio.Future[Any]]] = deque()
         self._versions: dict[int, tuple[int, int]] = {}
         self._closed = False
+        peer = writer.get_extra_info("peername")
+        self._peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
 
     @classmethod
@@ -82,20 +88,33 @@ class BrokerConnection:
             while True:
                 size = struct.unpack(">i", await self._reader.readexactly(4))[0]
                 frame = await self._reader.readexactly(size)
+                if not self._pending:
+                    raise WireError(f"an answer of {size} bytes to no request")
                 corr, req_cls, version, fut = self._pending.popleft()
                 r = Reader(frame)
-                got = read_response_header(r, req_cls.is_flexible(version) and req_cls.API_KEY != 18)
-                if got != corr:
-                    raise WireError(f"correlation id {got}, expected {corr}")
-                resp = RESPONSES[req_cls.API_KEY].read(r, version)
+                try:
+                    got = read_response_header(r, req_cls.is_flexible(version) and req_cls.API_KEY != 18)
+                    if got != corr:
+                        raise WireError(f"correlation id {got}, expected {corr}")
+                    resp = RESPONSES[req_cls.API_KEY].read(r, version)
+                except ValueError as e:  # DecodeError, bad UTF-8: nothing after it can be trusted either
+                    log.warning("malformed answer from a broker: connection closed", peer=self._peer,
+                                request=req_cls.__name__, version=version, error=str(e))
+                    err = WireError(f"malformed {req_cls.__name__} answer: {e}")
+                    if not fut.done():
+                        fut.set_exception(err)
+                    raise err from e
                 if not fut.done():
                     fut.set_result(resp)
-        except (asyncio.IncompleteReadError, ConnectionError, WireError, IndexError) as e:
+        except (asyncio.IncompleteReadError, ConnectionError, WireError) as e:
             err = e if isinstance(e, WireError) else WireError(f"connection lost: {e!r}")
             while self._pending:
                 fut = self._pending.popleft()[3]
                 if not fut.done():
                     fut.set_exception(err)
+        finally:
+            self._closed = True
+            self._writer.close()
 
     @property
     def closed(self) -> bool:
