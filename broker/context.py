@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .group.coordinator import GroupCoordinator
     from .metrics import BrokerMetrics
     from .producer_ids import ProducerIdAllocator
+    from .propagation import Propagation
     from .quorum.shell import QuorumShell
     from .replication.manager import ReplicaManager
     from .topics import TopicTable
@@ -62,6 +63,7 @@ class BrokerContext:
     controller_shell: ControllerShell | None = None  # runs and commits its decisions
     replication: ReplicaManager | None = None  # followers' fetchers, leaders' ISR changes
     controller_client: ControllerClient | None = None  # asks the active controller, wherever it is
+    propagation: Propagation | None = None  # waits until every live broker has a topic change
 
 
 # `async def handle(ctx, client, header, request) -> response | None`; None: send nothing (acks=0).
