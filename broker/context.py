@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .controller.client import ControllerClient
     from .controller.quorum_controller import QuorumController
     from .controller.shell import ControllerShell
+    from .forwarding import ControllerForwarder
     from .group.coordinator import GroupCoordinator
     from .metrics import BrokerMetrics
     from .producer_ids import ProducerIdAllocator
@@ -64,6 +65,7 @@ class BrokerContext:
     replication: ReplicaManager | None = None  # followers' fetchers, leaders' ISR changes
     controller_client: ControllerClient | None = None  # asks the active controller, wherever it is
     propagation: Propagation | None = None  # waits until every live broker has a topic change
+    forwarder: ControllerForwarder | None = None  # admin requests Kafka forwards to the controller
 
 
 # `async def handle(ctx, client, header, request) -> response | None`; None: send nothing (acks=0).

@@ -49,6 +49,7 @@ from .context import BrokerContext, ClientInfo
 from .controller.client import ControllerClient
 from .controller.quorum_controller import QuorumController
 from .controller.shell import ControllerShell
+from .forwarding import ControllerForwarder
 from .group import GroupCoordinator
 from .housekeeping import Housekeeper
 from .lifecycle import BrokerLifecycle
@@ -300,9 +301,10 @@ class BrokerServer:
         self.txn = TransactionCoordinator(cfg, self.topics, self.producer_ids, self.metrics, clock,
                                           self._broker_address)
         self.propagation = Propagation(cfg.node_id, lambda: self.topics.image, self._broker_address)
+        self.forwarder = ControllerForwarder(cfg.node_id, self.quorum)
         self.ctx = BrokerContext(cfg.node_id, cfg, clock, self.topics, self.groups, self.txn, self.producer_ids,
                                  self.metrics, self.quorum, self.controller, self.controller_shell, self.replication,
-                                 self.controller_client, self.propagation)
+                                 self.controller_client, self.propagation, self.forwarder)
         self.connections: set[Connection] = set()
         self._metrics_endpoint: MetricsEndpoint | None = None
         self._server: asyncio.Server | None = None
@@ -565,6 +567,7 @@ class BrokerServer:
             await srv.wait_closed()
         await self.txn.stop()
         self.propagation.close()
+        self.forwarder.close()
         await self.groups.stop()
         self.topics.close()
         self.loop_watch.stop()
