@@ -42,6 +42,6 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
             results.append(CreatePartitionsTopicResult(name=t.name, error_code=e.code, error_message=e.message))
         else:
             results.append(CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None))
-    if grown and ctx.propagation is not None:
+    if grown and ctx.propagation is not None and req.timeout_ms > 0:  # 0: the client does not wait
         await ctx.propagation.everywhere(grown, req.timeout_ms / 1000)
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)

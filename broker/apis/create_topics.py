@@ -63,6 +63,6 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                                            is_sensitive=False)
                      for k, v in sorted(effective.items())],
         ))
-    if created and ctx.propagation is not None:
+    if created and ctx.propagation is not None and req.timeout_ms > 0:  # 0: the client does not wait
         await ctx.propagation.everywhere(created, req.timeout_ms / 1000)
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
