@@ -84,7 +84,7 @@ class BrokerConfig:
     # Bytes/s this broker may fetch, all together, for replicas a reassignment is adding here or a
     # topic lists in follower.replication.throttled.replicas (docs/cluster.md); -1: no limit.
     follower_replication_throttled_rate: int = -1
-    # Kafka's default is 3; Ketch takes at most the live brokers, so one broker needs no setting
+    # Kafka's default is 3; Ketch takes at most the voters, so one broker needs no setting
     offsets_topic_replication_factor: int = 3
     transaction_state_replication_factor: int = 3
     transaction_state_segment_bytes: int = 100 * 1024 * 1024  # Kafka's transaction.state.log.segment.bytes

@@ -23,9 +23,11 @@ if TYPE_CHECKING:
     from .controller.client import ControllerClient
     from .controller.quorum_controller import QuorumController
     from .controller.shell import ControllerShell
+    from .forwarding import ControllerForwarder
     from .group.coordinator import GroupCoordinator
     from .metrics import BrokerMetrics
     from .producer_ids import ProducerIdAllocator
+    from .propagation import Propagation
     from .quorum.shell import QuorumShell
     from .replication.manager import ReplicaManager
     from .topics import TopicTable
@@ -62,6 +64,8 @@ class BrokerContext:
     controller_shell: ControllerShell | None = None  # runs and commits its decisions
     replication: ReplicaManager | None = None  # followers' fetchers, leaders' ISR changes
     controller_client: ControllerClient | None = None  # asks the active controller, wherever it is
+    propagation: Propagation | None = None  # waits until every live broker has a topic change
+    forwarder: ControllerForwarder | None = None  # admin requests Kafka forwards to the controller
 
 
 # `async def handle(ctx, client, header, request) -> response | None`; None: send nothing (acks=0).

@@ -49,6 +49,7 @@ from .context import BrokerContext, ClientInfo
 from .controller.client import ControllerClient
 from .controller.quorum_controller import QuorumController
 from .controller.shell import ControllerShell
+from .forwarding import ControllerForwarder
 from .group import GroupCoordinator
 from .housekeeping import Housekeeper
 from .lifecycle import BrokerLifecycle
@@ -59,6 +60,7 @@ from .metrics_http import MetricsEndpoint
 from .metrics_render import render
 from .partition import Partition
 from .producer_ids import ProducerIdAllocator, legacy_producer_id_floor
+from .propagation import Propagation
 from .quorum.messages import Entry, Snapshot
 from .quorum.shell import METADATA_DIR, QuorumShell
 from .replication.fetcher import ReplicaFetcher
@@ -298,9 +300,11 @@ class BrokerServer:
         self.groups = GroupCoordinator(cfg, self.topics, clock, self.lifecycle.lease_held)
         self.txn = TransactionCoordinator(cfg, self.topics, self.producer_ids, self.metrics, clock,
                                           self._broker_address)
+        self.propagation = Propagation(cfg.node_id, lambda: self.topics.image, self._broker_address)
+        self.forwarder = ControllerForwarder(cfg.node_id, self.quorum)
         self.ctx = BrokerContext(cfg.node_id, cfg, clock, self.topics, self.groups, self.txn, self.producer_ids,
                                  self.metrics, self.quorum, self.controller, self.controller_shell, self.replication,
-                                 self.controller_client)
+                                 self.controller_client, self.propagation, self.forwarder)
         self.connections: set[Connection] = set()
         self._metrics_endpoint: MetricsEndpoint | None = None
         self._server: asyncio.Server | None = None
@@ -565,6 +569,8 @@ class BrokerServer:
         for srv in servers:
             await srv.wait_closed()
         await self.txn.stop()
+        self.propagation.close()
+        self.forwarder.close()
         await self.groups.stop()
         self.topics.close()
         self.loop_watch.stop()

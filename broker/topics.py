@@ -328,8 +328,16 @@ class TopicTable:
         return t is not None and 0 <= index < len(t.partitions)
 
     def internal_replication_factor(self, configured: int) -> int:
-        """An internal topic's replicas: as configured (Kafka's default 3), at most the live brokers."""
-        return max(1, min(configured, len(self.image.live_brokers())))
+        """An internal topic's replicas: as configured (Kafka's default 3), at most the brokers of
+        the cluster (its voters; one without `voters`, Kafka's single-node setting of 1). Refused
+        with COORDINATOR_NOT_AVAILABLE while fewer are alive, as Kafka does: created with the
+        brokers up at first use, the topic would keep fewer replicas for good."""
+        rf = max(1, min(configured, len(self.cfg.voter_map()) or 1))
+        live = len(self.image.live_brokers())
+        if live < rf:
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                             f"an internal topic needs {rf} brokers alive, {live} are")
+        return rf
 
     def missing(self, name: str, index: int) -> ErrorCode:
         """Why a partition has no log here: another broker's (NOT_LEADER_OR_FOLLOWER: the client

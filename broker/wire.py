@@ -11,7 +11,10 @@ import asyncio
 import itertools
 import struct
 from collections import deque
+from collections.abc import Callable
 from typing import Any, TypeVar
+
+import structlog
 
 from protocol.headers import RequestHeader, read_response_header, write_request_header
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
@@ -20,6 +23,8 @@ from protocol.primitives import Reader, Writer
 from protocol.schema import Message
 
 from .resolver import open_connection
+
+log = structlog.get_logger()
 
 M = TypeVar("M", bound=Message)
 
@@ -36,6 +41,9 @@ class BrokerConnection:
         self._corr = itertools.count(1)
         self._pending: deque[tuple[int, type[Message], int, asyncio.Future[Any]]] = deque()
         self._versions: dict[int, tuple[int, int]] = {}
+        self._closed = False
+        peer = writer.get_extra_info("peername")
+        self._peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
 
     @classmethod
@@ -80,30 +88,80 @@ class BrokerConnection:
             while True:
                 size = struct.unpack(">i", await self._reader.readexactly(4))[0]
                 frame = await self._reader.readexactly(size)
+                if not self._pending:
+                    raise WireError(f"an answer of {size} bytes to no request")
                 corr, req_cls, version, fut = self._pending.popleft()
                 r = Reader(frame)
-                got = read_response_header(r, req_cls.is_flexible(version) and req_cls.API_KEY != 18)
-                if got != corr:
-                    raise WireError(f"correlation id {got}, expected {corr}")
-                resp = RESPONSES[req_cls.API_KEY].read(r, version)
+                try:
+                    got = read_response_header(r, req_cls.is_flexible(version) and req_cls.API_KEY != 18)
+                    if got != corr:
+                        raise WireError(f"correlation id {got}, expected {corr}")
+                    resp = RESPONSES[req_cls.API_KEY].read(r, version)
+                except ValueError as e:  # DecodeError, bad UTF-8: nothing after it can be trusted either
+                    log.warning("malformed answer from a broker: connection closed", peer=self._peer,
+                                request=req_cls.__name__, version=version, error=str(e))
+                    err = WireError(f"malformed {req_cls.__name__} answer: {e}")
+                    if not fut.done():
+                        fut.set_exception(err)
+                    raise err from e
                 if not fut.done():
                     fut.set_result(resp)
-        except (asyncio.IncompleteReadError, ConnectionError, WireError, IndexError) as e:
+        except (asyncio.IncompleteReadError, ConnectionError, WireError) as e:
             err = e if isinstance(e, WireError) else WireError(f"connection lost: {e!r}")
             while self._pending:
                 fut = self._pending.popleft()[3]
                 if not fut.done():
                     fut.set_exception(err)
+        finally:
+            self._closed = True
+            self._writer.close()
 
     @property
     def closed(self) -> bool:
         """The connection is gone (closed here, or the read loop ended on an error)."""
-        return self._read_task.done()
+        return self._closed or self._read_task.done()
 
     def close(self) -> None:
+        self._closed = True
         self._read_task.cancel()
         self._writer.close()
         while self._pending:
             fut = self._pending.popleft()[3]
             if not fut.done():
                 fut.set_exception(WireError("connection closed"))
+
+
+class Channel:
+    """One purpose's connections to other brokers (markers, verification, ...): one per peer.
+
+    Kafka gives each inter-broker purpose its own network client. A broker serves the transactional
+    requests of one connection in order, so two purposes sharing a connection wait behind each other
+    (a verification behind a marker that waits for the ISR), and one's timeout, which closes the
+    connection, fails the other's request in flight. Callers that ask at once share one connect: a
+    second connection to the same peer would let requests of one purpose overtake each other.
+    """
+
+    def __init__(self, address_of: Callable[[int], tuple[str, int] | None], client_id: str) -> None:
+        self._address_of = address_of  # a broker's inter-broker address, None if unknown
+        self._client_id = client_id
+        self._conns: dict[int, BrokerConnection] = {}
+        self._locks: dict[int, asyncio.Lock] = {}
+
+    async def connection(self, node: int) -> BrokerConnection:
+        conn = self._conns.get(node)
+        if conn is not None and not conn.closed:
+            return conn
+        async with self._locks.setdefault(node, asyncio.Lock()):
+            conn = self._conns.get(node)
+            if conn is None or conn.closed:
+                addr = self._address_of(node)
+                if addr is None:
+                    raise WireError(f"no address for broker {node}")
+                conn = await BrokerConnection.connect(addr[0], addr[1], client_id=self._client_id)
+                self._conns[node] = conn
+            return conn
+
+    def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()

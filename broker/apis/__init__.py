@@ -30,6 +30,7 @@ from . import (
     end_txn,
     fetch,
     find_coordinator,
+    forwarded,
     heartbeat,
     incremental_alter_configs,
     init_producer_id,
@@ -66,7 +67,8 @@ HANDLERS: dict[int, Handler] = {
               add_partitions_to_txn, add_offsets_to_txn, end_txn, write_txn_markers, txn_offset_commit,
               describe_transactions, list_transactions, describe_producers)
 }
-HANDLERS[55] = quorum.describe_quorum  # DescribeQuorum answers on the client listener too
+# Forwarded to the quorum leader's controller listener, as Kafka's brokers forward them.
+HANDLERS[55] = forwarded.to_controller(quorum.describe_quorum)
 HANDLERS[46] = partition_reassignments.list_reassignments
 
 # The controller listener: the metadata quorum's protocol (KRaft), and nothing a client uses.

@@ -1,5 +1,6 @@
 """CreateTopics (19): validate name, partition count, replication factor and configs, then have the
-controller create the topic (here or forwarded) and answer once this broker's image has it."""
+controller create the topic (here or forwarded) and answer once every live broker's image has it
+(broker/propagation.py: a client goes on at once to other brokers)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ CONFIG_SOURCE_TOPIC = 1  # DYNAMIC_TOPIC_CONFIG
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: CreateTopicsRequest) -> CreateTopicsResponse:
     results = []
+    created: dict[str, int] = {}
     seen: set[str] = set()
     for t in req.topics:
         if t.name in seen:
@@ -48,6 +50,7 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
             else:
                 topic = await ctx.topics.create(t.name, t.num_partitions, t.replication_factor, configs, assignments)
                 n, rf, topic_id = topic.num_partitions, len(topic.info.partitions[0].replicas), topic.topic_id
+                created[t.name] = n
         except KafkaError as e:
             results.append(CreatableTopicResult(name=t.name, error_code=e.code, error_message=e.message))
             continue
@@ -60,4 +63,6 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                                            is_sensitive=False)
                      for k, v in sorted(effective.items())],
         ))
+    if created and ctx.propagation is not None and req.timeout_ms > 0:  # 0: the client does not wait
+        await ctx.propagation.everywhere(created, req.timeout_ms / 1000)
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)

@@ -39,7 +39,7 @@ async def _delete(ctx: BrokerContext, topic: str, index: int, offset: int, timeo
     """(low watermark, error code) for one partition."""
     part = ctx.topics.partition(topic, index)
     if part is None:
-        return INVALID_LOW_WATERMARK, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return INVALID_LOW_WATERMARK, ctx.topics.missing(topic, index)
     t = ctx.topics.get(topic)
     if t is not None and t.is_internal:
         return INVALID_LOW_WATERMARK, ErrorCode.INVALID_TOPIC_EXCEPTION

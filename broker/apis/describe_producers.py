@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.describe_producers import (
     DescribeProducersRequest,
@@ -28,7 +27,7 @@ KEY = 61
 def _partition(ctx: BrokerContext, topic: str, index: int) -> PartitionResponse:
     part = ctx.topics.partition(topic, index)
     if part is None:
-        return PartitionResponse(partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        return PartitionResponse(partition_index=index, error_code=ctx.topics.missing(topic, index),
                                  active_producers=[])
     producers = [
         ProducerState(producer_id=e.producer_id, producer_epoch=e.epoch, last_sequence=e.last_seq,

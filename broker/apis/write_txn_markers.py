@@ -51,7 +51,7 @@ def _write_one(ctx: BrokerContext, topic: str, index: int, producer_id: int, pro
                commit: bool, coordinator_epoch: int, written: list[tuple[Partition, int]]) -> int:
     part = ctx.topics.partition(topic, index)
     if part is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return ctx.topics.missing(topic, index)
     if topic == OFFSETS_TOPIC and _offsets_partition_loading(ctx, index):
         # The group coordinator is reading this partition back and may already have passed the
         # point where this marker would land: it would miss it, and the offsets would stay pending

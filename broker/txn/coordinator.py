@@ -33,7 +33,7 @@ from protocol.topic_partition import TopicPartition
 from storage.clock import Clock
 
 from ..partition import AppendOrigin, Isolation
-from ..wire import WireError
+from ..wire import Channel, WireError
 from .faults import crash_point
 from .log_records import TxnLogFormatError, decode_key, decode_value, encode_key, encode_value
 from .machine import Decision, MarkerJob, TxnStateMachine
@@ -103,6 +103,8 @@ class TransactionCoordinator:
             id_expiration_ms=cfg.transactional_id_expiration_ms,
             allocate_producer_id=producer_ids.allocate)
         self.sender = MarkerSender(cfg.node_id, self._leader_of, broker_address, clock, self._on_markers_done)
+        # Verification's own connections: never queued behind (or closed with) a marker (wire.Channel).
+        self._verification = Channel(broker_address, f"ketch-txn-verify-{cfg.node_id}")
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reaper: asyncio.Task[None] | None = None
@@ -245,6 +247,7 @@ class TransactionCoordinator:
         for t in list(self._tasks):
             t.cancel()
         await self.sender.stop()
+        self._verification.close()
 
     def _leader_of(self, tp: TopicPartition) -> int:
         """The broker that must write a marker for `tp` as the metadata image names it (-1: none
@@ -306,7 +309,7 @@ class TransactionCoordinator:
             transactional_id=tid, producer_id=producer_id, producer_epoch=producer_epoch, verify_only=True,
             topics=[AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in by_topic.items()])])
         try:
-            conn = await self.sender.connection(node)
+            conn = await self._verification.connection(node)
             resp = await conn.request(request, version=max(4, min(conn.version_for(AddPartitionsToTxnRequest), 5)),
                                       timeout=VERIFY_TIMEOUT_S)
         except (WireError, OSError) as e:

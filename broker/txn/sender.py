@@ -20,7 +20,7 @@ import structlog
 from protocol.topic_partition import TopicPartition
 from storage.clock import Clock
 
-from ..wire import BrokerConnection, WireError
+from ..wire import Channel, WireError
 from .faults import crash_point
 from .machine import MarkerJob
 from .markers import MarkerQueue, MarkerSend, build_request, response_errors
@@ -37,11 +37,10 @@ class MarkerSender:
         self.node_id = node_id
         self.queue = MarkerQueue(retry_backoff_ms)
         self._leader_of = leader_of  # the partition's leader, DELETED once its topic is gone
-        self._address_of = address_of  # a broker's inter-broker address, None if unknown
         self._clock = clock
         self._on_done = on_done
         self._wake = asyncio.Event()
-        self._conns: dict[int, BrokerConnection] = {}
+        self._channel = Channel(address_of, f"ketch-txn-markers-{node_id}")  # markers' own connections
         self._busy: set[int] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop_task: asyncio.Task[None] | None = None
@@ -54,9 +53,7 @@ class MarkerSender:
             self._loop_task.cancel()
         for t in list(self._tasks):
             t.cancel()
-        for c in self._conns.values():
-            c.close()
-        self._conns.clear()
+        self._channel.close()
 
     def add(self, job: MarkerJob) -> None:
         self.queue.add(job)
@@ -68,18 +65,6 @@ class MarkerSender:
     def poke(self) -> None:
         """The cluster changed (a new leader, a broker back): look at what is owed again."""
         self._wake.set()
-
-    async def connection(self, node: int) -> BrokerConnection:
-        """The inter-broker connection to `node` (shared with verification requests)."""
-        conn = self._conns.get(node)
-        if conn is not None and not conn.closed:
-            return conn
-        addr = self._address_of(node)
-        if addr is None:
-            raise WireError(f"no address for broker {node}")
-        conn = await BrokerConnection.connect(addr[0], addr[1], client_id=f"ketch-txn-markers-{self.node_id}")
-        self._conns[node] = conn
-        return conn
 
     # ---- the loop ---------------------------------------------------------------------------------
     async def _run(self) -> None:
@@ -102,13 +87,10 @@ class MarkerSender:
 
     async def _send(self, node: int, sends: list[MarkerSend]) -> None:
         try:
-            conn = await self.connection(node)
+            conn = await self._channel.connection(node)
             resp = await conn.request(build_request(sends), timeout=REQUEST_TIMEOUT_S)
         except (WireError, OSError) as e:
             log.warning("WriteTxnMarkers failed, will retry", broker=node, error=str(e), markers=len(sends))
-            dead = self._conns.pop(node, None)
-            if dead is not None:
-                dead.close()
             self.queue.on_failure(sends, self._clock.now_ms())
         else:
             errors = response_errors(resp)

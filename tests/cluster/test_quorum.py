@@ -10,7 +10,7 @@ import struct
 import pytest
 from helpers import free_port
 from helpers.cluster import Cluster
-from helpers.quorum_views import View, agreed_leader, describe
+from helpers.quorum_views import View, agreed_leader, controller_port, describe
 from helpers.raw import Raw, producer_ids
 
 from protocol.errors import ErrorCode
@@ -37,8 +37,13 @@ def test_three_brokers_agree_on_one_leader_that_replicates_to_all(quorum) -> Non
                  message="every voter holds the leader's epoch entry")
     followers = [n for n in (1, 2, 3) if n != leader.leader]
     for n in followers:
+        own = describe(controller_port(c, n))  # its own view: it follows
+        assert own is not None and own.error == ErrorCode.NOT_LEADER_OR_FOLLOWER and own.leader == leader.leader
+        # An admin client cannot know which broker leads the quorum: any broker's client listener
+        # forwards DescribeQuorum to the leader and answers with its view, as Kafka's brokers do.
         v = describe(c.ports[n])
-        assert v is not None and v.error == ErrorCode.NOT_LEADER_OR_FOLLOWER and v.leader == leader.leader
+        assert v is not None and v.error == 0 and v.leader == leader.leader, v
+        assert set(v.log_ends) == {1, 2, 3} and v.high_watermark >= 1
 
 
 def test_sigkill_of_the_leader_elects_another_and_the_voter_rejoins(quorum) -> None:  # type: ignore[no-untyped-def]
