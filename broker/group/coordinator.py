@@ -53,7 +53,6 @@ OFFSETS_TOPIC = "__consumer_offsets"
 # Kafka's defaults for the offsets topic: compacted, 100 MiB segments (small enough to compact).
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
 LOAD_READ_BYTES = 1 << 20
-LOAD_WAIT_S = 10.0  # a new leader's high watermark catching up with its log before loading
 COMMIT_TIMEOUT_S = 5.0  # Kafka's offsets.commit.timeout.ms: the in-sync replicas must have a commit by then
 
 
@@ -147,13 +146,14 @@ class GroupCoordinator:
 
     async def _load(self, partitions: list[Partition], wait_for_isr: bool = False) -> None:
         """Replay partitions up to their high watermark. A partition whose leadership just came
-        here first waits until its high watermark covers its log (caught_up_as_leader)."""
+        here first waits, however long it takes, until everything its log held at the election is
+        committed (caught_up_as_leader): loaded earlier, it would miss offsets its previous
+        coordinator acknowledged; its groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
         started = time.monotonic()
         records = 0
         for p in partitions:
-            if wait_for_isr and not await p.caught_up_as_leader(LOAD_WAIT_S):
-                log.warning("loading groups of a partition whose high watermark lags its log",
-                            partition=p.index, high_watermark=p.high_watermark, log_end=p.log_end_offset)
+            while wait_for_isr and p.index in self.sm.loading and not await p.caught_up_as_leader():
+                pass  # re-elected under a new epoch: wait for that election's log end (gone: unloaded)
             pos = p.log_start_offset
             while p.index in self.sm.loading:  # (not if leadership moved away meanwhile)
                 r = p.read(pos, LOAD_READ_BYTES, Isolation.READ_UNCOMMITTED)  # up to the high watermark
