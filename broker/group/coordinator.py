@@ -90,23 +90,25 @@ class GroupCoordinator:
         loop = asyncio.get_running_loop()
         topic = self.topics.get(OFFSETS_TOPIC)
         if topic is not None:
-            led = [p for p in topic.partitions if p.is_leader]
-            for p in led:
-                self.sm.begin_loading(p.index)
+            led = [(p, p.leader_epoch) for p in topic.partitions if p.is_leader]
+            for p, epoch in led:
+                self.sm.begin_loading(p.index, epoch)
             self._load_task = loop.create_task(self._load(led))
         self.topics.listeners.append(self._on_partition)
         self._timer_task = loop.create_task(self._timer_loop())
 
     def _on_partition(self, topic: str, partition: Partition, leads: bool) -> None:
         """Leadership of a `__consumer_offsets` partition came here (load its groups in the
-        background; COORDINATOR_LOAD_IN_PROGRESS meanwhile) or went elsewhere (forget them)."""
+        background; COORDINATOR_LOAD_IN_PROGRESS meanwhile) or went elsewhere (forget them). A
+        new election while a load is still running starts the load over under its epoch."""
         if topic != OFFSETS_TOPIC:
             return
         i = partition.index
         mine = i in self.sm.owned or i in self.sm.loading
-        if leads and not mine:
-            self.sm.begin_loading(i)
-            task = asyncio.get_running_loop().create_task(self._load([partition], wait_for_isr=True))
+        epoch = partition.leader_epoch
+        if leads and i not in self.sm.owned and not self.sm.loads(i, epoch):
+            self.sm.begin_loading(i, epoch)
+            task = asyncio.get_running_loop().create_task(self._load([(partition, epoch)], wait_for_isr=True))
             self._loads.add(task)
             task.add_done_callback(self._loads.discard)
         elif not leads and mine:
@@ -144,18 +146,20 @@ class GroupCoordinator:
         marker written meanwhile would be past the loader's end and leave offsets pending."""
         return partition in self.sm.loading
 
-    async def _load(self, partitions: list[Partition], wait_for_isr: bool = False) -> None:
-        """Replay partitions up to their high watermark. A partition whose leadership just came
-        here first waits, however long it takes, until everything its log held at the election is
-        committed (caught_up_as_leader): loaded earlier, it would miss offsets its previous
-        coordinator acknowledged; its groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
+    async def _load(self, partitions: list[tuple[Partition, int]], wait_for_isr: bool = False) -> None:
+        """Replay partitions, each for the election of its coordinator epoch, up to their high
+        watermark. A partition whose leadership just came here first waits, however long it takes,
+        until everything its log held at the election is committed (caught_up_as_leader): loaded
+        earlier, it would miss offsets its previous coordinator acknowledged; its groups answer
+        COORDINATOR_LOAD_IN_PROGRESS meanwhile. A load superseded by a newer election, or whose
+        leadership went, stops where it is (`loads`)."""
         started = time.monotonic()
         records = 0
-        for p in partitions:
-            while wait_for_isr and p.index in self.sm.loading and not await p.caught_up_as_leader():
-                pass  # re-elected under a new epoch: wait for that election's log end (gone: unloaded)
+        for p, epoch in partitions:
+            if wait_for_isr and not await p.caught_up_as_leader():
+                continue  # led elsewhere (unloaded) or elected again (that election loads it)
             pos = p.log_start_offset
-            while p.index in self.sm.loading:  # (not if leadership moved away meanwhile)
+            while self.sm.loads(p.index, epoch):
                 r = p.read(pos, LOAD_READ_BYTES, Isolation.READ_UNCOMMITTED)  # up to the high watermark
                 if r.error or not r.records:
                     break
@@ -180,7 +184,7 @@ class GroupCoordinator:
                                         offset=cr.offset, error=str(e))
                 pos = r.next_offset
                 await asyncio.sleep(0)  # let requests for loaded partitions through meanwhile
-            if p.index in self.sm.loading:
+            if self.sm.loads(p.index, epoch):
                 self.sm.finish_loading(p.index, self.clock.now_ms())
                 self._apply(self.sm.drain())
         log.info("consumer groups loaded", groups=len(self.sm.groups), records=records,

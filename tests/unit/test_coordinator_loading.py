@@ -196,3 +196,52 @@ async def test_the_wait_ends_false_when_the_leader_epoch_changes_or_leadership_g
         assert await asyncio.wait_for(waiting, 5) is False
     finally:
         p.close()
+
+
+# ---- a superseded group load (issue 23 item 8) -------------------------------------------------
+async def test_a_group_load_superseded_by_a_new_election_stops_and_the_new_one_reads_everything(
+        cfg: BrokerConfig, cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(group_coordinator_module, "LOAD_READ_BYTES", 1)  # one batch per loop turn
+    coordinator = GroupCoordinator(cfg, cluster.topics, SystemClock())
+    await coordinator.start()
+    configs = dict(group_coordinator_module.OFFSETS_TOPIC_CONFIGS)
+    cluster.image(OFFSETS_TOPIC, STALLED, 0, configs)
+    p = cluster.partition(OFFSETS_TOPIC)
+    first = grec.encode_key(grec.OffsetKey("first", "in", 0))
+    everything = 1 << 40  # the old leader's HW covers all it sent
+    _replicate(p, first, grec.encode_offset_value(grec.OffsetValue(10, commit_timestamp=1)), 0, everything)
+    for i in range(200):  # other groups' commits: the load takes a loop turn each
+        key = grec.encode_key(grec.OffsetKey(f"g{i}", "in", 0))
+        _replicate(p, key, grec.encode_offset_value(grec.OffsetValue(i, commit_timestamp=1)), 0, everything)
+    assert p.high_watermark == p.log_end_offset
+    try:
+        cluster.image(OFFSETS_TOPIC, ME, 1, configs)  # committed at once: the load starts reading
+        loading = coordinator.sm.loading
+
+        def read_some() -> bool:
+            ld = loading.get(0)
+            return ld is not None and "first" in ld.offsets and "g150" not in ld.offsets
+
+        deadline = asyncio.get_running_loop().time() + 10
+        while not read_some():
+            assert asyncio.get_running_loop().time() < deadline, "the load never got going"
+            await asyncio.sleep(0)
+        # Leadership goes to broker 2 (which appends a commit broker 1 copies, its HW not yet
+        # covering it) and comes back, all within one loop turn: a new load under epoch 3 waits for
+        # that commit to be committed and reads from the start; the first load, half way through
+        # its read, must stop — not feed the new one, nor finish it before its log is committed.
+        superseded = set(coordinator._loads)
+        cluster.image(OFFSETS_TOPIC, STALLED, 2, configs)
+        late = grec.encode_key(grec.OffsetKey("late", "in", 0))
+        _replicate(p, late, grec.encode_offset_value(grec.OffsetValue(5, commit_timestamp=1)), 2, p.log_end_offset)
+        cluster.image(OFFSETS_TOPIC, ME, 3, configs)
+        await asyncio.wait_for(asyncio.gather(*superseded), 10)
+        assert coordinator.is_loading(0), "a superseded load finished the new one"
+        p.on_follower_fetch(STALLED, p.log_end_offset)
+        await _until(lambda: not coordinator.is_loading(0))
+        for group, offset in (("first", 10), ("g199", 199), ("late", 5)):
+            err, fetched = coordinator.fetch_offsets(group, [("in", 0)], False)
+            assert err == 0 and [f.offset for f in fetched] == [offset], group
+        assert len(coordinator.sm.groups) == 202
+    finally:
+        await coordinator.stop()
