@@ -367,21 +367,26 @@ class TransactionCoordinator:
         return await asyncio.shield(self._spawn(self._write(tid, d)))
 
     async def _write(self, tid: str, d: Decision) -> Decision:
-        epoch = self.machine.coordinator_epoch(tid)
+        if not self.owns(tid) or not self.machine.current(tid, d):
+            # The partition moved (and perhaps came back) between the decision and its write —
+            # the reaper decides one id, then waits for the previous id's write: the state the
+            # decision was made on is gone, so nothing is written.
+            self._notify(tid)
+            return Decision(error=ErrorCode.NOT_COORDINATOR)
         try:
             err = await self._append(tid, d)
         except BaseException:  # a bug, or the broker stopping: the transition must not stay pending
-            self.machine.abandon(tid)
+            self.machine.abandon(tid, d)
             self._notify(tid)
             raise
-        if not self.owns(tid) or self.machine.coordinator_epoch(tid) != epoch:
+        if not self.owns(tid) or not self.machine.current(tid, d):
             # The partition moved (and perhaps came back) while the record was being written: the
             # state this decision was made on is gone, and whoever loads the log now decides what
             # the record means (seed 003's check after appendTransactionToLog).
             self._notify(tid)
             return Decision(error=ErrorCode.NOT_COORDINATOR)
         if err:
-            self.machine.abandon(tid)
+            self.machine.abandon(tid, d)
             self._notify(tid)
             return Decision(error=err)
         jobs = self.machine.complete(tid, d)
@@ -477,11 +482,13 @@ class TransactionCoordinator:
                 log.error("transaction reaper failed", exc_info=e)
 
     async def reap(self, now: int) -> None:
-        """Abort transactions past their timeout; remove transactional ids idle past expiry."""
-        for tid, d in list(self.machine.timed_out(now, self.owns)):
+        """Abort transactions past their timeout; remove transactional ids idle past expiry. Each
+        id is decided only once the previous one's write is done (the machine's timers are lazy),
+        on the state it has then, and its write is checked against that state again."""
+        for tid, d in self.machine.timed_out(now, self.owns):
             log.info("aborting timed-out transaction", transactional_id=tid)
             if not (await self._execute(tid, d)).error:
                 self.metrics.transactions_timed_out += 1
-        for tid, d in list(self.machine.expired(now, self.owns)):
+        for tid, d in self.machine.expired(now, self.owns):
             log.info("removing expired transactional id", transactional_id=tid)
             await self._execute(tid, d)

@@ -53,6 +53,10 @@ class Decision:
     remove: bool = False  # write a tombstone: the id expired
     producer_id: int = NO_PRODUCER_ID
     producer_epoch: int = NO_PRODUCER_EPOCH
+    # What a write was decided on: the id's transition it set in flight, under this coordinator
+    # epoch. Written or applied only while both still hold (`TxnStateMachine.current`).
+    transition: TxnState | None = None
+    coordinator_epoch: int = -1
 
     @property
     def writes(self) -> bool:
@@ -272,21 +276,30 @@ class TxnStateMachine:
         return self._begin(meta, rec)
 
     # ---- timers --------------------------------------------------------------------------------
+    def _idle(self, served: Callable[[str], bool]) -> Iterator[tuple[str, TxnMetadata]]:
+        """The served ids with no transition in flight, each looked up as it is reached: a pass
+        of the timers writes one decision after another, and an id whose partition was reloaded
+        meanwhile must be decided on what the reload says, not on what it was."""
+        for tid in list(self.txns):
+            meta = self.txns.get(tid)
+            if meta is not None and meta.pending is None and served(tid):
+                yield tid, meta
+
     def timed_out(self, now_ms: int, served: Callable[[str], bool] = lambda _: True) -> Iterator[tuple[str, Decision]]:
         """Abort (fencing the producer) every Ongoing transaction older than its timeout, among
-        the ids `served` (not those of a partition still loading)."""
-        for tid, meta in list(self.txns.items()):
-            if (served(tid) and meta.state == TxnState.ONGOING and meta.pending is None
-                    and meta.start_ms + meta.timeout_ms < now_ms):
+        the ids `served` (not those of a partition still loading). Lazy: each decision is made
+        when the caller asks for the next one."""
+        for tid, meta in self._idle(served):
+            if meta.state == TxnState.ONGOING and meta.start_ms + meta.timeout_ms < now_ms:
                 yield tid, self._fence_and_abort(meta, now_ms, ErrorCode.NONE)
 
     def expired(self, now_ms: int, served: Callable[[str], bool] = lambda _: True) -> Iterator[tuple[str, Decision]]:
-        """Tombstones for ids idle past transactional.id.expiration.ms with no transaction open."""
-        for tid, meta in list(self.txns.items()):
-            if (served(tid) and meta.pending is None and meta.state in VALID_PREVIOUS[TxnState.DEAD]
-                    and meta.update_ms + self.id_expiration_ms < now_ms):
+        """Tombstones for ids idle past transactional.id.expiration.ms with no transaction open
+        (lazy, as timed_out)."""
+        for tid, meta in self._idle(served):
+            if meta.state in VALID_PREVIOUS[TxnState.DEAD] and meta.update_ms + self.id_expiration_ms < now_ms:
                 meta.pending = TxnState.DEAD
-                yield tid, Decision(remove=True)
+                yield tid, Decision(remove=True, transition=TxnState.DEAD, coordinator_epoch=self.coordinator_epoch(tid))
 
     # ---- applying written transitions ----------------------------------------------------------
     def _begin(self, meta: TxnMetadata, rec: TxnRecord, *, error: ErrorCode = ErrorCode.NONE,
@@ -295,13 +308,24 @@ class TxnStateMachine:
         if meta.state not in VALID_PREVIOUS[rec.state]:
             raise AssertionError(f"{meta.transactional_id}: illegal transition {meta.state.name} -> {rec.state.name}")
         meta.pending = pending or rec.state
-        return Decision(error=error, record=rec, producer_id=producer_id, producer_epoch=producer_epoch)
+        return Decision(error=error, record=rec, producer_id=producer_id, producer_epoch=producer_epoch,
+                        transition=meta.pending, coordinator_epoch=self.coordinator_epoch(meta.transactional_id))
+
+    def current(self, tid: str, decision: Decision) -> bool:
+        """Does `decision` still stand: is its transition the one the id has in flight, under the
+        coordinator epoch it was decided in? Not after the partition was unloaded (and perhaps
+        loaded again) meanwhile: a PrepareAbort meant for the previous transaction, or the
+        tombstone of an id that is active again, must be neither written nor applied."""
+        meta = self.txns.get(tid)
+        return (meta is not None and decision.transition is not None and meta.pending is decision.transition
+                and decision.coordinator_epoch == self.coordinator_epoch(tid))
 
     def complete(self, tid: str, decision: Decision) -> list[MarkerJob]:
-        """The decision's write is durable: apply it; returns the markers it owes."""
-        meta = self.txns.get(tid)
-        if meta is None:
+        """The decision's write is durable: apply it (if it still stands); returns the markers
+        it owes."""
+        if not self.current(tid, decision):
             return []
+        meta = self.txns[tid]
         if decision.remove:
             del self.txns[tid]
             return []
@@ -313,11 +337,12 @@ class TxnStateMachine:
                               self.coordinator_epoch(tid), rec.partitions)]
         return []
 
-    def abandon(self, tid: str) -> None:
-        """The write failed: forget the transition (and an id that was never written at all)."""
-        meta = self.txns.get(tid)
-        if meta is None:
+    def abandon(self, tid: str, decision: Decision) -> None:
+        """The write failed: forget the transition (and an id that was never written at all) —
+        if it is still the one in flight, not one a reload started since."""
+        if not self.current(tid, decision):
             return
+        meta = self.txns[tid]
         meta.pending = None
         if meta.producer_epoch == NO_PRODUCER_EPOCH and meta.state == TxnState.EMPTY:
             del self.txns[tid]

@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from broker.txn.machine import Decision, TxnStateMachine
-from broker.txn.state import MAX_EPOCH, TxnState
+from broker.txn.state import MAX_EPOCH, TxnMetadata, TxnState
 from protocol.errors import ErrorCode as E
 
 T0 = 1_000_000
@@ -245,12 +245,10 @@ def test_idle_ids_expire_but_not_with_a_transaction_open() -> None:
 
 def test_abandon_forgets_a_never_written_id_and_clears_pending() -> None:
     m = machine()
-    m.init_producer_id("new", 10_000, -1, -1, T0)
-    m.abandon("new")
+    m.abandon("new", m.init_producer_id("new", 10_000, -1, -1, T0))
     assert m.get("new") is None
     pid, epoch = init(m)
-    m.add_partitions("t", pid, epoch, [TP_A], T0)
-    m.abandon("t")
+    m.abandon("t", m.add_partitions("t", pid, epoch, [TP_A], T0))
     meta = m.get("t")
     assert meta is not None and meta.pending is None and meta.state == TxnState.EMPTY
 
@@ -308,3 +306,66 @@ def test_timers_leave_alone_the_ids_of_a_partition_still_loading() -> None:
     assert m.get("idle").pending is None  # type: ignore[union-attr]
     [(tid, _)] = list(m.timed_out(T0 + 60_000))
     assert tid == "loading"
+
+
+# ---- decisions checked against the state they are written on (issue 23 item 9) ----------------
+def _reload(m: TxnStateMachine, epoch: int, records: dict[str, TxnMetadata]) -> None:
+    """The partition of these ids moved away and came back under coordinator epoch `epoch`; its
+    log now says `records` (what the other coordinator decided meanwhile)."""
+    for p in {m.partition_of(tid) for tid in records}:
+        m.unload_partition(p)
+        m.coordinator_epochs[p] = epoch
+    for tid, meta in records.items():
+        m.load(tid, meta.record())
+
+
+def _newer_transaction(m: TxnStateMachine, tid: str, now: int) -> TxnMetadata:
+    """What another coordinator made of `tid` meanwhile: fenced, re-initialised, a new transaction."""
+    meta = m.get(tid)
+    assert meta is not None
+    return TxnMetadata.from_record(tid, meta.record(producer_epoch=meta.producer_epoch + 2, state=TxnState.ONGOING,
+                                                    partitions=frozenset({TP_B}), start_ms=now, update_ms=now))
+
+
+def test_a_timeout_decided_before_the_partition_moved_away_and_back_is_not_applied() -> None:
+    m = machine()
+    ongoing(m, now=T0)
+    [(tid, stale)] = list(m.timed_out(T0 + 10_001))
+    newer = _newer_transaction(m, "t", T0 + 20_000)
+    _reload(m, 1, {"t": newer})
+    assert m.complete("t", stale) == []  # written anyway, it applies nothing
+    assert not m.current("t", stale)  # (and the shell does not write it)
+    meta = m.get("t")
+    assert meta is not None and (meta.state, meta.producer_epoch, meta.pending) == \
+        (TxnState.ONGOING, newer.producer_epoch, None)
+    # a stale failure does not clear the transition the reloaded id has in flight
+    fresh = m.add_partitions("t", meta.producer_id, meta.producer_epoch, [TP_A], T0 + 20_001)
+    assert m.current("t", fresh)
+    m.abandon("t", stale)
+    assert meta.pending == TxnState.ONGOING and m.current("t", fresh)
+
+
+def test_the_reaper_decides_each_id_when_it_gets_to_it() -> None:
+    """A pass over several ids writes them one after another: an id reloaded meanwhile is decided
+    on what the reload says (here: a new transaction, not timed out), not on what it was."""
+    m = machine(num_partitions=1)
+    ongoing(m, "a", now=T0)
+    ongoing(m, "b", now=T0)
+    reaping = m.timed_out(T0 + 10_001)
+    first, d = next(reaping)
+    other = "b" if first == "a" else "a"
+    _reload(m, 1, {first: m.get(first), other: _newer_transaction(m, other, T0 + 10_000)})  # type: ignore[dict-item]
+    assert list(reaping) == []
+    assert not m.current(first, d)
+    meta = m.get(other)
+    assert meta is not None and meta.pending is None and meta.state == TxnState.ONGOING
+
+
+def test_an_expiry_decided_before_a_reload_does_not_remove_the_reactivated_id() -> None:
+    m = machine(expiration=1_000)
+    init(m, "idle", now=T0)
+    [(tid, tombstone)] = list(m.expired(T0 + 1_001))
+    _reload(m, 1, {"idle": _newer_transaction(m, "idle", T0 + 1_000)})
+    m.complete("idle", tombstone)
+    assert m.get("idle") is not None
+    assert not m.current("idle", tombstone)
