@@ -159,8 +159,10 @@ class TxnStateMachine:
 
     def _fence_and_abort(self, meta: TxnMetadata, now_ms: int, error: ErrorCode) -> Decision:
         """Abort an Ongoing transaction under a bumped epoch, so its producer is fenced at the
-        partition leaders by the markers themselves."""
-        bumped = meta.producer_epoch + 1 if meta.producer_epoch < MAX_EPOCH else meta.producer_epoch
+        partition leaders by the markers themselves. Two steps, as Kafka's transaction version 2
+        takes them (the fence, then the abort's own bump): one step would make the fenced
+        producer's EndTxn look like a retry of the abort (`_is_v5_retry`)."""
+        bumped = min(meta.producer_epoch + 2, MAX_EPOCH)
         rec = meta.record(producer_epoch=bumped, last_producer_epoch=NO_PRODUCER_EPOCH,
                           state=TxnState.PREPARE_ABORT, update_ms=now_ms)
         return self._begin(meta, rec, error=error, pending=TxnState.PREPARE_EPOCH_FENCE)
@@ -217,12 +219,16 @@ class TxnStateMachine:
             return _fail(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
         wanted = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         in_prepare = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
-        if bump_epoch and self._is_v5_retry(meta, pid, epoch):
-            if meta.pending is None and meta.state == wanted:
-                return Decision(producer_id=meta.producer_id, producer_epoch=meta.producer_epoch)
-            if meta.state == in_prepare or meta.pending == wanted:
+        if bump_epoch and meta.pending != TxnState.PREPARE_EPOCH_FENCE and self._is_v5_retry(meta, pid, epoch):
+            # As Kafka's handleEndTransaction for transaction version 2: only an end in prepare
+            # or complete can have been bumped by this request; the other outcome is refused.
+            if not (meta.state.is_prepare or meta.state.is_complete):
+                return _fail(ErrorCode.PRODUCER_FENCED)
+            if meta.pending is not None or meta.state == in_prepare:
                 return _fail(ErrorCode.CONCURRENT_TRANSACTIONS)
-            return _fail(ErrorCode.PRODUCER_FENCED)
+            if meta.state == wanted:
+                return Decision(producer_id=meta.producer_id, producer_epoch=meta.producer_epoch)
+            return _fail(ErrorCode.INVALID_TXN_STATE)
         if pid != meta.producer_id:
             return _fail(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
         if epoch != meta.producer_epoch:
@@ -250,12 +256,14 @@ class TxnStateMachine:
 
     @staticmethod
     def _is_v5_retry(meta: TxnMetadata, pid: int, epoch: int) -> bool:
-        """An EndTxn v5 sent again with the epoch it had before the end bumped it."""
-        if meta.last_producer_epoch < 0 or epoch != meta.last_producer_epoch:
-            return False
-        if pid == meta.producer_id:
+        """An EndTxn v5 sent again with the epoch it had before the end bumped it — told from
+        what `__transaction_state` keeps, as Kafka does (its retryOnEpochBump / retryOnOverflow),
+        so that a coordinator that loaded the log after a failover answers the retry as the one
+        that took the request would have: the id's epoch is one past the request's, or the end
+        rotated an exhausted id (the previous producer id is the request's, the new one at 0)."""
+        if pid == meta.producer_id and meta.producer_epoch == epoch + 1:
             return True
-        return pid == meta.last_producer_id  # the end rotated the id
+        return pid == meta.last_producer_id and meta.producer_epoch == 0 and epoch_exhausted(epoch + 1)
 
     # ---- the marker sender's report ------------------------------------------------------------
     def markers_written(self, job: MarkerJob, now_ms: int) -> Decision | None:

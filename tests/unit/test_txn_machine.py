@@ -6,7 +6,8 @@ import itertools
 
 import pytest
 
-from broker.txn.machine import Decision, TxnStateMachine
+from broker.txn.log_records import decode_value, encode_value
+from broker.txn.machine import Decision, MarkerJob, TxnStateMachine
 from broker.txn.state import MAX_EPOCH, TxnMetadata, TxnState
 from protocol.errors import ErrorCode as E
 
@@ -77,17 +78,17 @@ def test_init_with_ongoing_transaction_aborts_it_first_under_a_bumped_epoch() ->
     d = m.init_producer_id("t", 10_000, -1, -1, T0 + 5)
     assert d.error == E.CONCURRENT_TRANSACTIONS
     assert d.record is not None and d.record.state == TxnState.PREPARE_ABORT
-    assert d.record.producer_epoch == epoch + 1
+    assert d.record.producer_epoch == epoch + 2  # the fence, and the abort's own bump (Kafka's TV2)
     assert m.visible_state(m.get("t")) == TxnState.PREPARE_EPOCH_FENCE  # type: ignore[arg-type]
     jobs = m.complete("t", d)
     assert len(jobs) == 1 and not jobs[0].commit and jobs[0].partitions == {TP_A, TP_B}
-    assert jobs[0].producer_epoch == epoch + 1  # the markers themselves fence the old instance
+    assert jobs[0].producer_epoch == epoch + 2  # the markers themselves fence the old instance
     # The retry answers CONCURRENT_TRANSACTIONS until the abort completed ...
     assert m.init_producer_id("t", 10_000, -1, -1, T0 + 6).error == E.CONCURRENT_TRANSACTIONS
     run(m, "t", m.markers_written(jobs[0], T0 + 7))  # type: ignore[arg-type]
     assert m.get("t").state == TxnState.COMPLETE_ABORT  # type: ignore[union-attr]
     # ... and then gets yet another epoch.
-    assert init(m) == (pid, epoch + 2)
+    assert init(m) == (pid, epoch + 3)
 
 
 def test_exhausted_epoch_rotates_the_producer_id() -> None:
@@ -224,7 +225,7 @@ def test_timed_out_transactions_are_fenced_and_aborted() -> None:
     assert list(m.timed_out(T0 + 10_000)) == []  # exactly at the timeout: not yet
     [(tid, d)] = list(m.timed_out(T0 + 10_001))
     assert tid == "t" and d.record is not None and d.record.state == TxnState.PREPARE_ABORT
-    assert d.record.producer_epoch == epoch + 1
+    assert d.record.producer_epoch == epoch + 2
     assert list(m.timed_out(T0 + 20_000)) == []  # in flight: not twice
     jobs = m.complete("t", d)
     run(m, "t", m.markers_written(jobs[0], T0 + 10_002))  # type: ignore[arg-type]
@@ -369,3 +370,84 @@ def test_an_expiry_decided_before_a_reload_does_not_remove_the_reactivated_id() 
     m.complete("idle", tombstone)
     assert m.get("idle") is not None
     assert not m.current("idle", tombstone)
+
+
+# ---- EndTxn v5 retried after a failover (issue 23 item 10) -------------------------------------
+class _Logged:
+    """A machine whose every written transition goes through `__transaction_state`'s encoding;
+    `reloaded()` is a new coordinator that loads those records, as after a failover."""
+
+    def __init__(self, m: TxnStateMachine) -> None:
+        self.m = m
+        self.log: list[tuple[str, bytes | None]] = []
+
+    def write(self, tid: str, d: Decision) -> list[MarkerJob]:
+        assert d.error == E.NONE and d.writes, d
+        self.log.append((tid, None if d.remove or d.record is None else encode_value(d.record)))
+        return self.m.complete(tid, d)
+
+    def reloaded(self) -> TxnStateMachine:
+        fresh = machine()
+        for tid, value in self.log:
+            fresh.load(tid, None if value is None else decode_value(value))
+        return fresh
+
+
+def _answers(m: TxnStateMachine, pid: int, epoch: int) -> list[tuple[E, int, int]]:
+    """What an EndTxn v5 sent again with the epoch it had before its end bumped it gets, for
+    either outcome (none of these answers writes anything)."""
+    out = []
+    for commit in (True, False):
+        d = m.end_txn("t", pid, epoch, commit, T0 + 100, bump_epoch=True)
+        assert not d.writes
+        out.append((d.error, d.producer_id, d.producer_epoch))
+    return out
+
+
+@pytest.mark.parametrize("exhausted", [False, True], ids=["bump", "rotation"])
+def test_an_end_txn_v5_retry_is_answered_alike_by_a_coordinator_that_loaded_the_log(exhausted: bool) -> None:
+    logged = _Logged(machine())
+    m = logged.m
+    d = m.init_producer_id("t", 10_000, -1, -1, T0)
+    logged.write("t", d)
+    pid, epoch = d.producer_id, d.producer_epoch
+    if exhausted:
+        logged.write("t", m.init_producer_id("t", 10_000, -1, -1, T0))  # a record at a high epoch:
+        m.get("t").producer_epoch = epoch = MAX_EPOCH - 2  # type: ignore[union-attr]
+        logged.log[-1] = ("t", encode_value(m.get("t").record()))  # type: ignore[union-attr]
+    logged.write("t", m.add_partitions("t", pid, epoch, [TP_A], T0 + 1))
+    end = m.end_txn("t", pid, epoch, True, T0 + 2, bump_epoch=True)
+    [job] = logged.write("t", end)
+    expected_in_prepare = [(E.CONCURRENT_TRANSACTIONS, -1, -1), (E.INVALID_TXN_STATE, -1, -1)]
+    assert _answers(m, pid, epoch) == expected_in_prepare
+    assert _answers(logged.reloaded(), pid, epoch) == expected_in_prepare
+    done = m.markers_written(job, T0 + 3)
+    assert done is not None
+    logged.write("t", done)
+    expected_done = [(E.NONE, end.producer_id, end.producer_epoch), (E.INVALID_TXN_STATE, -1, -1)]
+    assert _answers(m, pid, epoch) == expected_done
+    assert _answers(logged.reloaded(), pid, epoch) == expected_done
+    # and once the producer goes on under its new epoch, the retry is fenced by both
+    logged.write("t", m.add_partitions("t", end.producer_id, end.producer_epoch, [TP_A], T0 + 4))
+    fenced = [(E.PRODUCER_FENCED, -1, -1)] * 2
+    assert _answers(m, pid, epoch) == fenced
+    assert _answers(logged.reloaded(), pid, epoch) == fenced
+
+
+def test_a_producer_fenced_by_a_timeout_stays_fenced_for_a_coordinator_that_loaded_the_log() -> None:
+    """The fence takes the epoch two steps (as Kafka's transaction version 2 does: the fence, then
+    the abort's own bump), so the fenced producer's EndTxn never looks like a retry of that abort."""
+    logged = _Logged(machine())
+    m = logged.m
+    d = m.init_producer_id("t", 10_000, -1, -1, T0)
+    logged.write("t", d)
+    pid, epoch = d.producer_id, d.producer_epoch
+    logged.write("t", m.add_partitions("t", pid, epoch, [TP_A], T0 + 1))
+    [(_, fence)] = list(m.timed_out(T0 + 20_000))
+    [job] = logged.write("t", fence)
+    done = m.markers_written(job, T0 + 20_001)
+    assert done is not None
+    logged.write("t", done)
+    fenced = [(E.PRODUCER_FENCED, -1, -1)] * 2
+    assert _answers(m, pid, epoch) == fenced
+    assert _answers(logged.reloaded(), pid, epoch) == fenced
