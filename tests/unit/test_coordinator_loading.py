@@ -10,19 +10,18 @@ offset commit), the new leader has it in its log but its high watermark is still
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers.coordinator_cluster import ME, Cluster, replicate, until
+from helpers.coordinator_cluster import OTHER as STALLED
 
 import broker.group.coordinator as group_coordinator_module
 import broker.txn.coordinator as txn_coordinator_module
 from broker.config import BrokerConfig
 from broker.group import records as grec
 from broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
-from broker.metadata.image import BrokerInfo, MetadataImage, PartitionInfo, TopicInfo
 from broker.metrics import BrokerMetrics
 from broker.partition import AppendOrigin, Partition
 from broker.producer_ids import ProducerIdAllocator
@@ -38,34 +37,12 @@ from protocol.topic_partition import TopicPartition
 from storage.clock import SystemClock
 from storage.config import LogConfig
 
-ME, STALLED = 1, 2
 TID = "t-1"
 GROUP = "g-1"
 # How long the stalled follower stays silent: several times the 10 s wait the loads used to give up
 # after, as that wait is shortened below (a regression to any deadline shows within this window).
 STALL_S = 0.6
 OLD_WAIT_S = 0.1
-
-
-@dataclass
-class Cluster:
-    """Broker 1's view: a real TopicTable, fed images in which broker 2 leads and then broker 1."""
-
-    topics: TopicTable
-    topic_id: uuid.UUID
-    offset: int = 0
-
-    def image(self, name: str, leader: int, leader_epoch: int, configs: dict[str, str]) -> None:
-        self.offset += 1
-        brokers = tuple(BrokerInfo(n, 1, "127.0.0.1", 9000 + n, None, False, 0) for n in (ME, STALLED))
-        part = PartitionInfo((ME, STALLED), (ME, STALLED), leader, leader_epoch, leader_epoch)
-        self.topics.apply_image(MetadataImage(offset=self.offset, brokers=brokers, topics={
-            name: TopicInfo(name, self.topic_id, (part,), configs)}))
-
-    def partition(self, name: str) -> Partition:
-        p = self.topics.partition(name, 0)
-        assert p is not None
-        return p
 
 
 @pytest.fixture
@@ -78,23 +55,9 @@ def cfg(tmp_path: Path) -> BrokerConfig:
 async def cluster(cfg: BrokerConfig) -> AsyncIterator[Cluster]:
     topics = TopicTable(cfg, SystemClock())
     topics.load()
-    yield Cluster(topics, uuid.uuid4())
-    for t in list(topics.by_name.values()):
-        for p in t.local.values():
-            p.close()
-
-
-def _replicate(p: Partition, key: bytes, value: bytes, leader_epoch: int, leader_hw: int) -> None:
-    """What broker 1 copies from the old leader (broker 2): one record, and that leader's HW."""
-    batch = build_batch([Record(0, 0, key, value)], base_offset=p.log_end_offset, partition_leader_epoch=leader_epoch)
-    p.append_replicated(batch, leader_hw, 0)
-
-
-async def _until(cond: object, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not cond():  # type: ignore[operator]
-        assert asyncio.get_running_loop().time() < deadline, "timed out waiting"
-        await asyncio.sleep(0.01)
+    c = Cluster(topics)
+    yield c
+    c.close()
 
 
 def _txn_record(state: TxnState) -> TxnRecord:
@@ -114,8 +77,8 @@ async def test_a_new_transaction_coordinator_does_not_load_before_its_log_is_com
     p = cluster.partition(TXN_TOPIC)
     # Broker 2 coordinated: Ongoing (committed), then PrepareCommit — EndTxn was answered, but the
     # high watermark broker 1 last heard of does not cover the PrepareCommit yet.
-    _replicate(p, encode_key(TID), encode_value(_txn_record(TxnState.ONGOING)), 0, 0)
-    _replicate(p, encode_key(TID), encode_value(_txn_record(TxnState.PREPARE_COMMIT)), 0, 1)
+    replicate(p, encode_key(TID), encode_value(_txn_record(TxnState.ONGOING)), 0, 0)
+    replicate(p, encode_key(TID), encode_value(_txn_record(TxnState.PREPARE_COMMIT)), 0, 1)
     assert (p.high_watermark, p.log_end_offset) == (1, 2)
     try:
         # Broker 2 is gone; broker 1 leads, broker 3... here broker 2 is stalled and still in the ISR.
@@ -129,7 +92,7 @@ async def test_a_new_transaction_coordinator_does_not_load_before_its_log_is_com
         # The follower comes back and confirms the log: now the coordinator loads all of it.
         p.on_follower_fetch(STALLED, p.log_end_offset)
         assert p.high_watermark == 2
-        await _until(lambda: coordinator.owns(TID))
+        await until(lambda: coordinator.owns(TID))
         meta = coordinator.describe(TID)
         assert meta is not None and meta.state in (TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT)
     finally:
@@ -145,8 +108,8 @@ async def test_a_new_group_coordinator_does_not_load_before_its_log_is_committed
     cluster.image(OFFSETS_TOPIC, STALLED, 0, configs)
     p = cluster.partition(OFFSETS_TOPIC)
     key = grec.encode_key(grec.OffsetKey(GROUP, "in", 0))
-    _replicate(p, key, grec.encode_offset_value(grec.OffsetValue(10, commit_timestamp=1)), 0, 0)
-    _replicate(p, key, grec.encode_offset_value(grec.OffsetValue(20, commit_timestamp=2)), 0, 1)
+    replicate(p, key, grec.encode_offset_value(grec.OffsetValue(10, commit_timestamp=1)), 0, 0)
+    replicate(p, key, grec.encode_offset_value(grec.OffsetValue(20, commit_timestamp=2)), 0, 1)
     assert (p.high_watermark, p.log_end_offset) == (1, 2)
     try:
         cluster.image(OFFSETS_TOPIC, ME, 1, configs)
@@ -154,7 +117,7 @@ async def test_a_new_group_coordinator_does_not_load_before_its_log_is_committed
         err, _ = coordinator.fetch_offsets(GROUP, [("in", 0)], False)
         assert err == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "served offsets the ISR has not confirmed"
         p.on_follower_fetch(STALLED, p.log_end_offset)
-        await _until(lambda: not coordinator.is_loading(0))
+        await until(lambda: not coordinator.is_loading(0))
         err, fetched = coordinator.fetch_offsets(GROUP, [("in", 0)], False)
         assert err == 0 and [f.offset for f in fetched] == [20]
     finally:
@@ -209,10 +172,10 @@ async def test_a_group_load_superseded_by_a_new_election_stops_and_the_new_one_r
     p = cluster.partition(OFFSETS_TOPIC)
     first = grec.encode_key(grec.OffsetKey("first", "in", 0))
     everything = 1 << 40  # the old leader's HW covers all it sent
-    _replicate(p, first, grec.encode_offset_value(grec.OffsetValue(10, commit_timestamp=1)), 0, everything)
+    replicate(p, first, grec.encode_offset_value(grec.OffsetValue(10, commit_timestamp=1)), 0, everything)
     for i in range(200):  # other groups' commits: the load takes a loop turn each
         key = grec.encode_key(grec.OffsetKey(f"g{i}", "in", 0))
-        _replicate(p, key, grec.encode_offset_value(grec.OffsetValue(i, commit_timestamp=1)), 0, everything)
+        replicate(p, key, grec.encode_offset_value(grec.OffsetValue(i, commit_timestamp=1)), 0, everything)
     assert p.high_watermark == p.log_end_offset
     try:
         cluster.image(OFFSETS_TOPIC, ME, 1, configs)  # committed at once: the load starts reading
@@ -233,12 +196,12 @@ async def test_a_group_load_superseded_by_a_new_election_stops_and_the_new_one_r
         superseded = set(coordinator._loads)
         cluster.image(OFFSETS_TOPIC, STALLED, 2, configs)
         late = grec.encode_key(grec.OffsetKey("late", "in", 0))
-        _replicate(p, late, grec.encode_offset_value(grec.OffsetValue(5, commit_timestamp=1)), 2, p.log_end_offset)
+        replicate(p, late, grec.encode_offset_value(grec.OffsetValue(5, commit_timestamp=1)), 2, p.log_end_offset)
         cluster.image(OFFSETS_TOPIC, ME, 3, configs)
         await asyncio.wait_for(asyncio.gather(*superseded), 10)
         assert coordinator.is_loading(0), "a superseded load finished the new one"
         p.on_follower_fetch(STALLED, p.log_end_offset)
-        await _until(lambda: not coordinator.is_loading(0))
+        await until(lambda: not coordinator.is_loading(0))
         for group, offset in (("first", 10), ("g199", 199), ("late", 5)):
             err, fetched = coordinator.fetch_offsets(group, [("in", 0)], False)
             assert err == 0 and [f.offset for f in fetched] == [offset], group
