@@ -314,9 +314,10 @@ class Partition:
         """Wait, however long it takes, until the high watermark covers the log as it stood when
         this leader epoch began: a coordinator loading the partition must neither miss a record
         its predecessor appended (and perhaps acknowledged) nor read one that may be truncated.
-        False as soon as the leadership goes or its epoch changes: the wait was for that election."""
+        False as soon as the leadership goes or its epoch changes (the wait was for that election),
+        or the replica is closed (moved off this broker, deleted)."""
         epoch = self.leader_epoch
-        while self.is_leader and self.leader_epoch == epoch:
+        while self.is_leader and self.leader_epoch == epoch and not self.log.closed:
             if self.log.high_watermark >= self.state.leader_epoch_start_offset:
                 return True
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()

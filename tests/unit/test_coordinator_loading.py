@@ -145,7 +145,7 @@ async def test_the_wait_is_for_the_log_end_at_election_not_for_later_appends(tmp
         p.close()
 
 
-async def test_the_wait_ends_false_when_the_leader_epoch_changes_or_leadership_goes(tmp_path: Path) -> None:
+async def test_the_wait_ends_false_when_the_epoch_changes_leadership_goes_or_the_replica_closes(tmp_path: Path) -> None:
     p = _follower_with_uncommitted_tail(tmp_path)
     try:
         waiting = asyncio.create_task(p.caught_up_as_leader())
@@ -156,6 +156,12 @@ async def test_the_wait_ends_false_when_the_leader_epoch_changes_or_leadership_g
         waiting = asyncio.create_task(p.caught_up_as_leader())
         await asyncio.sleep(0)
         p.become_follower(Assignment((ME, STALLED), frozenset({ME, STALLED}), STALLED, 3, 3))
+        assert await asyncio.wait_for(waiting, 5) is False
+        # led again, then the replica is moved off this broker: nothing left to wait for
+        p.become_leader(Assignment((ME, STALLED), frozenset({ME, STALLED}), ME, 4, 4))
+        waiting = asyncio.create_task(p.caught_up_as_leader())
+        await asyncio.sleep(0)
+        p.close()
         assert await asyncio.wait_for(waiting, 5) is False
     finally:
         p.close()
