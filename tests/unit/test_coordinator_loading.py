@@ -81,7 +81,7 @@ async def test_a_new_transaction_coordinator_does_not_load_before_its_log_is_com
     replicate(p, encode_key(TID), encode_value(_txn_record(TxnState.PREPARE_COMMIT)), 0, 1)
     assert (p.high_watermark, p.log_end_offset) == (1, 2)
     try:
-        # Broker 2 is gone; broker 1 leads, broker 3... here broker 2 is stalled and still in the ISR.
+        # Broker 1 leads now; broker 2 stalls and stays in the ISR (the T3): no fetch confirms the log.
         cluster.image(TXN_TOPIC, ME, 1, configs)
         assert p.is_leader and p.high_watermark == 1
         await asyncio.sleep(STALL_S)  # the stall itself: nothing may be served meanwhile
