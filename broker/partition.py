@@ -349,18 +349,23 @@ class Partition:
         """Followers that fell behind for replica.lag.time.max.ms: the change to ask for."""
         return self.state.isr_shrink(self.log.log_end_offset, self._now_ms())
 
-    async def caught_up_as_leader(self, timeout_s: float) -> bool:
-        """Wait until the high watermark covers the log as it stood when this was called: a new
-        leader's records past its old high watermark are committed only once the ISR confirms
-        them, and a coordinator loading the partition must not miss them (nor read what may be
-        truncated). False if leadership went or the time ran out."""
-        target = self.log.log_end_offset
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while self.is_leader and self.log.high_watermark < target:
-            if not await self.changed_before(deadline):
-                return False
-        return self.is_leader
+    async def caught_up_as_leader(self) -> bool:
+        """Wait, however long it takes, until the high watermark covers the log as it stood when
+        this leader epoch began: a coordinator loading the partition must neither miss a record
+        its predecessor appended (and perhaps acknowledged) nor read one that may be truncated.
+        False as soon as the leadership goes or its epoch changes (the wait was for that election),
+        or the replica is closed (moved off this broker, deleted)."""
+        epoch = self.leader_epoch
+        while self.is_leader and self.leader_epoch == epoch and not self.log.closed:
+            if self.log.high_watermark >= self.state.leader_epoch_start_offset:
+                return True
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self.add_waiter(fut)
+            try:
+                await fut
+            finally:
+                self.discard_waiter(fut)
+        return False
 
     # ---- replication: the follower's side ------------------------------------------------------
     def append_replicated(self, records: bytes | memoryview, leader_high_watermark: int,

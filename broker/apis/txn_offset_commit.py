@@ -5,7 +5,9 @@ to the group coordinator (which holds them pending until the transaction's marke
 `__consumer_offsets`), the same coordinator check as for a transactional produce is made: the
 group's offsets partition must be in the producer's ongoing transaction, and the producer not
 fenced. Without it a zombie could park offsets under a transaction that has already ended,
-where no marker would ever resolve them.
+where no marker would ever resolve them. The check's VerificationGuard is taken before asking and
+held by the append, so a marker that lands between the answer and the append refuses the append
+(INVALID_TXN_STATE), as for a produce.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
         for t in req.topics for p in t.partitions}
     await ctx.groups.ensure_topic()
     offsets_partition = TopicPartition(OFFSETS_TOPIC, ctx.groups.partition_for(req.group_id))
+    # Taken before asking, held by the append: a marker landing in between refuses the append.
+    guard = ctx.groups.start_verification(req.group_id, req.producer_id)
     # The transaction coordinator is often another broker: asked over the wire then (KIP-890's path).
     verdict = await ctx.txn.verify_anywhere(req.transactional_id, req.producer_id, req.producer_epoch,
                                             [offsets_partition])
@@ -67,5 +71,5 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
         req.group_id, req.producer_id, req.producer_epoch, offsets,
         member_id=req.member_id if v >= 3 else "",
         group_instance_id=req.group_instance_id if v >= 3 else None,
-        generation=req.generation_id if v >= 3 else -1)
+        generation=req.generation_id if v >= 3 else -1, guard=guard)
     return _answer(req, {tp: for_version(code, KEY, v) for tp, code in errors.items()})

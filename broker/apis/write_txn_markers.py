@@ -5,8 +5,8 @@ partition the leader appends a control batch through Partition.append — the on
 producer state ends the open transaction, an abort lands in the `.txnindex`, and the last stable
 offset moves. Producer state refuses a marker whose producer epoch is older than the partition
 has seen (INVALID_PRODUCER_EPOCH) or whose coordinator epoch is stale
-(TRANSACTION_COORDINATOR_FENCED). A marker in `__consumer_offsets` also tells the group
-coordinator to publish or drop the transaction's pending offsets.
+(TRANSACTION_COORDINATOR_FENCED). A marker in `__consumer_offsets`, once replicated, also tells
+the group coordinator to publish or drop the transaction's pending offsets.
 
 A marker is answered as written only once the partition's in-sync replicas have it (Kafka appends
 markers with acks=-1): the coordinator writes CompleteCommit on that answer and never sends the
@@ -106,9 +106,6 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                     written += 1
                     if m.transaction_result and total > 1 and written == 1:
                         crash_point("after_some_markers")
-                    if t.name == OFFSETS_TOPIC:
-                        # only the groups of this partition: others complete with their own marker
-                        ctx.groups.complete_txn(m.producer_id, m.transaction_result, index)
                 topic_codes.append(code)
             marker_codes.append(topic_codes)
         codes.append(marker_codes)
@@ -123,6 +120,18 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
         log.error("markers written but not made durable; answered KAFKA_STORAGE_ERROR", exc_info=failed[0])
     waits = await asyncio.gather(*(p.replicated(end, REPLICATION_TIMEOUT_S) for p, end in ends.values()))
     unreplicated = {(p.topic, p.index): code for (p, _), code in zip(ends.values(), waits, strict=True) if code}
+    if not failed:
+        # A group's transactional offsets become the committed ones (or are dropped) only now that
+        # the marker is on the in-sync replicas, as Kafka's onTransactionCompleted after its acks=-1
+        # append: published before, they could be read and then vanish with the leader. Only the
+        # groups of each partition written: others complete with their own marker.
+        for m, marker_codes in zip(req.markers, codes, strict=True):
+            for t, topic_codes in zip(m.topics, marker_codes, strict=True):
+                if t.name != OFFSETS_TOPIC:
+                    continue
+                for index, code in zip(t.partition_indexes, topic_codes, strict=True):
+                    if not code and (t.name, index) not in unreplicated:
+                        ctx.groups.complete_txn(m.producer_id, m.transaction_result, index)
     return WriteTxnMarkersResponse(markers=[
         WritableTxnMarkerResult(producer_id=m.producer_id, topics=[
             WritableTxnMarkerTopicResult(name=t.name, partitions=[

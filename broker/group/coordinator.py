@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import time
 from collections import defaultdict
@@ -26,7 +27,7 @@ from protocol.errors import ErrorCode, KafkaError
 from protocol.records import Record, build_batch, decode_batches, parse_control_record
 from storage.clock import Clock
 
-from ..partition import AppendOrigin, Isolation, Partition
+from ..partition import AppendOrigin, Isolation, Partition, VerificationGuard
 from .model import (
     CommitPlan,
     Effects,
@@ -53,7 +54,6 @@ OFFSETS_TOPIC = "__consumer_offsets"
 # Kafka's defaults for the offsets topic: compacted, 100 MiB segments (small enough to compact).
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
 LOAD_READ_BYTES = 1 << 20
-LOAD_WAIT_S = 10.0  # a new leader's high watermark catching up with its log before loading
 COMMIT_TIMEOUT_S = 5.0  # Kafka's offsets.commit.timeout.ms: the in-sync replicas must have a commit by then
 
 
@@ -91,23 +91,27 @@ class GroupCoordinator:
         loop = asyncio.get_running_loop()
         topic = self.topics.get(OFFSETS_TOPIC)
         if topic is not None:
-            led = [p for p in topic.partitions if p.is_leader]
-            for p in led:
-                self.sm.begin_loading(p.index)
+            self._use_topic_partition_count()
+            led = [(p, p.leader_epoch) for p in topic.partitions if p.is_leader]
+            for p, epoch in led:
+                self.sm.begin_loading(p.index, epoch)
             self._load_task = loop.create_task(self._load(led))
         self.topics.listeners.append(self._on_partition)
         self._timer_task = loop.create_task(self._timer_loop())
 
     def _on_partition(self, topic: str, partition: Partition, leads: bool) -> None:
         """Leadership of a `__consumer_offsets` partition came here (load its groups in the
-        background; COORDINATOR_LOAD_IN_PROGRESS meanwhile) or went elsewhere (forget them)."""
+        background; COORDINATOR_LOAD_IN_PROGRESS meanwhile) or went elsewhere (forget them). A
+        new election while a load is still running starts the load over under its epoch."""
         if topic != OFFSETS_TOPIC:
             return
+        self._use_topic_partition_count()
         i = partition.index
         mine = i in self.sm.owned or i in self.sm.loading
-        if leads and not mine:
-            self.sm.begin_loading(i)
-            task = asyncio.get_running_loop().create_task(self._load([partition], wait_for_isr=True))
+        epoch = partition.leader_epoch
+        if leads and i not in self.sm.owned and not self.sm.loads(i, epoch):
+            self.sm.begin_loading(i, epoch)
+            task = asyncio.get_running_loop().create_task(self._load([(partition, epoch)], wait_for_isr=True))
             self._loads.add(task)
             task.add_done_callback(self._loads.discard)
         elif not leads and mine:
@@ -145,17 +149,20 @@ class GroupCoordinator:
         marker written meanwhile would be past the loader's end and leave offsets pending."""
         return partition in self.sm.loading
 
-    async def _load(self, partitions: list[Partition], wait_for_isr: bool = False) -> None:
-        """Replay partitions up to their high watermark. A partition whose leadership just came
-        here first waits until its high watermark covers its log (caught_up_as_leader)."""
+    async def _load(self, partitions: list[tuple[Partition, int]], wait_for_isr: bool = False) -> None:
+        """Replay partitions, each for the election of its coordinator epoch, up to their high
+        watermark. A partition whose leadership just came here first waits, however long it takes,
+        until everything its log held at the election is committed (caught_up_as_leader): loaded
+        earlier, it would miss offsets its previous coordinator acknowledged; its groups answer
+        COORDINATOR_LOAD_IN_PROGRESS meanwhile. A load superseded by a newer election, or whose
+        leadership went, stops where it is (`loads`)."""
         started = time.monotonic()
         records = 0
-        for p in partitions:
-            if wait_for_isr and not await p.caught_up_as_leader(LOAD_WAIT_S):
-                log.warning("loading groups of a partition whose high watermark lags its log",
-                            partition=p.index, high_watermark=p.high_watermark, log_end=p.log_end_offset)
+        for p, epoch in partitions:
+            if wait_for_isr and not await p.caught_up_as_leader():
+                continue  # led elsewhere (unloaded) or elected again (that election loads it)
             pos = p.log_start_offset
-            while p.index in self.sm.loading:  # (not if leadership moved away meanwhile)
+            while self.sm.loads(p.index, epoch):
                 r = p.read(pos, LOAD_READ_BYTES, Isolation.READ_UNCOMMITTED)  # up to the high watermark
                 if r.error or not r.records:
                     break
@@ -180,7 +187,7 @@ class GroupCoordinator:
                                         offset=cr.offset, error=str(e))
                 pos = r.next_offset
                 await asyncio.sleep(0)  # let requests for loaded partitions through meanwhile
-            if p.index in self.sm.loading:
+            if self.sm.loads(p.index, epoch):
                 self.sm.finish_loading(p.index, self.clock.now_ms())
                 self._apply(self.sm.drain())
         log.info("consumer groups loaded", groups=len(self.sm.groups), records=records,
@@ -211,10 +218,12 @@ class GroupCoordinator:
                 fut.set_result(result)
         self._wake.set()
 
-    def _write(self, writes: list[Write], *, producer_id: int = -1,
-               producer_epoch: int = -1) -> tuple[int, list[tuple[Partition, int]]]:
+    def _write(self, writes: list[Write], *, producer_id: int = -1, producer_epoch: int = -1,
+               guard: VerificationGuard | None = None) -> tuple[int, list[tuple[Partition, int]]]:
         """Append the records, one batch per partition: the first offset of the last batch, and
-        each partition written with the offset its batch ends before."""
+        each partition written with the offset its batch ends before. A transaction's offsets
+        carry the `guard` of their KIP-890 check (raises INVALID_TXN_STATE if the transaction's
+        marker landed since)."""
         by_partition: dict[int, list[Write]] = defaultdict(list)
         for w in writes:
             by_partition[w.partition].append(w)
@@ -227,12 +236,12 @@ class GroupCoordinator:
             batch = build_batch((Record(i, 0, w.key, w.value) for i, w in enumerate(ws)),
                                 producer_id=producer_id, producer_epoch=producer_epoch,
                                 transactional=producer_id >= 0)
-            res = partition.append(batch, AppendOrigin.COORDINATOR)
+            res = partition.append(batch, AppendOrigin.COORDINATOR, guard=guard)
             first = res.first_offset
             written.append((partition, res.last_offset + 1))
         return first, written
 
-    async def _commit(self, plan: CommitPlan) -> dict[TopicPartition, int]:
+    async def _commit(self, plan: CommitPlan, guard: VerificationGuard | None = None) -> dict[TopicPartition, int]:
         """Offsets are answered (and become visible) once the in-sync replicas have them, as
         Kafka's coordinator appends with acks=all: a commit acknowledged before a leader's crash
         must be there on the next leader."""
@@ -241,7 +250,8 @@ class GroupCoordinator:
         transactional = plan.producer_id >= 0
         appended = False
         try:
-            first, written = self._write(plan.writes, producer_id=plan.producer_id, producer_epoch=plan.producer_epoch)
+            first, written = self._write(plan.writes, producer_id=plan.producer_id, producer_epoch=plan.producer_epoch,
+                                         guard=guard)
             appended = True
             if transactional:
                 # Pending from the moment they are in the log, in the same loop turn: a marker of
@@ -256,8 +266,9 @@ class GroupCoordinator:
         except Exception as e:
             if isinstance(e, KafkaError):
                 log.warning("writing offsets failed", group=plan.group_id, error=e.code.name)
-                fail = ErrorCode.NOT_COORDINATOR if e.code == ErrorCode.NOT_LEADER_OR_FOLLOWER \
-                    else ErrorCode.COORDINATOR_NOT_AVAILABLE
+                fail = {ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+                        ErrorCode.INVALID_TXN_STATE: ErrorCode.INVALID_TXN_STATE}.get(
+                    e.code, ErrorCode.COORDINATOR_NOT_AVAILABLE)
             else:
                 log.error("writing offsets failed", group=plan.group_id, exc_info=e)
                 fail = ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -314,13 +325,14 @@ class GroupCoordinator:
                                       retention_ms)
         return await self._commit_and_apply(plan)
 
-    def _commit_and_apply(self, plan: CommitPlan) -> asyncio.Future[dict[TopicPartition, int]]:
+    def _commit_and_apply(self, plan: CommitPlan,
+                          guard: VerificationGuard | None = None) -> asyncio.Future[dict[TopicPartition, int]]:
         """Commit `plan` as the coordinator's own task, shielded from the request handler: the
         server cancels a handler whose client went away, and offsets appended but never recorded
         as written (a transaction's offsets above all, which its marker then completes) would be
         in the log yet missing from what OffsetFetch answers until the partition is loaded again."""
         async def run() -> dict[TopicPartition, int]:
-            errors = await self._commit(plan)
+            errors = await self._commit(plan, guard)
             self._apply(self.sm.drain())
             return errors
 
@@ -350,20 +362,41 @@ class GroupCoordinator:
         return out
 
     # ---- the transactions' hooks (TxnOffsetCommit and the commit/abort markers) --------------
+    def start_verification(self, group_id: str, producer_id: int) -> VerificationGuard | None:
+        """The guard a transaction's offsets for `group_id` must still hold when they are appended,
+        taken before the transaction coordinator is asked whether the group's partition is in the
+        producer's transaction (Kafka's VerificationGuard, as for a produce): a marker that lands in
+        between discards it, and the late append is refused instead of opening a transaction in
+        `__consumer_offsets` that no marker will ever end. None if the partition is not here."""
+        partition = self.topics.partition(OFFSETS_TOPIC, self.partition_for(group_id))
+        return None if partition is None else partition.start_verification(producer_id)
+
     async def prepare_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
                             offsets: dict[TopicPartition, OffsetCommitIn], *, member_id: str = "",
-                            group_instance_id: str | None = None,
-                            generation: int = -1) -> dict[TopicPartition, int]:
-        """Write the offsets as a transactional batch of `producer_id`; they stay pending (and
-        OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for them) until the
-        transaction's marker is written to the group's partition and complete_txn is called."""
+                            group_instance_id: str | None = None, generation: int = -1,
+                            guard: VerificationGuard | None = None) -> dict[TopicPartition, int]:
+        """Write the offsets as a transactional batch of `producer_id` holding `guard` (from
+        start_verification); they stay pending (and OffsetFetch with require_stable answers
+        UNSTABLE_OFFSET_COMMIT for them) until the transaction's marker is written to the group's
+        partition, replicated, and complete_txn is called."""
         plan = self.sm.prepare_txn_offsets(group_id, producer_id, producer_epoch, offsets, self.clock.now_ms(),
                                            member_id=member_id, group_instance_id=group_instance_id,
                                            generation=generation)
-        return await self._commit_and_apply(plan)
+        return await self._commit_and_apply(plan, guard)
 
     def complete_txn(self, producer_id: int, commit: bool, partition: int) -> None:
         self.sm.complete_txn(producer_id, commit, partition)
 
     def partition_for(self, group_id: str) -> int:
+        self._use_topic_partition_count()
         return self.sm.partition_for(group_id)
+
+    def _use_topic_partition_count(self) -> None:
+        """Place groups by the partitions `__consumer_offsets` has, not by the configured count:
+        a topic created under another configuration keeps its groups' records where its own count
+        put them (as the transaction coordinator does for `__transaction_state`)."""
+        topic = self.topics.get(OFFSETS_TOPIC)
+        if topic is not None and topic.num_partitions and topic.num_partitions != self.sm.settings.num_partitions:
+            log.warning(OFFSETS_TOPIC + " has a different partition count than configured; using it",
+                        partitions=topic.num_partitions, configured=self.sm.settings.num_partitions)
+            self.sm.settings = dataclasses.replace(self.sm.settings, num_partitions=topic.num_partitions)

@@ -44,8 +44,18 @@ class PartitionLoading(GroupCore):
                 if m.sync_token is not None:
                     self._reply(m.sync_token, SyncResult(E.NOT_COORDINATOR))
 
-    def begin_loading(self, partition: int) -> None:
-        self.loading[partition] = Loading({}, {}, {})
+    def begin_loading(self, partition: int, coordinator_epoch: int) -> None:
+        """Start reading the partition back for the election of `coordinator_epoch`; a load of an
+        earlier election that is still reading is superseded (see `loads`)."""
+        self.loading[partition] = Loading(coordinator_epoch)
+
+    def loads(self, partition: int, coordinator_epoch: int) -> bool:
+        """Is the load of `coordinator_epoch` still the partition's current one? A load whose
+        leadership went, or was superseded by a newer election, must stop: what it read would
+        otherwise merge into the new load, which it could even finish before that load's log is
+        committed."""
+        ld = self.loading.get(partition)
+        return ld is not None and ld.coordinator_epoch == coordinator_epoch
 
     def load_record(self, partition: int, key: bytes | None, value: bytes | None, log_position: int,
                     producer_id: int = -1) -> None:

@@ -54,7 +54,6 @@ T = TypeVar("T")
 TOPIC = "__transaction_state"
 CONCURRENT_WAIT_S = 2.0
 VERIFY_TIMEOUT_S = 5.0  # a verification asked of another broker
-LOAD_WAIT_S = 10.0  # a new leader's high watermark catching up with its log before loading
 REPLICATION_TIMEOUT_S = 5.0  # a __transaction_state append must reach the in-sync replicas by then
 _LOAD_READ_BYTES = 1024 * 1024
 
@@ -144,12 +143,17 @@ class TransactionCoordinator:
                      marker_jobs_dropped=dropped)
 
     async def _take_over(self, partition: Partition) -> None:
-        """Load a partition whose leadership came here, once its high watermark covers its log
-        (meanwhile its ids are not served: FindCoordinator answers COORDINATOR_NOT_AVAILABLE)."""
+        """Load a partition whose leadership came here once everything its log held at the
+        election is committed, however long the in-sync replicas take: loaded any earlier, a
+        PrepareCommit past the high watermark would be missed, the transaction found Ongoing and
+        aborted after its client was told it committed. Meanwhile its ids are not served
+        (FindCoordinator answers COORDINATOR_NOT_AVAILABLE, requests COORDINATOR_LOAD_IN_PROGRESS)."""
         i = partition.index
         try:
-            if not await partition.caught_up_as_leader(LOAD_WAIT_S):
-                log.warning("loading transaction state whose high watermark lags its log", partition=i)
+            while not await partition.caught_up_as_leader():
+                if not partition.is_leader or partition.log.closed:
+                    return  # led elsewhere now, or no longer here: nothing to load
+                # re-elected under a new epoch meanwhile: wait for that election's log end
             loaded = await self._load_partition_in_steps(partition)
             if loaded is None:
                 return
@@ -261,19 +265,27 @@ class TransactionCoordinator:
     def owns(self, tid: str) -> bool:
         return self.machine.partition_of(tid) in self._owned
 
+    def not_served(self, tid: str) -> ErrorCode:
+        """Why a request for `tid` cannot be decided here: its partition is still being taken
+        over (COORDINATOR_LOAD_IN_PROGRESS, retried by clients) or is led elsewhere; NONE if served."""
+        i = self.machine.partition_of(tid)
+        if i in self._owned:
+            return ErrorCode.NONE
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if i in self._loading else ErrorCode.NOT_COORDINATOR
+
     def partition_for(self, tid: str) -> int:
         return self.machine.partition_of(tid)
 
     async def init_producer_id(self, tid: str, timeout_ms: int, producer_id: int, producer_epoch: int) -> Decision:
-        if not self.owns(tid):
-            return Decision(error=ErrorCode.NOT_COORDINATOR)
+        if err := self.not_served(tid):
+            return Decision(error=err)
         return await self._decide(tid, lambda: self.machine.init_producer_id(
             tid, timeout_ms, producer_id, producer_epoch, self.clock.now_ms()))
 
     async def add_partitions(self, tid: str, producer_id: int, producer_epoch: int,
                              partitions: Iterable[TopicPartition]) -> ErrorCode:
-        if not self.owns(tid):
-            return ErrorCode.NOT_COORDINATOR
+        if err := self.not_served(tid):
+            return err
         parts = list(partitions)
         d = await self._decide(tid, lambda: self.machine.add_partitions(tid, producer_id, producer_epoch, parts,
                                                                           self.clock.now_ms()))
@@ -281,16 +293,16 @@ class TransactionCoordinator:
 
     async def end_txn(self, tid: str, producer_id: int, producer_epoch: int, commit: bool, *,
                       bump_epoch: bool) -> Decision:
-        if not self.owns(tid):
-            return Decision(error=ErrorCode.NOT_COORDINATOR)
+        if err := self.not_served(tid):
+            return Decision(error=err)
         return await self._decide(tid, lambda: self.machine.end_txn(tid, producer_id, producer_epoch, commit,
                                                                       self.clock.now_ms(), bump_epoch=bump_epoch))
 
     def verify(self, tid: str, producer_id: int, producer_epoch: int,
                partitions: Iterable[TopicPartition]) -> ErrorCode:
         """KIP-890 verification: is each partition in the producer's ongoing transaction?"""
-        if not self.owns(tid):
-            return ErrorCode.NOT_COORDINATOR
+        if err := self.not_served(tid):
+            return err
         return self.machine.verify(tid, producer_id, producer_epoch, partitions)
 
     async def verify_anywhere(self, tid: str, producer_id: int, producer_epoch: int,
@@ -358,21 +370,26 @@ class TransactionCoordinator:
         return await asyncio.shield(self._spawn(self._write(tid, d)))
 
     async def _write(self, tid: str, d: Decision) -> Decision:
-        epoch = self.machine.coordinator_epoch(tid)
+        if not self.owns(tid) or not self.machine.current(tid, d):
+            # The partition moved (and perhaps came back) between the decision and its write —
+            # the reaper decides one id, then waits for the previous id's write: the state the
+            # decision was made on is gone, so nothing is written.
+            self._notify(tid)
+            return Decision(error=ErrorCode.NOT_COORDINATOR)
         try:
             err = await self._append(tid, d)
         except BaseException:  # a bug, or the broker stopping: the transition must not stay pending
-            self.machine.abandon(tid)
+            self.machine.abandon(tid, d)
             self._notify(tid)
             raise
-        if not self.owns(tid) or self.machine.coordinator_epoch(tid) != epoch:
+        if not self.owns(tid) or not self.machine.current(tid, d):
             # The partition moved (and perhaps came back) while the record was being written: the
             # state this decision was made on is gone, and whoever loads the log now decides what
             # the record means (seed 003's check after appendTransactionToLog).
             self._notify(tid)
             return Decision(error=ErrorCode.NOT_COORDINATOR)
         if err:
-            self.machine.abandon(tid)
+            self.machine.abandon(tid, d)
             self._notify(tid)
             return Decision(error=err)
         jobs = self.machine.complete(tid, d)
@@ -468,11 +485,13 @@ class TransactionCoordinator:
                 log.error("transaction reaper failed", exc_info=e)
 
     async def reap(self, now: int) -> None:
-        """Abort transactions past their timeout; remove transactional ids idle past expiry."""
-        for tid, d in list(self.machine.timed_out(now, self.owns)):
+        """Abort transactions past their timeout; remove transactional ids idle past expiry. Each
+        id is decided only once the previous one's write is done (the machine's timers are lazy),
+        on the state it has then, and its write is checked against that state again."""
+        for tid, d in self.machine.timed_out(now, self.owns):
             log.info("aborting timed-out transaction", transactional_id=tid)
             if not (await self._execute(tid, d)).error:
                 self.metrics.transactions_timed_out += 1
-        for tid, d in list(self.machine.expired(now, self.owns)):
+        for tid, d in self.machine.expired(now, self.owns):
             log.info("removing expired transactional id", transactional_id=tid)
             await self._execute(tid, d)

@@ -7,7 +7,8 @@ the whole state of the id, never a delta. A null value (tombstone) removes an ex
 Version 0 is written unless a KIP-890 field (the previous or next producer id of an EndTxn v5
 rotation) must be kept, then the flexible version 1 with those as tagged fields — what a Kafka 4
 broker reads either way. Kafka does not store the last producer epoch (the KIP-360 retry
-window); neither do we, so after a coordinator load it is unknown (-1) in both.
+window); neither do we, so after a coordinator load it is unknown (-1) in both. An EndTxn v5
+retry needs none: it is told from the epoch and the previous producer id (machine._is_v5_retry).
 """
 
 from __future__ import annotations

@@ -53,6 +53,10 @@ class Decision:
     remove: bool = False  # write a tombstone: the id expired
     producer_id: int = NO_PRODUCER_ID
     producer_epoch: int = NO_PRODUCER_EPOCH
+    # What a write was decided on: the id's transition it set in flight, under this coordinator
+    # epoch. Written or applied only while both still hold (`TxnStateMachine.current`).
+    transition: TxnState | None = None
+    coordinator_epoch: int = -1
 
     @property
     def writes(self) -> bool:
@@ -155,8 +159,10 @@ class TxnStateMachine:
 
     def _fence_and_abort(self, meta: TxnMetadata, now_ms: int, error: ErrorCode) -> Decision:
         """Abort an Ongoing transaction under a bumped epoch, so its producer is fenced at the
-        partition leaders by the markers themselves."""
-        bumped = meta.producer_epoch + 1 if meta.producer_epoch < MAX_EPOCH else meta.producer_epoch
+        partition leaders by the markers themselves. Two steps, as Kafka's transaction version 2
+        takes them (the fence, then the abort's own bump): one step would make the fenced
+        producer's EndTxn look like a retry of the abort (`_is_v5_retry`)."""
+        bumped = min(meta.producer_epoch + 2, MAX_EPOCH)
         rec = meta.record(producer_epoch=bumped, last_producer_epoch=NO_PRODUCER_EPOCH,
                           state=TxnState.PREPARE_ABORT, update_ms=now_ms)
         return self._begin(meta, rec, error=error, pending=TxnState.PREPARE_EPOCH_FENCE)
@@ -213,12 +219,16 @@ class TxnStateMachine:
             return _fail(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
         wanted = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         in_prepare = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
-        if bump_epoch and self._is_v5_retry(meta, pid, epoch):
-            if meta.pending is None and meta.state == wanted:
-                return Decision(producer_id=meta.producer_id, producer_epoch=meta.producer_epoch)
-            if meta.state == in_prepare or meta.pending == wanted:
+        if bump_epoch and meta.pending != TxnState.PREPARE_EPOCH_FENCE and self._is_v5_retry(meta, pid, epoch):
+            # As Kafka's handleEndTransaction for transaction version 2: only an end in prepare
+            # or complete can have been bumped by this request; the other outcome is refused.
+            if not (meta.state.is_prepare or meta.state.is_complete):
+                return _fail(ErrorCode.PRODUCER_FENCED)
+            if meta.pending is not None or meta.state == in_prepare:
                 return _fail(ErrorCode.CONCURRENT_TRANSACTIONS)
-            return _fail(ErrorCode.PRODUCER_FENCED)
+            if meta.state == wanted:
+                return Decision(producer_id=meta.producer_id, producer_epoch=meta.producer_epoch)
+            return _fail(ErrorCode.INVALID_TXN_STATE)
         if pid != meta.producer_id:
             return _fail(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
         if epoch != meta.producer_epoch:
@@ -246,12 +256,14 @@ class TxnStateMachine:
 
     @staticmethod
     def _is_v5_retry(meta: TxnMetadata, pid: int, epoch: int) -> bool:
-        """An EndTxn v5 sent again with the epoch it had before the end bumped it."""
-        if meta.last_producer_epoch < 0 or epoch != meta.last_producer_epoch:
-            return False
-        if pid == meta.producer_id:
+        """An EndTxn v5 sent again with the epoch it had before the end bumped it — told from
+        what `__transaction_state` keeps, as Kafka does (its retryOnEpochBump / retryOnOverflow),
+        so that a coordinator that loaded the log after a failover answers the retry as the one
+        that took the request would have: the id's epoch is one past the request's, or the end
+        rotated an exhausted id (the previous producer id is the request's, the new one at 0)."""
+        if pid == meta.producer_id and meta.producer_epoch == epoch + 1:
             return True
-        return pid == meta.last_producer_id  # the end rotated the id
+        return pid == meta.last_producer_id and meta.producer_epoch == 0 and epoch_exhausted(epoch + 1)
 
     # ---- the marker sender's report ------------------------------------------------------------
     def markers_written(self, job: MarkerJob, now_ms: int) -> Decision | None:
@@ -272,21 +284,30 @@ class TxnStateMachine:
         return self._begin(meta, rec)
 
     # ---- timers --------------------------------------------------------------------------------
+    def _idle(self, served: Callable[[str], bool]) -> Iterator[tuple[str, TxnMetadata]]:
+        """The served ids with no transition in flight, each looked up as it is reached: a pass
+        of the timers writes one decision after another, and an id whose partition was reloaded
+        meanwhile must be decided on what the reload says, not on what it was."""
+        for tid in list(self.txns):
+            meta = self.txns.get(tid)
+            if meta is not None and meta.pending is None and served(tid):
+                yield tid, meta
+
     def timed_out(self, now_ms: int, served: Callable[[str], bool] = lambda _: True) -> Iterator[tuple[str, Decision]]:
         """Abort (fencing the producer) every Ongoing transaction older than its timeout, among
-        the ids `served` (not those of a partition still loading)."""
-        for tid, meta in list(self.txns.items()):
-            if (served(tid) and meta.state == TxnState.ONGOING and meta.pending is None
-                    and meta.start_ms + meta.timeout_ms < now_ms):
+        the ids `served` (not those of a partition still loading). Lazy: each decision is made
+        when the caller asks for the next one."""
+        for tid, meta in self._idle(served):
+            if meta.state == TxnState.ONGOING and meta.start_ms + meta.timeout_ms < now_ms:
                 yield tid, self._fence_and_abort(meta, now_ms, ErrorCode.NONE)
 
     def expired(self, now_ms: int, served: Callable[[str], bool] = lambda _: True) -> Iterator[tuple[str, Decision]]:
-        """Tombstones for ids idle past transactional.id.expiration.ms with no transaction open."""
-        for tid, meta in list(self.txns.items()):
-            if (served(tid) and meta.pending is None and meta.state in VALID_PREVIOUS[TxnState.DEAD]
-                    and meta.update_ms + self.id_expiration_ms < now_ms):
+        """Tombstones for ids idle past transactional.id.expiration.ms with no transaction open
+        (lazy, as timed_out)."""
+        for tid, meta in self._idle(served):
+            if meta.state in VALID_PREVIOUS[TxnState.DEAD] and meta.update_ms + self.id_expiration_ms < now_ms:
                 meta.pending = TxnState.DEAD
-                yield tid, Decision(remove=True)
+                yield tid, Decision(remove=True, transition=TxnState.DEAD, coordinator_epoch=self.coordinator_epoch(tid))
 
     # ---- applying written transitions ----------------------------------------------------------
     def _begin(self, meta: TxnMetadata, rec: TxnRecord, *, error: ErrorCode = ErrorCode.NONE,
@@ -295,13 +316,24 @@ class TxnStateMachine:
         if meta.state not in VALID_PREVIOUS[rec.state]:
             raise AssertionError(f"{meta.transactional_id}: illegal transition {meta.state.name} -> {rec.state.name}")
         meta.pending = pending or rec.state
-        return Decision(error=error, record=rec, producer_id=producer_id, producer_epoch=producer_epoch)
+        return Decision(error=error, record=rec, producer_id=producer_id, producer_epoch=producer_epoch,
+                        transition=meta.pending, coordinator_epoch=self.coordinator_epoch(meta.transactional_id))
+
+    def current(self, tid: str, decision: Decision) -> bool:
+        """Does `decision` still stand: is its transition the one the id has in flight, under the
+        coordinator epoch it was decided in? Not after the partition was unloaded (and perhaps
+        loaded again) meanwhile: a PrepareAbort meant for the previous transaction, or the
+        tombstone of an id that is active again, must be neither written nor applied."""
+        meta = self.txns.get(tid)
+        return (meta is not None and decision.transition is not None and meta.pending is decision.transition
+                and decision.coordinator_epoch == self.coordinator_epoch(tid))
 
     def complete(self, tid: str, decision: Decision) -> list[MarkerJob]:
-        """The decision's write is durable: apply it; returns the markers it owes."""
-        meta = self.txns.get(tid)
-        if meta is None:
+        """The decision's write is durable: apply it (if it still stands); returns the markers
+        it owes."""
+        if not self.current(tid, decision):
             return []
+        meta = self.txns[tid]
         if decision.remove:
             del self.txns[tid]
             return []
@@ -313,11 +345,12 @@ class TxnStateMachine:
                               self.coordinator_epoch(tid), rec.partitions)]
         return []
 
-    def abandon(self, tid: str) -> None:
-        """The write failed: forget the transition (and an id that was never written at all)."""
-        meta = self.txns.get(tid)
-        if meta is None:
+    def abandon(self, tid: str, decision: Decision) -> None:
+        """The write failed: forget the transition (and an id that was never written at all) —
+        if it is still the one in flight, not one a reload started since."""
+        if not self.current(tid, decision):
             return
+        meta = self.txns[tid]
         meta.pending = None
         if meta.producer_epoch == NO_PRODUCER_EPOCH and meta.state == TxnState.EMPTY:
             del self.txns[tid]

@@ -26,7 +26,7 @@ def test_abandoned_transaction_is_aborted_after_its_timeout(broker_factory) -> N
                    message="timed-out transaction aborted")
         assert c.latest("t", 0, committed=True) == 6  # 3 + 2 data, and the abort marker
         desc = c.describe("zombie")
-        assert desc.transaction_state == "CompleteAbort" and desc.producer_epoch == epoch + 1
+        assert desc.transaction_state == "CompleteAbort" and desc.producer_epoch == epoch + 2  # fence + abort
         # If it comes back it finds itself fenced, everywhere.
         assert c.end("zombie", pid, epoch, True).error_code == E.PRODUCER_FENCED
         assert c.produce("t", 0, txn_batch(pid, epoch, 3, 1), "zombie")[0] == E.INVALID_PRODUCER_EPOCH
@@ -148,7 +148,7 @@ def test_coordinator_reloads_a_compacted_transaction_log_after_sigkill(broker_fa
         assert (desc.transaction_state, desc.producer_id, desc.producer_epoch) == ("CompleteCommit", pid, epoch)
         assert c.init_ok("busy") == (pid, epoch + 1)
         # the open transaction is fenced and aborted: read_committed moves past its records
-        assert c.init_ok("open") == (open_pid, open_epoch + 2)  # +1 to fence and abort, +1 for the new session
+        assert c.init_ok("open") == (open_pid, open_epoch + 3)  # +2 to fence and abort, +1 for the new session
         wait_until(lambda: c.latest("t", 0, committed=True) == c.latest("t", 0, committed=False), timeout=15,
                    message="the open transaction aborted")
     finally:

@@ -483,7 +483,7 @@ def test_coordinator_errors() -> None:
     h.sm.owned.discard(h.sm.partition_for("elsewhere"))
     assert h.join_result(h.join(group="elsewhere")).error == E.NOT_COORDINATOR
     assert h.commit({("t", 0): 1}, group="elsewhere") == {("t", 0): E.NOT_COORDINATOR}
-    h.sm.begin_loading(h.sm.partition_for("elsewhere"))
+    h.sm.begin_loading(h.sm.partition_for("elsewhere"), 0)
     assert h.sm.heartbeat("elsewhere", "m", None, 1, 0) == E.COORDINATOR_LOAD_IN_PROGRESS
     assert h.sm.fetch_offsets("elsewhere", [("t", 0)], False)[0] == E.COORDINATOR_LOAD_IN_PROGRESS
     h.sm.active = False
@@ -660,7 +660,7 @@ def _reload(h: Harness, txn: dict[int, tuple[int, bool | None]] | None = None,
     """A fresh machine fed every record h wrote, as the loader would (log positions in order)."""
     sm = GroupStateMachine(settings or h.settings, lambda t, p: True)
     for p in range(4):
-        sm.begin_loading(p)
+        sm.begin_loading(p, 0)
     for pos, w in enumerate(h.writes, start=1):
         sm.load_record(w.partition, w.key, w.value, pos)
     for p in range(4):
@@ -687,7 +687,7 @@ def test_reload_restores_groups_offsets_and_tombstones() -> None:
 
 def test_reload_applies_transaction_markers() -> None:
     sm = GroupStateMachine(Settings(num_partitions=1), lambda t, p: True)
-    sm.begin_loading(0)
+    sm.begin_loading(0, 0)
     key = rec.encode_key(rec.OffsetKey(G, "t", 0))
     sm.load_record(0, key, rec.encode_offset_value(rec.OffsetValue(1)), 1)
     sm.load_record(0, key, rec.encode_offset_value(rec.OffsetValue(50)), 2, producer_id=5)
@@ -893,7 +893,7 @@ def test_offset_delete_group_errors() -> None:
     assert h.sm.delete_offsets("gone", [("t", 0)]) == (E.GROUP_ID_NOT_FOUND, {})
     h.sm.owned.discard(h.sm.partition_for("elsewhere"))
     assert h.sm.delete_offsets("elsewhere", [("t", 0)]) == (E.NOT_COORDINATOR, {})
-    h.sm.begin_loading(h.sm.partition_for("elsewhere"))
+    h.sm.begin_loading(h.sm.partition_for("elsewhere"), 0)
     assert h.sm.delete_offsets("elsewhere", [("t", 0)]) == (E.COORDINATOR_LOAD_IN_PROGRESS, {})
     h.sm.active = False
     assert h.sm.delete_offsets(G, [("t", 0)]) == (E.COORDINATOR_NOT_AVAILABLE, {})
@@ -912,7 +912,7 @@ def test_offset_delete_cancels_a_pending_transactional_offset_in_memory_and_on_r
     # the loader sees the same log: transactional records, the tombstone, then the commit marker
     sm = GroupStateMachine(h.settings, lambda t, p: True)
     p = h.sm.partition_for(G)
-    sm.begin_loading(p)
+    sm.begin_loading(p, 0)
     for pos, w in enumerate(h.writes, start=1):
         sm.load_record(p, w.key, w.value, pos, producer_id=42 if before - 2 <= pos - 1 < before else -1)
     sm.load_marker(p, 42, commit=True)

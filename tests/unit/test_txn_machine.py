@@ -6,8 +6,9 @@ import itertools
 
 import pytest
 
-from broker.txn.machine import Decision, TxnStateMachine
-from broker.txn.state import MAX_EPOCH, TxnState
+from broker.txn.log_records import decode_value, encode_value
+from broker.txn.machine import Decision, MarkerJob, TxnStateMachine
+from broker.txn.state import MAX_EPOCH, TxnMetadata, TxnState
 from protocol.errors import ErrorCode as E
 
 T0 = 1_000_000
@@ -77,17 +78,17 @@ def test_init_with_ongoing_transaction_aborts_it_first_under_a_bumped_epoch() ->
     d = m.init_producer_id("t", 10_000, -1, -1, T0 + 5)
     assert d.error == E.CONCURRENT_TRANSACTIONS
     assert d.record is not None and d.record.state == TxnState.PREPARE_ABORT
-    assert d.record.producer_epoch == epoch + 1
+    assert d.record.producer_epoch == epoch + 2  # the fence, and the abort's own bump (Kafka's TV2)
     assert m.visible_state(m.get("t")) == TxnState.PREPARE_EPOCH_FENCE  # type: ignore[arg-type]
     jobs = m.complete("t", d)
     assert len(jobs) == 1 and not jobs[0].commit and jobs[0].partitions == {TP_A, TP_B}
-    assert jobs[0].producer_epoch == epoch + 1  # the markers themselves fence the old instance
+    assert jobs[0].producer_epoch == epoch + 2  # the markers themselves fence the old instance
     # The retry answers CONCURRENT_TRANSACTIONS until the abort completed ...
     assert m.init_producer_id("t", 10_000, -1, -1, T0 + 6).error == E.CONCURRENT_TRANSACTIONS
     run(m, "t", m.markers_written(jobs[0], T0 + 7))  # type: ignore[arg-type]
     assert m.get("t").state == TxnState.COMPLETE_ABORT  # type: ignore[union-attr]
     # ... and then gets yet another epoch.
-    assert init(m) == (pid, epoch + 2)
+    assert init(m) == (pid, epoch + 3)
 
 
 def test_exhausted_epoch_rotates_the_producer_id() -> None:
@@ -224,7 +225,7 @@ def test_timed_out_transactions_are_fenced_and_aborted() -> None:
     assert list(m.timed_out(T0 + 10_000)) == []  # exactly at the timeout: not yet
     [(tid, d)] = list(m.timed_out(T0 + 10_001))
     assert tid == "t" and d.record is not None and d.record.state == TxnState.PREPARE_ABORT
-    assert d.record.producer_epoch == epoch + 1
+    assert d.record.producer_epoch == epoch + 2
     assert list(m.timed_out(T0 + 20_000)) == []  # in flight: not twice
     jobs = m.complete("t", d)
     run(m, "t", m.markers_written(jobs[0], T0 + 10_002))  # type: ignore[arg-type]
@@ -245,12 +246,10 @@ def test_idle_ids_expire_but_not_with_a_transaction_open() -> None:
 
 def test_abandon_forgets_a_never_written_id_and_clears_pending() -> None:
     m = machine()
-    m.init_producer_id("new", 10_000, -1, -1, T0)
-    m.abandon("new")
+    m.abandon("new", m.init_producer_id("new", 10_000, -1, -1, T0))
     assert m.get("new") is None
     pid, epoch = init(m)
-    m.add_partitions("t", pid, epoch, [TP_A], T0)
-    m.abandon("t")
+    m.abandon("t", m.add_partitions("t", pid, epoch, [TP_A], T0))
     meta = m.get("t")
     assert meta is not None and meta.pending is None and meta.state == TxnState.EMPTY
 
@@ -308,3 +307,147 @@ def test_timers_leave_alone_the_ids_of_a_partition_still_loading() -> None:
     assert m.get("idle").pending is None  # type: ignore[union-attr]
     [(tid, _)] = list(m.timed_out(T0 + 60_000))
     assert tid == "loading"
+
+
+# ---- decisions checked against the state they are written on (issue 23 item 9) ----------------
+def _reload(m: TxnStateMachine, epoch: int, records: dict[str, TxnMetadata]) -> None:
+    """The partition of these ids moved away and came back under coordinator epoch `epoch`; its
+    log now says `records` (what the other coordinator decided meanwhile)."""
+    for p in {m.partition_of(tid) for tid in records}:
+        m.unload_partition(p)
+        m.coordinator_epochs[p] = epoch
+    for tid, meta in records.items():
+        m.load(tid, meta.record())
+
+
+def _newer_transaction(m: TxnStateMachine, tid: str, now: int) -> TxnMetadata:
+    """What another coordinator made of `tid` meanwhile: fenced, re-initialised, a new transaction."""
+    meta = m.get(tid)
+    assert meta is not None
+    return TxnMetadata.from_record(tid, meta.record(producer_epoch=meta.producer_epoch + 2, state=TxnState.ONGOING,
+                                                    partitions=frozenset({TP_B}), start_ms=now, update_ms=now))
+
+
+def test_a_timeout_decided_before_the_partition_moved_away_and_back_is_not_applied() -> None:
+    m = machine()
+    ongoing(m, now=T0)
+    [(tid, stale)] = list(m.timed_out(T0 + 10_001))
+    newer = _newer_transaction(m, "t", T0 + 20_000)
+    _reload(m, 1, {"t": newer})
+    assert m.complete("t", stale) == []  # written anyway, it applies nothing
+    assert not m.current("t", stale)  # (and the shell does not write it)
+    meta = m.get("t")
+    assert meta is not None and (meta.state, meta.producer_epoch, meta.pending) == \
+        (TxnState.ONGOING, newer.producer_epoch, None)
+    # a stale failure does not clear the transition the reloaded id has in flight
+    fresh = m.add_partitions("t", meta.producer_id, meta.producer_epoch, [TP_A], T0 + 20_001)
+    assert m.current("t", fresh)
+    m.abandon("t", stale)
+    assert meta.pending == TxnState.ONGOING and m.current("t", fresh)
+
+
+def test_the_reaper_decides_each_id_when_it_gets_to_it() -> None:
+    """A pass over several ids writes them one after another: an id reloaded meanwhile is decided
+    on what the reload says (here: a new transaction, not timed out), not on what it was."""
+    m = machine(num_partitions=1)
+    ongoing(m, "a", now=T0)
+    ongoing(m, "b", now=T0)
+    reaping = m.timed_out(T0 + 10_001)
+    first, d = next(reaping)
+    other = "b" if first == "a" else "a"
+    _reload(m, 1, {first: m.get(first), other: _newer_transaction(m, other, T0 + 10_000)})  # type: ignore[dict-item]
+    assert list(reaping) == []
+    assert not m.current(first, d)
+    meta = m.get(other)
+    assert meta is not None and meta.pending is None and meta.state == TxnState.ONGOING
+
+
+def test_an_expiry_decided_before_a_reload_does_not_remove_the_reactivated_id() -> None:
+    m = machine(expiration=1_000)
+    init(m, "idle", now=T0)
+    [(tid, tombstone)] = list(m.expired(T0 + 1_001))
+    _reload(m, 1, {"idle": _newer_transaction(m, "idle", T0 + 1_000)})
+    m.complete("idle", tombstone)
+    assert m.get("idle") is not None
+    assert not m.current("idle", tombstone)
+
+
+# ---- EndTxn v5 retried after a failover (issue 23 item 10) -------------------------------------
+class _Logged:
+    """A machine whose every written transition goes through `__transaction_state`'s encoding;
+    `reloaded()` is a new coordinator that loads those records, as after a failover."""
+
+    def __init__(self, m: TxnStateMachine) -> None:
+        self.m = m
+        self.log: list[tuple[str, bytes | None]] = []
+
+    def write(self, tid: str, d: Decision) -> list[MarkerJob]:
+        assert d.error == E.NONE and d.writes, d
+        self.log.append((tid, None if d.remove or d.record is None else encode_value(d.record)))
+        return self.m.complete(tid, d)
+
+    def reloaded(self) -> TxnStateMachine:
+        fresh = machine()
+        for tid, value in self.log:
+            fresh.load(tid, None if value is None else decode_value(value))
+        return fresh
+
+
+def _answers(m: TxnStateMachine, pid: int, epoch: int) -> list[tuple[E, int, int]]:
+    """What an EndTxn v5 sent again with the epoch it had before its end bumped it gets, for
+    either outcome (none of these answers writes anything)."""
+    out = []
+    for commit in (True, False):
+        d = m.end_txn("t", pid, epoch, commit, T0 + 100, bump_epoch=True)
+        assert not d.writes
+        out.append((d.error, d.producer_id, d.producer_epoch))
+    return out
+
+
+@pytest.mark.parametrize("exhausted", [False, True], ids=["bump", "rotation"])
+def test_an_end_txn_v5_retry_is_answered_alike_by_a_coordinator_that_loaded_the_log(exhausted: bool) -> None:
+    logged = _Logged(machine())
+    m = logged.m
+    d = m.init_producer_id("t", 10_000, -1, -1, T0)
+    logged.write("t", d)
+    pid, epoch = d.producer_id, d.producer_epoch
+    if exhausted:
+        logged.write("t", m.init_producer_id("t", 10_000, -1, -1, T0))  # a record at a high epoch:
+        m.get("t").producer_epoch = epoch = MAX_EPOCH - 2  # type: ignore[union-attr]
+        logged.log[-1] = ("t", encode_value(m.get("t").record()))  # type: ignore[union-attr]
+    logged.write("t", m.add_partitions("t", pid, epoch, [TP_A], T0 + 1))
+    end = m.end_txn("t", pid, epoch, True, T0 + 2, bump_epoch=True)
+    [job] = logged.write("t", end)
+    expected_in_prepare = [(E.CONCURRENT_TRANSACTIONS, -1, -1), (E.INVALID_TXN_STATE, -1, -1)]
+    assert _answers(m, pid, epoch) == expected_in_prepare
+    assert _answers(logged.reloaded(), pid, epoch) == expected_in_prepare
+    done = m.markers_written(job, T0 + 3)
+    assert done is not None
+    logged.write("t", done)
+    expected_done = [(E.NONE, end.producer_id, end.producer_epoch), (E.INVALID_TXN_STATE, -1, -1)]
+    assert _answers(m, pid, epoch) == expected_done
+    assert _answers(logged.reloaded(), pid, epoch) == expected_done
+    # and once the producer goes on under its new epoch, the retry is fenced by both
+    logged.write("t", m.add_partitions("t", end.producer_id, end.producer_epoch, [TP_A], T0 + 4))
+    fenced = [(E.PRODUCER_FENCED, -1, -1)] * 2
+    assert _answers(m, pid, epoch) == fenced
+    assert _answers(logged.reloaded(), pid, epoch) == fenced
+
+
+def test_a_producer_fenced_by_a_timeout_stays_fenced_for_a_coordinator_that_loaded_the_log() -> None:
+    """The fence takes the epoch two steps (as Kafka's transaction version 2 does: the fence, then
+    the abort's own bump), so the fenced producer's EndTxn never looks like a retry of that abort."""
+    logged = _Logged(machine())
+    m = logged.m
+    d = m.init_producer_id("t", 10_000, -1, -1, T0)
+    logged.write("t", d)
+    pid, epoch = d.producer_id, d.producer_epoch
+    logged.write("t", m.add_partitions("t", pid, epoch, [TP_A], T0 + 1))
+    [(_, fence)] = list(m.timed_out(T0 + 20_000))
+    [job] = logged.write("t", fence)
+    done = m.markers_written(job, T0 + 20_001)
+    assert done is not None
+    logged.write("t", done)
+    fenced = [(E.PRODUCER_FENCED, -1, -1)] * 2
+    assert _answers(m, pid, epoch) == fenced
+    assert _answers(logged.reloaded(), pid, epoch) == fenced

@@ -1,0 +1,216 @@
+"""A coordinator that takes over a partition of its internal topic serves only once everything its
+log held when it was elected is committed — however long the in-sync replicas take to confirm it.
+
+The real coordinators run on a real TopicTable driven by metadata images; the follower that
+stalls is broker 2, which simply never fetches (its fetches are `on_follower_fetch` calls when it
+comes back). The scenario is issue 23's: the old coordinator appended a PrepareCommit (or an
+offset commit), the new leader has it in its log but its high watermark is still below it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from helpers.coordinator_cluster import ME, Cluster, replicate, until
+from helpers.coordinator_cluster import OTHER as STALLED
+
+import broker.group.coordinator as group_coordinator_module
+import broker.txn.coordinator as txn_coordinator_module
+from broker.config import BrokerConfig
+from broker.group import records as grec
+from broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
+from broker.metrics import BrokerMetrics
+from broker.partition import AppendOrigin, Partition
+from broker.producer_ids import ProducerIdAllocator
+from broker.replication.replica_state import Assignment
+from broker.topics import TopicTable
+from broker.txn.coordinator import TOPIC as TXN_TOPIC
+from broker.txn.coordinator import TransactionCoordinator
+from broker.txn.log_records import encode_key, encode_value
+from broker.txn.state import TxnRecord, TxnState
+from protocol.errors import ErrorCode
+from protocol.records import Record, build_batch
+from protocol.topic_partition import TopicPartition
+from storage.clock import SystemClock
+from storage.config import LogConfig
+
+TID = "t-1"
+GROUP = "g-1"
+# How long the stalled follower stays silent: several times the 10 s wait the loads used to give up
+# after, as that wait is shortened below (a regression to any deadline shows within this window).
+STALL_S = 0.6
+OLD_WAIT_S = 0.1
+
+
+@pytest.fixture
+def cfg(tmp_path: Path) -> BrokerConfig:
+    return BrokerConfig(data_dir=str(tmp_path), node_id=ME, transaction_state_num_partitions=1,
+                        offsets_topic_num_partitions=1)
+
+
+@pytest.fixture
+async def cluster(cfg: BrokerConfig) -> AsyncIterator[Cluster]:
+    topics = TopicTable(cfg, SystemClock())
+    topics.load()
+    c = Cluster(topics)
+    yield c
+    c.close()
+
+
+def _txn_record(state: TxnState) -> TxnRecord:
+    return TxnRecord(producer_id=7, producer_epoch=3, last_producer_id=-1, last_producer_epoch=-1,
+                     next_producer_id=-1, timeout_ms=60_000, state=state,
+                     partitions=frozenset({TopicPartition("out", 0)}), start_ms=1_000, update_ms=2_000)
+
+
+async def test_a_new_transaction_coordinator_does_not_load_before_its_log_is_committed(
+        cfg: BrokerConfig, cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(txn_coordinator_module, "LOAD_WAIT_S", OLD_WAIT_S, raising=False)
+    coordinator = TransactionCoordinator(cfg, cluster.topics, ProducerIdAllocator(ME, lambda: None),
+                                         BrokerMetrics(), SystemClock(), lambda _: None)
+    coordinator.load()
+    configs = {"cleanup.policy": "compact"}
+    cluster.image(TXN_TOPIC, STALLED, 0, configs)
+    p = cluster.partition(TXN_TOPIC)
+    # Broker 2 coordinated: Ongoing (committed), then PrepareCommit — EndTxn was answered, but the
+    # high watermark broker 1 last heard of does not cover the PrepareCommit yet.
+    replicate(p, encode_key(TID), encode_value(_txn_record(TxnState.ONGOING)), 0, 0)
+    replicate(p, encode_key(TID), encode_value(_txn_record(TxnState.PREPARE_COMMIT)), 0, 1)
+    assert (p.high_watermark, p.log_end_offset) == (1, 2)
+    try:
+        # Broker 1 leads now; broker 2 stalls and stays in the ISR (the issue's T3): no fetch confirms the log.
+        cluster.image(TXN_TOPIC, ME, 1, configs)
+        assert p.is_leader and p.high_watermark == 1
+        await asyncio.sleep(STALL_S)  # the stall itself: nothing may be served meanwhile
+        assert not coordinator.owns(TID), "served before the PrepareCommit was known to be committed"
+        assert coordinator.describe(TID) is None
+        decision = await coordinator.end_txn(TID, 7, 3, True, bump_epoch=False)
+        assert decision.error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS  # retriable: not yet
+        # The follower comes back and confirms the log: now the coordinator loads all of it.
+        p.on_follower_fetch(STALLED, p.log_end_offset)
+        assert p.high_watermark == 2
+        await until(lambda: coordinator.owns(TID))
+        meta = coordinator.describe(TID)
+        assert meta is not None and meta.state in (TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT)
+    finally:
+        await coordinator.stop()
+
+
+async def test_a_new_group_coordinator_does_not_load_before_its_log_is_committed(
+        cfg: BrokerConfig, cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(group_coordinator_module, "LOAD_WAIT_S", OLD_WAIT_S, raising=False)
+    coordinator = GroupCoordinator(cfg, cluster.topics, SystemClock())
+    await coordinator.start()
+    configs = dict(group_coordinator_module.OFFSETS_TOPIC_CONFIGS)
+    cluster.image(OFFSETS_TOPIC, STALLED, 0, configs)
+    p = cluster.partition(OFFSETS_TOPIC)
+    key = grec.encode_key(grec.OffsetKey(GROUP, "in", 0))
+    replicate(p, key, grec.encode_offset_value(grec.OffsetValue(10, commit_timestamp=1)), 0, 0)
+    replicate(p, key, grec.encode_offset_value(grec.OffsetValue(20, commit_timestamp=2)), 0, 1)
+    assert (p.high_watermark, p.log_end_offset) == (1, 2)
+    try:
+        cluster.image(OFFSETS_TOPIC, ME, 1, configs)
+        await asyncio.sleep(STALL_S)
+        err, _ = coordinator.fetch_offsets(GROUP, [("in", 0)], False)
+        assert err == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "served offsets the ISR has not confirmed"
+        p.on_follower_fetch(STALLED, p.log_end_offset)
+        await until(lambda: not coordinator.is_loading(0))
+        err, fetched = coordinator.fetch_offsets(GROUP, [("in", 0)], False)
+        assert err == 0 and [f.offset for f in fetched] == [20]
+    finally:
+        await coordinator.stop()
+
+
+# ---- the wait itself (Partition.caught_up_as_leader) -------------------------------------------
+def _follower_with_uncommitted_tail(path: Path) -> Partition:
+    p = Partition.open(path, "t", 0, LogConfig(), ME, SystemClock().now_ms)
+    p.become_follower(Assignment((ME, STALLED), frozenset({ME, STALLED}), STALLED, 0, 0))
+    p.append_replicated(build_batch([Record(i, 0, None, b"v") for i in range(2)], partition_leader_epoch=0), 0, 0)
+    p.become_leader(Assignment((ME, STALLED), frozenset({ME, STALLED}), ME, 1, 1))
+    assert (p.state.leader_epoch_start_offset, p.high_watermark) == (2, 0)
+    return p
+
+
+async def test_the_wait_is_for_the_log_end_at_election_not_for_later_appends(tmp_path: Path) -> None:
+    p = _follower_with_uncommitted_tail(tmp_path)
+    try:
+        p.append(build_batch([Record(0, 0, None, b"later")]), AppendOrigin.COORDINATOR)
+        waiting = asyncio.create_task(p.caught_up_as_leader())
+        p.on_follower_fetch(STALLED, 2)  # the follower has what the log held at election, not the new record
+        assert await asyncio.wait_for(waiting, 5) is True
+    finally:
+        p.close()
+
+
+async def test_the_wait_ends_false_when_the_epoch_changes_leadership_goes_or_the_replica_closes(tmp_path: Path) -> None:
+    p = _follower_with_uncommitted_tail(tmp_path)
+    try:
+        waiting = asyncio.create_task(p.caught_up_as_leader())
+        await asyncio.sleep(0)
+        # re-elected under a new epoch: what the first election's wait promised no longer holds
+        p.become_leader(Assignment((ME, STALLED), frozenset({ME, STALLED}), ME, 2, 2))
+        assert await asyncio.wait_for(waiting, 5) is False
+        waiting = asyncio.create_task(p.caught_up_as_leader())
+        await asyncio.sleep(0)
+        p.become_follower(Assignment((ME, STALLED), frozenset({ME, STALLED}), STALLED, 3, 3))
+        assert await asyncio.wait_for(waiting, 5) is False
+        # led again, then the replica is moved off this broker: nothing left to wait for
+        p.become_leader(Assignment((ME, STALLED), frozenset({ME, STALLED}), ME, 4, 4))
+        waiting = asyncio.create_task(p.caught_up_as_leader())
+        await asyncio.sleep(0)
+        p.close()
+        assert await asyncio.wait_for(waiting, 5) is False
+    finally:
+        p.close()
+
+
+# ---- a superseded group load (issue 23 item 8) -------------------------------------------------
+async def test_a_group_load_superseded_by_a_new_election_stops_and_the_new_one_reads_everything(
+        cfg: BrokerConfig, cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(group_coordinator_module, "LOAD_READ_BYTES", 1)  # one batch per loop turn
+    coordinator = GroupCoordinator(cfg, cluster.topics, SystemClock())
+    await coordinator.start()
+    configs = dict(group_coordinator_module.OFFSETS_TOPIC_CONFIGS)
+    cluster.image(OFFSETS_TOPIC, STALLED, 0, configs)
+    p = cluster.partition(OFFSETS_TOPIC)
+    first = grec.encode_key(grec.OffsetKey("first", "in", 0))
+    everything = 1 << 40  # the old leader's HW covers all it sent
+    replicate(p, first, grec.encode_offset_value(grec.OffsetValue(10, commit_timestamp=1)), 0, everything)
+    for i in range(200):  # other groups' commits: the load takes a loop turn each
+        key = grec.encode_key(grec.OffsetKey(f"g{i}", "in", 0))
+        replicate(p, key, grec.encode_offset_value(grec.OffsetValue(i, commit_timestamp=1)), 0, everything)
+    assert p.high_watermark == p.log_end_offset
+    try:
+        cluster.image(OFFSETS_TOPIC, ME, 1, configs)  # committed at once: the load starts reading
+        loading = coordinator.sm.loading
+
+        def read_some() -> bool:
+            ld = loading.get(0)
+            return ld is not None and "first" in ld.offsets and "g150" not in ld.offsets
+
+        deadline = asyncio.get_running_loop().time() + 10
+        while not read_some():
+            assert asyncio.get_running_loop().time() < deadline, "the load never got going"
+            await asyncio.sleep(0)
+        # Leadership goes to broker 2 (which appends a commit broker 1 copies, its HW not yet
+        # covering it) and comes back, all within one loop turn: a new load under epoch 3 waits for
+        # that commit to be committed and reads from the start; the first load, half way through
+        # its read, must stop — not feed the new one, nor finish it before its log is committed.
+        superseded = set(coordinator._loads)
+        cluster.image(OFFSETS_TOPIC, STALLED, 2, configs)
+        late = grec.encode_key(grec.OffsetKey("late", "in", 0))
+        replicate(p, late, grec.encode_offset_value(grec.OffsetValue(5, commit_timestamp=1)), 2, p.log_end_offset)
+        cluster.image(OFFSETS_TOPIC, ME, 3, configs)
+        await asyncio.wait_for(asyncio.gather(*superseded), 10)
+        assert coordinator.is_loading(0), "a superseded load finished the new one"
+        p.on_follower_fetch(STALLED, p.log_end_offset)
+        await until(lambda: not coordinator.is_loading(0))
+        for group, offset in (("first", 10), ("g199", 199), ("late", 5)):
+            err, fetched = coordinator.fetch_offsets(group, [("in", 0)], False)
+            assert err == 0 and [f.offset for f in fetched] == [offset], group
+        assert len(coordinator.sm.groups) == 202
+    finally:
+        await coordinator.stop()
