@@ -25,6 +25,9 @@ GUARANTEES = {
              "being answered with its first offsets (duplicates under one producer epoch)",
     "truncate": "a leader never tells a follower that its log diverges, so the follower skips truncation and "
                 "keeps records the leader does not have (replicas differ at one offset)",
+    "fence": "a partition leader accepts a batch whose producer epoch is older than the newest it knows of: "
+             "it ignores the coordinator's PRODUCER_FENCED verdict on a transactional batch (KIP-890 verification) "
+             "and its own producer state's epoch check (a fenced zombie's writes are stored)",
     "hw": "the high watermark counts every follower as having the leader's whole log before it fetched it "
           "(records are committed, served and acknowledged that only the leader has)",
 }

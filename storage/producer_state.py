@@ -177,7 +177,7 @@ class ProducerStateUpdate:
         e = self._entry(h.producer_id)
         epoch = h.producer_epoch
         if self.validate:
-            if epoch < e.epoch:
+            if epoch < e.epoch and not broken("fence"):
                 raise KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH,
                                  f"producer {h.producer_id} epoch {epoch} is older than {e.epoch}")
             if h.base_sequence >= 0:

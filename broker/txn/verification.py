@@ -25,6 +25,8 @@ from protocol.batch import BatchHeader
 from protocol.errors import ErrorCode
 from protocol.topic_partition import TopicPartition
 
+from ..broken import broken
+
 if TYPE_CHECKING:
     from ..partition import Partition
     from .coordinator import TransactionCoordinator
@@ -55,4 +57,5 @@ async def verify(coordinator: TransactionCoordinator, transactional_id: str, pro
     for tp in partitions:
         code = await coordinator.verify_anywhere(transactional_id, producer_id, producer_epoch, [tp])
         out[tp] = _FOR_PRODUCER.get(code, ErrorCode.INVALID_TXN_STATE)
+        out[tp] = ErrorCode.NONE if out[tp] == ErrorCode.INVALID_PRODUCER_EPOCH and broken("fence") else out[tp]
     return out

@@ -72,6 +72,9 @@ BREAKS = {
     # an isolated leader's unreplicated tail survives its return as a follower, and shows when it leads again
     "truncate": (("isolate-leader", "kill-leader"), {"inconsistent-offsets", "lost-write", "duplicate"}),
     "hw": (("isolate-leader",), {"lost-write"}),
+    # the zombie (helpers.chaos.zombie) writes under its fenced epoch in every cycle, faults or not;
+    # the faults only make it find the leaders and the coordinator again
+    "fence": (("client-cut", "kill-leader"), {"fenced-write"}),
 }
 
 

@@ -86,6 +86,11 @@ def clean() -> History:
           input=[[0, 0, "in-0"], [0, 1, "in-1"], [0, 2, "in-2"]], group_offsets={"0": 3},
           committed=[C_OK, C_OK2], aborted=[C_ABORTED], unknown=[])
     h.add("hanging", f="hanging", txns=[])
+    # a zombie: producer 7 at epoch 3, fenced at t=2.2 by epoch 4, then writing and committing anyway
+    h.add("fence", f="fence", proc="zombie", topic="mixed", tid="z", pid=7, epoch=3, by=4, t=2.2,
+          writes=[{"partition": 0, "value": "z-1-c", "t0": 2.3, "error": "INVALID_PRODUCER_EPOCH", "offset": None},
+                  {"partition": 1, "value": "z-1-d", "t0": 2.3, "error": "io: timed out", "offset": None}],
+          commit="PRODUCER_FENCED")
     h.add("end", f="note", what="end")
     return h
 
@@ -120,7 +125,7 @@ def test_every_kind_has_a_definition() -> None:
     assert all(isinstance(v, str) and v for v in ANOMALIES.values())
     assert {"lost-write", "unseen", "duplicate", "aborted-read", "precommitted-read", "inconsistent-offsets",
             "nonmonotonic-send", "int-nonmonotonic-send", "nonmonotonic-poll", "int-nonmonotonic-poll",
-            "poll-skip", "int-poll-skip", "hanging-txn", "copier-lost", "copier-duplicate",
+            "poll-skip", "int-poll-skip", "hanging-txn", "copier-lost", "copier-duplicate", "fenced-write",
             "incomplete-history"} == set(ANOMALIES)
 
 
@@ -405,6 +410,40 @@ def test_a_failed_find_hanging_is_not_a_pass(tmp_path: Path) -> None:
     h = clean()
     h["hanging"]["txns"] = [{"error": "find-hanging failed: timed out"}]
     assert only(h.check(tmp_path), "incomplete-history") == [(h.line["hanging"],)]
+
+
+# ------------------------------------------------------------------------------------------- zombie
+
+
+def test_a_fenced_epochs_acknowledged_write_is_a_fenced_write(tmp_path: Path) -> None:
+    h = clean()
+    h["fence"]["writes"][0].update(error="NONE", offset=7)
+    report = h.check(tmp_path)
+    assert only(report, "fenced-write") == [(h.line["fence"],)]
+    assert "'z-1-c'" in report.anomalies["fenced-write"][0].explanation
+
+
+def test_a_fenced_epochs_commit_answered_as_done_is_a_fenced_write(tmp_path: Path) -> None:
+    h = clean()
+    h["fence"]["commit"] = "NONE"
+    assert only(h.check(tmp_path), "fenced-write") == [(h.line["fence"],)]
+
+
+@pytest.mark.parametrize("read", ["final_rc", "ru1"])
+def test_a_fenced_epochs_write_read_by_anyone_was_stored(tmp_path: Path, read: str) -> None:
+    """Its answer lost (io) or not: a reader that returns it proves the broker stored it."""
+    h = clean()
+    h[read]["recs"].append([1, 1, "z-1-d"])
+    report = h.check(tmp_path)
+    assert only(report, "fenced-write") == [(h.line["fence"], h.line[read])]
+    assert "'z-1-d'" in report.anomalies["fenced-write"][0].explanation
+
+
+def test_a_fence_line_without_its_epochs_is_refused(tmp_path: Path) -> None:
+    h = clean()
+    del h["fence"]["by"]
+    with pytest.raises(HistoryError, match="fence"):
+        load(h.write(tmp_path / "h.jsonl"))
 
 
 # ------------------------------------------------------------------------------------------- copier

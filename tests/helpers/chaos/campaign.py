@@ -37,6 +37,7 @@ from .batches import batches_op
 from .cluster import NetCluster
 from .nemesis import KINDS, Cycle, Nemesis, Schedule
 from .net import CLIENT, Net
+from .zombie import PARTITIONS as ZOMBIE_PARTITIONS
 
 PARTITIONS = 4
 BROKER_ENV = {
@@ -210,7 +211,7 @@ def run_campaign(
             cluster.start(timeout=90)
             cluster.wait_listed(90)
             _create_topics(cluster, [("mixed", PARTITIONS), ("cin", PARTITIONS), ("cout", PARTITIONS),
-                                     ("probe", 1)])
+                                     ("zombie", ZOMBIE_PARTITIONS), ("probe", 1)])
             say(f"cluster up on {net.tag} ({cluster.bootstrap}), seed {seed}, {seconds:.0f}s of faults "
                 f"from {list(kinds)}")
             nemesis = Nemesis(cluster, "mixed")

@@ -32,6 +32,11 @@ not know (``meta`` aside, e.g. ``nemesis`` or ``note``) are carried along and ot
 * ``batches``: who wrote each stored batch of ``topic`` (read from a replica's segment files after
   the run): ``partitions`` -> partition -> ``{"node", "batches": [[base offset, last offset,
   producer id, producer epoch, base sequence]]}`` — what tells a broker's duplicate from a client's.
+* ``fence``: a zombie: transactional id ``tid``'s producer ``pid`` at ``epoch`` was fenced when
+  another instance's InitProducerId answered epoch ``by`` (at monotonic ``t``), and went on anyway:
+  ``writes`` (``[{"partition", "value", "t0", "error", "offset"}]``, each sent under the old epoch
+  after ``t``, straight to the partition leader; ``error`` ``NONE`` means acknowledged) and
+  ``commit`` (the error its EndTxn(commit) under the old epoch got after ``t``, null if unanswered).
 * ``bump``: an idempotent producer bumped its epoch: ``proc``, ``inc``, ``t``, ``what`` (the client's
   own log line: the ``PID{Id:N,Epoch:E}`` it bumps from, and its reason; a line without the PID
   explains no copy).
@@ -96,6 +101,8 @@ ANOMALIES: dict[str, str] = {
     "copier-duplicate": "a copier input value appears more than once in the committed output, or twice to one "
     "read_committed verifier incarnation, or in the output at or past its group's committed offset (a "
     "restarted copier would copy it again)",
+    "fenced-write": "after another instance of its transactional id was handed a newer producer epoch, a "
+    "write under the old epoch was acknowledged or read back (stored), or its commit was answered as done",
     "incomplete-history": "something a check needs (a final-read, a copier line, an offset) is missing from "
     "the history, so that check could not be made",
 }
@@ -117,7 +124,8 @@ ABBREVIATE_TO = 10  # list entries kept in an evidence op: enough context, still
 JSON_EXAMPLES = 1000  # per kind in to_json(): a broken build can produce 10^5 of one kind
 RENDER_EXAMPLES = 3
 # which list in an op a record index points into
-_RECORDS_OF = {"poll": "recs", "final-read": "recs", "txn": "sends", "hanging": "txns", "copier": "input"}
+_RECORDS_OF = {"poll": "recs", "final-read": "recs", "txn": "sends", "hanging": "txns", "copier": "input",
+               "fence": "writes"}
 
 
 class HistoryError(ValueError):
@@ -283,6 +291,8 @@ _FIELDS: dict[str, dict[str, Any]] = {
     "hanging": {"txns": list},
     "batches": {"topic": str, "partitions": dict},
     "bump": {"proc": str, "inc": _is_int, "what": str},
+    "fence": {"proc": str, "topic": str, "pid": _is_int, "epoch": _is_int, "by": _is_int, "t": _is_num,
+              "writes": list},
     "copier": {"output_topic": str, "input": list, "group_offsets": dict, "committed": list, "aborted": list},
 }
 
@@ -309,6 +319,13 @@ def _invalid(d: dict[str, Any]) -> str | None:
             if not (isinstance(s, dict) and _is_int(s.get("partition")) and isinstance(s.get("value"), str)
                     and _opt_int(s.get("offset"))):
                 return f"bad send {s!r}"
+    if f == "fence":
+        if not (d.get("commit") is None or isinstance(d.get("commit"), str)):
+            return f"bad 'commit': {d.get('commit')!r}"
+        for w in d["writes"]:
+            if not (isinstance(w, dict) and _is_int(w.get("partition")) and isinstance(w.get("value"), str)
+                    and isinstance(w.get("error"), str) and _opt_int(w.get("offset"))):
+                return f"bad write {w!r}"
     if f in ("poll", "final-read"):
         for r in d["recs"]:
             if not (isinstance(r, list) and len(r) == 3 and _is_int(r[0]) and _is_int(r[1])
@@ -479,6 +496,7 @@ class _Checker:
         self.check_sends()
         self.check_durability()
         self.check_copiers()
+        self.check_fences()
         self.check_hanging()
         self.check_presence()
         found = {k: sorted(v, key=lambda a: a.lines[:1] or (0,)) for k, v in self.found.items() if v}
@@ -890,6 +908,31 @@ class _Checker:
             self.report("copier-lost", f"copier {name}: input {c.data['input'][j][2]!r} is missing from the "
                         f"read_committed final-read of {topic}, though its group committed past it",
                         [(c.line, j), (final.op.line, -1)])
+
+    # ------------------------------------------------------------------------------------- zombies
+
+    def check_fences(self) -> None:
+        """A fenced epoch stays fenced: once InitProducerId handed its transactional id a newer
+        epoch, the broker stores nothing the old epoch sends and commits nothing for it. The
+        partition leader refuses the write (the coordinator's KIP-890 verification, then its own
+        producer state); an answer lost on the way does not excuse a value a reader then returns."""
+        readers: dict[tuple[str, str], Witness] = {}
+        for op in [*self.kinds.get("poll", []), *self.kinds.get("final-read", [])]:
+            for i, (_, _, v) in enumerate(op.data["recs"]):
+                readers.setdefault((op.data["topic"], v), (op.line, i))
+        for op in self.kinds.get("fence", []):
+            d = op.data
+            who = f"producer {d['pid']} epoch {d['epoch']} of {d.get('tid', '?')!r}, fenced by epoch {d['by']}"
+            for i, w in enumerate(d["writes"]):
+                read = readers.get((d["topic"], w["value"]))
+                if w["error"] == "NONE":
+                    self.report("fenced-write", f"{who}: its write {w['value']!r} to {d['topic']}/{w['partition']} "
+                                f"was acknowledged at offset {w.get('offset')}", [(op.line, i)])
+                elif read is not None:
+                    self.report("fenced-write", f"{who}: its write {w['value']!r} to {d['topic']}/{w['partition']} "
+                                f"(answered {w['error']}) was read back", [(op.line, i), read])
+            if d.get("commit") == "NONE":
+                self.report("fenced-write", f"{who}: its EndTxn(commit) was answered as done", [(op.line, -1)])
 
     # ------------------------------------------------------------------------------ hanging, gaps
 

@@ -14,6 +14,9 @@ Two workloads run at once:
 * **copier** (Kafka's transactional system test): two consume-transform-produce pipelines with
   disjoint input partitions, consumer offsets in the transaction, random aborts and "crashes" whose
   successor fences them; a read_committed verifier polls the output while the faults run.
+* **zombie** (helpers.chaos.zombie): a transactional id whose every instance is fenced by the next
+  one and then goes on writing and committing under its old epoch, straight to the partition
+  leaders, recording what the brokers answered.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from ..confluent import QUIET
 from ..soak import TxnPipeline, commit, find_hanging, prefill
+from .zombie import PARTITIONS as ZOMBIE_PARTITIONS
+from .zombie import Zombie
 
 OP_TIMEOUT = 30.0
 TXN_NO_STRIDE = 1_000_000  # copier i numbers its transactions from i * stride: unique across copiers
@@ -344,6 +349,22 @@ class Poller(Worker):
             c.close()
 
 
+class ZombieWorker(Worker):
+    """The zombie's thread (helpers.chaos.zombie): stops after a committed transaction when told."""
+
+    def __init__(self, history: History, bootstrap: str, seed: int, topic: str, txn_timeout_ms: int) -> None:
+        super().__init__("zombie", history, bootstrap, seed)
+        self.zombie = Zombie(bootstrap, topic, f"chaos-{seed}-zombie", txn_timeout_ms, history.write, self._note,
+                             self.halt.is_set, self.halt.wait)
+
+    def _note(self, where: str, what: str) -> None:
+        key = f"{where}:{what}"
+        self.errors[key] = self.errors.get(key, 0) + 1
+
+    def body(self) -> None:
+        self.zombie.run()
+
+
 class Copier:
     """One copier application: a TxnPipeline, restarted like a supervised process when it hangs.
 
@@ -536,6 +557,7 @@ def run(args: argparse.Namespace) -> int:
         PlainProducer("p2", history, bs, args.seed, args.topic, P, args.rate),
         TxnProducer("t1", history, bs, args.seed, args.topic, P, args.txn_timeout_ms, f"chaos-{args.seed}-t1"),
         TxnProducer("t2", history, bs, args.seed, args.topic, P, args.txn_timeout_ms, f"chaos-{args.seed}-t2"),
+        zombie := ZombieWorker(history, bs, args.seed, args.zombie_topic, args.txn_timeout_ms),
     ]
     pollers: list[Worker] = [
         Poller("c-rc", history, bs, args.seed, args.topic, P, "read_committed"),
@@ -592,10 +614,19 @@ def run(args: argparse.Namespace) -> int:
         history.write(op)
     for op in settled_offsets(bs, args.copier_output, P, args.txn_timeout_ms):
         history.write(op)
+    t_zombie = time.monotonic()
+    for op in settled_offsets(bs, args.zombie_topic, ZOMBIE_PARTITIONS, args.txn_timeout_ms):
+        history.write(op)
+    zombie_s = time.monotonic() - t_zombie
     say("offsets settled")
     for iso in ("read_committed", "read_uncommitted"):
         history.write(final_read(bs, args.topic, P, iso, 120))
     history.write(final_read(bs, args.copier_output, P, "read_committed", 120))
+    t_zombie = time.monotonic()
+    for iso in ("read_committed", "read_uncommitted"):
+        history.write(final_read(bs, args.zombie_topic, ZOMBIE_PARTITIONS, iso, 120))
+    zombie_s += time.monotonic() - t_zombie
+    say(f"final reads done (the zombie topic's offsets and reads: {zombie_s:.1f}s)")
     for c in copiers:
         reached = group_offsets(bs, c.current.group, args.copier_input, c.parts, 60)
         history.write({"f": "copier", "pipeline": c.name, "input_topic": args.copier_input,
@@ -611,7 +642,8 @@ def run(args: argparse.Namespace) -> int:
     history.write({"f": "note", "what": "end", "errors": {w.proc: w.errors for w in workers},
                    "txn": {w.proc: [w.commits, w.aborts, w.unknown] for w in mixed if isinstance(w, TxnProducer)},
                    "copiers": {c.name: c.summary() for c in copiers},
-                   "copier_restarts": {c.name: c.restarts for c in copiers}})
+                   "copier_restarts": {c.name: c.restarts for c in copiers},
+                   "zombie": {"instances": zombie.zombie.inc, "fences": zombie.zombie.fences}})
     history.close()
     bugs = [w.crashed for w in workers if w.crashed] + [c.crashed() for c in copiers]
     if any(bugs):
@@ -630,6 +662,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--rate", type=float, default=40.0, help="sends per second of each plain producer")
     ap.add_argument("--txn-timeout-ms", type=int, default=10_000)
+    ap.add_argument("--zombie-topic", default="zombie", help=f"{ZOMBIE_PARTITIONS} partitions")
     ap.add_argument("--copier-input", default="cin")
     ap.add_argument("--copier-output", default="cout")
     ap.add_argument("--copier-values", type=int, default=200, help="input written before the faults start")
