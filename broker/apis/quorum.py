@@ -169,17 +169,19 @@ async def allocate_producer_ids(ctx: BrokerContext, client: ClientInfo, header: 
 
 async def broker_registration(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                               req: breg.BrokerRegistrationRequest) -> breg.BrokerRegistrationResponse:
-    quorum, controller = ctx.quorum, ctx.controller
-    if quorum is None or controller is None or not quorum.serving:
+    """Decided one at a time with every other partition-affecting change (ControllerShell): the
+    partition changes of a re-registration are computed on the image the entry applies to."""
+    shell = ctx.controller_shell
+    if shell is None or not shell.active:
         return breg.BrokerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER)
     if req.cluster_id != ctx.config.cluster_id:
         return breg.BrokerRegistrationResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID)
-    record, epoch = controller.register_broker(
-        req.broker_id, req.incarnation_id, [(lst.name, lst.host, lst.port) for lst in req.listeners], req.rack,
-        ctx.clock.now_ms())
-    if not await quorum.propose(record):
-        controller.reset()
-        return breg.BrokerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER)
+    try:
+        epoch = await shell.register_broker(req.broker_id, req.incarnation_id,
+                                            [(lst.name, lst.host, lst.port) for lst in req.listeners], req.rack,
+                                            ctx.clock.now_ms())
+    except KafkaError as e:
+        return breg.BrokerRegistrationResponse(error_code=e.code)
     return breg.BrokerRegistrationResponse(error_code=0, broker_epoch=epoch)
 
 

@@ -98,6 +98,23 @@ class MetadataImage:
         others = tuple(b for b in self.brokers if b.node_id != info.node_id)
         return replace(self, offset=offset, brokers=tuple(sorted(others + (info,), key=lambda b: b.node_id)))
 
+    def _check_change(self, old: PartitionInfo, new: PartitionInfo) -> None:
+        """ValueError for a change that does not follow from the partition it applies to.
+
+        A PartitionChangeRecord sets leader and ISR as absolute values and, as in Kafka, does not
+        say which partition epoch it was computed on, so two changes decided on one image combine
+        into a state neither intended (a leader outside the ISR, a fenced broker back in it). The
+        controller decides one change at a time on the latest image (controller/shell.py); this is
+        what every broker checks of the result all the same, the same way on every broker: the
+        leader is in the ISR, the ISR is among the replicas, and whoever joins the ISR is live."""
+        if not new.isr or any(r not in new.replicas for r in new.isr):
+            raise ValueError(f"partition change to ISR {list(new.isr)} outside the replicas {list(new.replicas)}")
+        if new.leader != NO_LEADER and new.leader not in new.isr:
+            raise ValueError(f"partition change to leader {new.leader} outside the ISR {list(new.isr)}")
+        joining = [r for r in new.isr if r not in old.isr]
+        if any(not ((b := self.broker(r)) and b.live) for r in joining):
+            raise ValueError(f"partition change adds {joining} to the ISR {list(old.isr)}: not all are live")
+
     def to_snapshot(self) -> bytes:
         """The image as a quorum snapshot's payload (JSON: small, and readable when debugging)."""
         topics = [{"name": t.name, "topic_id": str(t.topic_id), "configs": dict(t.configs),
@@ -128,7 +145,12 @@ class MetadataImage:
 
     def apply(self, offset: int, record: object) -> MetadataImage:
         if isinstance(record, TopicRecord | PartitionRecord | PartitionChangeRecord | ConfigRecord | RemoveTopicRecord):
-            return replace(self, offset=offset, topics=_apply_topic_record(self.topics, record))
+            topics = _apply_topic_record(self.topics, record)
+            if isinstance(record, PartitionChangeRecord):
+                t = _find(topics, record.topic_id)
+                self._check_change(self.topics[t.name].partitions[record.partition_id],
+                                   t.partitions[record.partition_id])
+            return replace(self, offset=offset, topics=topics)
         if isinstance(record, BrokerRegistrationChangeRecord):
             b = self.broker(record.broker_id)
             if b is None or b.epoch != record.broker_epoch:

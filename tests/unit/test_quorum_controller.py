@@ -266,6 +266,40 @@ def test_a_restarted_broker_registering_again_gives_up_what_others_can_lead() ->
     assert (p1.leader, p1.isr, p1.leader_epoch) == (1, (1,), 0)
 
 
+def _decided_on_one_image(c: QuorumController, first: bytes | None, second: bytes | None) -> None:
+    """Commit two entries that were both decided on the same image; the second may be refused."""
+    _commit(c, first)
+    try:
+        _commit(c, second)
+    except ValueError:
+        pass  # refused whole: the image is what the first entry made it
+
+
+def test_a_change_decided_on_an_older_partition_epoch_is_refused() -> None:
+    """Issue 23 item 1: broker 1 (D) fenced, leadership to broker 2 (B), and B's re-registration
+    (B leaves the ISR) both decided on one image. Applied in turn they made leader B, ISR {D}: a
+    restarted broker with a torn log leading outside the ISR. The second is refused instead."""
+    c = _cluster(3)
+    _commit(c, c.create_topic("t", 1, 2, {}, assignments=[[1, 2]])[0])
+    assert c.image.topics["t"].partitions[0].isr == (1, 2)
+    c._heard.update({2: 10_000, 3: 10_000})  # broker 1 silent since 0
+    fence = c.expire(now_ms=10_500)
+    again, _ = c.register_broker(2, uuid.uuid4(), LISTENERS, None, 10_500)  # on the same image
+    _decided_on_one_image(c, fence, again)
+    p = c.image.topics["t"].partitions[0]
+    assert (p.leader, p.isr) == (2, (2,))
+    # the same with three replicas: C's re-registration (C leaves, {D, B}) after D's fence ({B, C}) would
+    # bring the fenced D back into the ISR
+    c = _cluster(3)
+    _commit(c, c.create_topic("t", 1, 3, {}, assignments=[[1, 2, 3]])[0])
+    c._heard.update({2: 10_000, 3: 10_000})
+    fence = c.expire(now_ms=10_500)
+    again, _ = c.register_broker(3, uuid.uuid4(), LISTENERS, None, 10_500)
+    _decided_on_one_image(c, fence, again)
+    p = c.image.topics["t"].partitions[0]
+    assert (p.leader, p.isr) == (2, (2, 3))
+
+
 def test_controlled_shutdown_moves_leadership_first_then_lets_the_broker_go() -> None:
     c = _cluster(2)
     _commit(c, c.create_topic("t", 1, 2, {}, assignments=[[1, 2]])[0])
