@@ -51,7 +51,7 @@ from .controller.quorum_controller import QuorumController
 from .controller.shell import ControllerShell
 from .group import GroupCoordinator
 from .housekeeping import Housekeeper
-from .lifecycle import BrokerLifecycle
+from .lifecycle import BrokerLifecycle, mark_clean_shutdown, take_clean_shutdown_epoch
 from .loop_watch import LoopWatch
 from .metadata.image import MetadataImage
 from .metrics import BrokerMetrics
@@ -375,6 +375,7 @@ class BrokerServer:
         await self._inter_broker_server.start_serving()  # the marker sender talks to it
         assert self._controller_server is not None
         await self._controller_server.start_serving()
+        self.lifecycle.previous_epoch = take_clean_shutdown_epoch(Path(self.cfg.data_dir))
         self.lifecycle.start()
         self.replication.start()
         self._controller_task = asyncio.get_running_loop().create_task(self._fence_silent_brokers())
@@ -564,5 +565,6 @@ class BrokerServer:
         await self.txn.stop()
         await self.groups.stop()
         self.topics.close()
+        mark_clean_shutdown(Path(self.cfg.data_dir), self.lifecycle.epoch)  # every log flushed and closed
         self.loop_watch.stop()
         log.info("broker stopped", node_id=self.cfg.node_id)

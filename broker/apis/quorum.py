@@ -170,7 +170,8 @@ async def allocate_producer_ids(ctx: BrokerContext, client: ClientInfo, header: 
 async def broker_registration(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                               req: breg.BrokerRegistrationRequest) -> breg.BrokerRegistrationResponse:
     """Decided one at a time with every other partition-affecting change (ControllerShell): the
-    partition changes of a re-registration are computed on the image the entry applies to."""
+    partition changes of a re-registration are computed on the image the entry applies to.
+    PreviousBrokerEpoch (v3+; -1 before) says whether the broker's last stop was clean (KIP-966)."""
     shell = ctx.controller_shell
     if shell is None or not shell.active:
         return breg.BrokerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER)
@@ -179,7 +180,7 @@ async def broker_registration(ctx: BrokerContext, client: ClientInfo, header: Re
     try:
         epoch = await shell.register_broker(req.broker_id, req.incarnation_id,
                                             [(lst.name, lst.host, lst.port) for lst in req.listeners], req.rack,
-                                            ctx.clock.now_ms())
+                                            ctx.clock.now_ms(), req.previous_broker_epoch)
     except KafkaError as e:
         return breg.BrokerRegistrationResponse(error_code=e.code)
     return breg.BrokerRegistrationResponse(error_code=0, broker_epoch=epoch)

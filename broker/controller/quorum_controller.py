@@ -90,15 +90,17 @@ class QuorumController:
 
     # ---- brokers --------------------------------------------------------------------------------------
     def register_broker(self, broker_id: int, incarnation_id: object, listeners: Sequence[tuple[str, str, int]],
-                        rack: str | None, now_ms: int) -> tuple[bytes, int]:
+                        rack: str | None, now_ms: int, previous_broker_epoch: int = -1) -> tuple[bytes, int]:
         """(entry, broker epoch) for a broker that (re)starts: a new epoch, fenced until caught up.
 
-        A broker registering again is a new process whose log may have lost its unflushed tail in
-        the crash (Kafka's unclean shutdown, KIP-966): the same entry takes it out of every ISR and
-        moves its leaderships to in-sync replicas, as fencing would. Otherwise a broker restarted
-        within the session timeout came back leading at the old epoch with its shorter log, and its
-        followers truncated acknowledged writes to match it. A partition only it can lead keeps its
-        leader and epoch: no replica could do better."""
+        A broker registering again takes, in the same entry, the partition changes fencing it would:
+        out of every ISR it is not the last member of, its leaderships moved to in-sync replicas.
+        Unless its last shutdown was clean — it gives back the broker epoch it stopped under
+        (PreviousBrokerEpoch, KIP-966) — its log may have lost its unflushed tail, and a partition
+        only it can lead is left without a leader until it is unfenced, when it leads again under a
+        new leader epoch: kept at the old epoch, it took new records at offsets a returning follower
+        still held under that epoch, and the follower saw no divergence. After a clean shutdown
+        such a partition keeps its leader and epoch: its log is whole."""
         epoch = max([b.epoch for b in self.image.brokers] + [self._next_broker_epoch or 0]) + 1
         self._next_broker_epoch = epoch
         self._heard[broker_id] = now_ms
@@ -106,8 +108,10 @@ class QuorumController:
             broker_id=broker_id, incarnation_id=incarnation_id, broker_epoch=epoch,  # type: ignore[arg-type]
             end_points=[BrokerEndpoint(name=n, host=h, port=p, security_protocol=PLAINTEXT) for n, h, p in listeners],
             rack=rack, fenced=True)
-        # A partition it alone can lead keeps its leader and epoch (a single node restarts as it was).
-        moves = [c for c in move_leadership(self.image, {broker_id}) if c.leader != NO_LEADER]
+        old = self.image.broker(broker_id)
+        moves = move_leadership(self.image, {broker_id})
+        if old is not None and previous_broker_epoch == old.epoch:
+            moves = [c for c in moves if c.leader != NO_LEADER]
         return frame_batch([frame(record, REGISTER_BROKER_RECORD_VERSION)] + [frame(c) for c in moves]), epoch
 
     def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int, want_fence: bool,

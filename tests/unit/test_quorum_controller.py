@@ -246,7 +246,7 @@ def test_fencing_moves_leadership_to_the_isr_or_leaves_the_partition_leaderless(
 
 def test_a_restarted_broker_registering_again_gives_up_what_others_can_lead() -> None:
     """Its log may have lost a torn tail: partitions with another in-sync replica move there (a new
-    leader epoch) and it leaves their ISRs; a partition only it can lead keeps leader and epoch."""
+    leader epoch) and it leaves their ISRs; a partition only it can lead waits for it, leaderless."""
     c = _cluster(3)
     _commit(c, c.create_topic("t", 2, 3, {}, assignments=[[1, 2, 3], [1, 2, 3]])[0])
     t = c.image.topics["t"]
@@ -263,7 +263,47 @@ def test_a_restarted_broker_registering_again_gives_up_what_others_can_lead() ->
     p0, p1 = c.image.topics["t"].partitions
     assert c.image.broker(1).fenced and c.image.broker(1).epoch == epoch  # type: ignore[union-attr]
     assert (p0.leader, sorted(p0.isr), p0.leader_epoch) == (2, [2, 3], 1)
-    assert (p1.leader, p1.isr, p1.leader_epoch) == (1, (1,), 0)
+    assert (p1.leader, p1.isr, p1.leader_epoch) == (-1, (1,), 1)
+
+
+def test_a_sole_isr_leader_back_from_an_unclean_shutdown_leads_under_a_new_epoch() -> None:
+    """Issue 23 item 2: B (broker 2) leads alone (C, broker 3, left the ISR), is killed with its log's
+    tail torn and registers again within its session. Kept at its old leader epoch, it took new
+    records at offsets C still held under that epoch, and C, back, saw no divergence: two histories
+    under one epoch. Registered without a clean-shutdown epoch, it gives up the leadership (the
+    partition waits for it) and leads again, once unfenced, under a new epoch."""
+    c = _cluster(3)
+    _commit(c, c.create_topic("t", 1, 2, {}, assignments=[[2, 3]])[0])
+    t = c.image.topics["t"]
+    e2 = c.image.broker(2).epoch  # type: ignore[union-attr]
+    _commit(c, c.alter_partition(2, e2, t.topic_id, 0, 0, 0, [2])[1])  # C fell behind
+    before = c.image.topics["t"].partitions[0]
+    entry, epoch = c.register_broker(2, uuid.uuid4(), LISTENERS, None, 1_000, previous_broker_epoch=-1)
+    _commit(c, entry)
+    p = c.image.topics["t"].partitions[0]
+    assert (p.leader, p.isr) == (-1, (2,)) and p.leader_epoch > before.leader_epoch
+    _commit(c, c.heartbeat(2, epoch, c.image.offset, False, False, 1_100)[1])  # caught up: unfenced
+    p = c.image.topics["t"].partitions[0]
+    assert (p.leader, p.isr) == (2, (2,)) and p.leader_epoch >= before.leader_epoch + 2
+
+
+def test_a_broker_back_from_a_clean_shutdown_keeps_what_only_it_can_lead() -> None:
+    """A clean shutdown (its broker epoch given back as PreviousBrokerEpoch) flushed the log: nothing
+    was lost, and a partition only it can lead keeps its leader and epoch."""
+    c = _cluster(3)
+    _commit(c, c.create_topic("t", 1, 2, {}, assignments=[[2, 3]])[0])
+    t = c.image.topics["t"]
+    e2 = c.image.broker(2).epoch  # type: ignore[union-attr]
+    _commit(c, c.alter_partition(2, e2, t.topic_id, 0, 0, 0, [2])[1])
+    entry, _ = c.register_broker(2, uuid.uuid4(), LISTENERS, None, 1_000, previous_broker_epoch=e2)
+    _commit(c, entry)
+    p = c.image.topics["t"].partitions[0]
+    assert (p.leader, p.isr, p.leader_epoch) == (2, (2,), 0)
+    # a PreviousBrokerEpoch that is not the broker's current one is an unclean shutdown
+    entry, _ = c.register_broker(2, uuid.uuid4(), LISTENERS, None, 2_000, previous_broker_epoch=e2)
+    _commit(c, entry)
+    p = c.image.topics["t"].partitions[0]
+    assert (p.leader, p.leader_epoch) == (-1, 1)
 
 
 def _decided_on_one_image(c: QuorumController, first: bytes | None, second: bytes | None) -> None:
