@@ -121,7 +121,9 @@ async def alter_partition(ctx: BrokerContext, client: ClientInfo, header: Reques
             controller.image.topic_by_id(t.topic_id)
         results = []
         for p in t.partitions:
-            isr = [b.broker_id for b in p.new_isr_with_epochs] if header.api_version >= 3 else list(p.new_isr)
+            # KIP-903: from v3 each member comes with its broker epoch, checked by the controller
+            isr = [(b.broker_id, b.broker_epoch) for b in p.new_isr_with_epochs] if header.api_version >= 3 \
+                else [(r, -1) for r in p.new_isr]
             if info is None:
                 code: int = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if header.api_version < 2 else ErrorCode.UNKNOWN_TOPIC_ID
             else:

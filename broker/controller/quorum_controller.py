@@ -247,9 +247,13 @@ class QuorumController:
 
     # ---- AlterPartition -----------------------------------------------------------------------------
     def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, partition: int,
-                        leader_epoch: int, partition_epoch: int, new_isr: Sequence[int]) -> tuple[int, bytes | None]:
-        """A leader's ISR change: (error, entry). Kafka's checks, in its order: the sender's
-        broker epoch, the partition, the leader epoch, the partition epoch, the new members."""
+                        leader_epoch: int, partition_epoch: int,
+                        new_isr: Sequence[tuple[int, int]]) -> tuple[int, bytes | None]:
+        """A leader's ISR change: (error, entry). `new_isr`: (broker id, broker epoch) for each
+        member, -1 where the request does not say (before v3). Kafka's checks, in its order: the
+        sender's broker epoch, the partition, the leader epoch, the partition epoch, the members.
+        A member named with a broker epoch that is not its current registration's is ineligible
+        (KIP-903): the leader saw a process that has since restarted, its log possibly torn."""
         b = self.image.broker(broker_id)
         if b is None or b.epoch != broker_epoch:
             return ErrorCode.STALE_BROKER_EPOCH, None
@@ -265,10 +269,12 @@ class QuorumController:
             return ErrorCode.FENCED_LEADER_EPOCH, None
         if partition_epoch != p.partition_epoch:
             return ErrorCode.INVALID_UPDATE_VERSION, None
-        isr = list(dict.fromkeys(new_isr))
+        isr = list(dict.fromkeys(r for r, _ in new_isr))
         if broker_id not in isr or any(r not in p.replicas for r in isr):
             return ErrorCode.INVALID_REQUEST, None
         if any(r not in p.isr and not ((x := self.image.broker(r)) and x.live) for r in isr):
+            return ErrorCode.INELIGIBLE_REPLICA, None
+        if any(e != -1 and not ((x := self.image.broker(r)) and x.epoch == e) for r, e in new_isr):
             return ErrorCode.INELIGIBLE_REPLICA, None
         return 0, frame(PartitionChangeRecord(partition_id=partition, topic_id=topic_id, isr=isr))
 

@@ -82,7 +82,7 @@ class ControllerShell:
         await self.run(lambda: (c.adopt_topic(name, topic_id, partitions, configs, node), None))
 
     async def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, partition: int,
-                              leader_epoch: int, partition_epoch: int, new_isr: Sequence[int]) -> int:
+                              leader_epoch: int, partition_epoch: int, new_isr: Sequence[tuple[int, int]]) -> int:
         c = self.controller
         outcome: list[int] = []
 

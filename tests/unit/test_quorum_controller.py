@@ -179,6 +179,11 @@ def _cluster(n: int = 3) -> QuorumController:
     return c
 
 
+def _unchecked(ids: list[int]) -> list[tuple[int, int]]:
+    """ISR members without their broker epochs (-1), as AlterPartition before v3 names them."""
+    return [(r, -1) for r in ids]
+
+
 def _commit(c: QuorumController, entry: bytes | None) -> None:
     assert entry is not None
     c.replay_all(c.image.offset + 1, unframe_batch(entry))
@@ -222,7 +227,7 @@ def test_fencing_moves_leadership_to_the_isr_or_leaves_the_partition_leaderless(
     t = c.image.topics["t"]
     b1 = c.image.broker(1)
     assert b1 is not None
-    err, entry = c.alter_partition(1, b1.epoch, t.topic_id, 0, 0, 0, [1, 2])
+    err, entry = c.alter_partition(1, b1.epoch, t.topic_id, 0, 0, 0, _unchecked([1, 2]))
     assert err == 0
     _commit(c, entry)
     c._heard.update({2: 10_000, 3: 10_000})  # broker 1 silent since 0
@@ -252,10 +257,10 @@ def test_a_restarted_broker_registering_again_gives_up_what_others_can_lead() ->
     t = c.image.topics["t"]
     b1 = c.image.broker(1)
     assert b1 is not None
-    err, entry = c.alter_partition(1, b1.epoch, t.topic_id, 0, 0, 0, [1, 2, 3])
+    err, entry = c.alter_partition(1, b1.epoch, t.topic_id, 0, 0, 0, _unchecked([1, 2, 3]))
     assert err == 0
     _commit(c, entry)
-    err, entry = c.alter_partition(1, b1.epoch, t.topic_id, 1, 0, 0, [1])
+    err, entry = c.alter_partition(1, b1.epoch, t.topic_id, 1, 0, 0, _unchecked([1]))
     assert err == 0
     _commit(c, entry)
     entry, epoch = c.register_broker(1, uuid.uuid4(), LISTENERS, None, 30_000)  # back before its session ended
@@ -276,7 +281,7 @@ def test_a_sole_isr_leader_back_from_an_unclean_shutdown_leads_under_a_new_epoch
     _commit(c, c.create_topic("t", 1, 2, {}, assignments=[[2, 3]])[0])
     t = c.image.topics["t"]
     e2 = c.image.broker(2).epoch  # type: ignore[union-attr]
-    _commit(c, c.alter_partition(2, e2, t.topic_id, 0, 0, 0, [2])[1])  # C fell behind
+    _commit(c, c.alter_partition(2, e2, t.topic_id, 0, 0, 0, _unchecked([2]))[1])  # C fell behind
     before = c.image.topics["t"].partitions[0]
     entry, epoch = c.register_broker(2, uuid.uuid4(), LISTENERS, None, 1_000, previous_broker_epoch=-1)
     _commit(c, entry)
@@ -294,7 +299,7 @@ def test_a_broker_back_from_a_clean_shutdown_keeps_what_only_it_can_lead() -> No
     _commit(c, c.create_topic("t", 1, 2, {}, assignments=[[2, 3]])[0])
     t = c.image.topics["t"]
     e2 = c.image.broker(2).epoch  # type: ignore[union-attr]
-    _commit(c, c.alter_partition(2, e2, t.topic_id, 0, 0, 0, [2])[1])
+    _commit(c, c.alter_partition(2, e2, t.topic_id, 0, 0, 0, _unchecked([2]))[1])
     entry, _ = c.register_broker(2, uuid.uuid4(), LISTENERS, None, 1_000, previous_broker_epoch=e2)
     _commit(c, entry)
     p = c.image.topics["t"].partitions[0]
@@ -346,7 +351,7 @@ def test_controlled_shutdown_moves_leadership_first_then_lets_the_broker_go() ->
     t = c.image.topics["t"]
     b1 = c.image.broker(1)
     assert b1 is not None
-    _commit(c, c.alter_partition(1, b1.epoch, t.topic_id, 0, 0, 0, [1, 2])[1])
+    _commit(c, c.alter_partition(1, b1.epoch, t.topic_id, 0, 0, 0, _unchecked([1, 2]))[1])
     error, entry, _, _, may_stop = c.heartbeat(1, b1.epoch, c.image.offset, False, True, 0)
     assert error == 0 and not may_stop
     _commit(c, entry)
@@ -363,23 +368,43 @@ def test_alter_partition_is_checked_in_kafkas_order() -> None:
     tid = c.image.topics["t"].topic_id
     e1 = c.image.broker(1).epoch  # type: ignore[union-attr]
     e2 = c.image.broker(2).epoch  # type: ignore[union-attr]
-    assert c.alter_partition(1, e1 + 100, tid, 0, 0, 0, [1, 2])[0] == ErrorCode.STALE_BROKER_EPOCH
-    assert c.alter_partition(1, e1, uuid.uuid4(), 0, 0, 0, [1, 2])[0] == ErrorCode.UNKNOWN_TOPIC_ID
-    assert c.alter_partition(1, e1, tid, 5, 0, 0, [1, 2])[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    assert c.alter_partition(2, e2, tid, 0, 0, 0, [1, 2])[0] == ErrorCode.INVALID_REQUEST  # not the leader
-    assert c.alter_partition(1, e1, tid, 0, 1, 0, [1, 2])[0] == ErrorCode.FENCED_LEADER_EPOCH
-    assert c.alter_partition(1, e1, tid, 0, 0, 7, [1, 2])[0] == ErrorCode.INVALID_UPDATE_VERSION
-    err, entry = c.alter_partition(1, e1, tid, 0, 0, 0, [1])  # every replica was in sync at creation
+    assert c.alter_partition(1, e1 + 100, tid, 0, 0, 0, _unchecked([1, 2]))[0] == ErrorCode.STALE_BROKER_EPOCH
+    assert c.alter_partition(1, e1, uuid.uuid4(), 0, 0, 0, _unchecked([1, 2]))[0] == ErrorCode.UNKNOWN_TOPIC_ID
+    assert c.alter_partition(1, e1, tid, 5, 0, 0, _unchecked([1, 2]))[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert c.alter_partition(2, e2, tid, 0, 0, 0, _unchecked([1, 2]))[0] == ErrorCode.INVALID_REQUEST  # not the leader
+    assert c.alter_partition(1, e1, tid, 0, 1, 0, _unchecked([1, 2]))[0] == ErrorCode.FENCED_LEADER_EPOCH
+    assert c.alter_partition(1, e1, tid, 0, 0, 7, _unchecked([1, 2]))[0] == ErrorCode.INVALID_UPDATE_VERSION
+    err, entry = c.alter_partition(1, e1, tid, 0, 0, 0, _unchecked([1]))  # every replica was in sync at creation
     assert err == 0
     _commit(c, entry)
     c._heard.update({1: 10_000, 3: 10_000})
     _commit(c, c.expire(now_ms=10_500))  # broker 2 fenced: it may not join the ISR
-    assert c.alter_partition(1, e1, tid, 0, 0, 1, [1, 2])[0] == ErrorCode.INELIGIBLE_REPLICA
-    err, entry = c.alter_partition(1, e1, tid, 0, 0, 1, [1, 3])
+    assert c.alter_partition(1, e1, tid, 0, 0, 1, _unchecked([1, 2]))[0] == ErrorCode.INELIGIBLE_REPLICA
+    err, entry = c.alter_partition(1, e1, tid, 0, 0, 1, _unchecked([1, 3]))
     assert err == 0
     _commit(c, entry)
     p = c.image.topics["t"].partitions[0]
     assert (p.isr, p.leader_epoch, p.partition_epoch) == ((1, 3), 0, 2)  # an ISR change keeps the leader epoch
+
+
+def test_alter_partition_refuses_a_member_of_another_broker_epoch() -> None:
+    """KIP-903: the leader saw broker 2 catch up, and its AlterPartition adding broker 2 arrives after
+    broker 2 crashed and registered again (a new broker epoch, its log possibly torn): refused."""
+    c = _cluster(3)
+    _commit(c, c.create_topic("t", 1, 3, {}, assignments=[[1, 2, 3]])[0])
+    tid = c.image.topics["t"].topic_id
+    e1 = c.image.broker(1).epoch  # type: ignore[union-attr]
+    old2 = c.image.broker(2).epoch  # type: ignore[union-attr]
+    _commit(c, c.alter_partition(1, e1, tid, 0, 0, 0, [(1, e1)])[1])
+    entry, new2 = c.register_broker(2, uuid.uuid4(), LISTENERS, None, 1_000)
+    _commit(c, entry)
+    _commit(c, c.heartbeat(2, new2, c.image.offset, False, False, 1_100)[1])  # unfenced: live again
+    assert c.alter_partition(1, e1, tid, 0, 0, 1, [(1, e1), (2, old2)])[0] == ErrorCode.INELIGIBLE_REPLICA
+    assert c.alter_partition(1, e1, tid, 0, 0, 1, [(1, e1 + 7), (2, new2)])[0] == ErrorCode.INELIGIBLE_REPLICA
+    err, entry = c.alter_partition(1, e1, tid, 0, 0, 1, [(1, e1), (2, new2), (3, -1)])  # -1: not checked
+    assert err == 0
+    _commit(c, entry)
+    assert c.image.topics["t"].partitions[0].isr == (1, 2, 3)
 
 
 def test_topic_records_survive_a_snapshot_and_delete_removes_them() -> None:
@@ -428,7 +453,7 @@ def test_elect_leaders_preferred_and_unclean() -> None:
     t = c.image.topics["t"]
     b2 = c.image.broker(2)
     assert b2 is not None
-    _commit(c, c.alter_partition(2, b2.epoch, t.topic_id, 0, 1, t.partitions[0].partition_epoch, [2, 3, 1])[1])
+    _commit(c, c.alter_partition(2, b2.epoch, t.topic_id, 0, 1, t.partitions[0].partition_epoch, _unchecked([2, 3, 1]))[1])
     _commit(c, c.rebalance_leaders())
     p0 = c.image.topics["t"].partitions[0]
     assert (p0.leader, p0.leader_epoch) == (1, 2)
@@ -442,7 +467,7 @@ def test_unclean_election_only_where_the_topic_allows_it() -> None:
     e1 = c.image.broker(1).epoch  # type: ignore[union-attr]
     for name in ("safe", "lossy"):  # broker 2 fell behind: the ISR is broker 1 alone
         t = c.image.topics[name]
-        _commit(c, c.alter_partition(1, e1, t.topic_id, 0, 0, 0, [1])[1])
+        _commit(c, c.alter_partition(1, e1, t.topic_id, 0, 0, 0, _unchecked([1]))[1])
     c._heard.update({2: 10_000})
     _commit(c, c.expire(now_ms=10_500))  # broker 1, the only in-sync replica, is fenced
     safe, lossy = c.image.topics["safe"].partitions[0], c.image.topics["lossy"].partitions[0]
@@ -465,10 +490,10 @@ def test_a_reassignment_adds_first_and_drops_the_old_replicas_once_the_new_are_i
     assert c.complete_reassignments() is None  # 3 and 4 are not in sync yet
     t = c.image.topics["t"]
     e1 = c.image.broker(1).epoch  # type: ignore[union-attr]
-    _commit(c, c.alter_partition(1, e1, t.topic_id, 0, 0, p.partition_epoch, [1, 2, 3])[1])
+    _commit(c, c.alter_partition(1, e1, t.topic_id, 0, 0, p.partition_epoch, _unchecked([1, 2, 3]))[1])
     assert c.complete_reassignments() is None  # 4 still catching up
     p = c.image.topics["t"].partitions[0]
-    _commit(c, c.alter_partition(1, e1, t.topic_id, 0, 0, p.partition_epoch, [1, 2, 3, 4])[1])
+    _commit(c, c.alter_partition(1, e1, t.topic_id, 0, 0, p.partition_epoch, _unchecked([1, 2, 3, 4]))[1])
     _commit(c, c.complete_reassignments())
     p = c.image.topics["t"].partitions[0]
     assert (p.replicas, p.isr, p.adding, p.removing, p.leader, p.leader_epoch) == ((3, 4), (3, 4), (), (), 3, 1)
