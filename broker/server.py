@@ -286,7 +286,7 @@ class BrokerServer:
         self.controller_shell = ControllerShell(self.quorum, self.controller)
         self.topics.writer = self.controller_client = ControllerClient(cfg.node_id, self.controller_shell,
                                                                        self.quorum.leader_address)
-        self.producer_ids = ProducerIdAllocator(cfg.node_id, self.quorum.leader_address)
+        self.producer_ids = ProducerIdAllocator(cfg.node_id, self.quorum.leader_address, lambda: self.lifecycle.epoch)
         self.lifecycle = BrokerLifecycle(cfg.node_id, cfg.cluster_id, self._listeners, cfg.rack,
                                          self.quorum.leader_address, lambda: self.controller.image.offset,
                                          cfg.broker_heartbeat_interval_ms / 1000, cfg.broker_session_timeout_ms / 1000)

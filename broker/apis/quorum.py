@@ -155,12 +155,16 @@ async def describe_quorum(ctx: BrokerContext, client: ClientInfo, header: Reques
 
 async def allocate_producer_ids(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                                 req: apids.AllocateProducerIdsRequest) -> apids.AllocateProducerIdsResponse:
-    """Only the serving quorum leader decides (NOT_CONTROLLER elsewhere); the block is the
-    broker's once its ProducerIdsRecord is committed."""
+    """Only the serving quorum leader decides (NOT_CONTROLLER elsewhere), for a broker in its current
+    registration epoch (STALE_BROKER_EPOCH); the block is the broker's once its ProducerIdsRecord
+    is committed."""
     quorum, controller = ctx.quorum, ctx.controller
     if quorum is None or controller is None or not quorum.serving:
         return apids.AllocateProducerIdsResponse(error_code=ErrorCode.NOT_CONTROLLER, producer_id_start=-1)
-    record, start, count = controller.allocate_producer_ids(req.broker_id, req.broker_epoch)
+    try:
+        record, start, count = controller.allocate_producer_ids(req.broker_id, req.broker_epoch)
+    except KafkaError as e:
+        return apids.AllocateProducerIdsResponse(error_code=e.code, producer_id_start=-1)
     if not await quorum.propose(record):
         controller.reset()
         return apids.AllocateProducerIdsResponse(error_code=ErrorCode.NOT_CONTROLLER, producer_id_start=-1)

@@ -81,7 +81,13 @@ class QuorumController:
 
     # ---- producer ids ---------------------------------------------------------------------------
     def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[bytes, int, int]:
-        """(record to propose, first id, count): the block is the broker's once the record commits."""
+        """(record to propose, first id, count): the block is the broker's once the record commits.
+        Only for the broker's current registration (STALE_BROKER_EPOCH otherwise, as Kafka checks
+        it): a request from a process that has since been replaced gets nothing."""
+        b = self.image.broker(broker_id)
+        if b is None or b.epoch != broker_epoch:
+            raise KafkaError(ErrorCode.STALE_BROKER_EPOCH,
+                             f"broker {broker_id} epoch {broker_epoch} is not its current registration's")
         start = max(self.image.next_producer_id, self._next_producer_id or 0, self.producer_id_floor)
         self._next_producer_id = start + PRODUCER_ID_BLOCK
         record = ProducerIdsRecord(broker_id=broker_id, broker_epoch=broker_epoch,

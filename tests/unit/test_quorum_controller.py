@@ -24,29 +24,49 @@ from protocol.messages.metadata_records import (
 from protocol.primitives import DecodeError
 
 
+def _two_brokers(c: QuorumController) -> tuple[int, int]:
+    """Brokers 1 and 2 registered (offsets 0 and 1): their broker epochs."""
+    return _register(c, 1, now=0, offset=0), _register(c, 2, now=0, offset=1)
+
+
 def test_blocks_in_flight_never_overlap_and_commit_in_order() -> None:
     c = QuorumController()
-    r1, s1, n1 = c.allocate_producer_ids(1, -1)
-    r2, s2, n2 = c.allocate_producer_ids(2, -1)  # before the first committed
+    e1, e2 = _two_brokers(c)
+    r1, s1, n1 = c.allocate_producer_ids(1, e1)
+    r2, s2, n2 = c.allocate_producer_ids(2, e2)  # before the first committed
     assert (s1, n1, s2, n2) == (0, PRODUCER_ID_BLOCK, PRODUCER_ID_BLOCK, PRODUCER_ID_BLOCK)
     c.replay(5, unframe(r1))
     c.replay(6, unframe(r2))
-    assert c.image == MetadataImage(offset=6, next_producer_id=2 * PRODUCER_ID_BLOCK)
+    assert (c.image.offset, c.image.next_producer_id) == (6, 2 * PRODUCER_ID_BLOCK)
 
 
 def test_a_new_leader_starts_from_what_was_committed() -> None:
     c = QuorumController()
-    r1, _, _ = c.allocate_producer_ids(1, -1)
+    e1, e2 = _two_brokers(c)
+    r1, _, _ = c.allocate_producer_ids(1, e1)
     c.replay(3, unframe(r1))
-    c.allocate_producer_ids(1, -1)  # proposed, then leadership lost before it committed
+    c.allocate_producer_ids(1, e1)  # proposed, then leadership lost before it committed
     c.reset()
-    _, start, _ = c.allocate_producer_ids(2, -1)
+    _, start, _ = c.allocate_producer_ids(2, e2)
     assert start == PRODUCER_ID_BLOCK  # the lost proposal's block is handed out again: nobody got it
 
 
 def test_ids_handed_out_before_the_quorum_stay_taken() -> None:
     c = QuorumController(producer_id_floor=5000)
-    assert c.allocate_producer_ids(1, -1)[1] == 5000
+    e1, _ = _two_brokers(c)
+    assert c.allocate_producer_ids(1, e1)[1] == 5000
+
+
+def test_a_block_only_for_the_brokers_current_registration() -> None:
+    """Issue 23 item 13: a request from a broker epoch that is not the current one (a replaced
+    process) or from an unregistered broker gets STALE_BROKER_EPOCH, as in Kafka."""
+    c = QuorumController()
+    e1, _ = _two_brokers(c)
+    for broker, epoch in ((1, e1 - 1), (1, -1), (9, e1)):
+        with pytest.raises(KafkaError) as e:
+            c.allocate_producer_ids(broker, epoch)
+        assert e.value.code == ErrorCode.STALE_BROKER_EPOCH
+    assert c.allocate_producer_ids(1, e1)[1] == 0  # nothing was handed out to the refused
 
 
 def test_the_image_refuses_a_block_that_goes_backwards() -> None:
