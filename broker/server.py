@@ -484,16 +484,18 @@ class BrokerServer:
         return [("PLAINTEXT", host, port), ("BROKER", ib_host, ib_port)]
 
     async def _fence_silent_brokers(self) -> None:
-        """On the quorum leader: fence brokers whose heartbeats stopped, finish reassignments
+        """On the quorum leader: write the cluster-wide min.insync.replicas if the log has none
+        (Kafka 4.1's activation record), fence brokers whose heartbeats stopped, finish reassignments
         whose new replicas are in sync, and every `leader_imbalance_check_interval_ms` give
         partitions back to their preferred replica (Kafka's auto leader rebalance). The
-        controller decides all three."""
+        controller decides all of it."""
         next_rebalance = self.clock.now_ms() + self.cfg.leader_imbalance_check_interval_ms
         while True:
             await asyncio.sleep(0.5)
             if not self.quorum.serving:
                 continue
             with contextlib.suppress(KafkaError):  # leadership lost meanwhile: the next leader decides
+                await self.controller_shell.run(lambda: (self.controller.activate(self.cfg.min_insync_replicas), None))
                 await self.controller_shell.run(lambda: (self.controller.expire(self.clock.now_ms()), None))
                 await self.controller_shell.run(lambda: (self.controller.complete_reassignments(), None))
                 if self.clock.now_ms() >= next_rebalance:

@@ -23,7 +23,7 @@ from protocol.messages import create_topics as ct
 from protocol.messages import delete_topics as dt
 from protocol.messages import elect_leaders as el
 from protocol.messages import partition_reassignments as pr
-from protocol.messages.metadata_records import TOPIC_RESOURCE
+from protocol.messages.metadata_records import BROKER_RESOURCE, TOPIC_RESOURCE
 from protocol.schema import Message
 
 from ..metadata.image import PartitionInfo
@@ -81,6 +81,16 @@ class ControllerClient:
             await self.shell.set_configs(name, configs)
             return
         resource = ac.AlterConfigsResource(resource_type=TOPIC_RESOURCE, resource_name=name,
+                                           configs=[ac.AlterableConfig(name=k, value=v) for k, v in configs.items()])
+        resp: Any = await self._forward(ac.AlterConfigsRequest(resources=[resource], validate_only=False))
+        _raise(resp.responses[0].error_code, resp.responses[0].error_message)
+
+    async def set_broker_configs(self, resource_name: str, configs: Mapping[str, str]) -> None:
+        """The whole new set of dynamic configs of a BROKER resource, as AlterConfigs carries it."""
+        if self.shell.active:
+            await self.shell.set_broker_configs(resource_name, configs)
+            return
+        resource = ac.AlterConfigsResource(resource_type=BROKER_RESOURCE, resource_name=resource_name,
                                            configs=[ac.AlterableConfig(name=k, value=v) for k, v in configs.items()])
         resp: Any = await self._forward(ac.AlterConfigsRequest(resources=[resource], validate_only=False))
         _raise(resp.responses[0].error_code, resp.responses[0].error_message)

@@ -25,6 +25,7 @@ from dataclasses import replace
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.metadata_records import (
+    BROKER_RESOURCE,
     TOPIC_RESOURCE,
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
@@ -250,6 +251,28 @@ class QuorumController:
         out += [frame(ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=name, name=k, value=None))
                 for k in sorted(t.configs) if k not in configs]
         return frame_batch(out) if out else None
+
+    # ---- dynamic broker configs -------------------------------------------------------------------
+    def set_broker_configs(self, resource_name: str, configs: Mapping[str, str]) -> bytes | None:
+        """The whole new set of dynamic configs of a BROKER resource ("" the cluster-wide default,
+        else a broker id; names and values checked by the caller); None if nothing changes."""
+        if resource_name != "" and not resource_name.isdigit():
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Invalid broker resource name {resource_name!r}")
+        now = self.image.broker_configs.get(resource_name, {})
+        out = [frame(ConfigRecord(resource_type=BROKER_RESOURCE, resource_name=resource_name, name=k, value=v))
+               for k, v in sorted(configs.items()) if now.get(k) != v]
+        out += [frame(ConfigRecord(resource_type=BROKER_RESOURCE, resource_name=resource_name, name=k, value=None))
+                for k in sorted(now) if k not in configs]
+        return frame_batch(out) if out else None
+
+    def activate(self, min_insync_replicas: int) -> bytes | None:
+        """What a newly active controller writes first if the log lacks it (Kafka 4.1's activation
+        records): the cluster-wide min.insync.replicas, from this node's static setting — so every
+        broker, and every client describing a topic, sees one value for the cluster."""
+        if "min.insync.replicas" in self.image.broker_configs.get("", {}):
+            return None
+        return frame(ConfigRecord(resource_type=BROKER_RESOURCE, resource_name="", name="min.insync.replicas",
+                                  value=str(min_insync_replicas)))
 
     # ---- AlterPartition -----------------------------------------------------------------------------
     def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, partition: int,

@@ -81,6 +81,10 @@ class ControllerShell:
         c = self.controller
         await self.run(lambda: (c.adopt_topic(name, topic_id, partitions, configs, node), None))
 
+    async def set_broker_configs(self, resource_name: str, configs: Mapping[str, str]) -> None:
+        c = self.controller
+        await self.run(lambda: (c.set_broker_configs(resource_name, configs), None))
+
     async def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, partition: int,
                               leader_epoch: int, partition_epoch: int, new_isr: Sequence[tuple[int, int]]) -> int:
         c = self.controller

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from protocol.messages.metadata_records import (
+    BROKER_RESOURCE,
     NO_LEADER_CHANGE,
     TOPIC_RESOURCE,
     BrokerRegistrationChangeRecord,
@@ -84,9 +85,16 @@ class MetadataImage:
     next_producer_id: int = 0  # ids below this are handed out (ProducerIdsRecord)
     brokers: tuple[BrokerInfo, ...] = ()  # by node id
     topics: Mapping[str, TopicInfo] = field(default_factory=dict)  # by name
+    # dynamic broker configs by resource name: "" the cluster-wide default, "N" broker N's own
+    broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     def broker(self, node_id: int) -> BrokerInfo | None:
         return next((b for b in self.brokers if b.node_id == node_id), None)
+
+    def broker_config(self, node_id: int, name: str) -> str | None:
+        """A dynamic broker config as broker `node_id` sees it: its own, else the cluster default."""
+        own = self.broker_configs.get(str(node_id), {}).get(name)
+        return own if own is not None else self.broker_configs.get("", {}).get(name)
 
     def live_brokers(self) -> list[int]:
         return [b.node_id for b in self.brokers if b.live]
@@ -119,13 +127,15 @@ class MetadataImage:
         """The image as a quorum snapshot's payload (JSON: small, and readable when debugging)."""
         topics = [{"name": t.name, "topic_id": str(t.topic_id), "configs": dict(t.configs),
                    "partitions": [asdict(p) for p in t.partitions]} for t in self.topics.values()]
-        return json.dumps({"version": 2, "offset": self.offset, "next_producer_id": self.next_producer_id,
-                           "brokers": [asdict(b) for b in self.brokers], "topics": topics}, sort_keys=True).encode()
+        return json.dumps({"version": 3, "offset": self.offset, "next_producer_id": self.next_producer_id,
+                           "brokers": [asdict(b) for b in self.brokers], "topics": topics,
+                           "broker_configs": {k: dict(v) for k, v in self.broker_configs.items()}},
+                          sort_keys=True).encode()
 
     @classmethod
     def from_snapshot(cls, data: bytes) -> MetadataImage:
         raw = json.loads(data)
-        if raw.pop("version", None) not in (1, 2):
+        if raw.pop("version", None) not in (1, 2, 3):
             raise ValueError("unknown metadata snapshot version")
         topics = {}
         for t in raw.get("topics", ()):
@@ -134,7 +144,8 @@ class MetadataImage:
                           for p in t["partitions"])
             topics[t["name"]] = TopicInfo(t["name"], uuid.UUID(t["topic_id"]), parts, dict(t["configs"]))
         return cls(offset=raw["offset"], next_producer_id=raw["next_producer_id"],
-                   brokers=tuple(BrokerInfo(**b) for b in raw.get("brokers", ())), topics=topics)
+                   brokers=tuple(BrokerInfo(**b) for b in raw.get("brokers", ())), topics=topics,
+                   broker_configs={k: dict(v) for k, v in raw.get("broker_configs", {}).items()})
 
     def apply_all(self, offset: int, records: Iterable[object]) -> MetadataImage:
         """The records of one entry, together: ValueError (and this image unchanged) if any fails."""
@@ -144,6 +155,18 @@ class MetadataImage:
         return image
 
     def apply(self, offset: int, record: object) -> MetadataImage:
+        if isinstance(record, ConfigRecord) and record.resource_type == BROKER_RESOURCE:
+            if record.resource_name != "" and not record.resource_name.isdigit():
+                raise ValueError(f"broker config record for resource {record.resource_name!r}")
+            configs = dict(self.broker_configs.get(record.resource_name, {}))
+            if record.value is None:
+                configs.pop(record.name, None)
+            else:
+                configs[record.name] = record.value
+            out = {k: v for k, v in self.broker_configs.items() if k != record.resource_name}
+            if configs:
+                out[record.resource_name] = configs
+            return replace(self, offset=offset, broker_configs=out)
         if isinstance(record, TopicRecord | PartitionRecord | PartitionChangeRecord | ConfigRecord | RemoveTopicRecord):
             topics = _apply_topic_record(self.topics, record)
             if isinstance(record, PartitionChangeRecord):
