@@ -277,7 +277,8 @@ class BrokerServer:
         self.metrics = BrokerMetrics()
         self.loop_watch = LoopWatch(self.metrics)
         self.topics = TopicTable(cfg, clock)
-        self.controller = QuorumController(legacy_producer_id_floor(Path(cfg.data_dir)), cfg.broker_session_timeout_ms)
+        self.controller = QuorumController(legacy_producer_id_floor(Path(cfg.data_dir)), cfg.broker_session_timeout_ms,
+                                           cfg.min_insync_replicas)
         self.quorum = QuorumShell(cfg.node_id, cfg.voter_map(), Path(cfg.data_dir) / METADATA_DIR, cfg.cluster_id,
                                   on_commit=self._on_metadata, on_restore=self._on_metadata_snapshot,
                                   snapshot_every=cfg.metadata_snapshot_records,
@@ -495,7 +496,7 @@ class BrokerServer:
             if not self.quorum.serving:
                 continue
             with contextlib.suppress(KafkaError):  # leadership lost meanwhile: the next leader decides
-                await self.controller_shell.run(lambda: (self.controller.activate(self.cfg.min_insync_replicas), None))
+                await self.controller_shell.run(lambda: (self.controller.activate(), None))
                 await self.controller_shell.run(lambda: (self.controller.expire(self.clock.now_ms()), None))
                 await self.controller_shell.run(lambda: (self.controller.complete_reassignments(), None))
                 if self.clock.now_ms() >= next_rebalance:

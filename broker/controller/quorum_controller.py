@@ -31,7 +31,6 @@ from protocol.messages.metadata_records import (
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     FenceBrokerRecord,
-    PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
@@ -44,6 +43,7 @@ from protocol.messages.metadata_records import (
 
 from ..metadata.image import NO_LEADER, MetadataImage, TopicInfo
 from . import reassignment
+from .partition_change import build, framed, min_isr
 from .placement import check_assignment, elect, initial_state, led_by, move_leadership, place
 
 PRODUCER_ID_BLOCK = 1000
@@ -52,9 +52,11 @@ PLAINTEXT = 0  # SecurityProtocol id
 
 
 class QuorumController:
-    def __init__(self, producer_id_floor: int = 0, session_timeout_ms: int = 9000) -> None:
+    def __init__(self, producer_id_floor: int = 0, session_timeout_ms: int = 9000,
+                 min_insync_replicas: int = 1) -> None:
         self.image = MetadataImage()
         self.session_timeout_ms = session_timeout_ms
+        self.min_insync_replicas = min_insync_replicas  # the static setting: the cluster-wide default's start
         self._next_producer_id: int | None = None  # working view: includes uncommitted blocks
         # Ids below this were handed out before the quorum kept them (a data directory from a
         # Ketch that wrote producer_ids.json): never hand them out again.
@@ -116,10 +118,12 @@ class QuorumController:
             end_points=[BrokerEndpoint(name=n, host=h, port=p, security_protocol=PLAINTEXT) for n, h, p in listeners],
             rack=rack, fenced=True)
         old = self.image.broker(broker_id)
-        moves = move_leadership(self.image, {broker_id})
-        if old is not None and previous_broker_epoch == old.epoch:
+        clean = old is not None and previous_broker_epoch == old.epoch
+        moves = move_leadership(self.image, {broker_id}, self.min_insync_replicas,
+                                unclean_shutdown=frozenset() if clean else frozenset({broker_id}))
+        if clean:
             moves = [c for c in moves if c.leader != NO_LEADER]
-        return frame_batch([frame(record, REGISTER_BROKER_RECORD_VERSION)] + [frame(c) for c in moves]), epoch
+        return frame_batch([frame(record, REGISTER_BROKER_RECORD_VERSION)] + [framed(c) for c in moves]), epoch
 
     def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int, want_fence: bool,
                   want_shut_down: bool, now_ms: int) -> tuple[int, bytes | None, bool, bool, bool]:
@@ -141,8 +145,8 @@ class QuorumController:
                 change = BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=b.epoch,
                                                         in_controlled_shutdown=1)
                 return 0, self._with_moves([frame(change, 1)], {broker_id}), caught_up, False, False
-            moves = move_leadership(self.image, {broker_id})
-            return 0, frame_batch([frame(c) for c in moves]) if moves else None, caught_up, False, False
+            moves = move_leadership(self.image, {broker_id}, self.min_insync_replicas)
+            return 0, frame_batch([framed(c) for c in moves]) if moves else None, caught_up, False, False
         if b.fenced and caught_up and not want_fence:
             record = frame(UnfenceBrokerRecord(id=broker_id, epoch=b.epoch))
             return 0, self._with_moves([record], set(), unfenced=broker_id), True, False, False
@@ -158,7 +162,7 @@ class QuorumController:
             b = image.broker(unfenced)
             assert b is not None
             image = image._with_broker(image.offset, replace(b, fenced=False))  # noqa: SLF001
-        return frame_batch(records + [frame(c) for c in move_leadership(image, leaving)])
+        return frame_batch(records + [framed(c) for c in move_leadership(image, leaving, self.min_insync_replicas)])
 
     def expire(self, now_ms: int) -> bytes | None:
         """Fence every unfenced broker not heard from for the session timeout: one entry, with
@@ -265,14 +269,15 @@ class QuorumController:
                 for k in sorted(now) if k not in configs]
         return frame_batch(out) if out else None
 
-    def activate(self, min_insync_replicas: int) -> bytes | None:
+    def activate(self) -> bytes | None:
         """What a newly active controller writes first if the log lacks it (Kafka 4.1's activation
         records): the cluster-wide min.insync.replicas, from this node's static setting — so every
-        broker, and every client describing a topic, sees one value for the cluster."""
+        broker, and every client describing a topic, sees one value for the cluster, and the ELR
+        follows it (partition_change.py)."""
         if "min.insync.replicas" in self.image.broker_configs.get("", {}):
             return None
         return frame(ConfigRecord(resource_type=BROKER_RESOURCE, resource_name="", name="min.insync.replicas",
-                                  value=str(min_insync_replicas)))
+                                  value=str(self.min_insync_replicas)))
 
     # ---- AlterPartition -----------------------------------------------------------------------------
     def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, partition: int,
@@ -305,7 +310,11 @@ class QuorumController:
             return ErrorCode.INELIGIBLE_REPLICA, None
         if any(e != -1 and not ((x := self.image.broker(r)) and x.epoch == e) for r, e in new_isr):
             return ErrorCode.INELIGIBLE_REPLICA, None
-        return 0, frame(PartitionChangeRecord(partition_id=partition, topic_id=topic_id, isr=isr))
+        # the leader stays (it is in the new ISR and live); members leaving below min.insync.replicas
+        # join the ELR, joining ones leave it (partition_change.py)
+        change = build(t, partition, isr, self.image.live_brokers().__contains__,
+                       min_isr(self.image, t, self.min_insync_replicas))
+        return 0, framed(change) if change is not None else None
 
     # ---- leader elections ---------------------------------------------------------------------------
     def elect_leaders(self, wanted: Sequence[tuple[str, int]] | None,
@@ -322,9 +331,9 @@ class QuorumController:
                 outcome[(name, i)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 known.append((t, i))
-        changes, decided = elect(image, known, unclean)
+        changes, decided = elect(image, known, unclean, self.min_insync_replicas)
         outcome.update(decided)
-        return (frame_batch([frame(c) for c in changes]) if changes else None), outcome
+        return (frame_batch([framed(c) for c in changes]) if changes else None), outcome
 
     def rebalance_leaders(self) -> bytes | None:
         """Kafka's auto leader rebalance: every partition whose preferred replica (the first) is
@@ -333,7 +342,7 @@ class QuorumController:
         off = [(t, i) for t in image.topics.values() for i, p in enumerate(t.partitions)
                if p.replicas and p.leader != p.replicas[0]]
         changes, _ = elect(image, off, unclean=False)
-        return frame_batch([frame(c) for c in changes]) if changes else None
+        return frame_batch([framed(c) for c in changes]) if changes else None
 
     # ---- reassignment -------------------------------------------------------------------------------
     def reassign(self, wanted: Sequence[tuple[str, int, Sequence[int] | None]]
@@ -352,11 +361,11 @@ class QuorumController:
                 outcome[(name, i)] = (e.code, e.message)
                 continue
             if change is not None:
-                changes.append(frame(change))
+                changes.append(framed(change))
             outcome[(name, i)] = (ErrorCode.NONE, None)
         return (frame_batch(changes) if changes else None), outcome
 
     def complete_reassignments(self) -> bytes | None:
         """The reassignments whose new replicas have all joined the ISR, finished."""
         changes = reassignment.completions(self.image, self.image.topics.values())
-        return frame_batch([frame(c) for c in changes]) if changes else None
+        return frame_batch([framed(c) for c in changes]) if changes else None

@@ -69,6 +69,11 @@ class PartitionInfo:
     partition_epoch: int
     adding: tuple[int, ...] = ()  # a reassignment under way: replicas joining...
     removing: tuple[int, ...] = ()  # ...and leaving once those are in sync
+    # KIP-966: replicas out of the ISR that still hold everything up to the high watermark (it does
+    # not advance while the ISR is below min.insync.replicas), and so may be elected cleanly...
+    elr: tuple[int, ...] = ()
+    # ...and, once the ISR is empty, the leader it had then (Kafka's last known leader)
+    last_known_elr: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,9 +119,11 @@ class MetadataImage:
         into a state neither intended (a leader outside the ISR, a fenced broker back in it). The
         controller decides one change at a time on the latest image (controller/shell.py); this is
         what every broker checks of the result all the same, the same way on every broker: the
-        leader is in the ISR, the ISR is among the replicas, and whoever joins the ISR is live."""
-        if not new.isr or any(r not in new.replicas for r in new.isr):
-            raise ValueError(f"partition change to ISR {list(new.isr)} outside the replicas {list(new.replicas)}")
+        leader is in the ISR (an empty ISR has no leader: KIP-966), the ISR and the ELR are among
+        the replicas and apart, and whoever joins the ISR is live."""
+        if any(r not in new.replicas for r in new.isr) or any(r not in new.replicas or r in new.isr for r in new.elr):
+            raise ValueError(f"partition change to ISR {list(new.isr)}, ELR {list(new.elr)} outside the replicas "
+                             f"{list(new.replicas)} or overlapping")
         if new.leader != NO_LEADER and new.leader not in new.isr:
             raise ValueError(f"partition change to leader {new.leader} outside the ISR {list(new.isr)}")
         joining = [r for r in new.isr if r not in old.isr]
@@ -140,7 +147,8 @@ class MetadataImage:
         topics = {}
         for t in raw.get("topics", ()):
             parts = tuple(PartitionInfo(tuple(p["replicas"]), tuple(p["isr"]), p["leader"], p["leader_epoch"],
-                                        p["partition_epoch"], tuple(p.get("adding", ())), tuple(p.get("removing", ())))
+                                        p["partition_epoch"], tuple(p.get("adding", ())), tuple(p.get("removing", ())),
+                                        tuple(p.get("elr", ())), tuple(p.get("last_known_elr", ())))
                           for p in t["partitions"])
             topics[t["name"]] = TopicInfo(t["name"], uuid.UUID(t["topic_id"]), parts, dict(t["configs"]))
         return cls(offset=raw["offset"], next_producer_id=raw["next_producer_id"],
@@ -238,7 +246,8 @@ def _apply_topic_record(topics: Mapping[str, TopicInfo], record: Any) -> dict[st
             raise ValueError(f"partition {record.partition_id} of {t.name} does not follow its "
                              f"{len(t.partitions)} partitions")
         p = PartitionInfo(tuple(record.replicas), tuple(record.isr), record.leader, record.leader_epoch,
-                          record.partition_epoch, tuple(record.adding_replicas), tuple(record.removing_replicas))
+                          record.partition_epoch, tuple(record.adding_replicas), tuple(record.removing_replicas),
+                          tuple(record.eligible_leader_replicas or ()), tuple(record.last_known_elr or ()))
         out[t.name] = replace(t, partitions=t.partitions + (p,))
     else:
         assert isinstance(record, PartitionChangeRecord)
@@ -255,7 +264,9 @@ def _apply_topic_record(topics: Mapping[str, TopicInfo], record: Any) -> dict[st
             leader_epoch=old.leader_epoch + 1 if leader_changed else old.leader_epoch,
             partition_epoch=old.partition_epoch + 1,
             adding=tuple(record.adding_replicas) if record.adding_replicas is not None else old.adding,
-            removing=tuple(record.removing_replicas) if record.removing_replicas is not None else old.removing)
+            removing=tuple(record.removing_replicas) if record.removing_replicas is not None else old.removing,
+            elr=tuple(record.eligible_leader_replicas) if record.eligible_leader_replicas is not None else old.elr,
+            last_known_elr=tuple(record.last_known_elr) if record.last_known_elr is not None else old.last_known_elr)
         parts = list(t.partitions)
         parts[record.partition_id] = new
         out[t.name] = replace(t, partitions=tuple(parts))

@@ -24,12 +24,13 @@ def _commit(c: QuorumController, entry: bytes | None) -> None:
 
 
 def test_the_controller_writes_the_cluster_min_isr_once_at_activation() -> None:
-    c = QuorumController()
-    _commit(c, c.activate(min_insync_replicas=2))
+    c = QuorumController(min_insync_replicas=2)
+    _commit(c, c.activate())
     assert c.image.broker_configs == {"": {"min.insync.replicas": "2"}}
-    assert c.activate(min_insync_replicas=3) is None  # one is there: an operator's value stays
+    c.min_insync_replicas = 3  # another controller's static setting
+    assert c.activate() is None  # one is there: an operator's value stays
     _commit(c, c.set_broker_configs("", {"min.insync.replicas": "1", "log.retention.ms": "60000"}))
-    assert c.activate(min_insync_replicas=2) is None
+    assert c.activate() is None
     assert c.image.broker_configs[""] == {"min.insync.replicas": "1", "log.retention.ms": "60000"}
 
 

@@ -256,11 +256,12 @@ def test_fencing_moves_leadership_to_the_isr_or_leaves_the_partition_leaderless(
     assert c.image.broker(1).fenced  # type: ignore[union-attr]
     assert (t.partitions[0].leader, t.partitions[0].isr, t.partitions[0].leader_epoch) == (2, (2,), 1)
     assert [p.leader for p in t.partitions[1:]] == [2, 3]  # untouched
-    # broker 2 fenced too: partition 0 has nobody left in its ISR, keeps it, and has no leader
+    # broker 2 fenced too: partition 0 has nobody left in its ISR, broker 2 is its eligible leader
+    # replica (KIP-966: the ISR was below min.insync.replicas when it left), and it has no leader
     c._heard.update({3: 20_000})
     _commit(c, c.expire(now_ms=20_500))
     p0 = c.image.topics["t"].partitions[0]
-    assert (p0.leader, p0.isr) == (-1, (2,))
+    assert (p0.leader, p0.isr, p0.elr, p0.last_known_elr) == (-1, (), (2,), (2,))
     # broker 2 comes back (heartbeats, caught up): unfencing re-elects it for partition 0
     b2 = c.image.broker(2)
     assert b2 is not None
@@ -276,10 +277,7 @@ def test_a_restarted_broker_registering_again_gives_up_what_others_can_lead() ->
     _commit(c, c.create_topic("t", 2, 3, {}, assignments=[[1, 2, 3], [1, 2, 3]])[0])
     t = c.image.topics["t"]
     b1 = c.image.broker(1)
-    assert b1 is not None
-    err, entry = c.alter_partition(1, b1.epoch, t.topic_id, 0, 0, 0, _unchecked([1, 2, 3]))
-    assert err == 0
-    _commit(c, entry)
+    assert b1 is not None and t.partitions[0].isr == (1, 2, 3)
     err, entry = c.alter_partition(1, b1.epoch, t.topic_id, 1, 0, 0, _unchecked([1]))
     assert err == 0
     _commit(c, entry)
@@ -288,7 +286,7 @@ def test_a_restarted_broker_registering_again_gives_up_what_others_can_lead() ->
     p0, p1 = c.image.topics["t"].partitions
     assert c.image.broker(1).fenced and c.image.broker(1).epoch == epoch  # type: ignore[union-attr]
     assert (p0.leader, sorted(p0.isr), p0.leader_epoch) == (2, [2, 3], 1)
-    assert (p1.leader, p1.isr, p1.leader_epoch) == (-1, (1,), 1)
+    assert (p1.leader, p1.isr, p1.last_known_elr, p1.leader_epoch) == (-1, (), (1,), 1)
 
 
 def test_a_sole_isr_leader_back_from_an_unclean_shutdown_leads_under_a_new_epoch() -> None:
@@ -306,7 +304,8 @@ def test_a_sole_isr_leader_back_from_an_unclean_shutdown_leads_under_a_new_epoch
     entry, epoch = c.register_broker(2, uuid.uuid4(), LISTENERS, None, 1_000, previous_broker_epoch=-1)
     _commit(c, entry)
     p = c.image.topics["t"].partitions[0]
-    assert (p.leader, p.isr) == (-1, (2,)) and p.leader_epoch > before.leader_epoch
+    # not an eligible leader replica (its log may be torn), but the leader the ISR had last
+    assert (p.leader, p.isr, p.elr, p.last_known_elr) == (-1, (), (), (2,)) and p.leader_epoch > before.leader_epoch
     _commit(c, c.heartbeat(2, epoch, c.image.offset, False, False, 1_100)[1])  # caught up: unfenced
     p = c.image.topics["t"].partitions[0]
     assert (p.leader, p.isr) == (2, (2,)) and p.leader_epoch >= before.leader_epoch + 2
@@ -370,8 +369,8 @@ def test_controlled_shutdown_moves_leadership_first_then_lets_the_broker_go() ->
     _commit(c, c.create_topic("t", 1, 2, {}, assignments=[[1, 2]])[0])
     t = c.image.topics["t"]
     b1 = c.image.broker(1)
-    assert b1 is not None
-    _commit(c, c.alter_partition(1, b1.epoch, t.topic_id, 0, 0, 0, _unchecked([1, 2]))[1])
+    assert b1 is not None and t.partitions[0].isr == (1, 2)
+    assert c.alter_partition(1, b1.epoch, t.topic_id, 0, 0, 0, _unchecked([1, 2])) == (0, None)  # no change
     error, entry, _, _, may_stop = c.heartbeat(1, b1.epoch, c.image.offset, False, True, 0)
     assert error == 0 and not may_stop
     _commit(c, entry)
@@ -491,7 +490,7 @@ def test_unclean_election_only_where_the_topic_allows_it() -> None:
     c._heard.update({2: 10_000})
     _commit(c, c.expire(now_ms=10_500))  # broker 1, the only in-sync replica, is fenced
     safe, lossy = c.image.topics["safe"].partitions[0], c.image.topics["lossy"].partitions[0]
-    assert (safe.leader, safe.isr) == (-1, (1,))  # waits for broker 1
+    assert (safe.leader, safe.isr, safe.elr) == (-1, (), (1,))  # waits for broker 1
     assert (lossy.leader, lossy.isr) == (2, (2,))  # takes broker 2 and what it has
     _, outcome = c.elect_leaders([("safe", 0)], unclean=True)  # an operator's unclean election
     assert outcome == {("safe", 0): ErrorCode.NONE}
