@@ -6,6 +6,12 @@ heartbeats stop for the session timeout. A broker whose epoch the controller no 
 new registration replaced it, or the controller lost it) registers again. Every call goes to the
 quorum leader's controller listener, even when that is this process.
 
+A clean stop (every log flushed and closed) ends with a marker file in the data directory holding
+the broker epoch it stopped under, as Kafka's `.kafka_cleanshutdown`; the next start takes it away
+before registering and gives that epoch back as PreviousBrokerEpoch. Without it (-1: killed, or a
+crash) the controller treats the broker's logs as possibly torn (KIP-966): a partition only it
+can lead waits for it and it leads again under a new leader epoch.
+
 Each acknowledged heartbeat also renews a lease: three quarters of the session timeout from when
 the heartbeat was sent, so it always ends before the controller can fence the broker and hand its
 partitions to another. A broker cut off from the controller (or paused and woken up) cannot know
@@ -16,8 +22,10 @@ partition's leader — a group's committed offsets — would be stale, so it doe
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 import structlog
 
@@ -28,17 +36,43 @@ from protocol.messages.broker_registration import (
     BrokerRegistrationResponse,
     Listener,
 )
+from storage.checkpoint import atomic_write, fsync_dir
 
 from .wire import BrokerConnection, WireError
 
 log = structlog.get_logger()
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"  # Kafka's name; {"version": 0, "brokerEpoch": N}
+
+
+def take_clean_shutdown_epoch(data_dir: Path) -> int:
+    """The broker epoch of a clean stop, the marker removed (durably: a crash from here on is
+    unclean); -1 if there is none or it cannot be read."""
+    path = data_dir / CLEAN_SHUTDOWN_FILE
+    try:
+        raw = json.loads(path.read_bytes())
+        epoch = int(raw["brokerEpoch"])
+    except FileNotFoundError:
+        return -1
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        log.warning("clean-shutdown marker unreadable: treating the last stop as unclean", error=str(e))
+        epoch = -1
+    path.unlink(missing_ok=True)
+    fsync_dir(data_dir)
+    return epoch
+
+
+def mark_clean_shutdown(data_dir: Path, broker_epoch: int | None) -> None:
+    """Every log is flushed and closed: the next start may say so to the controller."""
+    if broker_epoch is not None:
+        atomic_write(data_dir / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": broker_epoch}).encode())
 
 
 class BrokerLifecycle:
     def __init__(self, node_id: int, cluster_id: str, listeners: Callable[[], list[tuple[str, str, int]]],
                  rack: str | None, controller: Callable[[], tuple[str, int] | None],
                  metadata_offset: Callable[[], int], heartbeat_interval_s: float,
-                 session_timeout_s: float) -> None:
+                 session_timeout_s: float, previous_epoch: int = -1) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.incarnation = uuid.uuid4()  # a new one per process: the controller tells restarts apart
@@ -51,6 +85,7 @@ class BrokerLifecycle:
         self.lease_s = 0.75 * session_timeout_s
         self._lease_from: float | None = None  # loop time the last acknowledged heartbeat was sent
         self.epoch: int | None = None
+        self.previous_epoch = previous_epoch  # of a clean stop, given back at the first registration
         self.fenced = True
         self._conn: BrokerConnection | None = None
         self._conn_to: tuple[str, int] | None = None
@@ -128,7 +163,7 @@ class BrokerLifecycle:
             resp = await conn.request(BrokerRegistrationRequest(
                 broker_id=self.node_id, cluster_id=self.cluster_id, incarnation_id=self.incarnation,
                 listeners=[Listener(name=n, host=h, port=p, security_protocol=0) for n, h, p in self._listeners()],
-                rack=self.rack), timeout=10.0)
+                rack=self.rack, previous_broker_epoch=self.previous_epoch), timeout=10.0)
             assert isinstance(resp, BrokerRegistrationResponse)
             if resp.error_code == 0:
                 self.epoch = resp.broker_epoch  # fenced until caught up: no lease yet
@@ -139,7 +174,7 @@ class BrokerLifecycle:
             broker_id=self.node_id, broker_epoch=self.epoch, current_metadata_offset=self._offset()), timeout=10.0)
         assert isinstance(resp, BrokerHeartbeatResponse)
         if resp.error_code in (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED):
-            self.epoch = None  # register again
+            self.previous_epoch, self.epoch = self.epoch, None  # register again: same process, logs as they were
             self._lease_from = None
         elif resp.error_code == 0:
             # a fenced broker holds nothing: its leaderships may be another's already

@@ -92,7 +92,7 @@ class Partition:
         self.topic = topic
         self.index = index
         self.log = log
-        self.state = ReplicaState(local_id, replica_lag_time_max_ms)
+        self.state = ReplicaState(local_id, replica_lag_time_max_ms, min_isr=log.config.min_insync_replicas)
         self._waiters: list[asyncio.Future[None]] = []
         self._now_ms = now_ms
         self._group_commit = group_commit or GroupCommit()
@@ -534,6 +534,7 @@ class Partition:
 
     def update_config(self, config: LogConfig) -> None:
         self.log.update_config(config)
+        self.state.min_isr = config.min_insync_replicas
 
     # ---- parked fetches ---------------------------------------------------------------------
     def add_waiter(self, fut: asyncio.Future[None]) -> None:

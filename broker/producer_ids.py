@@ -4,7 +4,8 @@ A block is a broker's once the active controller's ProducerIdsRecord for it is c
 metadata log, so no two brokers — and no broker before and after a crash — ever hand out the same
 id (the seeds' ZooKeeper block scheme, done through the quorum). The broker asks for the next
 block (AllocateProducerIds, on the controller listener of the quorum leader — even when that is
-itself: one path) when a tenth of the current one is left. Should both run out before an answer
+itself: one path) when a tenth of the current one is left, in its registration's broker epoch
+(none is asked for before the broker is registered). Should both run out before an answer
 comes, InitProducerId gets COORDINATOR_LOAD_IN_PROGRESS, which clients retry — as Kafka does.
 """
 
@@ -38,9 +39,11 @@ def legacy_producer_id_floor(data_dir: Path) -> int:
 
 
 class ProducerIdAllocator:
-    def __init__(self, node_id: int, controller: Callable[[], tuple[str, int] | None]) -> None:
+    def __init__(self, node_id: int, controller: Callable[[], tuple[str, int] | None],
+                 broker_epoch: Callable[[], int | None]) -> None:
         self.node_id = node_id
         self._controller = controller  # the quorum leader's controller listener, when known
+        self._broker_epoch = broker_epoch  # this broker's registration (None: not registered yet)
         self._next = 0
         self._end = 0  # the current block is [_next, _end)
         self._spare: tuple[int, int] | None = None  # the next block, already granted
@@ -87,15 +90,16 @@ class ProducerIdAllocator:
             await asyncio.sleep(RETRY_S)
 
     async def _ask(self) -> tuple[int, int] | None:
-        address = self._controller()
-        if address is None:
+        address, epoch = self._controller(), self._broker_epoch()
+        if address is None or epoch is None:
             return None
         try:
             conn = await BrokerConnection.connect(*address, client_id=f"ketch-broker-{self.node_id}", timeout=2.0)
         except WireError:
             return None
         try:
-            resp = await conn.request(AllocateProducerIdsRequest(broker_id=self.node_id), timeout=10.0)
+            resp = await conn.request(AllocateProducerIdsRequest(broker_id=self.node_id, broker_epoch=epoch),
+                                      timeout=10.0)
         except WireError:
             return None
         finally:

@@ -52,7 +52,7 @@ from .controller.shell import ControllerShell
 from .forwarding import ControllerForwarder
 from .group import GroupCoordinator
 from .housekeeping import Housekeeper
-from .lifecycle import BrokerLifecycle
+from .lifecycle import BrokerLifecycle, mark_clean_shutdown, take_clean_shutdown_epoch
 from .loop_watch import LoopWatch
 from .metadata.image import MetadataImage
 from .metrics import BrokerMetrics
@@ -279,7 +279,8 @@ class BrokerServer:
         self.metrics = BrokerMetrics()
         self.loop_watch = LoopWatch(self.metrics)
         self.topics = TopicTable(cfg, clock)
-        self.controller = QuorumController(legacy_producer_id_floor(Path(cfg.data_dir)), cfg.broker_session_timeout_ms)
+        self.controller = QuorumController(legacy_producer_id_floor(Path(cfg.data_dir)), cfg.broker_session_timeout_ms,
+                                           cfg.min_insync_replicas)
         self.quorum = QuorumShell(cfg.node_id, cfg.voter_map(), Path(cfg.data_dir) / METADATA_DIR, cfg.cluster_id,
                                   on_commit=self._on_metadata, on_restore=self._on_metadata_snapshot,
                                   snapshot_every=cfg.metadata_snapshot_records,
@@ -288,7 +289,7 @@ class BrokerServer:
         self.controller_shell = ControllerShell(self.quorum, self.controller)
         self.topics.writer = self.controller_client = ControllerClient(cfg.node_id, self.controller_shell,
                                                                        self.quorum.leader_address)
-        self.producer_ids = ProducerIdAllocator(cfg.node_id, self.quorum.leader_address)
+        self.producer_ids = ProducerIdAllocator(cfg.node_id, self.quorum.leader_address, lambda: self.lifecycle.epoch)
         self.lifecycle = BrokerLifecycle(cfg.node_id, cfg.cluster_id, self._listeners, cfg.rack,
                                          self.quorum.leader_address, lambda: self.controller.image.offset,
                                          cfg.broker_heartbeat_interval_ms / 1000, cfg.broker_session_timeout_ms / 1000)
@@ -379,6 +380,7 @@ class BrokerServer:
         await self._inter_broker_server.start_serving()  # the marker sender talks to it
         assert self._controller_server is not None
         await self._controller_server.start_serving()
+        self.lifecycle.previous_epoch = take_clean_shutdown_epoch(Path(self.cfg.data_dir))
         self.lifecycle.start()
         self.replication.start()
         self._controller_task = asyncio.get_running_loop().create_task(self._fence_silent_brokers())
@@ -490,16 +492,18 @@ class BrokerServer:
         return [("PLAINTEXT", host, port), ("BROKER", ib_host, ib_port)]
 
     async def _fence_silent_brokers(self) -> None:
-        """On the quorum leader: fence brokers whose heartbeats stopped, finish reassignments
+        """On the quorum leader: write the cluster-wide min.insync.replicas if the log has none
+        (Kafka 4.1's activation record), fence brokers whose heartbeats stopped, finish reassignments
         whose new replicas are in sync, and every `leader_imbalance_check_interval_ms` give
         partitions back to their preferred replica (Kafka's auto leader rebalance). The
-        controller decides all three."""
+        controller decides all of it."""
         next_rebalance = self.clock.monotonic_ms() + self.cfg.leader_imbalance_check_interval_ms
         while True:
             await asyncio.sleep(0.5)
             if not self.quorum.serving:
                 continue
             with contextlib.suppress(KafkaError):  # leadership lost meanwhile: the next leader decides
+                await self.controller_shell.run(lambda: (self.controller.activate(), None))
                 await self.controller_shell.run(lambda: (self.controller.expire(self.clock.monotonic_ms()), None))
                 await self.controller_shell.run(lambda: (self.controller.complete_reassignments(), None))
                 if self.clock.monotonic_ms() >= next_rebalance:
@@ -573,5 +577,6 @@ class BrokerServer:
         self.forwarder.close()
         await self.groups.stop()
         self.topics.close()
+        mark_clean_shutdown(Path(self.cfg.data_dir), self.lifecycle.epoch)  # every log flushed and closed
         self.loop_watch.stop()
         log.info("broker stopped", node_id=self.cfg.node_id)

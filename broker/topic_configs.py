@@ -2,9 +2,11 @@
 
 Both answer per resource, and Kafka checks each resource in a fixed order: a resource named twice,
 duplicate keys, null values, the resource type, then the topic and its new settings. Admin tools
-branch on the error code, so that order is kept. Only TOPIC resources can change: broker settings
-are static here (ketch.toml, KETCH_* variables, flags), and the broker says so instead of
-pretending to apply them.
+branch on the error code, so that order is kept. TOPIC resources change a topic's overrides;
+BROKER resources ("" the cluster-wide default, or this broker's id) change the dynamic broker
+configs — the broker-level defaults of topic configs only (broker/metadata/dynamic_configs.py);
+every other broker setting is static (ketch.toml, KETCH_* variables, flags), and the broker says
+so instead of pretending to apply it. Broker loggers cannot be changed.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from protocol.errors import ErrorCode, KafkaError
 
 from .config_catalog import TOPIC_CONFIGS
+from .metadata import dynamic_configs
 from .topics import TopicTable
 
 RESOURCE_TOPIC = 2
@@ -79,13 +82,15 @@ async def alter(topics: TopicTable, node_id: int, resources: Sequence[ConfigReso
             _check_shape(r, incremental)
             if r.type == RESOURCE_TOPIC:
                 await _alter_topic(topics, r, incremental=incremental, validate_only=validate_only)
-            elif r.type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
-                if r.type == RESOURCE_BROKER and r.name not in ("", str(node_id)):
+            elif r.type == RESOURCE_BROKER:
+                if r.name not in ("", str(node_id)):
                     raise KafkaError(ErrorCode.INVALID_REQUEST,
                                      f"Unexpected broker id, expected {node_id}, but received {r.name}")
+                await _alter_broker(topics, r, incremental=incremental, validate_only=validate_only)
+            elif r.type == RESOURCE_BROKER_LOGGER:
                 raise KafkaError(ErrorCode.INVALID_REQUEST,
-                                 "Dynamic broker configs are not supported: Ketch reads broker settings at startup "
-                                 "(ketch.toml, KETCH_* variables, flags); change them there and restart")
+                                 "Dynamic broker logger configs are not supported: Ketch reads its log level at "
+                                 "startup; change it there and restart")
             else:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {r.type}")
         except KafkaError as e:
@@ -119,3 +124,19 @@ async def _alter_topic(topics: TopicTable, r: ConfigResource, *, incremental: bo
         topics.check_alter_configs(r.name, new)
     else:
         await topics.set_configs(r.name, new)
+
+
+async def _alter_broker(topics: TopicTable, r: ConfigResource, *, incremental: bool, validate_only: bool) -> None:
+    """A BROKER resource's dynamic configs: the new whole set, checked, then written."""
+    current = dict(topics.image.broker_configs.get(r.name, {}))
+    if incremental:
+        # APPEND / SUBTRACT work on the topic config the broker setting is the default of
+        to_topic, to_broker = dynamic_configs.TOPIC_DEFAULTS, {v: k for k, v in dynamic_configs.TOPIC_DEFAULTS.items()}
+        ops = [ConfigOp(to_topic.get(o.name, o.name), o.value, o.op) for o in r.ops]
+        applied = apply_ops({to_topic[k]: v for k, v in current.items()}, topics.effective_configs({}), ops)
+        new = {to_broker.get(k, k): v for k, v in applied.items()}
+    else:  # AlterConfigs: the named set replaces the resource's dynamic configs
+        new = {o.name: o.value or "" for o in r.ops}
+    dynamic_configs.check(new)
+    if not validate_only:
+        await topics.set_broker_configs(r.name, new)

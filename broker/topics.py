@@ -32,6 +32,7 @@ from .config import BrokerConfig, ConfigError
 from .config_catalog import TOPIC_CONFIGS, check_value
 from .controller.placement import check_assignment
 from .group_commit import GroupCommit
+from .metadata import dynamic_configs
 from .metadata.image import MetadataImage, PartitionInfo, TopicInfo
 from .partition import Partition
 from .quorum.wire_codec import METADATA_TOPIC
@@ -96,6 +97,8 @@ class TopicWriter(Protocol):
 
     async def set_configs(self, name: str, configs: Mapping[str, str]) -> None: ...
 
+    async def set_broker_configs(self, resource_name: str, configs: Mapping[str, str]) -> None: ...
+
 
 # (topic, partition log, leads it): a partition this broker became leader or follower of.
 LeadershipListener = Callable[[str, Partition, bool], None]
@@ -139,10 +142,17 @@ class TopicTable:
         return {k: (name, str(v)) for k, (name, v) in derived.items()
                 if v is not None and str(v) != TOPIC_CONFIGS[k].default}
 
+    def dynamic_defaults(self) -> dict[str, tuple[str, str, int]]:
+        """Topic config -> (broker setting, value, source) that the dynamic broker configs in the
+        metadata log set for this broker (broker/metadata/dynamic_configs.py)."""
+        return dynamic_configs.topic_defaults(self.image, self.cfg.node_id)
+
     def effective_configs(self, configs: Mapping[str, str]) -> dict[str, str]:
-        """Every topic config: the topic's override, else the broker's setting, else Kafka's default."""
+        """Every topic config: the topic's override, else the dynamic broker config (this broker's,
+        then the cluster-wide default), else the broker's static setting, else Kafka's default."""
         out = {name: d.default for name, d in TOPIC_CONFIGS.items()}
         out.update({k: v for k, (_, v) in self.broker_defaults().items()})
+        out.update({k: v for k, (_, v, _) in self.dynamic_defaults().items()})
         out.update(configs)
         return out
 
@@ -194,6 +204,7 @@ class TopicTable:
         """Make the local logs what the committed image says."""
         old, self.image = self.image, image
         node = self.cfg.node_id
+        defaults_changed = old.broker_configs != image.broker_configs
         for name in [n for n in self.by_name if n not in image.topics or
                      image.topics[n].topic_id != self.by_name[n].topic_id]:
             self._drop(self.by_name[name])
@@ -204,10 +215,10 @@ class TopicTable:
                 self._index(topic)
             before = topic.info
             topic.info = info
-            if before is info and name in old.topics:
+            if before is info and name in old.topics and not defaults_changed:
                 continue
             lc = self.log_config(info.configs)
-            if before.configs != info.configs:
+            if before.configs != info.configs or defaults_changed:
                 for p in topic.local.values():
                     p.update_config(lc)
             for i, pinfo in enumerate(info.partitions):
@@ -462,6 +473,18 @@ class TopicTable:
                             f"configs of {name}")
         log.info("topic configs altered", topic=name, configs=new)
         return topic
+
+    async def set_broker_configs(self, resource_name: str, configs: Mapping[str, str]) -> None:
+        """Replace the dynamic configs of a BROKER resource ("" the cluster-wide default); every
+        broker's partitions take them when the image brings them."""
+        dynamic_configs.check(configs)
+        new = dict(configs)
+        if new == dict(self.image.broker_configs.get(resource_name, {})):
+            return
+        await self._writer().set_broker_configs(resource_name, new)
+        await self.wait_for(lambda: dict(self.image.broker_configs.get(resource_name, {})) == new,
+                            f"dynamic configs of broker resource {resource_name!r}")
+        log.info("dynamic broker configs altered", resource=resource_name, configs=new)
 
     async def delete(self, name: str) -> Topic:
         topic = self.by_name.get(name)

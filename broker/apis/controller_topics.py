@@ -1,5 +1,5 @@
 """Topic changes on the controller listener: CreateTopics (19), DeleteTopics (20), AlterConfigs
-(33), CreatePartitions (37) and ElectLeaders (43) as brokers forward them
+(33; topic configs, and a BROKER resource's whole set of dynamic configs), CreatePartitions (37) and ElectLeaders (43) as brokers forward them
 (broker/controller/client.py), and AlterPartition (56) from partition leaders — Kafka's ControllerApis. The active controller decides and answers once its entry has committed; any
 other node answers NOT_CONTROLLER and never forwards again (no loops between stale views).
 Names and configs are checked again here: the controller listener is open to anyone."""
@@ -16,9 +16,10 @@ from protocol.messages import create_partitions as cp
 from protocol.messages import create_topics as ct
 from protocol.messages import delete_topics as dt
 from protocol.messages import elect_leaders as el
-from protocol.messages.metadata_records import TOPIC_RESOURCE
+from protocol.messages.metadata_records import BROKER_RESOURCE, TOPIC_RESOURCE
 from protocol.primitives import ZERO_UUID
 
+from ..metadata import dynamic_configs
 from ..topics import validate_topic_name
 
 if TYPE_CHECKING:
@@ -91,9 +92,17 @@ async def alter_configs(ctx: BrokerContext, client: ClientInfo, header: RequestH
     out = []
     for r in req.resources:
         try:
-            if r.resource_type != TOPIC_RESOURCE:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, "the controller takes topic configs only")
             configs = {c.name: c.value or "" for c in r.configs}
+            if r.resource_type == BROKER_RESOURCE:  # dynamic broker configs (broker/metadata/dynamic_configs.py)
+                dynamic_configs.check(configs)
+                shell = _shell(ctx)
+                if not req.validate_only:
+                    await shell.set_broker_configs(r.resource_name, configs)
+                out.append(ac.AlterConfigsResourceResponse(error_code=0, resource_type=r.resource_type,
+                                                           resource_name=r.resource_name))
+                continue
+            if r.resource_type != TOPIC_RESOURCE:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "the controller takes topic and broker configs only")
             ctx.topics.check_configs(configs)
             shell = _shell(ctx)
             if not req.validate_only:
@@ -121,7 +130,9 @@ async def alter_partition(ctx: BrokerContext, client: ClientInfo, header: Reques
             controller.image.topic_by_id(t.topic_id)
         results = []
         for p in t.partitions:
-            isr = [b.broker_id for b in p.new_isr_with_epochs] if header.api_version >= 3 else list(p.new_isr)
+            # KIP-903: from v3 each member comes with its broker epoch, checked by the controller
+            isr = [(b.broker_id, b.broker_epoch) for b in p.new_isr_with_epochs] if header.api_version >= 3 \
+                else [(r, -1) for r in p.new_isr]
             if info is None:
                 code: int = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if header.api_version < 2 else ErrorCode.UNKNOWN_TOPIC_ID
             else:

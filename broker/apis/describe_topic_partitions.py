@@ -63,7 +63,8 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
             partitions=[DescribeTopicPartitionsResponsePartition(
                 error_code=ErrorCode.LEADER_NOT_AVAILABLE if p.leader < 0 else 0, partition_index=i,
                 leader_id=p.leader, leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas),
-                isr_nodes=list(p.isr), offline_replicas=[r for r in p.replicas if r in offline])
+                isr_nodes=list(p.isr), offline_replicas=[r for r in p.replicas if r in offline],
+                eligible_leader_replicas=list(p.elr), last_known_elr=list(p.last_known_elr))
                 for i, p in chosen]))
         if first + len(chosen) < topic.num_partitions:
             next_cursor = Cursor(topic_name=name, partition_index=first + len(chosen))

@@ -155,12 +155,16 @@ async def describe_quorum(ctx: BrokerContext, client: ClientInfo, header: Reques
 
 async def allocate_producer_ids(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                                 req: apids.AllocateProducerIdsRequest) -> apids.AllocateProducerIdsResponse:
-    """Only the serving quorum leader decides (NOT_CONTROLLER elsewhere); the block is the
-    broker's once its ProducerIdsRecord is committed."""
+    """Only the serving quorum leader decides (NOT_CONTROLLER elsewhere), for a broker in its current
+    registration epoch (STALE_BROKER_EPOCH); the block is the broker's once its ProducerIdsRecord
+    is committed."""
     quorum, controller = ctx.quorum, ctx.controller
     if quorum is None or controller is None or not quorum.serving:
         return apids.AllocateProducerIdsResponse(error_code=ErrorCode.NOT_CONTROLLER, producer_id_start=-1)
-    record, start, count = controller.allocate_producer_ids(req.broker_id, req.broker_epoch)
+    try:
+        record, start, count = controller.allocate_producer_ids(req.broker_id, req.broker_epoch)
+    except KafkaError as e:
+        return apids.AllocateProducerIdsResponse(error_code=e.code, producer_id_start=-1)
     if not await quorum.propose(record):
         controller.reset()
         return apids.AllocateProducerIdsResponse(error_code=ErrorCode.NOT_CONTROLLER, producer_id_start=-1)
@@ -169,17 +173,20 @@ async def allocate_producer_ids(ctx: BrokerContext, client: ClientInfo, header: 
 
 async def broker_registration(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                               req: breg.BrokerRegistrationRequest) -> breg.BrokerRegistrationResponse:
-    quorum, controller = ctx.quorum, ctx.controller
-    if quorum is None or controller is None or not quorum.serving:
+    """Decided one at a time with every other partition-affecting change (ControllerShell): the
+    partition changes of a re-registration are computed on the image the entry applies to.
+    PreviousBrokerEpoch (v3+; -1 before) says whether the broker's last stop was clean (KIP-966)."""
+    shell = ctx.controller_shell
+    if shell is None or not shell.active:
         return breg.BrokerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER)
     if req.cluster_id != ctx.config.cluster_id:
         return breg.BrokerRegistrationResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID)
-    record, epoch = controller.register_broker(
-        req.broker_id, req.incarnation_id, [(lst.name, lst.host, lst.port) for lst in req.listeners], req.rack,
-        ctx.clock.monotonic_ms())
-    if not await quorum.propose(record):
-        controller.reset()
-        return breg.BrokerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER)
+    try:
+        epoch = await shell.register_broker(req.broker_id, req.incarnation_id,
+                                            [(lst.name, lst.host, lst.port) for lst in req.listeners], req.rack,
+                                            ctx.clock.monotonic_ms(), req.previous_broker_epoch)
+    except KafkaError as e:
+        return breg.BrokerRegistrationResponse(error_code=e.code)
     return breg.BrokerRegistrationResponse(error_code=0, broker_epoch=epoch)
 
 

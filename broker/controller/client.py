@@ -23,7 +23,7 @@ from protocol.messages import create_topics as ct
 from protocol.messages import delete_topics as dt
 from protocol.messages import elect_leaders as el
 from protocol.messages import partition_reassignments as pr
-from protocol.messages.metadata_records import TOPIC_RESOURCE
+from protocol.messages.metadata_records import BROKER_RESOURCE, TOPIC_RESOURCE
 from protocol.schema import Message
 
 from ..metadata.image import PartitionInfo
@@ -85,23 +85,35 @@ class ControllerClient:
         resp: Any = await self._forward(ac.AlterConfigsRequest(resources=[resource], validate_only=False))
         _raise(resp.responses[0].error_code, resp.responses[0].error_message)
 
+    async def set_broker_configs(self, resource_name: str, configs: Mapping[str, str]) -> None:
+        """The whole new set of dynamic configs of a BROKER resource, as AlterConfigs carries it."""
+        if self.shell.active:
+            await self.shell.set_broker_configs(resource_name, configs)
+            return
+        resource = ac.AlterConfigsResource(resource_type=BROKER_RESOURCE, resource_name=resource_name,
+                                           configs=[ac.AlterableConfig(name=k, value=v) for k, v in configs.items()])
+        resp: Any = await self._forward(ac.AlterConfigsRequest(resources=[resource], validate_only=False))
+        _raise(resp.responses[0].error_code, resp.responses[0].error_message)
+
     async def alter_partition(self, broker_epoch: int, topic_id: uuid.UUID, partition: int, leader_epoch: int,
                               partition_epoch: int, new_isr: Sequence[int]) -> tuple[ErrorCode, PartitionInfo | None]:
-        """A leader's ISR change: (error, the partition as the controller now has it)."""
+        """A leader's ISR change: (error, the partition as the controller now has it). Each member
+        goes with the broker epoch this broker's image has for it (KIP-903)."""
+        image = self.shell.controller.image
+        epochs = {b.node_id: b.epoch for b in image.brokers}
+        members = [(r, epochs.get(r, -1)) for r in new_isr]
         if self.shell.active:
             c = self.shell.controller
             code: int = await self.shell.alter_partition(self.node_id, broker_epoch, topic_id, partition, leader_epoch,
-                                                         partition_epoch, new_isr)
+                                                         partition_epoch, members)
             t = c.image.topic_by_id(topic_id)
             return ErrorCode(code), (t.partitions[partition] if t and partition < len(t.partitions) else None)
-        image = self.shell.controller.image
-        epochs = {b.node_id: b.epoch for b in image.brokers}
         request = ap.AlterPartitionRequest(broker_id=self.node_id, broker_epoch=broker_epoch, topics=[ap.TopicData(
             topic_name=(t.name if (t := image.topic_by_id(topic_id)) else ""), topic_id=topic_id,
             partitions=[ap.PartitionData(partition_index=partition, leader_epoch=leader_epoch,
                                          partition_epoch=partition_epoch, new_isr=list(new_isr),
-                                         new_isr_with_epochs=[ap.BrokerState(broker_id=r, broker_epoch=epochs.get(r, -1))
-                                                              for r in new_isr])])])
+                                         new_isr_with_epochs=[ap.BrokerState(broker_id=r, broker_epoch=e)
+                                                              for r, e in members])])])
         resp: Any = await self._forward(request)
         if resp.error_code:
             return ErrorCode(resp.error_code), None

@@ -5,12 +5,12 @@ partition starting one broker further on, so leaders — the first replica — s
 starting broker depends on the topic's name so that many one-partition topics do not all land on
 the same broker (Kafka's StripedReplicaPlacer starts at a random broker).
 
-Leaders are chosen from the ISR. A partition whose leader is fenced or shutting down gets the
-first live ISR member; with none, it has no leader (-1) and keeps its last ISR member, so the
-broker that has its data is elected again when it comes back — what Kafka does without
-eligible-leader replicas — unless the topic sets unclean.leader.election.enable, when any live
-replica takes it (losing what it lacks). ElectLeaders and the periodic preferred-leader check move
-leadership back to the first replica once it is in sync.
+Leaders are chosen from the ISR, then the eligible leader replicas (partition_change.py,
+KIP-966). A partition whose leader is fenced or shutting down gets the first live ISR member; with
+none, it has no leader (-1) until a member of its ELR (or its last known leader) comes back —
+unless the topic sets unclean.leader.election.enable, when any live replica takes it (losing what
+it lacks). ElectLeaders and the periodic preferred-leader check move leadership back to the first
+replica once it is in sync.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ import zlib
 from collections.abc import Iterable, Sequence
 
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages.metadata_records import PartitionChangeRecord
+from protocol.messages.metadata_records import NO_LEADER_CHANGE, PartitionChangeRecord
 
 from ..metadata.image import NO_LEADER, MetadataImage, PartitionInfo, TopicInfo
+from .partition_change import build, min_isr
 
 
 def place(topic: str, first_partition: int, count: int, replication_factor: int,
@@ -65,35 +66,20 @@ def initial_state(replicas: Sequence[int], live: Iterable[int]) -> PartitionInfo
     return PartitionInfo(tuple(replicas), isr, leader, 0, 0)
 
 
-def _elect(p: PartitionInfo, live: set[int], leaving: set[int], unclean: bool) -> tuple[tuple[int, ...], int]:
-    """(new ISR, new leader) once `leaving` may no longer lead or be in sync. With unclean
-    election allowed for the topic, a partition left without an in-sync leader takes any live
-    replica, which becomes the whole ISR."""
-    isr = tuple(r for r in p.isr if r not in leaving) or p.isr
-    if p.leader in live and p.leader not in leaving:
-        return isr, p.leader
-    leader = next((r for r in isr if r in live and r not in leaving), NO_LEADER)
-    if leader == NO_LEADER and unclean:
-        leader = next((r for r in p.replicas if r in live and r not in leaving), NO_LEADER)
-        if leader != NO_LEADER:
-            isr = (leader,)
-    return isr, leader
-
-
-def move_leadership(image: MetadataImage, leaving: set[int]) -> list[PartitionChangeRecord]:
-    """Changes for every partition after brokers `leaving` are fenced or shut down, and every
-    leaderless partition whose ISR now has a live broker (one that came back)."""
+def move_leadership(image: MetadataImage, leaving: set[int], default_min_isr: int,
+                    unclean_shutdown: frozenset[int] = frozenset()) -> list[PartitionChangeRecord]:
+    """Changes for every partition after brokers `leaving` are fenced or shut down (out of every
+    ISR; `unclean_shutdown` out of every ELR too), and every leaderless partition that a live
+    broker (one that came back) may now lead."""
     live = {b.node_id for b in image.brokers if b.live} - leaving
     out = []
     for t in image.topics.values():
-        unclean = unclean_allowed(t)
+        m = min_isr(image, t, default_min_isr)
         for i, p in enumerate(t.partitions):
-            isr, leader = _elect(p, live, leaving, unclean)
-            if (isr, leader) == (p.isr, p.leader):
-                continue
-            out.append(PartitionChangeRecord(partition_id=i, topic_id=t.topic_id,
-                                             isr=list(isr) if isr != p.isr else None,
-                                             leader=leader if leader != p.leader else -2))
+            change = build(t, i, [r for r in p.isr if r not in leaving], live.__contains__, m,
+                           unclean_shutdown=unclean_shutdown, unclean_election=unclean_allowed(t))
+            if change is not None:
+                out.append(change)
     return out
 
 
@@ -101,12 +87,13 @@ def led_by(image: MetadataImage, broker: int) -> list[tuple[TopicInfo, int]]:
     return [(t, i) for t in image.topics.values() for i, p in enumerate(t.partitions) if p.leader == broker]
 
 
-def elect(image: MetadataImage, wanted: Iterable[tuple[TopicInfo, int]],
-          unclean: bool) -> tuple[list[PartitionChangeRecord], dict[tuple[str, int], ErrorCode]]:
+def elect(image: MetadataImage, wanted: Iterable[tuple[TopicInfo, int]], unclean: bool,
+          default_min_isr: int = 1) -> tuple[list[PartitionChangeRecord], dict[tuple[str, int], ErrorCode]]:
     """ElectLeaders: (changes, outcome per partition). Preferred: the first replica, if it is live
     and in sync (else PREFERRED_LEADER_NOT_AVAILABLE). Unclean: only for a partition without a
-    live leader — a live ISR member if any, else any live replica, which becomes the whole ISR
-    (what it lacks is lost: the operator chose availability), else ELIGIBLE_LEADERS_NOT_AVAILABLE."""
+    live leader — a live ISR member if any, else a live ELR member, else its last known leader,
+    else any live replica, which becomes the whole ISR (what it lacks is lost: the operator chose
+    availability), else ELIGIBLE_LEADERS_NOT_AVAILABLE."""
     live = {b.node_id for b in image.brokers if b.live}
     changes, outcome = [], {}
     for t, i in wanted:
@@ -125,13 +112,9 @@ def elect(image: MetadataImage, wanted: Iterable[tuple[TopicInfo, int]],
         if p.leader in live:
             outcome[key] = ErrorCode.ELECTION_NOT_NEEDED
             continue
-        in_sync = next((r for r in p.isr if r in live), None)
-        anyone = next((r for r in p.replicas if r in live), None)
-        if in_sync is not None:
-            changes.append(PartitionChangeRecord(partition_id=i, topic_id=t.topic_id, leader=in_sync))
-            outcome[key] = ErrorCode.NONE
-        elif anyone is not None:
-            changes.append(PartitionChangeRecord(partition_id=i, topic_id=t.topic_id, leader=anyone, isr=[anyone]))
+        change = build(t, i, None, live.__contains__, min_isr(image, t, default_min_isr), unclean_election=True)
+        if change is not None and change.leader not in (NO_LEADER, NO_LEADER_CHANGE):
+            changes.append(change)
             outcome[key] = ErrorCode.NONE
         else:
             outcome[key] = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE

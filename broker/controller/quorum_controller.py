@@ -25,12 +25,12 @@ from dataclasses import replace
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.metadata_records import (
+    BROKER_RESOURCE,
     TOPIC_RESOURCE,
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     FenceBrokerRecord,
-    PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
@@ -43,6 +43,7 @@ from protocol.messages.metadata_records import (
 
 from ..metadata.image import NO_LEADER, MetadataImage, TopicInfo
 from . import reassignment
+from .partition_change import build, framed, min_isr
 from .placement import check_assignment, elect, initial_state, led_by, move_leadership, place
 
 PRODUCER_ID_BLOCK = 1000
@@ -51,9 +52,11 @@ PLAINTEXT = 0  # SecurityProtocol id
 
 
 class QuorumController:
-    def __init__(self, producer_id_floor: int = 0, session_timeout_ms: int = 9000) -> None:
+    def __init__(self, producer_id_floor: int = 0, session_timeout_ms: int = 9000,
+                 min_insync_replicas: int = 1) -> None:
         self.image = MetadataImage()
         self.session_timeout_ms = session_timeout_ms
+        self.min_insync_replicas = min_insync_replicas  # the static setting: the cluster-wide default's start
         self._next_producer_id: int | None = None  # working view: includes uncommitted blocks
         # Ids below this were handed out before the quorum kept them (a data directory from a
         # Ketch that wrote producer_ids.json): never hand them out again.
@@ -81,7 +84,13 @@ class QuorumController:
 
     # ---- producer ids ---------------------------------------------------------------------------
     def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[bytes, int, int]:
-        """(record to propose, first id, count): the block is the broker's once the record commits."""
+        """(record to propose, first id, count): the block is the broker's once the record commits.
+        Only for the broker's current registration (STALE_BROKER_EPOCH otherwise, as Kafka checks
+        it): a request from a process that has since been replaced gets nothing."""
+        b = self.image.broker(broker_id)
+        if b is None or b.epoch != broker_epoch:
+            raise KafkaError(ErrorCode.STALE_BROKER_EPOCH,
+                             f"broker {broker_id} epoch {broker_epoch} is not its current registration's")
         start = max(self.image.next_producer_id, self._next_producer_id or 0, self.producer_id_floor)
         self._next_producer_id = start + PRODUCER_ID_BLOCK
         record = ProducerIdsRecord(broker_id=broker_id, broker_epoch=broker_epoch,
@@ -90,15 +99,17 @@ class QuorumController:
 
     # ---- brokers --------------------------------------------------------------------------------------
     def register_broker(self, broker_id: int, incarnation_id: object, listeners: Sequence[tuple[str, str, int]],
-                        rack: str | None, now_ms: int) -> tuple[bytes, int]:
+                        rack: str | None, now_ms: int, previous_broker_epoch: int = -1) -> tuple[bytes, int]:
         """(entry, broker epoch) for a broker that (re)starts: a new epoch, fenced until caught up.
 
-        A broker registering again is a new process whose log may have lost its unflushed tail in
-        the crash (Kafka's unclean shutdown, KIP-966): the same entry takes it out of every ISR and
-        moves its leaderships to in-sync replicas, as fencing would. Otherwise a broker restarted
-        within the session timeout came back leading at the old epoch with its shorter log, and its
-        followers truncated acknowledged writes to match it. A partition only it can lead keeps its
-        leader and epoch: no replica could do better."""
+        A broker registering again takes, in the same entry, the partition changes fencing it would:
+        out of every ISR it is not the last member of, its leaderships moved to in-sync replicas.
+        Unless its last shutdown was clean — it gives back the broker epoch it stopped under
+        (PreviousBrokerEpoch, KIP-966) — its log may have lost its unflushed tail, and a partition
+        only it can lead is left without a leader until it is unfenced, when it leads again under a
+        new leader epoch: kept at the old epoch, it took new records at offsets a returning follower
+        still held under that epoch, and the follower saw no divergence. After a clean shutdown
+        such a partition keeps its leader and epoch: its log is whole."""
         epoch = max([b.epoch for b in self.image.brokers] + [self._next_broker_epoch or 0]) + 1
         self._next_broker_epoch = epoch
         self._heard[broker_id] = now_ms
@@ -106,9 +117,13 @@ class QuorumController:
             broker_id=broker_id, incarnation_id=incarnation_id, broker_epoch=epoch,  # type: ignore[arg-type]
             end_points=[BrokerEndpoint(name=n, host=h, port=p, security_protocol=PLAINTEXT) for n, h, p in listeners],
             rack=rack, fenced=True)
-        # A partition it alone can lead keeps its leader and epoch (a single node restarts as it was).
-        moves = [c for c in move_leadership(self.image, {broker_id}) if c.leader != NO_LEADER]
-        return frame_batch([frame(record, REGISTER_BROKER_RECORD_VERSION)] + [frame(c) for c in moves]), epoch
+        old = self.image.broker(broker_id)
+        clean = old is not None and previous_broker_epoch == old.epoch
+        moves = move_leadership(self.image, {broker_id}, self.min_insync_replicas,
+                                unclean_shutdown=frozenset() if clean else frozenset({broker_id}))
+        if clean:
+            moves = [c for c in moves if c.leader != NO_LEADER]
+        return frame_batch([frame(record, REGISTER_BROKER_RECORD_VERSION)] + [framed(c) for c in moves]), epoch
 
     def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int, want_fence: bool,
                   want_shut_down: bool, now_ms: int) -> tuple[int, bytes | None, bool, bool, bool]:
@@ -130,8 +145,8 @@ class QuorumController:
                 change = BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=b.epoch,
                                                         in_controlled_shutdown=1)
                 return 0, self._with_moves([frame(change, 1)], {broker_id}), caught_up, False, False
-            moves = move_leadership(self.image, {broker_id})
-            return 0, frame_batch([frame(c) for c in moves]) if moves else None, caught_up, False, False
+            moves = move_leadership(self.image, {broker_id}, self.min_insync_replicas)
+            return 0, frame_batch([framed(c) for c in moves]) if moves else None, caught_up, False, False
         if b.fenced and caught_up and not want_fence:
             record = frame(UnfenceBrokerRecord(id=broker_id, epoch=b.epoch))
             return 0, self._with_moves([record], set(), unfenced=broker_id), True, False, False
@@ -147,7 +162,7 @@ class QuorumController:
             b = image.broker(unfenced)
             assert b is not None
             image = image._with_broker(image.offset, replace(b, fenced=False))  # noqa: SLF001
-        return frame_batch(records + [frame(c) for c in move_leadership(image, leaving)])
+        return frame_batch(records + [framed(c) for c in move_leadership(image, leaving, self.min_insync_replicas)])
 
     def expire(self, now_ms: int) -> bytes | None:
         """Fence every unfenced broker not heard from for the session timeout: one entry, with
@@ -241,11 +256,38 @@ class QuorumController:
                 for k in sorted(t.configs) if k not in configs]
         return frame_batch(out) if out else None
 
+    # ---- dynamic broker configs -------------------------------------------------------------------
+    def set_broker_configs(self, resource_name: str, configs: Mapping[str, str]) -> bytes | None:
+        """The whole new set of dynamic configs of a BROKER resource ("" the cluster-wide default,
+        else a broker id; names and values checked by the caller); None if nothing changes."""
+        if resource_name != "" and not resource_name.isdigit():
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Invalid broker resource name {resource_name!r}")
+        now = self.image.broker_configs.get(resource_name, {})
+        out = [frame(ConfigRecord(resource_type=BROKER_RESOURCE, resource_name=resource_name, name=k, value=v))
+               for k, v in sorted(configs.items()) if now.get(k) != v]
+        out += [frame(ConfigRecord(resource_type=BROKER_RESOURCE, resource_name=resource_name, name=k, value=None))
+                for k in sorted(now) if k not in configs]
+        return frame_batch(out) if out else None
+
+    def activate(self) -> bytes | None:
+        """What a newly active controller writes first if the log lacks it (Kafka 4.1's activation
+        records): the cluster-wide min.insync.replicas, from this node's static setting — so every
+        broker, and every client describing a topic, sees one value for the cluster, and the ELR
+        follows it (partition_change.py)."""
+        if "min.insync.replicas" in self.image.broker_configs.get("", {}):
+            return None
+        return frame(ConfigRecord(resource_type=BROKER_RESOURCE, resource_name="", name="min.insync.replicas",
+                                  value=str(self.min_insync_replicas)))
+
     # ---- AlterPartition -----------------------------------------------------------------------------
     def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, partition: int,
-                        leader_epoch: int, partition_epoch: int, new_isr: Sequence[int]) -> tuple[int, bytes | None]:
-        """A leader's ISR change: (error, entry). Kafka's checks, in its order: the sender's
-        broker epoch, the partition, the leader epoch, the partition epoch, the new members."""
+                        leader_epoch: int, partition_epoch: int,
+                        new_isr: Sequence[tuple[int, int]]) -> tuple[int, bytes | None]:
+        """A leader's ISR change: (error, entry). `new_isr`: (broker id, broker epoch) for each
+        member, -1 where the request does not say (before v3). Kafka's checks, in its order: the
+        sender's broker epoch, the partition, the leader epoch, the partition epoch, the members.
+        A member named with a broker epoch that is not its current registration's is ineligible
+        (KIP-903): the leader saw a process that has since restarted, its log possibly torn."""
         b = self.image.broker(broker_id)
         if b is None or b.epoch != broker_epoch:
             return ErrorCode.STALE_BROKER_EPOCH, None
@@ -261,12 +303,18 @@ class QuorumController:
             return ErrorCode.FENCED_LEADER_EPOCH, None
         if partition_epoch != p.partition_epoch:
             return ErrorCode.INVALID_UPDATE_VERSION, None
-        isr = list(dict.fromkeys(new_isr))
+        isr = list(dict.fromkeys(r for r, _ in new_isr))
         if broker_id not in isr or any(r not in p.replicas for r in isr):
             return ErrorCode.INVALID_REQUEST, None
         if any(r not in p.isr and not ((x := self.image.broker(r)) and x.live) for r in isr):
             return ErrorCode.INELIGIBLE_REPLICA, None
-        return 0, frame(PartitionChangeRecord(partition_id=partition, topic_id=topic_id, isr=isr))
+        if any(e != -1 and not ((x := self.image.broker(r)) and x.epoch == e) for r, e in new_isr):
+            return ErrorCode.INELIGIBLE_REPLICA, None
+        # the leader stays (it is in the new ISR and live); members leaving below min.insync.replicas
+        # join the ELR, joining ones leave it (partition_change.py)
+        change = build(t, partition, isr, self.image.live_brokers().__contains__,
+                       min_isr(self.image, t, self.min_insync_replicas))
+        return 0, framed(change) if change is not None else None
 
     # ---- leader elections ---------------------------------------------------------------------------
     def elect_leaders(self, wanted: Sequence[tuple[str, int]] | None,
@@ -283,9 +331,9 @@ class QuorumController:
                 outcome[(name, i)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 known.append((t, i))
-        changes, decided = elect(image, known, unclean)
+        changes, decided = elect(image, known, unclean, self.min_insync_replicas)
         outcome.update(decided)
-        return (frame_batch([frame(c) for c in changes]) if changes else None), outcome
+        return (frame_batch([framed(c) for c in changes]) if changes else None), outcome
 
     def rebalance_leaders(self) -> bytes | None:
         """Kafka's auto leader rebalance: every partition whose preferred replica (the first) is
@@ -294,7 +342,7 @@ class QuorumController:
         off = [(t, i) for t in image.topics.values() for i, p in enumerate(t.partitions)
                if p.replicas and p.leader != p.replicas[0]]
         changes, _ = elect(image, off, unclean=False)
-        return frame_batch([frame(c) for c in changes]) if changes else None
+        return frame_batch([framed(c) for c in changes]) if changes else None
 
     # ---- reassignment -------------------------------------------------------------------------------
     def reassign(self, wanted: Sequence[tuple[str, int, Sequence[int] | None]]
@@ -313,11 +361,11 @@ class QuorumController:
                 outcome[(name, i)] = (e.code, e.message)
                 continue
             if change is not None:
-                changes.append(frame(change))
+                changes.append(framed(change))
             outcome[(name, i)] = (ErrorCode.NONE, None)
         return (frame_batch(changes) if changes else None), outcome
 
     def complete_reassignments(self) -> bytes | None:
         """The reassignments whose new replicas have all joined the ISR, finished."""
         changes = reassignment.completions(self.image, self.image.topics.values())
-        return frame_batch([frame(c) for c in changes]) if changes else None
+        return frame_batch([framed(c) for c in changes]) if changes else None

@@ -67,8 +67,12 @@ def _settle(t: TopicInfo, i: int, p: PartitionInfo, replicas: list[int]) -> Part
     if not isr:
         return None  # none of the final replicas is in sync yet: wait
     leader = p.leader if p.leader in replicas else next(r for r in replicas if r in isr)  # the target's order
+    elr = [r for r in p.elr if r in replicas]  # a replica leaving leaves the ELR too
+    last_known = [r for r in p.last_known_elr if r in replicas]
     return PartitionChangeRecord(partition_id=i, topic_id=t.topic_id, replicas=replicas,
                                  isr=isr if isr != list(p.isr) else None,
                                  leader=leader if leader != p.leader else NO_LEADER_CHANGE,
-                                 adding_replicas=[], removing_replicas=[])
+                                 adding_replicas=[], removing_replicas=[],
+                                 eligible_leader_replicas=elr if elr != list(p.elr) else None,
+                                 last_known_elr=last_known if last_known != list(p.last_known_elr) else None)
 

@@ -1,10 +1,15 @@
 """Runs the controller's decisions on the node whose quorum leads, and commits them.
 
-One decision at a time that touches brokers, topics or partitions: each is taken against the
-committed image, proposed, and awaited before the next is taken, so no decision is made on a view
-that an entry in flight is about to change (AllocateProducerIds keeps its own working view and
-does not queue here). A proposal that does not commit — leadership lost — resets the controller
-and answers NOT_CONTROLLER, which every client and broker retries against the new leader.
+One decision at a time that touches brokers, topics or partitions — registrations, heartbeats,
+fencing, topics, AlterPartition, elections, reassignments: each is taken against the committed
+image, proposed, and awaited before the next is taken, so no decision is made on a view that an
+entry in flight is about to change (AllocateProducerIds keeps its own working view and does not
+queue here). A proposal is awaited until it commits or this node stops leading, however long
+that takes: with a deadline, the next decision would be taken on an image without an entry that
+can still commit after it (the quorum's check-quorum ends a leadership that cannot commit). A
+proposal that does not commit resets the controller and answers NOT_CONTROLLER, which every
+client and broker retries against the new leader. The image refuses a partition change that does
+not follow from the partition it applies to, all the same (metadata/image.py).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from ..quorum.shell import QuorumShell
 from .quorum_controller import QuorumController
 
 R = TypeVar("R")
+UNTIL_DECIDED = float("inf")  # a proposal's wait: until it commits or the leadership ends
 
 
 class ControllerShell:
@@ -39,10 +45,18 @@ class ControllerShell:
             if not self.quorum.serving:
                 raise KafkaError(ErrorCode.NOT_CONTROLLER, "this node is not the active controller")
             entry, result = decide()
-            if entry is not None and not await self.quorum.propose(entry):
+            if entry is not None and not await self.quorum.propose(entry, timeout=UNTIL_DECIDED):
                 self.controller.reset()
                 raise KafkaError(ErrorCode.NOT_CONTROLLER, "controller leadership lost before the change committed")
             return result
+
+    async def register_broker(self, broker_id: int, incarnation_id: uuid.UUID,
+                              listeners: Sequence[tuple[str, str, int]], rack: str | None, now_ms: int,
+                              previous_broker_epoch: int) -> int:
+        """The new broker epoch, once the registration (and the partition changes it calls for) committed."""
+        c = self.controller
+        return await self.run(lambda: c.register_broker(broker_id, incarnation_id, listeners, rack, now_ms,
+                                                        previous_broker_epoch))
 
     # ---- the topic changes, as the client listener (forwarded) and this node ask for them ---------
     async def create_topic(self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str],
@@ -67,8 +81,12 @@ class ControllerShell:
         c = self.controller
         await self.run(lambda: (c.adopt_topic(name, topic_id, partitions, configs, node), None))
 
+    async def set_broker_configs(self, resource_name: str, configs: Mapping[str, str]) -> None:
+        c = self.controller
+        await self.run(lambda: (c.set_broker_configs(resource_name, configs), None))
+
     async def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, partition: int,
-                              leader_epoch: int, partition_epoch: int, new_isr: Sequence[int]) -> int:
+                              leader_epoch: int, partition_epoch: int, new_isr: Sequence[tuple[int, int]]) -> int:
         c = self.controller
         outcome: list[int] = []
 

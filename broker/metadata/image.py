@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from protocol.messages.metadata_records import (
+    BROKER_RESOURCE,
     NO_LEADER_CHANGE,
     TOPIC_RESOURCE,
     BrokerRegistrationChangeRecord,
@@ -69,6 +70,11 @@ class PartitionInfo:
     partition_epoch: int
     adding: tuple[int, ...] = ()  # a reassignment under way: replicas joining...
     removing: tuple[int, ...] = ()  # ...and leaving once those are in sync
+    # KIP-966: replicas out of the ISR that still hold everything up to the high watermark (it does
+    # not advance while the ISR is below min.insync.replicas), and so may be elected cleanly...
+    elr: tuple[int, ...] = ()
+    # ...and, once the ISR is empty, the leader it had then (Kafka's last known leader)
+    last_known_elr: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +91,16 @@ class MetadataImage:
     next_producer_id: int = 0  # ids below this are handed out (ProducerIdsRecord)
     brokers: tuple[BrokerInfo, ...] = ()  # by node id
     topics: Mapping[str, TopicInfo] = field(default_factory=dict)  # by name
+    # dynamic broker configs by resource name: "" the cluster-wide default, "N" broker N's own
+    broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     def broker(self, node_id: int) -> BrokerInfo | None:
         return next((b for b in self.brokers if b.node_id == node_id), None)
+
+    def broker_config(self, node_id: int, name: str) -> str | None:
+        """A dynamic broker config as broker `node_id` sees it: its own, else the cluster default."""
+        own = self.broker_configs.get(str(node_id), {}).get(name)
+        return own if own is not None else self.broker_configs.get("", {}).get(name)
 
     def live_brokers(self) -> list[int]:
         return [b.node_id for b in self.brokers if b.live]
@@ -99,26 +112,49 @@ class MetadataImage:
         others = tuple(b for b in self.brokers if b.node_id != info.node_id)
         return replace(self, offset=offset, brokers=tuple(sorted(others + (info,), key=lambda b: b.node_id)))
 
+    def _check_change(self, old: PartitionInfo, new: PartitionInfo) -> None:
+        """ValueError for a change that does not follow from the partition it applies to.
+
+        A PartitionChangeRecord sets leader and ISR as absolute values and, as in Kafka, does not
+        say which partition epoch it was computed on, so two changes decided on one image combine
+        into a state neither intended (a leader outside the ISR, a fenced broker back in it). The
+        controller decides one change at a time on the latest image (controller/shell.py); this is
+        what every broker checks of the result all the same, the same way on every broker: the
+        leader is in the ISR (an empty ISR has no leader: KIP-966), the ISR and the ELR are among
+        the replicas and apart, and whoever joins the ISR is live."""
+        if any(r not in new.replicas for r in new.isr) or any(r not in new.replicas or r in new.isr for r in new.elr):
+            raise ValueError(f"partition change to ISR {list(new.isr)}, ELR {list(new.elr)} outside the replicas "
+                             f"{list(new.replicas)} or overlapping")
+        if new.leader != NO_LEADER and new.leader not in new.isr:
+            raise ValueError(f"partition change to leader {new.leader} outside the ISR {list(new.isr)}")
+        joining = [r for r in new.isr if r not in old.isr]
+        if any(not ((b := self.broker(r)) and b.live) for r in joining):
+            raise ValueError(f"partition change adds {joining} to the ISR {list(old.isr)}: not all are live")
+
     def to_snapshot(self) -> bytes:
         """The image as a quorum snapshot's payload (JSON: small, and readable when debugging)."""
         topics = [{"name": t.name, "topic_id": str(t.topic_id), "configs": dict(t.configs),
                    "partitions": [asdict(p) for p in t.partitions]} for t in self.topics.values()]
-        return json.dumps({"version": 2, "offset": self.offset, "next_producer_id": self.next_producer_id,
-                           "brokers": [asdict(b) for b in self.brokers], "topics": topics}, sort_keys=True).encode()
+        return json.dumps({"version": 3, "offset": self.offset, "next_producer_id": self.next_producer_id,
+                           "brokers": [asdict(b) for b in self.brokers], "topics": topics,
+                           "broker_configs": {k: dict(v) for k, v in self.broker_configs.items()}},
+                          sort_keys=True).encode()
 
     @classmethod
     def from_snapshot(cls, data: bytes) -> MetadataImage:
         raw = json.loads(data)
-        if raw.pop("version", None) not in (1, 2):
+        if raw.pop("version", None) not in (1, 2, 3):
             raise ValueError("unknown metadata snapshot version")
         topics = {}
         for t in raw.get("topics", ()):
             parts = tuple(PartitionInfo(tuple(p["replicas"]), tuple(p["isr"]), p["leader"], p["leader_epoch"],
-                                        p["partition_epoch"], tuple(p.get("adding", ())), tuple(p.get("removing", ())))
+                                        p["partition_epoch"], tuple(p.get("adding", ())), tuple(p.get("removing", ())),
+                                        tuple(p.get("elr", ())), tuple(p.get("last_known_elr", ())))
                           for p in t["partitions"])
             topics[t["name"]] = TopicInfo(t["name"], uuid.UUID(t["topic_id"]), parts, dict(t["configs"]))
         return cls(offset=raw["offset"], next_producer_id=raw["next_producer_id"],
-                   brokers=tuple(BrokerInfo(**b) for b in raw.get("brokers", ())), topics=topics)
+                   brokers=tuple(BrokerInfo(**b) for b in raw.get("brokers", ())), topics=topics,
+                   broker_configs={k: dict(v) for k, v in raw.get("broker_configs", {}).items()})
 
     def apply_all(self, offset: int, records: Iterable[object]) -> MetadataImage:
         """The records of one entry, together: ValueError (and this image unchanged) if any fails."""
@@ -130,8 +166,25 @@ class MetadataImage:
     def apply(self, offset: int, record: object) -> MetadataImage:
         if isinstance(record, NoOpRecord):
             return replace(self, offset=offset)
+        if isinstance(record, ConfigRecord) and record.resource_type == BROKER_RESOURCE:
+            if record.resource_name != "" and not record.resource_name.isdigit():
+                raise ValueError(f"broker config record for resource {record.resource_name!r}")
+            configs = dict(self.broker_configs.get(record.resource_name, {}))
+            if record.value is None:
+                configs.pop(record.name, None)
+            else:
+                configs[record.name] = record.value
+            out = {k: v for k, v in self.broker_configs.items() if k != record.resource_name}
+            if configs:
+                out[record.resource_name] = configs
+            return replace(self, offset=offset, broker_configs=out)
         if isinstance(record, TopicRecord | PartitionRecord | PartitionChangeRecord | ConfigRecord | RemoveTopicRecord):
-            return replace(self, offset=offset, topics=_apply_topic_record(self.topics, record))
+            topics = _apply_topic_record(self.topics, record)
+            if isinstance(record, PartitionChangeRecord):
+                t = _find(topics, record.topic_id)
+                self._check_change(self.topics[t.name].partitions[record.partition_id],
+                                   t.partitions[record.partition_id])
+            return replace(self, offset=offset, topics=topics)
         if isinstance(record, BrokerRegistrationChangeRecord):
             b = self.broker(record.broker_id)
             if b is None or b.epoch != record.broker_epoch:
@@ -196,7 +249,8 @@ def _apply_topic_record(topics: Mapping[str, TopicInfo], record: Any) -> dict[st
             raise ValueError(f"partition {record.partition_id} of {t.name} does not follow its "
                              f"{len(t.partitions)} partitions")
         p = PartitionInfo(tuple(record.replicas), tuple(record.isr), record.leader, record.leader_epoch,
-                          record.partition_epoch, tuple(record.adding_replicas), tuple(record.removing_replicas))
+                          record.partition_epoch, tuple(record.adding_replicas), tuple(record.removing_replicas),
+                          tuple(record.eligible_leader_replicas or ()), tuple(record.last_known_elr or ()))
         out[t.name] = replace(t, partitions=t.partitions + (p,))
     else:
         assert isinstance(record, PartitionChangeRecord)
@@ -213,7 +267,9 @@ def _apply_topic_record(topics: Mapping[str, TopicInfo], record: Any) -> dict[st
             leader_epoch=old.leader_epoch + 1 if leader_changed else old.leader_epoch,
             partition_epoch=old.partition_epoch + 1,
             adding=tuple(record.adding_replicas) if record.adding_replicas is not None else old.adding,
-            removing=tuple(record.removing_replicas) if record.removing_replicas is not None else old.removing)
+            removing=tuple(record.removing_replicas) if record.removing_replicas is not None else old.removing,
+            elr=tuple(record.eligible_leader_replicas) if record.eligible_leader_replicas is not None else old.elr,
+            last_known_elr=tuple(record.last_known_elr) if record.last_known_elr is not None else old.last_known_elr)
         parts = list(t.partitions)
         parts[record.partition_id] = new
         out[t.name] = replace(t, partitions=tuple(parts))

@@ -90,6 +90,7 @@ class ReplicaState:
     pending: _Pending | None = None
     # Brokers the metadata image says must not join an ISR (fenced, or shutting down: KIP-841).
     ineligible: frozenset[int] = frozenset()
+    min_isr: int = 1  # the topic's min.insync.replicas
 
     # ---- what the metadata image decides -------------------------------------------------------
     def become_leader(self, a: Assignment, log_end_offset: int, high_watermark: int, now_ms: int) -> bool:
@@ -179,8 +180,11 @@ class ReplicaState:
         """The HW is the smallest log end among the leader and the followers it must wait for:
         those in the maximal ISR, and eligible ones that are caught up and about to join (so a
         follower about to enter the ISR cannot find the HW already past its log end). It never
-        moves backwards."""
-        if self.role != Role.LEADER:
+        moves backwards, nor while the ISR is below min.insync.replicas (KIP-966, as Kafka 4.x):
+        every replica that was in the ISR when it fell below holds everything up to the HW, so the
+        controller may elect one of them (its eligible leader replicas) without losing what a
+        consumer saw."""
+        if self.role != Role.LEADER or len(self.isr) < self.min_isr:
             return False
         new_hw = leader_log_end
         wait_for = self.maximal_isr

@@ -164,11 +164,13 @@ class PartitionChangeRecord(_MetadataRecord):
 
 
 TOPIC_RESOURCE = 2  # ConfigResource type of a topic
+BROKER_RESOURCE = 4  # ... of a broker: name "" is the cluster-wide default, else the broker's id
 
 
 @schema
 class ConfigRecord(_MetadataRecord):
-    """A config was set (value) or removed (null) on a resource (Ketch: topics)."""
+    """A config was set (value) or removed (null) on a resource: a topic, or a broker (dynamic
+    broker configs: name "" for the cluster-wide default, a node id for one broker)."""
 
     RECORD_TYPE = 4
     VERSIONS = (0, 0)

@@ -310,16 +310,18 @@ def test_incremental_refusals_per_resource(conn: Raw) -> None:
         (TOPIC, missing, [("retention.ms", SET, "1")]),
         (TOPIC, t, [("no.such.config", SET, "1")]),
         (TOPIC, t + "-b", [("retention.ms", SET, "1")]),
-        (BROKER, str(NODE_ID), [("log.retention.ms", SET, "1")]),
-        (BROKER, "", [("log.retention.ms", SET, "1")]),
+        (BROKER, str(NODE_ID), [("num.partitions", SET, "1")]),  # static: not a dynamic broker config
+        (BROKER, "", [("log.retention.ms", SET, "soon")]),
         (BROKER_LOGGER, str(NODE_ID), [("root", SET, "DEBUG")]),
         (99, "x", [("a", SET, "1")]),
     )
     assert results[0] == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{missing}' does not exist.")
     assert results[1] == (ErrorCode.INVALID_CONFIG, "Unknown topic config name: no.such.config")
     assert results[2][0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    for code, msg in results[3:6]:
-        assert code == ErrorCode.INVALID_REQUEST and "not supported" in (msg or ""), msg
+    assert results[3][0] == ErrorCode.INVALID_CONFIG and "Cannot update these configs dynamically" in (results[3][1] or "")
+    assert results[4] == (ErrorCode.INVALID_CONFIG,
+                          "Invalid value soon for configuration retention.ms: Not a number of type LONG")
+    assert results[5][0] == ErrorCode.INVALID_REQUEST and "not supported" in (results[5][1] or ""), results[5]
     assert results[6] == (ErrorCode.INVALID_REQUEST, "Unknown resource type 99")
 
     def one(ops: list[tuple[str, int, str | None]]) -> tuple[int, str | None]:
@@ -367,13 +369,13 @@ def test_alter_configs_validate_only_and_refusals(conn: Raw) -> None:
         conn,
         (TOPIC, missing, {"retention.ms": "1"}),
         (TOPIC, t, {"retention.ms": None}),
-        (BROKER, str(NODE_ID), {"log.retention.ms": "1"}),
+        (BROKER, str(NODE_ID), {"num.partitions": "1"}),
         (BROKER, "7", {"log.retention.ms": "1"}),
         (0, "x", {}),
     )
     assert results[0][0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert results[1] == (ErrorCode.INVALID_REQUEST, "Null value not supported for : retention.ms")
-    assert results[2][0] == ErrorCode.INVALID_REQUEST and "not supported" in (results[2][1] or "")
+    assert results[2][0] == ErrorCode.INVALID_CONFIG and "Cannot update these configs dynamically" in (results[2][1] or "")
     assert results[3] == (ErrorCode.INVALID_REQUEST, "Unexpected broker id, expected 1, but received 7")
     assert results[4] == (ErrorCode.INVALID_REQUEST, "Unknown resource type 0")
     assert legacy(conn, (TOPIC, t, {"bogus": "1"}))[0] == (ErrorCode.INVALID_CONFIG, "Unknown topic config name: bogus")

@@ -10,6 +10,7 @@ committed record added to the image.
 from __future__ import annotations
 
 import os
+import uuid
 
 import pytest
 from helpers.quorum_sim import QuorumSim, SimNode, Violation
@@ -17,7 +18,7 @@ from helpers.quorum_sim import QuorumSim, SimNode, Violation
 from broker.controller.quorum_controller import QuorumController
 from broker.quorum.messages import Entry
 from broker.quorum.node import Role
-from protocol.messages.metadata_records import ProducerIdsRecord, unframe
+from protocol.messages.metadata_records import ProducerIdsRecord, RegisterBrokerRecord, unframe
 
 SEEDS = int(os.environ.get("KETCH_SIM_SEEDS", "2000")) // 4
 STEPS = 4000
@@ -42,6 +43,9 @@ class ControllerSim(QuorumSim):
 
     def restored(self, sn: SimNode) -> None:
         c = self.factory_controller()
+        for node in self.ids:  # every voter a registered broker (epoch = its id), before the log
+            c.replay(-1, RegisterBrokerRecord(broker_id=node, incarnation_id=uuid.UUID(int=node), broker_epoch=node,
+                                              end_points=[], fenced=False))
         for i, payload in enumerate(sn.applied):
             self._replay(c, i, payload)
         self.controllers[sn.node.id] = c
@@ -59,7 +63,7 @@ class ControllerSim(QuorumSim):
         if not sn.node.serving:
             return
         c = self._controller(sn)
-        record, start, count = c.allocate_producer_ids(sn.node.id, -1)
+        record, start, count = c.allocate_producer_ids(sn.node.id, sn.node.id)
         offset = sn.node.propose(record)
         assert offset is not None
         self.pending[sn.node.id][offset] = (record, start, start + count)

@@ -24,29 +24,49 @@ from protocol.messages.metadata_records import (
 from protocol.primitives import DecodeError
 
 
+def _two_brokers(c: QuorumController) -> tuple[int, int]:
+    """Brokers 1 and 2 registered (offsets 0 and 1): their broker epochs."""
+    return _register(c, 1, now=0, offset=0), _register(c, 2, now=0, offset=1)
+
+
 def test_blocks_in_flight_never_overlap_and_commit_in_order() -> None:
     c = QuorumController()
-    r1, s1, n1 = c.allocate_producer_ids(1, -1)
-    r2, s2, n2 = c.allocate_producer_ids(2, -1)  # before the first committed
+    e1, e2 = _two_brokers(c)
+    r1, s1, n1 = c.allocate_producer_ids(1, e1)
+    r2, s2, n2 = c.allocate_producer_ids(2, e2)  # before the first committed
     assert (s1, n1, s2, n2) == (0, PRODUCER_ID_BLOCK, PRODUCER_ID_BLOCK, PRODUCER_ID_BLOCK)
     c.replay(5, unframe(r1))
     c.replay(6, unframe(r2))
-    assert c.image == MetadataImage(offset=6, next_producer_id=2 * PRODUCER_ID_BLOCK)
+    assert (c.image.offset, c.image.next_producer_id) == (6, 2 * PRODUCER_ID_BLOCK)
 
 
 def test_a_new_leader_starts_from_what_was_committed() -> None:
     c = QuorumController()
-    r1, _, _ = c.allocate_producer_ids(1, -1)
+    e1, e2 = _two_brokers(c)
+    r1, _, _ = c.allocate_producer_ids(1, e1)
     c.replay(3, unframe(r1))
-    c.allocate_producer_ids(1, -1)  # proposed, then leadership lost before it committed
+    c.allocate_producer_ids(1, e1)  # proposed, then leadership lost before it committed
     c.reset()
-    _, start, _ = c.allocate_producer_ids(2, -1)
+    _, start, _ = c.allocate_producer_ids(2, e2)
     assert start == PRODUCER_ID_BLOCK  # the lost proposal's block is handed out again: nobody got it
 
 
 def test_ids_handed_out_before_the_quorum_stay_taken() -> None:
     c = QuorumController(producer_id_floor=5000)
-    assert c.allocate_producer_ids(1, -1)[1] == 5000
+    e1, _ = _two_brokers(c)
+    assert c.allocate_producer_ids(1, e1)[1] == 5000
+
+
+def test_a_block_only_for_the_brokers_current_registration() -> None:
+    """Issue 23 item 13: a request from a broker epoch that is not the current one (a replaced
+    process) or from an unregistered broker gets STALE_BROKER_EPOCH, as in Kafka."""
+    c = QuorumController()
+    e1, _ = _two_brokers(c)
+    for broker, epoch in ((1, e1 - 1), (1, -1), (9, e1)):
+        with pytest.raises(KafkaError) as e:
+            c.allocate_producer_ids(broker, epoch)
+        assert e.value.code == ErrorCode.STALE_BROKER_EPOCH
+    assert c.allocate_producer_ids(1, e1)[1] == 0  # nothing was handed out to the refused
 
 
 def test_the_image_refuses_a_block_that_goes_backwards() -> None:
@@ -179,6 +199,11 @@ def _cluster(n: int = 3) -> QuorumController:
     return c
 
 
+def _unchecked(ids: list[int]) -> list[tuple[int, int]]:
+    """ISR members without their broker epochs (-1), as AlterPartition before v3 names them."""
+    return [(r, -1) for r in ids]
+
+
 def _commit(c: QuorumController, entry: bytes | None) -> None:
     assert entry is not None
     c.replay_all(c.image.offset + 1, unframe_batch(entry))
@@ -222,7 +247,7 @@ def test_fencing_moves_leadership_to_the_isr_or_leaves_the_partition_leaderless(
     t = c.image.topics["t"]
     b1 = c.image.broker(1)
     assert b1 is not None
-    err, entry = c.alter_partition(1, b1.epoch, t.topic_id, 0, 0, 0, [1, 2])
+    err, entry = c.alter_partition(1, b1.epoch, t.topic_id, 0, 0, 0, _unchecked([1, 2]))
     assert err == 0
     _commit(c, entry)
     c._heard.update({2: 10_000, 3: 10_000})  # broker 1 silent since 0
@@ -231,11 +256,12 @@ def test_fencing_moves_leadership_to_the_isr_or_leaves_the_partition_leaderless(
     assert c.image.broker(1).fenced  # type: ignore[union-attr]
     assert (t.partitions[0].leader, t.partitions[0].isr, t.partitions[0].leader_epoch) == (2, (2,), 1)
     assert [p.leader for p in t.partitions[1:]] == [2, 3]  # untouched
-    # broker 2 fenced too: partition 0 has nobody left in its ISR, keeps it, and has no leader
+    # broker 2 fenced too: partition 0 has nobody left in its ISR, broker 2 is its eligible leader
+    # replica (KIP-966: the ISR was below min.insync.replicas when it left), and it has no leader
     c._heard.update({3: 20_000})
     _commit(c, c.expire(now_ms=20_500))
     p0 = c.image.topics["t"].partitions[0]
-    assert (p0.leader, p0.isr) == (-1, (2,))
+    assert (p0.leader, p0.isr, p0.elr, p0.last_known_elr) == (-1, (), (2,), (2,))
     # broker 2 comes back (heartbeats, caught up): unfencing re-elects it for partition 0
     b2 = c.image.broker(2)
     assert b2 is not None
@@ -246,16 +272,13 @@ def test_fencing_moves_leadership_to_the_isr_or_leaves_the_partition_leaderless(
 
 def test_a_restarted_broker_registering_again_gives_up_what_others_can_lead() -> None:
     """Its log may have lost a torn tail: partitions with another in-sync replica move there (a new
-    leader epoch) and it leaves their ISRs; a partition only it can lead keeps leader and epoch."""
+    leader epoch) and it leaves their ISRs; a partition only it can lead waits for it, leaderless."""
     c = _cluster(3)
     _commit(c, c.create_topic("t", 2, 3, {}, assignments=[[1, 2, 3], [1, 2, 3]])[0])
     t = c.image.topics["t"]
     b1 = c.image.broker(1)
-    assert b1 is not None
-    err, entry = c.alter_partition(1, b1.epoch, t.topic_id, 0, 0, 0, [1, 2, 3])
-    assert err == 0
-    _commit(c, entry)
-    err, entry = c.alter_partition(1, b1.epoch, t.topic_id, 1, 0, 0, [1])
+    assert b1 is not None and t.partitions[0].isr == (1, 2, 3)
+    err, entry = c.alter_partition(1, b1.epoch, t.topic_id, 1, 0, 0, _unchecked([1]))
     assert err == 0
     _commit(c, entry)
     entry, epoch = c.register_broker(1, uuid.uuid4(), LISTENERS, None, 30_000)  # back before its session ended
@@ -263,7 +286,82 @@ def test_a_restarted_broker_registering_again_gives_up_what_others_can_lead() ->
     p0, p1 = c.image.topics["t"].partitions
     assert c.image.broker(1).fenced and c.image.broker(1).epoch == epoch  # type: ignore[union-attr]
     assert (p0.leader, sorted(p0.isr), p0.leader_epoch) == (2, [2, 3], 1)
-    assert (p1.leader, p1.isr, p1.leader_epoch) == (1, (1,), 0)
+    assert (p1.leader, p1.isr, p1.last_known_elr, p1.leader_epoch) == (-1, (), (1,), 1)
+
+
+def test_a_sole_isr_leader_back_from_an_unclean_shutdown_leads_under_a_new_epoch() -> None:
+    """Issue 23 item 2: B (broker 2) leads alone (C, broker 3, left the ISR), is killed with its log's
+    tail torn and registers again within its session. Kept at its old leader epoch, it took new
+    records at offsets C still held under that epoch, and C, back, saw no divergence: two histories
+    under one epoch. Registered without a clean-shutdown epoch, it gives up the leadership (the
+    partition waits for it) and leads again, once unfenced, under a new epoch."""
+    c = _cluster(3)
+    _commit(c, c.create_topic("t", 1, 2, {}, assignments=[[2, 3]])[0])
+    t = c.image.topics["t"]
+    e2 = c.image.broker(2).epoch  # type: ignore[union-attr]
+    _commit(c, c.alter_partition(2, e2, t.topic_id, 0, 0, 0, _unchecked([2]))[1])  # C fell behind
+    before = c.image.topics["t"].partitions[0]
+    entry, epoch = c.register_broker(2, uuid.uuid4(), LISTENERS, None, 1_000, previous_broker_epoch=-1)
+    _commit(c, entry)
+    p = c.image.topics["t"].partitions[0]
+    # not an eligible leader replica (its log may be torn), but the leader the ISR had last
+    assert (p.leader, p.isr, p.elr, p.last_known_elr) == (-1, (), (), (2,)) and p.leader_epoch > before.leader_epoch
+    _commit(c, c.heartbeat(2, epoch, c.image.offset, False, False, 1_100)[1])  # caught up: unfenced
+    p = c.image.topics["t"].partitions[0]
+    assert (p.leader, p.isr) == (2, (2,)) and p.leader_epoch >= before.leader_epoch + 2
+
+
+def test_a_broker_back_from_a_clean_shutdown_keeps_what_only_it_can_lead() -> None:
+    """A clean shutdown (its broker epoch given back as PreviousBrokerEpoch) flushed the log: nothing
+    was lost, and a partition only it can lead keeps its leader and epoch."""
+    c = _cluster(3)
+    _commit(c, c.create_topic("t", 1, 2, {}, assignments=[[2, 3]])[0])
+    t = c.image.topics["t"]
+    e2 = c.image.broker(2).epoch  # type: ignore[union-attr]
+    _commit(c, c.alter_partition(2, e2, t.topic_id, 0, 0, 0, _unchecked([2]))[1])
+    entry, _ = c.register_broker(2, uuid.uuid4(), LISTENERS, None, 1_000, previous_broker_epoch=e2)
+    _commit(c, entry)
+    p = c.image.topics["t"].partitions[0]
+    assert (p.leader, p.isr, p.leader_epoch) == (2, (2,), 0)
+    # a PreviousBrokerEpoch that is not the broker's current one is an unclean shutdown
+    entry, _ = c.register_broker(2, uuid.uuid4(), LISTENERS, None, 2_000, previous_broker_epoch=e2)
+    _commit(c, entry)
+    p = c.image.topics["t"].partitions[0]
+    assert (p.leader, p.leader_epoch) == (-1, 1)
+
+
+def _decided_on_one_image(c: QuorumController, first: bytes | None, second: bytes | None) -> None:
+    """Commit two entries that were both decided on the same image; the second may be refused."""
+    _commit(c, first)
+    try:
+        _commit(c, second)
+    except ValueError:
+        pass  # refused whole: the image is what the first entry made it
+
+
+def test_a_change_decided_on_an_older_partition_epoch_is_refused() -> None:
+    """Issue 23 item 1: broker 1 (D) fenced, leadership to broker 2 (B), and B's re-registration
+    (B leaves the ISR) both decided on one image. Applied in turn they made leader B, ISR {D}: a
+    restarted broker with a torn log leading outside the ISR. The second is refused instead."""
+    c = _cluster(3)
+    _commit(c, c.create_topic("t", 1, 2, {}, assignments=[[1, 2]])[0])
+    assert c.image.topics["t"].partitions[0].isr == (1, 2)
+    c._heard.update({2: 10_000, 3: 10_000})  # broker 1 silent since 0
+    fence = c.expire(now_ms=10_500)
+    again, _ = c.register_broker(2, uuid.uuid4(), LISTENERS, None, 10_500)  # on the same image
+    _decided_on_one_image(c, fence, again)
+    p = c.image.topics["t"].partitions[0]
+    assert (p.leader, p.isr) == (2, (2,))
+    # the same with three replicas: C's re-registration (C leaves, {D, B}) after D's fence ({B, C}) would
+    # bring the fenced D back into the ISR
+    c = _cluster(3)
+    _commit(c, c.create_topic("t", 1, 3, {}, assignments=[[1, 2, 3]])[0])
+    c._heard.update({2: 10_000, 3: 10_000})
+    fence = c.expire(now_ms=10_500)
+    again, _ = c.register_broker(3, uuid.uuid4(), LISTENERS, None, 10_500)
+    _decided_on_one_image(c, fence, again)
+    p = c.image.topics["t"].partitions[0]
+    assert (p.leader, p.isr) == (2, (2, 3))
 
 
 def test_controlled_shutdown_moves_leadership_first_then_lets_the_broker_go() -> None:
@@ -271,8 +369,8 @@ def test_controlled_shutdown_moves_leadership_first_then_lets_the_broker_go() ->
     _commit(c, c.create_topic("t", 1, 2, {}, assignments=[[1, 2]])[0])
     t = c.image.topics["t"]
     b1 = c.image.broker(1)
-    assert b1 is not None
-    _commit(c, c.alter_partition(1, b1.epoch, t.topic_id, 0, 0, 0, [1, 2])[1])
+    assert b1 is not None and t.partitions[0].isr == (1, 2)
+    assert c.alter_partition(1, b1.epoch, t.topic_id, 0, 0, 0, _unchecked([1, 2])) == (0, None)  # no change
     error, entry, _, _, may_stop = c.heartbeat(1, b1.epoch, c.image.offset, False, True, 0)
     assert error == 0 and not may_stop
     _commit(c, entry)
@@ -289,23 +387,43 @@ def test_alter_partition_is_checked_in_kafkas_order() -> None:
     tid = c.image.topics["t"].topic_id
     e1 = c.image.broker(1).epoch  # type: ignore[union-attr]
     e2 = c.image.broker(2).epoch  # type: ignore[union-attr]
-    assert c.alter_partition(1, e1 + 100, tid, 0, 0, 0, [1, 2])[0] == ErrorCode.STALE_BROKER_EPOCH
-    assert c.alter_partition(1, e1, uuid.uuid4(), 0, 0, 0, [1, 2])[0] == ErrorCode.UNKNOWN_TOPIC_ID
-    assert c.alter_partition(1, e1, tid, 5, 0, 0, [1, 2])[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    assert c.alter_partition(2, e2, tid, 0, 0, 0, [1, 2])[0] == ErrorCode.INVALID_REQUEST  # not the leader
-    assert c.alter_partition(1, e1, tid, 0, 1, 0, [1, 2])[0] == ErrorCode.FENCED_LEADER_EPOCH
-    assert c.alter_partition(1, e1, tid, 0, 0, 7, [1, 2])[0] == ErrorCode.INVALID_UPDATE_VERSION
-    err, entry = c.alter_partition(1, e1, tid, 0, 0, 0, [1])  # every replica was in sync at creation
+    assert c.alter_partition(1, e1 + 100, tid, 0, 0, 0, _unchecked([1, 2]))[0] == ErrorCode.STALE_BROKER_EPOCH
+    assert c.alter_partition(1, e1, uuid.uuid4(), 0, 0, 0, _unchecked([1, 2]))[0] == ErrorCode.UNKNOWN_TOPIC_ID
+    assert c.alter_partition(1, e1, tid, 5, 0, 0, _unchecked([1, 2]))[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert c.alter_partition(2, e2, tid, 0, 0, 0, _unchecked([1, 2]))[0] == ErrorCode.INVALID_REQUEST  # not the leader
+    assert c.alter_partition(1, e1, tid, 0, 1, 0, _unchecked([1, 2]))[0] == ErrorCode.FENCED_LEADER_EPOCH
+    assert c.alter_partition(1, e1, tid, 0, 0, 7, _unchecked([1, 2]))[0] == ErrorCode.INVALID_UPDATE_VERSION
+    err, entry = c.alter_partition(1, e1, tid, 0, 0, 0, _unchecked([1]))  # every replica was in sync at creation
     assert err == 0
     _commit(c, entry)
     c._heard.update({1: 10_000, 3: 10_000})
     _commit(c, c.expire(now_ms=10_500))  # broker 2 fenced: it may not join the ISR
-    assert c.alter_partition(1, e1, tid, 0, 0, 1, [1, 2])[0] == ErrorCode.INELIGIBLE_REPLICA
-    err, entry = c.alter_partition(1, e1, tid, 0, 0, 1, [1, 3])
+    assert c.alter_partition(1, e1, tid, 0, 0, 1, _unchecked([1, 2]))[0] == ErrorCode.INELIGIBLE_REPLICA
+    err, entry = c.alter_partition(1, e1, tid, 0, 0, 1, _unchecked([1, 3]))
     assert err == 0
     _commit(c, entry)
     p = c.image.topics["t"].partitions[0]
     assert (p.isr, p.leader_epoch, p.partition_epoch) == ((1, 3), 0, 2)  # an ISR change keeps the leader epoch
+
+
+def test_alter_partition_refuses_a_member_of_another_broker_epoch() -> None:
+    """KIP-903: the leader saw broker 2 catch up, and its AlterPartition adding broker 2 arrives after
+    broker 2 crashed and registered again (a new broker epoch, its log possibly torn): refused."""
+    c = _cluster(3)
+    _commit(c, c.create_topic("t", 1, 3, {}, assignments=[[1, 2, 3]])[0])
+    tid = c.image.topics["t"].topic_id
+    e1 = c.image.broker(1).epoch  # type: ignore[union-attr]
+    old2 = c.image.broker(2).epoch  # type: ignore[union-attr]
+    _commit(c, c.alter_partition(1, e1, tid, 0, 0, 0, [(1, e1)])[1])
+    entry, new2 = c.register_broker(2, uuid.uuid4(), LISTENERS, None, 1_000)
+    _commit(c, entry)
+    _commit(c, c.heartbeat(2, new2, c.image.offset, False, False, 1_100)[1])  # unfenced: live again
+    assert c.alter_partition(1, e1, tid, 0, 0, 1, [(1, e1), (2, old2)])[0] == ErrorCode.INELIGIBLE_REPLICA
+    assert c.alter_partition(1, e1, tid, 0, 0, 1, [(1, e1 + 7), (2, new2)])[0] == ErrorCode.INELIGIBLE_REPLICA
+    err, entry = c.alter_partition(1, e1, tid, 0, 0, 1, [(1, e1), (2, new2), (3, -1)])  # -1: not checked
+    assert err == 0
+    _commit(c, entry)
+    assert c.image.topics["t"].partitions[0].isr == (1, 2, 3)
 
 
 def test_topic_records_survive_a_snapshot_and_delete_removes_them() -> None:
@@ -354,7 +472,7 @@ def test_elect_leaders_preferred_and_unclean() -> None:
     t = c.image.topics["t"]
     b2 = c.image.broker(2)
     assert b2 is not None
-    _commit(c, c.alter_partition(2, b2.epoch, t.topic_id, 0, 1, t.partitions[0].partition_epoch, [2, 3, 1])[1])
+    _commit(c, c.alter_partition(2, b2.epoch, t.topic_id, 0, 1, t.partitions[0].partition_epoch, _unchecked([2, 3, 1]))[1])
     _commit(c, c.rebalance_leaders())
     p0 = c.image.topics["t"].partitions[0]
     assert (p0.leader, p0.leader_epoch) == (1, 2)
@@ -368,11 +486,11 @@ def test_unclean_election_only_where_the_topic_allows_it() -> None:
     e1 = c.image.broker(1).epoch  # type: ignore[union-attr]
     for name in ("safe", "lossy"):  # broker 2 fell behind: the ISR is broker 1 alone
         t = c.image.topics[name]
-        _commit(c, c.alter_partition(1, e1, t.topic_id, 0, 0, 0, [1])[1])
+        _commit(c, c.alter_partition(1, e1, t.topic_id, 0, 0, 0, _unchecked([1]))[1])
     c._heard.update({2: 10_000})
     _commit(c, c.expire(now_ms=10_500))  # broker 1, the only in-sync replica, is fenced
     safe, lossy = c.image.topics["safe"].partitions[0], c.image.topics["lossy"].partitions[0]
-    assert (safe.leader, safe.isr) == (-1, (1,))  # waits for broker 1
+    assert (safe.leader, safe.isr, safe.elr) == (-1, (), (1,))  # waits for broker 1
     assert (lossy.leader, lossy.isr) == (2, (2,))  # takes broker 2 and what it has
     _, outcome = c.elect_leaders([("safe", 0)], unclean=True)  # an operator's unclean election
     assert outcome == {("safe", 0): ErrorCode.NONE}
@@ -391,10 +509,10 @@ def test_a_reassignment_adds_first_and_drops_the_old_replicas_once_the_new_are_i
     assert c.complete_reassignments() is None  # 3 and 4 are not in sync yet
     t = c.image.topics["t"]
     e1 = c.image.broker(1).epoch  # type: ignore[union-attr]
-    _commit(c, c.alter_partition(1, e1, t.topic_id, 0, 0, p.partition_epoch, [1, 2, 3])[1])
+    _commit(c, c.alter_partition(1, e1, t.topic_id, 0, 0, p.partition_epoch, _unchecked([1, 2, 3]))[1])
     assert c.complete_reassignments() is None  # 4 still catching up
     p = c.image.topics["t"].partitions[0]
-    _commit(c, c.alter_partition(1, e1, t.topic_id, 0, 0, p.partition_epoch, [1, 2, 3, 4])[1])
+    _commit(c, c.alter_partition(1, e1, t.topic_id, 0, 0, p.partition_epoch, _unchecked([1, 2, 3, 4]))[1])
     _commit(c, c.complete_reassignments())
     p = c.image.topics["t"].partitions[0]
     assert (p.replicas, p.isr, p.adding, p.removing, p.leader, p.leader_epoch) == ((3, 4), (3, 4), (), (), 3, 1)
