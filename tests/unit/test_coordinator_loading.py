@@ -69,7 +69,7 @@ def _txn_record(state: TxnState) -> TxnRecord:
 async def test_a_new_transaction_coordinator_does_not_load_before_its_log_is_committed(
         cfg: BrokerConfig, cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(txn_coordinator_module, "LOAD_WAIT_S", OLD_WAIT_S, raising=False)
-    coordinator = TransactionCoordinator(cfg, cluster.topics, ProducerIdAllocator(ME, lambda: None),
+    coordinator = TransactionCoordinator(cfg, cluster.topics, ProducerIdAllocator(ME, lambda: None, lambda: None),
                                          BrokerMetrics(), SystemClock(), lambda _: None)
     coordinator.load()
     configs = {"cleanup.policy": "compact"}
@@ -90,7 +90,7 @@ async def test_a_new_transaction_coordinator_does_not_load_before_its_log_is_com
         decision = await coordinator.end_txn(TID, 7, 3, True, bump_epoch=False)
         assert decision.error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS  # retriable: not yet
         # The follower comes back and confirms the log: now the coordinator loads all of it.
-        p.on_follower_fetch(STALLED, p.log_end_offset)
+        p.on_follower_fetch(STALLED, p.log_end_offset, p.log_start_offset)
         assert p.high_watermark == 2
         await until(lambda: coordinator.owns(TID))
         meta = coordinator.describe(TID)
@@ -116,7 +116,7 @@ async def test_a_new_group_coordinator_does_not_load_before_its_log_is_committed
         await asyncio.sleep(STALL_S)
         err, _ = coordinator.fetch_offsets(GROUP, [("in", 0)], False)
         assert err == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "served offsets the ISR has not confirmed"
-        p.on_follower_fetch(STALLED, p.log_end_offset)
+        p.on_follower_fetch(STALLED, p.log_end_offset, p.log_start_offset)
         await until(lambda: not coordinator.is_loading(0))
         err, fetched = coordinator.fetch_offsets(GROUP, [("in", 0)], False)
         assert err == 0 and [f.offset for f in fetched] == [20]
@@ -139,7 +139,7 @@ async def test_the_wait_is_for_the_log_end_at_election_not_for_later_appends(tmp
     try:
         p.append(build_batch([Record(0, 0, None, b"later")]), AppendOrigin.COORDINATOR)
         waiting = asyncio.create_task(p.caught_up_as_leader())
-        p.on_follower_fetch(STALLED, 2)  # the follower has what the log held at election, not the new record
+        p.on_follower_fetch(STALLED, 2, p.log_start_offset)  # the follower has what the log held at election, not the new record
         assert await asyncio.wait_for(waiting, 5) is True
     finally:
         p.close()
@@ -206,7 +206,7 @@ async def test_a_group_load_superseded_by_a_new_election_stops_and_the_new_one_r
         cluster.image(OFFSETS_TOPIC, ME, 3, configs)
         await asyncio.wait_for(asyncio.gather(*superseded), 10)
         assert coordinator.is_loading(0), "a superseded load finished the new one"
-        p.on_follower_fetch(STALLED, p.log_end_offset)
+        p.on_follower_fetch(STALLED, p.log_end_offset, p.log_start_offset)
         await until(lambda: not coordinator.is_loading(0))
         for group, offset in (("first", 10), ("g199", 199), ("late", 5)):
             err, fetched = coordinator.fetch_offsets(group, [("in", 0)], False)

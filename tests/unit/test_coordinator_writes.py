@@ -75,10 +75,10 @@ async def _broker(tmp_path: Path, offsets_partitions: int = 1, configured: int =
     metrics = BrokerMetrics()
     groups = GroupCoordinator(cfg, topics, clock)
     await groups.start()
-    txn = TransactionCoordinator(cfg, topics, ProducerIdAllocator(ME, lambda: None), metrics, clock, lambda _: None)
+    txn = TransactionCoordinator(cfg, topics, ProducerIdAllocator(ME, lambda: None, lambda: None), metrics, clock, lambda _: None)
     txn.load()
     ctx = BrokerContext(node_id=ME, config=cfg, clock=clock, topics=topics, groups=groups, txn=txn,
-                        producer_ids=ProducerIdAllocator(ME, lambda: None), metrics=metrics)
+                        producer_ids=ProducerIdAllocator(ME, lambda: None, lambda: None), metrics=metrics)
     cluster.image("in", ME, 0, {}, isr=(ME,))
     cluster.image(OFFSETS_TOPIC, ME, 1, OFFSETS_TOPIC_CONFIGS, partitions=offsets_partitions, isr=offsets_isr)
     ongoing = TxnRecord(PID, EPOCH, -1, -1, -1, 60_000, TxnState.ONGOING,
@@ -152,7 +152,7 @@ async def test_a_markers_offsets_become_visible_only_once_the_marker_is_replicat
         header = RequestHeader(api_key=txn_offset_commit.KEY, api_version=3, correlation_id=1, client_id="copier")
         commit = asyncio.create_task(txn_offset_commit.handle(b.ctx, BROKER, header, _txn_offset_commit(42)))
         await until(lambda: p.log_end_offset == 1, message="the offsets appended")
-        p.on_follower_fetch(OTHER, p.log_end_offset)  # broker 2 has them: the commit is answered
+        p.on_follower_fetch(OTHER, p.log_end_offset, p.log_start_offset)  # broker 2 has them: the commit is answered
         response = await asyncio.wait_for(commit, 10)
         assert {q.error_code for t in response.topics for q in t.partitions} == {0}
         assert _committed(groups, require_stable=True) == (ErrorCode.UNSTABLE_OFFSET_COMMIT, -1)
@@ -162,7 +162,7 @@ async def test_a_markers_offsets_become_visible_only_once_the_marker_is_replicat
         # Only the leader has the marker: were it to fail now, the new leader would not have it.
         assert _committed(groups) == (0, -1)
         assert _committed(groups, require_stable=True) == (ErrorCode.UNSTABLE_OFFSET_COMMIT, -1)
-        p.on_follower_fetch(OTHER, p.log_end_offset)
+        p.on_follower_fetch(OTHER, p.log_end_offset, p.log_start_offset)
         answer = await asyncio.wait_for(marker, 10)
         assert [q.error_code for m in answer.markers for t in m.topics for q in t.partitions] == [0]
         assert _committed(groups, require_stable=True) == (0, 42)
