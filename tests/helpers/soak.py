@@ -35,6 +35,9 @@ OP_TIMEOUT = 30.0  # seconds librdkafka gets for one transactional call before i
 # https://github.com/confluentinc/librdkafka/issues/5511, fix pending in PR #5512; reproduced here by
 # this soak before the setting below). With "none" the client keeps reconnecting to the same broker.
 NO_REBOOTSTRAP = {"metadata.recovery.strategy": "none"}
+# librdkafka debug contexts for the transactional producers (e.g. "eos,broker,protocol"), to see
+# which broker answers precede a stalled call; written by librdkafka to the test's stderr
+CLIENT_DEBUG = os.environ.get("KETCH_TXN_CLIENT_DEBUG", "")
 
 
 def env_int(name: str, default: int) -> int:
@@ -433,6 +436,7 @@ class TxnPipeline(threading.Thread):
                 "transaction.timeout.ms": 30_000,
                 **NO_REBOOTSTRAP,
                 **QUIET,
+                **({"debug": CLIENT_DEBUG, "log_level": 7} if CLIENT_DEBUG else {}),
                 **self.producer_conf,
             }
         )
