@@ -32,6 +32,8 @@ not know (``meta`` aside, e.g. ``nemesis`` or ``note``) are carried along and ot
 * ``batches``: who wrote each stored batch of ``topic`` (read from a replica's segment files after
   the run): ``partitions`` -> partition -> ``{"node", "batches": [[base offset, last offset,
   producer id, producer epoch, base sequence]]}`` — what tells a broker's duplicate from a client's.
+* ``stall``: a copier made no progress for the workload's STALL_S: ``pipeline``, ``since`` and ``t``
+  (monotonic times of its last progress and of the report), ``summary``.
 * ``bump``: an idempotent producer bumped its epoch: ``proc``, ``inc``, ``t``, ``what`` (the client's
   own log line: the ``PID{Id:N,Epoch:E}`` it bumps from, and its reason; a line without the PID
   explains no copy).
@@ -96,6 +98,8 @@ ANOMALIES: dict[str, str] = {
     "copier-duplicate": "a copier input value appears more than once in the committed output, or twice to one "
     "read_committed verifier incarnation, or in the output at or past its group's committed offset (a "
     "restarted copier would copy it again)",
+    "stall": "a copier made no progress (no transaction attempt, rewind or new client) for the workload's "
+    "STALL_S, longer than any fault's hold plus the client's own timeouts: a client call stuck past its timeout",
     "incomplete-history": "something a check needs (a final-read, a copier line, an offset) is missing from "
     "the history, so that check could not be made",
 }
@@ -284,6 +288,7 @@ _FIELDS: dict[str, dict[str, Any]] = {
     "batches": {"topic": str, "partitions": dict},
     "bump": {"proc": str, "inc": _is_int, "what": str},
     "copier": {"output_topic": str, "input": list, "group_offsets": dict, "committed": list, "aborted": list},
+    "stall": {"pipeline": str, "since": _is_num, "t": _is_num},
 }
 
 
@@ -480,6 +485,7 @@ class _Checker:
         self.check_durability()
         self.check_copiers()
         self.check_hanging()
+        self.check_stalls()
         self.check_presence()
         found = {k: sorted(v, key=lambda a: a.lines[:1] or (0,)) for k, v in self.found.items() if v}
         return Report({k: found[k] for k in ANOMALIES if k in found}, self.counts(),
@@ -892,6 +898,12 @@ class _Checker:
                         [(c.line, j), (final.op.line, -1)])
 
     # ------------------------------------------------------------------------------ hanging, gaps
+
+    def check_stalls(self) -> None:
+        for op in self.kinds.get("stall", []):
+            d = op.data
+            self.report("stall", f"copier {d['pipeline']}: no progress for {d['t'] - d['since']:.0f}s "
+                        f"({d.get('summary', '')})", [(op.line, -1)])
 
     def check_hanging(self) -> None:
         for op in self.kinds.get("offsets", []):
