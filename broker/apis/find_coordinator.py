@@ -2,7 +2,12 @@
 
 The leader of the partition of `__consumer_offsets` or `__transaction_state` that owns the key,
 as this broker's metadata image names it — possibly another broker; the topic is created on the
-first need. On the leader itself the coordinator must also have loaded that partition.
+first need. As Kafka does, the leader is named even while its coordinator still loads the
+partition: the client goes there and is told COORDINATOR_LOAD_IN_PROGRESS, which it retries. An
+error here is worse for a client: librdkafka's coordinator lookup (the one send_offsets_to_transaction
+uses) retries COORDINATOR_NOT_AVAILABLE only twice, then waits for some broker connection to
+change state, with no deadline. COORDINATOR_NOT_AVAILABLE is for what Kafka answers it: no
+leader, or a leader that is not a live broker, or the topic not there yet.
 """
 
 from __future__ import annotations
@@ -41,8 +46,6 @@ async def _one(ctx: BrokerContext, client: ClientInfo, key: str, key_type: int) 
         topic, partition = TXN_TOPIC, ctx.txn.partition_for(key)
     info = ctx.topics.image.topics.get(topic)
     leader = info.partitions[partition].leader if info and partition < len(info.partitions) else -1
-    if leader == ctx.node_id and key_type == KEY_TYPE_TRANSACTION and not ctx.txn.owns(key):
-        return refuse(ErrorCode.COORDINATOR_NOT_AVAILABLE, "transaction state not loaded")
     endpoint = broker_endpoint(ctx, client, leader) if leader >= 0 else None
     if endpoint is None:
         return refuse(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic}-{partition} has no live leader")

@@ -147,7 +147,7 @@ class TransactionCoordinator:
         election is committed, however long the in-sync replicas take: loaded any earlier, a
         PrepareCommit past the high watermark would be missed, the transaction found Ongoing and
         aborted after its client was told it committed. Meanwhile its ids are not served
-        (FindCoordinator answers COORDINATOR_NOT_AVAILABLE, requests COORDINATOR_LOAD_IN_PROGRESS)."""
+        (FindCoordinator names this broker, as Kafka does; requests answer COORDINATOR_LOAD_IN_PROGRESS)."""
         i = partition.index
         try:
             while not await partition.caught_up_as_leader():

@@ -126,7 +126,15 @@ def test_every_kind_has_a_definition() -> None:
     assert {"lost-write", "unseen", "duplicate", "aborted-read", "precommitted-read", "inconsistent-offsets",
             "nonmonotonic-send", "int-nonmonotonic-send", "nonmonotonic-poll", "int-nonmonotonic-poll",
             "poll-skip", "int-poll-skip", "hanging-txn", "copier-lost", "copier-duplicate", "fenced-write",
-            "incomplete-history"} == set(ANOMALIES)
+            "incomplete-history", "stall"} == set(ANOMALIES)
+
+
+def test_a_copier_stall_is_an_anomaly(tmp_path: Path) -> None:
+    """The workload's copier watch records a copier that made no progress for its STALL_S; that is a
+    finding (a client call stuck past its timeout), not something a restart makes go away."""
+    h = clean()
+    h.add("stall", f="stall", pipeline="c1", since=4.0, t=125.0, summary="pipeline: 2/3 input committed")
+    assert only(h.check(tmp_path), "stall") == [(h.line["stall"],)]
 
 
 # ------------------------------------------------------------------------------------- mixed topic

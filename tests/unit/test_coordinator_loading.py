@@ -214,3 +214,40 @@ async def test_a_group_load_superseded_by_a_new_election_stops_and_the_new_one_r
         assert len(coordinator.sm.groups) == 202
     finally:
         await coordinator.stop()
+
+
+async def test_find_coordinator_names_a_loading_transaction_coordinator_as_kafka_does(
+        cfg: BrokerConfig, cluster: Cluster) -> None:
+    """While the new leader of a `__transaction_state` partition loads it, FindCoordinator names
+    that leader (Kafka answers from the partition's leader, loaded or not) and the coordinator's
+    own requests answer COORDINATOR_LOAD_IN_PROGRESS. COORDINATOR_NOT_AVAILABLE from
+    FindCoordinator is an answer librdkafka's coordinator lookup retries only twice before it waits
+    for some broker connection to change state (rdkafka_coord.c), with no deadline of its own."""
+    from broker.apis import find_coordinator
+    from broker.context import BrokerContext, ClientInfo
+    from protocol.headers import RequestHeader
+    from protocol.messages.find_coordinator import FindCoordinatorRequest
+
+    txn = TransactionCoordinator(cfg, cluster.topics, ProducerIdAllocator(ME, lambda: None, lambda: None),
+                                 BrokerMetrics(), SystemClock(), lambda _: None)
+    txn.load()
+    groups = GroupCoordinator(cfg, cluster.topics, SystemClock())
+    await groups.start()
+    configs = {"cleanup.policy": "compact"}
+    cluster.image(TXN_TOPIC, STALLED, 0, configs)
+    replicate(cluster.partition(TXN_TOPIC), encode_key(TID), encode_value(_txn_record(TxnState.ONGOING)), 0, 0)
+    ctx = BrokerContext(ME, cfg, SystemClock(), cluster.topics, groups, txn, ProducerIdAllocator(ME, lambda: None, lambda: None),
+                        BrokerMetrics())
+    client = ClientInfo(conn_id=1, peer="test", endpoint=("127.0.0.1", 9000 + ME))
+    try:
+        cluster.image(TXN_TOPIC, ME, 1, configs)  # this broker leads now; broker 2 stalls in the ISR
+        assert not txn.owns(TID)  # loading
+        header = RequestHeader(api_key=find_coordinator.KEY, api_version=4, correlation_id=1, client_id="t")
+        resp = await find_coordinator.handle(ctx, client, header, FindCoordinatorRequest(key_type=1, coordinator_keys=[TID]))
+        (c,) = resp.coordinators
+        assert (c.error_code, c.node_id, c.port) == (0, ME, 9000 + ME), c
+        decision = await txn.end_txn(TID, 7, 3, True, bump_epoch=False)
+        assert decision.error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS  # the coordinator says "retry"
+    finally:
+        await txn.stop()
+        await groups.stop()

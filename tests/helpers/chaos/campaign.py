@@ -278,13 +278,13 @@ def run_campaign(
 
 
 def _workload_end(history: Path) -> dict[str, Any]:
-    """What the workload's closing note says about its clients (errors seen, hung copiers restarted)."""
+    """What the workload's closing note says about its clients (errors seen, copier stalls)."""
     end: dict[str, Any] = {}
     with history.open() as f:
         for line in f:
             if line.startswith('{"f":"note","what":"end"'):
                 end = json.loads(line)
-    return {"copier_restarts": end.get("copier_restarts"), "client_errors": end.get("errors")}
+    return {"copier_stalls": end.get("copier_stalls"), "client_errors": end.get("errors")}
 
 
 def _started(history: Path) -> bool:
@@ -330,7 +330,7 @@ def render(result: Result) -> str:
              f"- findings attributed to the client, not anomalies: {s['client_findings'] or 'none'}",
              f"- faults after which the cluster never served again: {len(s['unrecovered'])}",
              f"- brokers that died on their own or ignored SIGTERM: {s['cluster_errors'] or 'none'}",
-             f"- hung copier clients restarted by the workload: {s.get('copier_restarts')}",
+             f"- copier stalls (each also a `stall` anomaly): {s.get('copier_stalls')}",
              f"- client errors seen (and handled) by the workload: {s.get('client_errors')}", "",
              "| fault | cycles | median recovery s | max recovery s |", "|---|---|---|---|"]
     for k, v in s["recovery_s_by_kind"].items():

@@ -37,6 +37,8 @@ not know (``meta`` aside, e.g. ``nemesis`` or ``note``) are carried along and ot
   ``writes`` (``[{"partition", "value", "t0", "error", "offset"}]``, each sent under the old epoch
   after ``t``, straight to the partition leader; ``error`` ``NONE`` means acknowledged) and
   ``commit`` (the error its EndTxn(commit) under the old epoch got after ``t``, null if unanswered).
+* ``stall``: a copier made no progress for the workload's STALL_S: ``pipeline``, ``since`` and ``t``
+  (monotonic times of its last progress and of the report), ``summary``.
 * ``bump``: an idempotent producer bumped its epoch: ``proc``, ``inc``, ``t``, ``what`` (the client's
   own log line: the ``PID{Id:N,Epoch:E}`` it bumps from, and its reason; a line without the PID
   explains no copy).
@@ -103,6 +105,8 @@ ANOMALIES: dict[str, str] = {
     "restarted copier would copy it again)",
     "fenced-write": "after another instance of its transactional id was handed a newer producer epoch, a "
     "write under the old epoch was acknowledged or read back (stored), or its commit was answered as done",
+    "stall": "a copier made no progress (no transaction attempt, rewind or new client) for the workload's "
+    "STALL_S, longer than any fault's hold plus the client's own timeouts: a client call stuck past its timeout",
     "incomplete-history": "something a check needs (a final-read, a copier line, an offset) is missing from "
     "the history, so that check could not be made",
 }
@@ -294,6 +298,7 @@ _FIELDS: dict[str, dict[str, Any]] = {
     "fence": {"proc": str, "topic": str, "pid": _is_int, "epoch": _is_int, "by": _is_int, "t": _is_num,
               "writes": list},
     "copier": {"output_topic": str, "input": list, "group_offsets": dict, "committed": list, "aborted": list},
+    "stall": {"pipeline": str, "since": _is_num, "t": _is_num},
 }
 
 
@@ -498,6 +503,7 @@ class _Checker:
         self.check_copiers()
         self.check_fences()
         self.check_hanging()
+        self.check_stalls()
         self.check_presence()
         found = {k: sorted(v, key=lambda a: a.lines[:1] or (0,)) for k, v in self.found.items() if v}
         return Report({k: found[k] for k in ANOMALIES if k in found}, self.counts(),
@@ -935,6 +941,12 @@ class _Checker:
                 self.report("fenced-write", f"{who}: its EndTxn(commit) was answered as done", [(op.line, -1)])
 
     # ------------------------------------------------------------------------------ hanging, gaps
+
+    def check_stalls(self) -> None:
+        for op in self.kinds.get("stall", []):
+            d = op.data
+            self.report("stall", f"copier {d['pipeline']}: no progress for {d['t'] - d['since']:.0f}s "
+                        f"({d.get('summary', '')})", [(op.line, -1)])
 
     def check_hanging(self) -> None:
         for op in self.kinds.get("offsets", []):
