@@ -1,5 +1,6 @@
 """Client-listener handlers for the admin requests Kafka's brokers forward to the active controller
-(broker/forwarding.py): DescribeQuorum and ListPartitionReassignments."""
+(broker/forwarding.py): DescribeQuorum. (ListPartitionReassignments is answered from this broker's
+image: docs/protocol.md.)"""
 
 from __future__ import annotations
 
