@@ -31,6 +31,7 @@ from protocol.messages.metadata_records import (
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     FenceBrokerRecord,
+    PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
@@ -311,10 +312,11 @@ class QuorumController:
         if any(e != -1 and not ((x := self.image.broker(r)) and x.epoch == e) for r, e in new_isr):
             return ErrorCode.INELIGIBLE_REPLICA, None
         # the leader stays (it is in the new ISR and live); members leaving below min.insync.replicas
-        # join the ELR, joining ones leave it (partition_change.py)
+        # join the ELR, joining ones leave it (partition_change.py). An ISR as it was is still
+        # committed (the partition epoch moves), as Ketch's leaders expect of an accepted request.
         change = build(t, partition, isr, self.image.live_brokers().__contains__,
                        min_isr(self.image, t, self.min_insync_replicas))
-        return 0, framed(change) if change is not None else None
+        return 0, framed(change or PartitionChangeRecord(partition_id=partition, topic_id=topic_id, isr=isr))
 
     # ---- leader elections ---------------------------------------------------------------------------
     def elect_leaders(self, wanted: Sequence[tuple[str, int]] | None,
