@@ -17,7 +17,7 @@ import time
 import warnings
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from helpers import unique_topic
 from helpers.cluster import Cluster
 from helpers.cluster_metadata import listed_everywhere, metadata, new_topic, voters_for
@@ -90,7 +90,9 @@ def test_consumers_resume_at_the_point_of_divergence_after_an_unclean_election(c
     kp = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest",
                        metadata_max_age_ms=500)
     try:
-        cf.assign([TopicPartition(topic, 0)])
+        # from the beginning, not from a committed offset: with a broker paused, `__consumer_offsets`
+        # (replication factor 3) cannot be created, so no group coordinator could answer
+        cf.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         kp.assign([KpTopicPartition(topic, 0)])
         cf_seen: list[int] = []
         kp_seen: list[int] = []
