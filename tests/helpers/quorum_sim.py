@@ -80,7 +80,8 @@ class QuorumSim:
         self.ticks = 0
         # (leader, epoch) -> tick each of its entries was appended at, and where that record ends
         self.appended: dict[tuple[int, int], dict[int, int]] = {}
-        self.leases_checked = 0  # steps at which some leader's lease held (the check had work)
+        self.appended_end: dict[tuple[int, int], int] = {}
+        self.deposed_checked = 0  # steps at which a deposed leader still led (the lease check had work)
         self.proposed = 0
         self.steps = 0
         self.trace: list[str] = []
@@ -248,14 +249,18 @@ class QuorumSim:
             if n.role != Role.LEADER:
                 continue
             stamps = self.appended.setdefault((n.id, n.epoch), {})
-            for offset in range(max(n.epoch_start_offset, n.log_start), n.log_end):
-                stamps.setdefault(offset, self.ticks)
+            # a leader only appends: date the offsets past the last one dated
+            start = max(n.epoch_start_offset, n.log_start, self.appended_end.get((n.id, n.epoch), 0))
+            for offset in range(start, n.log_end):
+                stamps[offset] = self.ticks
+            self.appended_end[(n.id, n.epoch)] = max(start, n.log_end)
+            if newest <= n.epoch:
+                continue  # no later leader to overlap with
+            self.deposed_checked += 1
             confirmed = {v: stamps.get(o) for v, o in n.lease_confirmations().items()}
             if lease_holds(self.ticks, self.cfg.fetch_timeout_ticks, n.id, self.ids, confirmed):
-                self.leases_checked += 1
-                if newest > n.epoch:
-                    raise Violation(f"node {n.id} holds a lease in epoch {n.epoch} while node "
-                                    f"{self.leaders[newest]} was elected in epoch {newest}")
+                raise Violation(f"node {n.id} holds a lease in epoch {n.epoch} while node "
+                                f"{self.leaders[newest]} was elected in epoch {newest}")
 
     def _check_completeness(self, n: QuorumNode) -> None:
         for offset, (epoch, data) in enumerate(self.committed):

@@ -29,14 +29,16 @@ def _run(seed: int, node_factory: type[QuorumNode] = QuorumNode) -> QuorumSim:
 
 @pytest.mark.parametrize("chunk", range(CHUNKS))
 def test_seeded_runs_keep_raft_safe_and_recover(chunk: int) -> None:
-    elections = committed = 0
+    elections = committed = deposed = 0
     for seed in range(chunk, SEEDS, CHUNKS):
         sim = _run(seed)
         elections += len(sim.leaders)
+        deposed += sim.deposed_checked
         sim.settle()
         committed += len(sim.committed)
-    # the runs must exercise something: leaders elected and entries committed in every chunk
-    assert elections >= SEEDS // CHUNKS and committed >= 10 * (SEEDS // CHUNKS)
+    # the runs must exercise something: leaders elected and entries committed in every chunk, and
+    # deposed leaders still leading (whose leases the checker judged)
+    assert elections >= SEEDS // CHUNKS and committed >= 10 * (SEEDS // CHUNKS) and deposed > 0
 
 
 def test_replay() -> None:
@@ -70,3 +72,26 @@ def test_the_checker_catches_two_votes_in_one_epoch() -> None:
             caught.append(str(v))
             break
     assert caught and "two leaders in epoch" in caught[0] and "replay" in caught[0]
+
+
+class _HeardIsConfirmed(QuorumNode):
+    """Broken on purpose: counts every voter whose fetch arrived lately as having confirmed the
+    leader's whole log — the lease from fetch arrivals, before issue 23 item 5."""
+
+    def lease_confirmations(self) -> dict[int, int]:
+        lead = self._lead
+        if self.role != Role.LEADER or lead is None:
+            return {}
+        recent = {v for v, t in lead.heard.items() if self.now - t < self.cfg.fetch_timeout_ticks}
+        return {v: self.log_end - 1 for v in recent}
+
+
+def test_the_checker_catches_a_lease_counted_from_fetch_arrivals() -> None:
+    caught = []
+    for seed in range(400):
+        try:
+            _run(seed, _HeardIsConfirmed)
+        except Violation as v:
+            caught.append(str(v))
+            break
+    assert caught and "holds a lease" in caught[0]
