@@ -52,7 +52,7 @@ def test_short_campaign_has_no_anomalies(tmp_path: Path) -> None:
     _require_namespaces()
     seed = int(os.environ.get("KETCH_CHAOS_SEED") or ROTATION[datetime.date.today().toordinal() % len(ROTATION)])
     seconds = float(os.environ.get("KETCH_CHAOS_SECONDS") or 45)
-    r = run_campaign(tmp_path / "campaign", seconds=seconds, seed=seed, kinds=tuple(KINDS), hold=(2.0, 5.0),
+    r = run_campaign(tmp_path / "campaign", seconds=seconds, seed=seed, kinds=tuple(KINDS), hold=(1.0, 3.0),
                      every_kind=True)
     assert not r.failures(), f"{r.failures()}: {_explain(r)}"
     assert {c.fault.kind for c in r.cycles} == set(KINDS), _explain(r)
