@@ -253,6 +253,16 @@ class TxnPipeline(threading.Thread):
     def stop(self) -> None:
         self._halt.set()
 
+    def successor(self, *, seed: int, txn_no: int) -> TxnPipeline:
+        """The same application started again (after this instance stalled in a client call): same
+        transactional id and group — its init_transactions fences this instance — with its
+        transaction numbers from `txn_no` on, so the outcomes of both can be told apart."""
+        nxt = TxnPipeline(self.bootstrap, self.src, self.dst, self.ends, seed=seed, deadline=self.deadline,
+                          max_txns=self.max_txns, max_batch=self.max_batch, abort_ratio=self.abort_ratio,
+                          crash_ratio=self.crash_ratio, producer_conf=self.producer_conf)
+        nxt.tid, nxt.group, nxt.txn_no = self.tid, self.group, txn_no
+        return nxt
+
     @property
     def progress(self) -> tuple[int, ...]:
         """Changes whenever the copier gets anywhere: a transaction attempt, a rewind, a new client,
