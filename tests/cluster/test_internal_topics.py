@@ -9,25 +9,12 @@ enough brokers are up; so does Ketch. Three real brokers, one stopped at first u
 from __future__ import annotations
 
 from helpers.cluster import Cluster
-from helpers.cluster_metadata import agreed, listed_everywhere, metadata
-from helpers.raw import Raw
+from helpers.cluster_metadata import agreed, find_coordinator, listed_everywhere, metadata
 from helpers.wait import wait_until
 
 from protocol.errors import ErrorCode
-from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 
 INTERNAL = ((0, "a-group", "__consumer_offsets"), (1, "a-transactional-id", "__transaction_state"))
-
-
-def find_coordinator(port: int, key: str, key_type: int) -> tuple[int, int]:
-    """(error code, node id) as the broker at `port` answers."""
-    raw = Raw(port)
-    try:
-        resp = raw.request(FindCoordinatorRequest(key=key, key_type=key_type), 3)
-    finally:
-        raw.close()
-    assert isinstance(resp, FindCoordinatorResponse)
-    return resp.error_code, resp.node_id
 
 
 def test_internal_topics_wait_for_enough_brokers_and_get_all_their_replicas(cluster: Cluster) -> None:

@@ -116,13 +116,19 @@ def new_topic(c: Cluster, name: str, partitions: int, rf: int, configs: dict[str
     return found[-1]
 
 
-def coordinator(port: int, key: str, key_type: int) -> int:
-    """The node id the broker at `port` names as coordinator of `key` (key_type 0: group,
-    1: transactional id); -1 when it answers an error."""
+def find_coordinator(port: int, key: str, key_type: int) -> tuple[int, int]:
+    """(error code, node id) as the broker at `port` answers FindCoordinator for `key` (key_type
+    0: group, 1: transactional id)."""
     raw = Raw(port)
     try:
         resp = raw.request(FindCoordinatorRequest(key=key, key_type=key_type), 3)
     finally:
         raw.close()
     assert isinstance(resp, FindCoordinatorResponse)
-    return resp.node_id if resp.error_code == 0 else -1
+    return resp.error_code, resp.node_id
+
+
+def coordinator(port: int, key: str, key_type: int) -> int:
+    """The node id the broker at `port` names as coordinator of `key`; -1 when it answers an error."""
+    error, node = find_coordinator(port, key, key_type)
+    return node if error == 0 else -1
