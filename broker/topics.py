@@ -114,7 +114,7 @@ class TopicTable:
         self.meta_file = self.data_dir / "topics.json"
         self.by_name: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}
-        self.group_commit = GroupCommit()  # shared by every partition: one fsync per log per loop turn
+        self.group_commit = GroupCommit()  # shared by every partition: one sync of each log at a time
         self.image = MetadataImage()
         # False from a restart until this broker has applied its own registration (server.py): the
         # image replayed from the local metadata log may still name it leader at an epoch its
@@ -498,4 +498,5 @@ class TopicTable:
         for t in self.by_name.values():
             for p in t.local.values():
                 p.close()
+        self.group_commit.close()
 

@@ -18,6 +18,7 @@ magic or CRC check.
 
 from __future__ import annotations
 
+import os
 import shutil
 import struct
 from bisect import bisect_right
@@ -91,6 +92,31 @@ class ReadResult(NamedTuple):
     aborted_transactions: list[AbortedTransaction] | None = None  # only with include_aborted
 
 
+class DataSync(NamedTuple):
+    """An fsync of a log's data, taken on the event loop and run on an I/O thread.
+
+    Only the segment files written since the last sync (and the directory after a roll) are
+    synced, not the indexes: recovery rebuilds indexes above the recovery point, so a coordinator
+    waiting to act on its append needs the bytes on disk, not the index entries. The file
+    descriptors are duplicates, so a segment closed meanwhile (a deleted topic) cannot have its
+    number reused under the sync."""
+
+    fds: tuple[int, ...]
+    directory: Path | None
+    end_offset: int
+    generation: tuple[int, int]  # (truncations, directory changes) when taken
+
+    def run(self) -> None:
+        try:
+            for fd in self.fds:
+                os.fdatasync(fd)
+            if self.directory is not None:
+                fsync_dir(self.directory)
+        finally:
+            for fd in self.fds:
+                os.close(fd)
+
+
 class UnexpectedAppendOffsetError(KafkaError):
     """A replicated append whose offsets do not continue the log (the follower must truncate)."""
 
@@ -123,6 +149,9 @@ class PartitionLog:
         self._written: dict[str, int | None] = {}  # checkpoint file name -> value durably written
         self._last_flush_ms = 0
         self._dir_dirty = False
+        self._synced = 0  # everything below is on disk (data only; see DataSync)
+        self._truncations = 0
+        self._dir_changes = 0
         self._closed = False
         self._retired_files: list[Path] = []
         self.recovery_stats = RecoveryStats(0, 0, 0, 0, 0, None, 0)
@@ -150,9 +179,10 @@ class PartitionLog:
         self._log_start, self._leo = loaded.log_start, loaded.log_end
         self._hw, self._recovery_point = loaded.high_watermark, loaded.recovery_point
         self._written = loaded.written
+        self._synced = loaded.log_end  # the loader fsynced what it re-validated
         self.recovery_stats = loaded.stats
         if loaded.fresh:
-            self._dir_dirty = True
+            self._mark_dir_dirty()
             self.flush()
         self.checkpoint()
 
@@ -450,7 +480,7 @@ class PartitionLog:
         seg = LogSegment.create(self.directory, base_offset, self.config, now)
         self._segments.append(seg)
         self._bases.append(base_offset)
-        self._dir_dirty = True
+        self._mark_dir_dirty()
         # The snapshot lets recovery start producer state here instead of replaying older
         # segments. Not fsynced: it is CRC-checked on load, and losing it only costs replay.
         self._producers.take_snapshot(durable=False)
@@ -494,7 +524,37 @@ class PartitionLog:
                 fsync_dir(self.directory)
                 self._dir_dirty = False
             self._recovery_point = self._leo
+        self._synced = self._leo
         self._last_flush_ms = self._now()
+
+    def _mark_dir_dirty(self) -> None:
+        self._dir_dirty = True
+        self._dir_changes += 1
+
+    @property
+    def synced_offset(self) -> int:
+        """Everything below is on disk (flushed or synced)."""
+        return self._synced
+
+    def begin_sync(self) -> DataSync | None:
+        """What makes every append so far durable, to run off the event loop; None if nothing
+        needs it. Hand the result back to `end_sync` once it has run."""
+        self._check_open()
+        if self._synced >= self._leo and not self._dir_dirty:
+            return None
+        segments = self._segments[self._segment_index(self._synced):] if self._synced < self._leo else []
+        return DataSync(tuple(os.dup(seg.fd) for seg in segments),
+                        self.directory if self._dir_dirty else None, self._leo,
+                        (self._truncations, self._dir_changes))
+
+    def end_sync(self, sync: DataSync) -> None:
+        """Record a DataSync that ran: what it covered is durable unless the log was truncated
+        (the offsets may hold other batches now) or its directory changed again meanwhile."""
+        truncations, dir_changes = sync.generation
+        if truncations == self._truncations:
+            self._synced = max(self._synced, min(sync.end_offset, self._leo))
+        if sync.directory is not None and dir_changes == self._dir_changes:
+            self._dir_dirty = False
 
     def checkpoint(self) -> None:
         """Durably write the recovery point, log start, high watermark and epoch files that
@@ -668,6 +728,8 @@ class PartitionLog:
 
     def _after_truncation(self) -> None:
         leo = self._leo
+        self._truncations += 1
+        self._synced = min(self._synced, leo)
         self._hw = min(self._hw, leo)
         self._epochs.truncate_from_end(leo)
         self._producers.delete_snapshots_above(leo)
@@ -695,10 +757,11 @@ class PartitionLog:
         self._segments = [LogSegment.create(self.directory, offset, self.config, now)]
         self._bases = [offset]
         self._log_start = self._leo = self._hw = self._recovery_point = offset
+        self._truncations += 1
         self._producers.delete_snapshots(self._producers.snapshot_offsets())
         self._producers.clear(offset)
         self._epochs.clear()
-        self._dir_dirty = True
+        self._mark_dir_dirty()
         self.flush()
         self.checkpoint()
 

@@ -17,27 +17,34 @@ from typing import Any
 
 import pytest
 from helpers import free_port, unique_topic
+from helpers.wait import wait_until_async
 
 from broker.apis import HANDLERS
 from broker.config import BrokerConfig
 from broker.server import BrokerServer
 from client import Admin, NewTopic, Producer
-from storage.log import PartitionLog
+from storage.log import DataSync, PartitionLog
 
 END_TXN, WRITE_TXN_MARKERS = 26, 27
 
 
 @pytest.fixture
 def timeline(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[Any, ...]]]:
-    """("flush", dir name, durable end offset) and ("answer", api key, request) in the order they happen."""
+    """("flush", dir name, durable end offset) and ("answer", api key, request) in the order they
+    happen. A log becomes durable by a flush (the flush policy) or a sync (group commit)."""
     events: list[tuple[Any, ...]] = []
-    flush = PartitionLog.flush
+    flush, end_sync = PartitionLog.flush, PartitionLog.end_sync
 
     def recording_flush(self: PartitionLog) -> None:
         flush(self)
         events.append(("flush", self.directory.name, self.recovery_point))
 
+    def recording_end_sync(self: PartitionLog, sync: DataSync) -> None:
+        end_sync(self, sync)
+        events.append(("flush", self.directory.name, self.synced_offset))
+
     monkeypatch.setattr(PartitionLog, "flush", recording_flush)
+    monkeypatch.setattr(PartitionLog, "end_sync", recording_end_sync)
     for key in (END_TXN, WRITE_TXN_MARKERS):
         handler = HANDLERS[key]
 
@@ -79,6 +86,9 @@ async def test_prepare_and_markers_are_fsynced_before_they_are_answered(
                 for i in range(4):
                     await producer.send(topic, b"v", partition=i % 2)
                 await producer.commit_transaction()
+        # The last commit is answered once prepared; its markers follow.
+        await wait_until_async(lambda: sum(1 for ev in timeline if ev[:2] == ("answer", WRITE_TXN_MARKERS)) >= 3,
+                               10, message="the third transaction's markers")
     finally:
         await server.stop()
 

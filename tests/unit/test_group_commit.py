@@ -4,9 +4,12 @@ released before the flush that covers their append (issue 11, item 1)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 from pathlib import Path
 
 import pytest
+from helpers.wait import wait_until_async
 
 from broker.group_commit import GroupCommit
 from broker.partition import AppendOrigin, Partition
@@ -35,12 +38,12 @@ async def test_one_fsync_per_log_per_turn_and_waiters_released_after_it(tmp_path
         waits.append(asyncio.ensure_future(a.made_durable()))
     _append(b)
     waits.append(asyncio.ensure_future(b.made_durable()))
-    assert a.log.recovery_point < a.log.log_end_offset  # nothing flushed within the turn
+    assert a.log.synced_offset < a.log.log_end_offset  # nothing synced within the turn
     assert not any(w.done() for w in waits)
     await asyncio.gather(*waits)
     assert (gc.fsyncs, gc.waiters) == (2, 6)
-    assert a.log.recovery_point == a.log.log_end_offset == 5
-    assert b.log.recovery_point == b.log.log_end_offset == 1
+    assert a.log.synced_offset == a.log.log_end_offset == 5
+    assert b.log.synced_offset == b.log.log_end_offset == 1
     a.close()
     b.close()
 
@@ -53,3 +56,67 @@ async def test_a_flush_that_fails_fails_its_waiters(tmp_path: Path) -> None:
     p.close()  # a topic deleted between the append and the end of the turn
     with pytest.raises(Exception, match="closed"):
         await wait
+
+
+async def test_the_sync_runs_off_the_event_loop_and_later_appends_wait_for_the_next(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slow disk must not stall the loop (issue 24), and an append made while a sync is running
+    is not covered by it: its waiter is released only by the sync after."""
+    gate = threading.Event()
+    entered = threading.Event()
+    real = os.fdatasync
+
+    def slow_fdatasync(fd: int) -> None:
+        entered.set()
+        assert gate.wait(10), "the test never released the disk"
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", slow_fdatasync)
+    gc = GroupCommit()
+    p = _open(tmp_path, "slow", gc)
+    _append(p)
+    first = asyncio.ensure_future(p.made_durable())
+    await wait_until_async(entered.is_set, 5, message="the first sync to reach the disk")
+    ticks = 0
+    for _ in range(20):  # the loop keeps turning while the fsync is blocked
+        await asyncio.sleep(0)
+        ticks += 1
+    _append(p)
+    second = asyncio.ensure_future(p.made_durable())
+    await asyncio.sleep(0)
+    assert ticks == 20 and not first.done() and not second.done()
+    gate.set()
+    await first
+    assert p.log.synced_offset >= 1
+    await second
+    assert p.log.synced_offset == p.log.log_end_offset == 2
+    assert gc.fsyncs == 2
+    p.close()
+    gc.close()
+
+
+async def test_a_truncation_during_a_sync_keeps_the_synced_offset_below_the_new_end(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Offsets rewritten after a truncation were not covered by the sync that started before it."""
+    gate = threading.Event()
+    entered = threading.Event()
+    real = os.fdatasync
+
+    def slow_fdatasync(fd: int) -> None:
+        entered.set()
+        assert gate.wait(10)
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", slow_fdatasync)
+    gc = GroupCommit()
+    p = _open(tmp_path, "trunc", gc)
+    for _ in range(3):
+        _append(p)
+    wait = asyncio.ensure_future(p.made_durable())
+    await wait_until_async(entered.is_set, 5, message="the sync to reach the disk")
+    p.log.truncate_to(1)
+    gate.set()
+    await wait
+    assert p.log.synced_offset <= 1
+    p.close()
+    gc.close()
