@@ -56,6 +56,7 @@ CONCURRENT_WAIT_S = 2.0
 VERIFY_TIMEOUT_S = 5.0  # a verification asked of another broker
 REPLICATION_TIMEOUT_S = 5.0  # a __transaction_state append must reach the in-sync replicas by then
 _LOAD_READ_BYTES = 1024 * 1024
+_COMPLETIONS = frozenset({TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
 
 
 def _decoded(partition: int, data: bytes | memoryview) -> list[tuple[str, TxnRecord | None]]:
@@ -403,7 +404,15 @@ class TransactionCoordinator:
     async def _append(self, tid: str, d: Decision) -> ErrorCode:
         """Append the transition to the id's `__transaction_state` partition and wait until it
         is durable: fsynced on one broker (grouped per loop turn), the in-sync replicas on a
-        cluster."""
+        cluster.
+
+        A completion (CompleteCommit/CompleteAbort) is acted on once appended, without that wait:
+        every later decision on the id writes a record behind it in the same log and waits for
+        that one, which makes the completion durable too; and a completion lost in a crash or a
+        failover is redone by the next coordinator from the PrepareX record it follows (markers
+        resent, which the partitions take again harmlessly). Waiting for it would put one more
+        replication round trip between a commit and the producer's next transaction, which
+        waits for the completion (CONCURRENT_TRANSACTIONS) before it can begin."""
         part = self.topics.partition(TOPIC, self.machine.partition_of(tid))
         if part is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -411,10 +420,10 @@ class TransactionCoordinator:
         batch = build_batch([Record(0, 0, encode_key(tid), value)])
         try:
             res = part.append(batch, AppendOrigin.COORDINATOR)
-            await part.made_durable()  # not acted on (answered, markers sent) before it is on disk
-            code = await part.replicated(res.last_offset + 1, REPLICATION_TIMEOUT_S)  # and on the ISR
-            if code:
-                raise KafkaError(code, "the transaction state did not reach the in-sync replicas")
+            if d.record is not None and d.record.state in _COMPLETIONS:
+                self._spawn(self._settle(tid, part, res.last_offset + 1))
+                return ErrorCode.NONE
+            await self._durable(part, res.last_offset + 1)
         except KafkaError as e:
             log.error("__transaction_state append failed", transactional_id=tid, error=e.code.name, reason=e.message)
             return _APPEND_ERRORS.get(e.code, e.code)
@@ -422,6 +431,21 @@ class TransactionCoordinator:
             log.error("__transaction_state append failed", transactional_id=tid, exc_info=e)
             return ErrorCode.NOT_COORDINATOR
         return ErrorCode.NONE
+
+    @staticmethod
+    async def _durable(part: Partition, end_offset: int) -> None:
+        await part.made_durable()  # not acted on (answered, markers sent) before it is on disk
+        code = await part.replicated(end_offset, REPLICATION_TIMEOUT_S)  # and on the ISR
+        if code:
+            raise KafkaError(code, "the transaction state did not reach the in-sync replicas")
+
+    async def _settle(self, tid: str, part: Partition, end_offset: int) -> None:
+        """A completion's durability, only reported: see `_append`."""
+        try:
+            await self._durable(part, end_offset)
+        except (KafkaError, OSError) as e:
+            log.info("transaction completion not durable yet; the id's next record or its next coordinator "
+                     "settles it", transactional_id=tid, error=str(e))
 
     # ---- waiting for an id to change ----------------------------------------------------------
     async def _wait_change(self, tid: str, timeout: float) -> None:
