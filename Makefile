@@ -39,10 +39,11 @@ unit: install
 # Benchmarks write their figures to bench/*.json (git-ignored); see docs/bench.md.
 bench: install system-deps
 	$(BIN)/python -m bench.throughput --out bench/results.json
-	$(BIN)/python -m bench.transactions --out bench/results-transactions.json
+	$(BIN)/python -m bench.transactions --targets mock,ketch,ketch-3 --out bench/results-transactions.json
 	$(BIN)/python -m bench.client --out bench/client-results.json
-	$(BIN)/python -m bench.pipeline --out bench/results-pipeline.json
+	$(BIN)/python -m bench.pipeline --orders 400000 --out bench/results-pipeline.json
 	$(BIN)/python -m bench.compaction --out bench/results-compaction.json
+	$(BIN)/python -m bench.summary --json bench/summary.json
 
 # Produce, idempotent and transactions on 3 brokers (RF 3, acks=all) beside 1 broker and the mock,
 # all in one run per module; see docs/bench.md "3 brokers". About 2 minutes, mostly cluster starts.

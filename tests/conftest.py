@@ -14,6 +14,8 @@ import pytest
 TESTS_DIR = Path(__file__).resolve().parent
 if str(TESTS_DIR) not in sys.path:  # makes `import helpers` work whatever the rootdir / import mode
     sys.path.insert(0, str(TESTS_DIR))
+if str(TESTS_DIR.parent) not in sys.path:  # and `import bench` (not an installed package)
+    sys.path.append(str(TESTS_DIR.parent))
 
 from helpers import BrokerError, BrokerProcess, Cluster, unique_topic  # noqa: E402
 from helpers.raw import Raw  # noqa: E402

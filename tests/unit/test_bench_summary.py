@@ -1,0 +1,39 @@
+"""bench.summary: the one table `make bench` ends with reads each benchmark's JSON as written and
+never fills a missing figure in."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench.summary import render, rows
+
+
+def _write(d: Path, name: str, data: object) -> None:
+    (d / name).write_text(json.dumps(data))
+
+
+def test_ratios_come_from_figures_of_the_same_file_and_missing_ones_say_not_run(tmp_path: Path) -> None:
+    _write(tmp_path, "results-transactions.json", {
+        "settings": {"sizes": [1]},
+        "mock": {"txn-1": {"txns_per_s": 600.0}},
+        "ketch": {"txn-1": {"txns_per_s": 300.0}},
+        "ketch-3": {"txn-1": {"txns_per_s": 240.0}},
+    })
+    _write(tmp_path, "results-pipeline.json", {"results": [
+        {"transform": "passthrough", "arrow": True, "rows_per_s": 250_000},
+        {"transform": "passthrough", "arrow": False, "rows_per_s": 90_000}]})
+    table = {r.scenario: r for r in rows(tmp_path)}
+
+    one = table["transactions of 1, 1 broker"]
+    assert (one.ketch, one.reference, one.ratio, one.met) == (300.0, 600.0, 0.5, False)
+    three = table["transactions of 1, 3 brokers RF 3"]
+    assert (three.reference, three.ratio, three.met) == (300.0, 0.8, True)
+    pipe = table["Spark pipeline passthrough (Arrow, local[2])"]
+    assert (pipe.ketch, pipe.ratio, pipe.met) == (250_000, None, True)
+    produce = table["produce acks=all, 1 broker"]  # results.json was not written
+    assert (produce.ketch, produce.reference, produce.met) == (None, None, None)
+
+    text = render(list(table.values()))
+    assert "not run" in text
+    assert "0.50" in text and "0.80" in text
