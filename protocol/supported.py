@@ -61,6 +61,7 @@ CONTROLLER_SUPPORTED: dict[int, tuple[int, int]] = {
     37: (0, 3),   # CreatePartitions (forwarded)
     43: (0, 2),   # ElectLeaders (forwarded)
     45: (0, 0),   # AlterPartitionReassignments (forwarded)
+    46: (0, 0),   # ListPartitionReassignments (forwarded)
     52: (0, 2),   # Vote (v2: pre-vote, KIP-996)
     53: (0, 1),   # BeginQuorumEpoch
     54: (0, 1),   # EndQuorumEpoch

@@ -69,13 +69,14 @@ HANDLERS: dict[int, Handler] = {
 }
 # Forwarded to the quorum leader's controller listener, as Kafka's brokers forward them.
 HANDLERS[55] = forwarded.to_controller(quorum.describe_quorum)
-HANDLERS[46] = partition_reassignments.list_reassignments
+HANDLERS[46] = forwarded.to_controller(partition_reassignments.list_reassignments)
 
 # The controller listener: the metadata quorum's protocol (KRaft), and nothing a client uses.
 CONTROLLER_HANDLERS: dict[int, Handler] = {
     1: quorum.metadata_fetch, 18: api_versions.handle, 19: controller_topics.create_topics,
     20: controller_topics.delete_topics, 33: controller_topics.alter_configs, 37: controller_topics.create_partitions,
     43: controller_topics.elect_leaders, 45: partition_reassignments.on_controller,
+    46: partition_reassignments.list_reassignments,
     56: controller_topics.alter_partition,
     52: quorum.vote, 53: quorum.begin_quorum_epoch,
     54: quorum.end_quorum_epoch, 55: quorum.describe_quorum, 59: quorum.fetch_snapshot,

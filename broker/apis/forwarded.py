@@ -1,6 +1,7 @@
 """Client-listener handlers for the admin requests Kafka's brokers forward to the active controller
-(broker/forwarding.py): DescribeQuorum. (ListPartitionReassignments is answered from this broker's
-image: docs/protocol.md.)"""
+(broker/forwarding.py): DescribeQuorum and ListPartitionReassignments. The latter is answered from
+the quorum leader's image, not this broker's: a broker whose image lags (a slow fetch of the metadata
+log) would list a reassignment as still running, or miss one just started.)"""
 
 from __future__ import annotations
 

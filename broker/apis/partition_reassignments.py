@@ -1,8 +1,9 @@
 """AlterPartitionReassignments (45) and ListPartitionReassignments (46), kafka-reassign-partitions'
 APIs. Alter goes to the active controller (here, or forwarded; the controller listener takes it
 too) and is answered once the reassignment has started — the new replicas then catch up and join
-the ISR, and the controller drops the old ones (broker/controller/reassignment.py). List answers
-from this broker's metadata image: the partitions with replicas being added or removed."""
+the ISR, and the controller drops the old ones (broker/controller/reassignment.py). List is forwarded to the quorum
+leader (apis/forwarded.py) and answered from its metadata image: the partitions with replicas being
+added or removed."""
 
 from __future__ import annotations
 

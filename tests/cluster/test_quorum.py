@@ -14,6 +14,10 @@ from helpers.quorum_views import View, agreed_leader, controller_port, describe
 from helpers.raw import Raw, producer_ids
 
 from protocol.errors import ErrorCode
+from protocol.messages.partition_reassignments import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
 from protocol.messages.vote import VotePartitionRequest, VoteRequest, VoteResponse, VoteTopicRequest
 
 ELECTION_BOUND_S = 10.0  # Kafka's defaults elect within a few seconds; ours: fetch timeout 2 s + election 1-2 s
@@ -44,6 +48,20 @@ def test_three_brokers_agree_on_one_leader_that_replicates_to_all(quorum) -> Non
         v = describe(c.ports[n])
         assert v is not None and v.error == 0 and v.leader == leader.leader, v
         assert set(v.log_ends) == {1, 2, 3} and v.high_watermark >= 1
+    # ListPartitionReassignments likewise: answered on the leader's controller listener, where a
+    # follower's client listener forwards it (its own image may lag the leader's).
+    for port in (controller_port(c, leader.leader), c.ports[followers[0]]):
+        assert _list_reassignments(port) == (0, [])
+
+
+def _list_reassignments(port: int) -> tuple[int, list[object]]:
+    raw = Raw(port)
+    try:
+        resp = raw.request(ListPartitionReassignmentsRequest(timeout_ms=5000), 0)
+    finally:
+        raw.close()
+    assert isinstance(resp, ListPartitionReassignmentsResponse)
+    return resp.error_code, list(resp.topics)
 
 
 def test_sigkill_of_the_leader_elects_another_and_the_voter_rejoins(quorum) -> None:  # type: ignore[no-untyped-def]
