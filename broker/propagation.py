@@ -5,7 +5,9 @@ CreatePartitions answer only once the change is in every live broker's image: a 
 on at once to another broker — the new partition's leader for ListOffsets, any broker for its
 Metadata — would otherwise be told the topic does not exist (UNKNOWN_TOPIC_OR_PARTITION, which
 some clients, kafka-python's admin among them, take as final) or not see it in the list of all
-topics. The other brokers are asked with Metadata over their inter-broker listener, on a
+topics. DeleteTopics likewise answers once no live broker lists the topic any more: a client
+recreating it at once, or producing to it through another broker, would otherwise still find the
+old one there. The other brokers are asked with Metadata over their inter-broker listener, on a
 channel of its own.
 """
 
@@ -34,9 +36,9 @@ class Propagation:
         self._channel = Channel(address_of, f"ketch-metadata-{node_id}")
 
     async def everywhere(self, partitions: Mapping[str, int], timeout_s: float) -> list[int]:
-        """Until every other live broker lists each topic with at least its number of partitions;
-        returns the brokers that did not within `timeout_s` (a broker fenced meanwhile is not
-        waited for)."""
+        """Until every other live broker lists each topic with at least its number of partitions,
+        and none lists a topic given 0 (deleted); returns the brokers that did not within
+        `timeout_s` (a broker fenced meanwhile is not waited for)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         request = MetadataRequest(topics=[MetadataRequestTopic(name=n) for n in partitions],
@@ -71,4 +73,4 @@ class Propagation:
             return False
         assert isinstance(resp, MetadataResponse)
         listed = {t.name: len(t.partitions) for t in resp.topics if t.error_code == 0}
-        return all(listed.get(name, 0) >= n for name, n in partitions.items())
+        return all(name not in listed if n == 0 else listed.get(name, 0) >= n for name, n in partitions.items())

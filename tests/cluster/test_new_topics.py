@@ -21,6 +21,7 @@ from protocol.errors import ErrorCode
 from protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsTopic
 from protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
 from protocol.messages.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
+from protocol.messages.delete_topics import DeleteTopicsRequest
 from protocol.messages.describe_producers import DescribeProducersRequest, TopicRequest
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
@@ -51,7 +52,7 @@ def _listed_by_the_others(raws: dict[int, Raw], via: int) -> dict[int, dict[str,
     return out
 
 
-def test_once_create_topics_and_create_partitions_answer_every_broker_lists_the_change(cluster: Cluster) -> None:
+def test_once_create_topics_create_partitions_and_delete_topics_answer_every_broker_lists_the_change(cluster: Cluster) -> None:
     raws = {n: Raw(c_port) for n, c_port in cluster.ports.items()}
     try:
         lacking = []
@@ -67,6 +68,11 @@ def test_once_create_topics_and_create_partitions_answer_every_broker_lists_the_
             assert resp.results[0].error_code == 0, resp  # type: ignore[union-attr]
             lacking += [(f"{name} x6", n) for n, topics in _listed_by_the_others(raws, via).items()
                         if topics.get(name) != 6]
+
+            resp = raws[via].request(DeleteTopicsRequest(topic_names=[name], timeout_ms=10_000), 5)
+            assert resp.responses[0].error_code == 0, resp  # type: ignore[union-attr]
+            lacking += [(f"{name} deleted", n) for n, topics in _listed_by_the_others(raws, via).items()
+                        if name in topics]
         assert not lacking, f"(change, broker) not yet listed once answered: {lacking}"
     finally:
         for r in raws.values():
