@@ -270,6 +270,9 @@ class Connection(asyncio.Protocol):
             transport.resume_reading()
 
 
+UNFENCE_LOG_S = 5.0  # how often a broker waiting to be unfenced says so
+
+
 class BrokerServer:
     """One broker process: the listener, the topic table and the shared services handlers use."""
 
@@ -384,10 +387,18 @@ class BrokerServer:
         self.lifecycle.start()
         self.replication.start()
         self._controller_task = asyncio.get_running_loop().create_task(self._fence_silent_brokers())
-        try:  # clients should find this broker in the metadata it serves
-            await asyncio.wait_for(self.lifecycle.registered.wait(), 10.0)
-        except TimeoutError:
-            log.warning("not registered with an active controller yet; serving anyway")
+        # Clients are served only once the controller has unfenced this broker, however long that
+        # takes (a quorum still forming, the controller unreachable), as Kafka's brokers wait: a
+        # fenced broker is in nobody's metadata, holds no leadership, and answers every request
+        # with an error that sends the client elsewhere, or nowhere (librdkafka's coordinator
+        # lookup gave up re-driving on such answers).
+        while True:
+            try:
+                await asyncio.wait_for(self.lifecycle.registered.wait(), UNFENCE_LOG_S)
+                break
+            except TimeoutError:
+                log.warning("not unfenced by an active controller yet; not serving clients until then",
+                            registered=self.lifecycle.epoch is not None)
         self._orphan_sweep = asyncio.get_running_loop().create_task(self._when_registered())
         if not await self.producer_ids.first_block(timeout=10.0):
             log.warning("no producer-id block yet (no quorum leader?); InitProducerId answers "

@@ -9,6 +9,7 @@ import struct
 
 import pytest
 from helpers import free_port
+from helpers.broker import port_accepts
 from helpers.cluster import Cluster
 from helpers.quorum_views import View, agreed_leader, controller_port, describe
 from helpers.raw import Raw, producer_ids
@@ -238,3 +239,26 @@ def test_brokers_register_and_a_silent_one_is_fenced_until_it_heartbeats_again(f
     c.resume(silent)
     c.wait_until(lambda: _describe_cluster(c.ports[other]).get(silent) is False, timeout=15,
                  message="unfenced once it heartbeats again")
+
+
+def test_a_broker_that_cannot_be_unfenced_does_not_serve_clients(quorum) -> None:  # type: ignore[no-untyped-def]
+    """A restarted broker serves clients only once the controller has unfenced it, as Kafka's
+    brokers wait: alone of three voters there is no controller, so its client port stays closed
+    (it used to open after 10 s "anyway", answering every request with errors), while its
+    controller listener is up for the quorum to form; once a second voter is back it is served."""
+    c, controller = quorum
+    c.wait_until(lambda: agreed_leader(c, [1, 2, 3]), timeout=ELECTION_BOUND_S, message="a first leader")
+    for n in (1, 2, 3):
+        c.kill(n)
+    lone = c[1]
+    lone.start(wait=False)
+    c.wait_until(lambda: lone.log_text().count("not unfenced by an active controller yet") >= 2, timeout=30,
+                 message="the lone broker to say twice that it waits to be unfenced")
+    assert port_accepts("127.0.0.1", controller[1])  # the quorum's listener is up
+    assert not port_accepts("127.0.0.1", c.ports[1])
+    c[2].start(wait=False)
+    c.wait_until(lambda: port_accepts("127.0.0.1", c.ports[1]), timeout=30,
+                 message="the broker to serve clients once a quorum unfenced it")
+    c[2].wait_ready(30)
+    text = lone.log_text()
+    assert text.rindex("broker unfenced") < text.rindex("broker started")
