@@ -16,9 +16,10 @@ from broker.quorum.messages import Entry
 from broker.quorum.node import Ready
 from broker.quorum.store import QuorumStore
 from broker.server import BrokerServer
+from broker.topics import TopicTable
 from protocol.records import build_batch_from_messages
 from storage import LogConfig, PartitionLog, cleaner
-from storage.clock import ManualClock
+from storage.clock import ManualClock, SystemClock
 from storage.fs import OsFileSystem
 from storage.segment import segment_name
 
@@ -209,3 +210,17 @@ def test_a_broker_hands_its_file_system_to_its_logs_and_metadata_store(tmp_path:
     part.close()
     assert _files_in(tmp_path / "t-0") <= _made(fs)
     server.topics.group_commit.close()
+
+
+def test_the_topic_table_removes_orphaned_partitions_through_its_file_system(tmp_path: Path) -> None:
+    fs = RecordingFileSystem()
+    table = TopicTable(BrokerConfig(data_dir=str(tmp_path)), SystemClock(), fs)
+    table.load()
+    for name in ("gone-0", "__cluster_metadata-0"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "f").write_bytes(b"x")
+    table.remove_orphans()  # the (empty) image assigns nothing here
+    assert ("listdir", tmp_path) in fs.calls and ("remove_tree", tmp_path / "gone-0") in fs.calls
+    assert not (tmp_path / "gone-0").exists()
+    assert (tmp_path / "__cluster_metadata-0" / "f").exists()  # the metadata log is not a partition of a topic
+    table.group_commit.close()
