@@ -8,8 +8,8 @@ the partition directory and fsyncs them (files and directory). Then:
    (new base, old base) for every old segment a new segment replaces. Before the manifest exists
    nothing outside the staging directory has changed; once it exists the swap will be finished.
 2. install, per new segment: delete the old segments it replaces other than the one sharing its
-   base, then move the staged files over the old ones of that base (a rename over it, so each file is
-   old or new, never missing). The order inside this step does not matter for safety — once the
+   base, then rename the staged files over the old ones of that base (so each file is old or
+   new, never missing). The order inside this step does not matter for safety — once the
    manifest exists recovery repeats the whole step — but deleting first keeps a crash from ever
    showing a new segment next to an old one it overlaps.
 3. fsync the partition directory, remove the staging directory, delete the manifest, fsync again.
