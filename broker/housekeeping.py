@@ -71,7 +71,7 @@ class Housekeeper:
         deleted = p.log.apply_retention(self.clock.now_ms())
         retired = p.log.take_retired_files()  # also DeleteRecords' since the last pass
         if retired:
-            await asyncio.to_thread(unlink_all, retired)
+            await asyncio.to_thread(unlink_all, p.log.fs, retired)
         if deleted:
             log.info("retention deleted segments", topic=p.topic, partition=p.index, segments=deleted)
         if p.log.config.compacts:

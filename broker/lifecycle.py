@@ -36,7 +36,8 @@ from protocol.messages.broker_registration import (
     BrokerRegistrationResponse,
     Listener,
 )
-from storage.checkpoint import atomic_write, fsync_dir
+from storage.checkpoint import atomic_write
+from storage.fs import FileSystem
 
 from .wire import BrokerConnection, WireError
 
@@ -45,27 +46,27 @@ log = structlog.get_logger()
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"  # Kafka's name; {"version": 0, "brokerEpoch": N}
 
 
-def take_clean_shutdown_epoch(data_dir: Path) -> int:
+def take_clean_shutdown_epoch(fs: FileSystem, data_dir: Path) -> int:
     """The broker epoch of a clean stop, the marker removed (durably: a crash from here on is
     unclean); -1 if there is none or it cannot be read."""
     path = data_dir / CLEAN_SHUTDOWN_FILE
     try:
-        raw = json.loads(path.read_bytes())
+        raw = json.loads(fs.read(path))
         epoch = int(raw["brokerEpoch"])
     except FileNotFoundError:
         return -1
     except (OSError, ValueError, KeyError, TypeError) as e:
         log.warning("clean-shutdown marker unreadable: treating the last stop as unclean", error=str(e))
         epoch = -1
-    path.unlink(missing_ok=True)
-    fsync_dir(data_dir)
+    fs.unlink(path)
+    fs.fsync_dir(data_dir)
     return epoch
 
 
-def mark_clean_shutdown(data_dir: Path, broker_epoch: int | None) -> None:
+def mark_clean_shutdown(fs: FileSystem, data_dir: Path, broker_epoch: int | None) -> None:
     """Every log is flushed and closed: the next start may say so to the controller."""
     if broker_epoch is not None:
-        atomic_write(data_dir / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": broker_epoch}).encode())
+        atomic_write(fs, data_dir / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": broker_epoch}).encode())
 
 
 class BrokerLifecycle:

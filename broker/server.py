@@ -42,6 +42,7 @@ from protocol.primitives import DecodeError, Reader, Writer
 from protocol.schema import Message
 from protocol.supported import API_NAMES, CONTROLLER_SUPPORTED, SUPPORTED, api_versions_table
 from storage.clock import SYSTEM_CLOCK, Clock
+from storage.fs import OS_FS, FileSystem
 
 from .apis import CONTROLLER_HANDLERS, HANDLERS
 from .config import BrokerConfig, ConfigError, parse_host_port
@@ -276,18 +277,19 @@ UNFENCE_LOG_S = 5.0  # how often a broker waiting to be unfenced says so
 class BrokerServer:
     """One broker process: the listener, the topic table and the shared services handlers use."""
 
-    def __init__(self, cfg: BrokerConfig, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, cfg: BrokerConfig, clock: Clock = SYSTEM_CLOCK, fs: FileSystem = OS_FS) -> None:
         self.cfg = cfg
         self.clock = clock
+        self.fs = fs  # the partition logs', the metadata log's and the shutdown marker's files
         self.metrics = BrokerMetrics()
         self.loop_watch = LoopWatch(self.metrics)
-        self.topics = TopicTable(cfg, clock)
+        self.topics = TopicTable(cfg, clock, fs)
         self.controller = QuorumController(legacy_producer_id_floor(Path(cfg.data_dir)), cfg.broker_session_timeout_ms,
                                            cfg.min_insync_replicas)
         self.quorum = QuorumShell(cfg.node_id, cfg.voter_map(), Path(cfg.data_dir) / METADATA_DIR, cfg.cluster_id,
                                   on_commit=self._on_metadata, on_restore=self._on_metadata_snapshot,
                                   snapshot_every=cfg.metadata_snapshot_records,
-                                  snapshot_state=lambda: self.controller.image.to_snapshot())
+                                  snapshot_state=lambda: self.controller.image.to_snapshot(), fs=fs)
         self.quorum.on_role_change = lambda role: self.controller.reset()
         self.controller_shell = ControllerShell(self.quorum, self.controller)
         self.topics.writer = self.controller_client = ControllerClient(cfg.node_id, self.controller_shell,
@@ -383,7 +385,7 @@ class BrokerServer:
         await self._inter_broker_server.start_serving()  # the marker sender talks to it
         assert self._controller_server is not None
         await self._controller_server.start_serving()
-        self.lifecycle.previous_epoch = take_clean_shutdown_epoch(Path(self.cfg.data_dir))
+        self.lifecycle.previous_epoch = take_clean_shutdown_epoch(self.fs, Path(self.cfg.data_dir))
         self.lifecycle.start()
         self.replication.start()
         self._controller_task = asyncio.get_running_loop().create_task(self._fence_silent_brokers())
@@ -588,6 +590,6 @@ class BrokerServer:
         self.forwarder.close()
         await self.groups.stop()
         self.topics.close()
-        mark_clean_shutdown(Path(self.cfg.data_dir), self.lifecycle.epoch)  # every log flushed and closed
+        mark_clean_shutdown(self.fs, Path(self.cfg.data_dir), self.lifecycle.epoch)  # every log flushed and closed
         self.loop_watch.stop()
         log.info("broker stopped", node_id=self.cfg.node_id)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import shutil
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -27,6 +26,7 @@ import structlog
 from protocol.errors import ErrorCode, KafkaError
 from storage.clock import Clock
 from storage.config import LogConfig
+from storage.fs import OS_FS, FileSystem
 
 from .config import BrokerConfig, ConfigError
 from .config_catalog import TOPIC_CONFIGS, check_value
@@ -107,9 +107,10 @@ LeadershipListener = Callable[[str, Partition, bool], None]
 class TopicTable:
     """Creates, finds, loads and deletes topics and their partition logs."""
 
-    def __init__(self, cfg: BrokerConfig, clock: Clock) -> None:
+    def __init__(self, cfg: BrokerConfig, clock: Clock, fs: FileSystem = OS_FS) -> None:
         self.cfg = cfg
         self.clock = clock
+        self.fs = fs  # every partition log's files go through it
         self.data_dir = Path(cfg.data_dir)
         self.meta_file = self.data_dir / "topics.json"
         self.by_name: dict[str, Topic] = {}
@@ -181,12 +182,12 @@ class TopicTable:
 
     def _open_partition(self, topic: str, index: int, config: LogConfig) -> Partition:
         return Partition.open(self.data_dir, topic, index, config, self.cfg.node_id, self.clock.now_ms,
-                              self.group_commit, self.cfg.replica_lag_time_max_ms)
+                              self.group_commit, self.cfg.replica_lag_time_max_ms, fs=self.fs)
 
     # ---- following the metadata image ---------------------------------------------------------------
     def load(self) -> None:
         """Prepare the data directory (the logs open as the metadata image names them)."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.fs.mkdir(self.data_dir)
 
     def legacy_topics(self) -> list[dict[str, Any]]:
         """The topics of a topics.json written before the metadata quorum (to be migrated)."""
@@ -229,7 +230,7 @@ class TopicTable:
                     if part is not None:  # moved away (reassignment): the data is the new replicas'
                         part.close()
                         del topic.local[i]
-                        shutil.rmtree(self.data_dir / f"{name}-{i}", ignore_errors=True)
+                        self.fs.remove_tree(self.data_dir / f"{name}-{i}")
                     continue
                 if part is None:
                     part = topic.local[i] = self._open_partition(name, i, lc)
@@ -271,7 +272,7 @@ class TopicTable:
         self.by_id.pop(topic.topic_id, None)
         for i, p in topic.local.items():
             p.close()
-            shutil.rmtree(self.data_dir / f"{topic.name}-{i}", ignore_errors=True)
+            self.fs.remove_tree(self.data_dir / f"{topic.name}-{i}")
         log.info("topic deleted", topic=topic.name)
 
     def remove_orphans(self) -> None:
@@ -279,18 +280,18 @@ class TopicTable:
         this broker was down, or a delete that crashed between the record and the directories —
         a topic created later under the same name must not find that data."""
         node = self.cfg.node_id
-        for d in self.data_dir.iterdir():
-            name, _, index = d.name.rpartition("-")
-            if not (d.is_dir() and name and index.isdigit()) or name == METADATA_TOPIC:
-                continue
+        for entry in sorted(self.fs.listdir(self.data_dir)):
+            name, _, index = entry.rpartition("-")
+            if not (name and index.isdigit()) or name == METADATA_TOPIC:
+                continue  # not a partition directory (the files here have no such names)
             info = self.image.topics.get(name)
             i = int(index)
             if info is None or i >= len(info.partitions) or node not in info.partitions[i].replicas:
-                log.warning("removing the directory of a partition not assigned here", directory=d.name)
+                log.warning("removing the directory of a partition not assigned here", directory=entry)
                 topic = self.by_name.get(name)
                 if topic is not None and i in topic.local:
                     topic.local.pop(i).close()
-                shutil.rmtree(d, ignore_errors=True)
+                self.fs.remove_tree(self.data_dir / entry)
 
     async def wait_for(self, done: Callable[[], bool], what: str, timeout: float = WAIT_FOR_IMAGE_S) -> None:
         """Until the local image satisfies `done` (a change the controller committed reaches this

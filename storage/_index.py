@@ -12,12 +12,13 @@ the newest one.
 
 from __future__ import annotations
 
-import os
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar
 
 import structlog
+
+from .fs import FileSystem
 
 log = structlog.get_logger(__name__)
 
@@ -27,7 +28,8 @@ class SparseIndex(ABC):
 
     ENTRY_SIZE: ClassVar[int]
 
-    def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
+    def __init__(self, fs: FileSystem, path: Path, base_offset: int, max_entries: int) -> None:
+        self.fs = fs
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max_entries
@@ -62,7 +64,7 @@ class SparseIndex(ABC):
             return
         self._loaded = True
         try:
-            data = self.path.read_bytes()
+            data = self.fs.read(self.path)
         except FileNotFoundError:
             data = b""
             self.corrupt_reason = "missing"
@@ -92,7 +94,7 @@ class SparseIndex(ABC):
     def file_looks_sane(self) -> bool:
         """Cheap check without loading: the file exists and holds whole entries only."""
         try:
-            size = self.path.stat().st_size
+            size = self.fs.stat(self.path).size
         except FileNotFoundError:
             return False
         return size % self.ENTRY_SIZE == 0
@@ -103,50 +105,45 @@ class SparseIndex(ABC):
         self._drop_from(0)
         self._persisted = 0
         self.corrupt_reason = None
-        with open(self.path, "wb"):
-            pass
+        self.fs.open(self.path, create=True, truncate=True).close()
 
     def _truncate_entries(self, n: int) -> None:
         self._drop_from(n)
         if self._persisted > n:
             self._persisted = n
             try:
-                os.truncate(self.path, n * self.ENTRY_SIZE)
+                f = self.fs.open(self.path)
             except FileNotFoundError:
-                pass
+                return
+            try:
+                f.truncate(n * self.ENTRY_SIZE)
+            finally:
+                f.close()
 
     def persist(self) -> None:
         """Write the entries not yet in the file with one write (no fsync)."""
         if not self._loaded:
             return  # nothing added since the file was written
         count = self._count()
-        if count == self._persisted and self.path.exists():
+        if count == self._persisted and self.fs.exists(self.path):
             return
         data = self._encode(self._persisted, count)
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        f = self.fs.open(self.path, create=True)
         try:
-            pos = self._persisted * self.ENTRY_SIZE
-            view = memoryview(data)
-            while view:
-                n = os.pwrite(fd, view, pos)
-                view = view[n:]
-                pos += n
-            os.ftruncate(fd, count * self.ENTRY_SIZE)
+            f.pwrite(data, self._persisted * self.ENTRY_SIZE)
+            f.truncate(count * self.ENTRY_SIZE)
         finally:
-            os.close(fd)
+            f.close()
         self._persisted = count
 
     def flush(self) -> None:
         """Persist and fsync."""
         self.persist()
-        fd = os.open(self.path, os.O_RDONLY)
+        f = self.fs.open(self.path, read_only=True)
         try:
-            os.fsync(fd)
+            f.sync()
         finally:
-            os.close(fd)
+            f.close()
 
     def delete(self) -> None:
-        try:
-            self.path.unlink()
-        except FileNotFoundError:
-            pass
+        self.fs.unlink(self.path)

@@ -12,11 +12,12 @@ a partition from opening.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import structlog
+
+from .fs import FileSystem
 
 log = structlog.get_logger(__name__)
 
@@ -28,16 +29,7 @@ LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
 HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
 
 
-def fsync_dir(directory: Path) -> None:
-    """Make renames, creations and unlinks in `directory` durable (POSIX needs the dir fsynced)."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
+def atomic_write(fs: FileSystem, path: Path, data: bytes, *, durable: bool = True) -> None:
     """Replace `path` with `data` so that a reader sees either the old or the new content.
 
     durable=False still gives atomicity against a process crash (rename is atomic) but skips the
@@ -45,19 +37,16 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
     on restart (a producer snapshot at roll, an epoch entry that recovery can re-derive).
     """
     tmp = path.with_name(path.name + TMP_SUFFIX)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    f = fs.open(tmp, create=True, truncate=True)
     try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
+        f.pwrite(data, 0)
         if durable:
-            os.fsync(fd)
+            f.sync()
     finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        f.close()
+    fs.rename(tmp, path)
     if durable:
-        fsync_dir(path.parent)
+        fs.fsync_dir(path.parent)
 
 
 class CheckpointFile:
@@ -65,7 +54,8 @@ class CheckpointFile:
 
     VERSION = 0
 
-    def __init__(self, path: Path, arity: int) -> None:
+    def __init__(self, fs: FileSystem, path: Path, arity: int) -> None:
+        self.fs = fs
         self.path = path
         self.arity = arity
 
@@ -75,11 +65,11 @@ class CheckpointFile:
             if len(entry) != self.arity:
                 raise ValueError(f"{self.path.name}: entry {entry} does not have {self.arity} fields")
             lines.append(" ".join(str(int(v)) for v in entry))
-        atomic_write(self.path, ("\n".join(lines) + "\n").encode("ascii"), durable=durable)
+        atomic_write(self.fs, self.path, ("\n".join(lines) + "\n").encode("ascii"), durable=durable)
 
     def read(self) -> list[tuple[int, ...]]:
         try:
-            text = self.path.read_text(encoding="ascii")
+            text = self.fs.read(self.path).decode("ascii")
         except FileNotFoundError:
             return []
         except (OSError, UnicodeDecodeError) as e:
@@ -110,8 +100,8 @@ class CheckpointFile:
 class OffsetCheckpoint:
     """A checkpoint holding one offset (one partition per directory, so one entry)."""
 
-    def __init__(self, path: Path) -> None:
-        self._file = CheckpointFile(path, 1)
+    def __init__(self, fs: FileSystem, path: Path) -> None:
+        self._file = CheckpointFile(fs, path, 1)
         self.path = path
 
     def read(self) -> int | None:

@@ -31,7 +31,7 @@ One pass (`clean`):
 A pass reads every batch of the cleanable range (decoding its records), so its cost grows with
 the size of that range. It is therefore split in three so the broker can run the long part off
 its event loop: `prepare` (on the owner's thread: decide, snapshot what the pass needs, duplicate
-the segments' file descriptors so a segment deleted meanwhile stays readable), `run` (any
+the segments' open files so a segment deleted meanwhile stays readable), `run` (any
 thread: key map, filter, write the staged segments — it touches no PartitionLog state), and
 `install` (owner's thread again: swap the staged segments in, unless the log changed under the
 pass, in which case its work is thrown away and the next pass starts over). `clean` does all
@@ -41,8 +41,6 @@ exists for; large user topics would want Kafka's bounded dedupe buffer.
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +55,7 @@ from . import segment_swap
 from .checkpoint import CheckpointFile
 from .compaction_filter import BatchFilter, Outcome, TxnTracker
 from .config import LogConfig
+from .fs import File, FileSystem
 from .log import PartitionLog
 from .segment import INT32_MAX, BatchPlacement, LogSegment
 from .txn_index import AbortedTxn
@@ -88,22 +87,22 @@ class CleanStats:
     next_delete_horizon_ms: int  # earliest time a later pass can remove more tombstones/markers; -1: none
 
 
-def _checkpoint(directory: Path) -> CheckpointFile:
-    return CheckpointFile(directory / CLEANER_CHECKPOINT_FILE, 2)
+def _checkpoint(fs: FileSystem, directory: Path) -> CheckpointFile:
+    return CheckpointFile(fs, directory / CLEANER_CHECKPOINT_FILE, 2)
 
 
 @dataclass(frozen=True, slots=True)
 class _SegmentSnapshot:
-    """A segment as it was when the pass was planned: its own descriptor (a dup, so deleting or
+    """A segment as it was when the pass was planned: its own handle (a dup, so deleting or
     closing the live segment does not pull the file from under a pass running elsewhere) and its
     size then (bytes appended later are not the pass's business)."""
 
     base_offset: int
     size: int
-    fd: int
+    file: File
 
     def read_bytes(self, pos: int, size: int) -> bytes:
-        return os.pread(self.fd, size, pos)
+        return self.file.pread(size, pos)
 
 
 def _batches(seg: _SegmentSnapshot, start: int = 0) -> Iterator[tuple[bytes, int, BatchHeader]]:
@@ -131,6 +130,7 @@ def _batches(seg: _SegmentSnapshot, start: int = 0) -> Iterator[tuple[bytes, int
 class CleanJob:
     """Everything a pass needs, taken from the log on its owner's thread by `prepare`."""
 
+    fs: FileSystem
     directory: Path
     config: LogConfig
     now_ms: int
@@ -151,7 +151,7 @@ class CleanJob:
         if not self._closed:
             self._closed = True
             for snap in self.snapshots:
-                os.close(snap.fd)
+                snap.file.close()
 
 
 @dataclass(slots=True)
@@ -166,7 +166,7 @@ class CleanedSegments:
 def prepare(plog: PartitionLog, *, now_ms: int, delete_retention_ms: int | None = None,
             min_cleanable_ratio: float | None = None) -> CleanJob | CleanStats:
     """Decide whether a pass is due and snapshot what it needs; CleanStats (cleaned=False) if not.
-    A returned job holds file descriptors: `close()` it (`clean` and `install` do)."""
+    A returned job holds open files: `close()` it (`clean` and `install` do)."""
     retention = plog.config.delete_retention_ms if delete_retention_ms is None else delete_retention_ms
     min_ratio = plog.config.min_cleanable_dirty_ratio if min_cleanable_ratio is None else min_cleanable_ratio
     segments = plog.segments
@@ -177,7 +177,7 @@ def prepare(plog: PartitionLog, *, now_ms: int, delete_retention_ms: int | None 
         count += 1
     cleanable = segments[:count]
     end = segments[count].base_offset
-    saved = _checkpoint(plog.directory).read()
+    saved = _checkpoint(plog.fs, plog.directory).read()
     first_dirty, pending = (saved[0][0], saved[0][1]) if saved else (segments[0].base_offset, -1)
     if first_dirty > plog.log_end_offset:  # the log was truncated below it since
         first_dirty = segments[0].base_offset
@@ -190,8 +190,8 @@ def prepare(plog: PartitionLog, *, now_ms: int, delete_retention_ms: int | None 
         return CleanStats(False, first_dirty, end, ratio, len(cleanable), len(cleanable), total, total,
                           0, 0, 0, 0, pending)
     return CleanJob(
-        plog.directory, plog.config, now_ms, retention, first_dirty, end, ratio, stable, total, count,
-        list(segments), [_SegmentSnapshot(s.base_offset, s.size, os.dup(s.fd)) for s in segments],
+        plog.fs, plog.directory, plog.config, now_ms, retention, first_dirty, end, ratio, stable, total, count,
+        list(segments), [_SegmentSnapshot(s.base_offset, s.size, s.file.dup()) for s in segments],
         [t for s in segments for t in s.txn_index.entries], frozenset(plog.producer_state.active_producers),
     )
 
@@ -204,7 +204,7 @@ def run(job: CleanJob) -> CleanedSegments:
     last_batch_of = {pid: base for pid, base in _last_batch_per_producer(snaps).items()
                      if pid in job.active_producers}
     flt = BatchFilter(latest, TxnTracker(job.aborted), last_batch_of, job.now_ms, job.retention_ms)
-    writer = _Writer(job.config, job.directory, job.now_ms)
+    writer = _Writer(job.fs, job.config, job.directory, job.now_ms)
     for i, snap in enumerate(snaps[:job.count]):
         writer.add_segment(snap, snaps[i + 1].base_offset,
                            ((flt.filter(buf, pos, h), h) for buf, pos, h in _batches(snap)))
@@ -222,17 +222,17 @@ def install(plog: PartitionLog, job: CleanJob, cleaned: CleanedSegments,
     current = plog.segments
     still_there = not plog.closed and all(any(c is s for c in current) for s in cleanable)
     if not still_there:
-        shutil.rmtree(segment_swap.staging_dir(job.directory), ignore_errors=True)
+        job.fs.remove_tree(segment_swap.staging_dir(job.directory))
         log.info("compaction pass discarded: the log changed while it ran", directory=str(job.directory))
         return CleanStats(False, job.first_dirty, job.end, job.ratio, job.count, job.count, job.total, job.total,
                           0, 0, 0, 0, -1)
     if cleaned.swaps:
         plog.replace_segments(cleaned.swaps, fault)
     else:
-        shutil.rmtree(segment_swap.staging_dir(plog.directory), ignore_errors=True)
+        plog.fs.remove_tree(segment_swap.staging_dir(plog.directory))
     t = cleaned.totals
     # Losing this file only costs a full pass next time: no fsync.
-    _checkpoint(plog.directory).write([(job.end, t.next_horizon)], durable=False)
+    _checkpoint(plog.fs, plog.directory).write([(job.end, t.next_horizon)], durable=False)
     segments_after = len(plog.segments) - (len(current) - job.count)
     stats = CleanStats(True, job.first_dirty, job.end, job.ratio, job.count, segments_after, job.total,
                        sum(cleaned.sizes), t.removed + t.tombstones, t.tombstones, t.aborted, t.markers,
@@ -328,12 +328,13 @@ class _Writer:
     made of one source from which nothing was removed is not swapped in (nothing to gain).
     """
 
-    def __init__(self, config: LogConfig, directory: Path, now_ms: int) -> None:
+    def __init__(self, fs: FileSystem, config: LogConfig, directory: Path, now_ms: int) -> None:
+        self.fs = fs
         self._config = config
         self._now = now_ms
         self._dir = segment_swap.staging_dir(directory)
-        shutil.rmtree(self._dir, ignore_errors=True)  # a pass that failed earlier
-        self._dir.mkdir()
+        fs.remove_tree(self._dir)  # a pass that failed earlier
+        fs.mkdir(self._dir)
         self._seg: LogSegment | None = None
         self._olds: list[int] = []
         self._old_size = 0
@@ -379,7 +380,7 @@ class _Writer:
         self._changed = True  # two segments become one
 
     def _start(self, seg: _SegmentSnapshot) -> None:
-        self._seg = LogSegment.create(self._dir, seg.base_offset, self._config, self._now)
+        self._seg = LogSegment.create(self.fs, self._dir, seg.base_offset, self._config, self._now)
         self._olds = [seg.base_offset]
         self._old_size = seg.size
         self._changed = False

@@ -15,6 +15,7 @@ from pathlib import Path
 import structlog
 
 from .checkpoint import LEADER_EPOCH_FILE, CheckpointFile
+from .fs import FileSystem
 
 log = structlog.get_logger(__name__)
 
@@ -45,8 +46,8 @@ def end_offset_for(entries: Sequence[tuple[int, int]], epoch: int, log_end_offse
 
 
 class LeaderEpochCache:
-    def __init__(self, directory: Path) -> None:
-        self._file = CheckpointFile(directory / LEADER_EPOCH_FILE, 2)
+    def __init__(self, fs: FileSystem, directory: Path) -> None:
+        self._file = CheckpointFile(fs, directory / LEADER_EPOCH_FILE, 2)
         self.entries: list[tuple[int, int]] = []  # (epoch, start offset), both strictly increasing
         self._written: list[tuple[int, int]] | None = None  # what the file holds, if known
         self._written_durably = False

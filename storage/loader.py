@@ -11,7 +11,6 @@ The replay helpers are shared with PartitionLog, which replays after a truncatio
 
 from __future__ import annotations
 
-import os
 import re
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
@@ -30,10 +29,10 @@ from .checkpoint import (
     RECOVERY_POINT_FILE,
     TMP_SUFFIX,
     OffsetCheckpoint,
-    fsync_dir,
 )
 from .config import LogConfig
 from .control import EndTxnMarker, read_end_txn_marker
+from .fs import FileSystem
 from .leader_epoch import LeaderEpochCache
 from .producer_state import CompletedTxn, ProducerStateManager
 from .segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment
@@ -140,8 +139,9 @@ def _marker_or_none(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeade
 class LogLoader:
     """One load of one partition directory into `producers` and `epochs`."""
 
-    def __init__(self, directory: Path, config: LogConfig, producers: ProducerStateManager,
+    def __init__(self, fs: FileSystem, directory: Path, config: LogConfig, producers: ProducerStateManager,
                  epochs: LeaderEpochCache, checkpoints: Checkpoints, now_ms: Callable[[], int]) -> None:
+        self.fs = fs
         self.directory = directory
         self.config = config
         self.producers = producers
@@ -151,7 +151,7 @@ class LogLoader:
 
     def load(self) -> LoadedLog:
         now = self.now_ms()
-        segment_swap.recover(self.directory)  # before listing: finish or undo a cleaner's swap
+        segment_swap.recover(self.fs, self.directory)  # before listing: finish or undo a cleaner's swap
         bases = self._scan_directory()
         rp_ckpt = self.checkpoints.recovery_point.read()
         ls_ckpt = self.checkpoints.log_start.read()
@@ -161,7 +161,7 @@ class LogLoader:
         if not bases:
             return self._fresh(ls_ckpt or 0, written, now)
 
-        segments = [LogSegment.open_existing(self.directory, b, self.config, now) for b in bases]
+        segments = [LogSegment.open_existing(self.fs, self.directory, b, self.config, now) for b in bases]
         first_base = bases[0]
         log_start = max(ls_ckpt if ls_ckpt is not None else first_base, first_base)
         rp = max(rp_ckpt if rp_ckpt is not None else first_base, first_base)
@@ -224,7 +224,7 @@ class LogLoader:
         if validated or truncated or seg_deleted:
             for seg in segments[k:]:
                 seg.flush()
-            fsync_dir(self.directory)
+            self.fs.fsync_dir(self.directory)
         stats = RecoveryStats(rp, len(segments) - k, validated, truncated, seg_deleted, snap, replayed)
         if truncated or seg_deleted or validated:
             log.info("partition log recovered", directory=str(self.directory), recovery_point=rp,
@@ -233,7 +233,7 @@ class LogLoader:
         return LoadedLog(segments, log_start, leo, hw, leo, written, stats, fresh=False)
 
     def _fresh(self, start: int, written: dict[str, int | None], now: int) -> LoadedLog:
-        segments = [LogSegment.create(self.directory, start, self.config, now)]
+        segments = [LogSegment.create(self.fs, self.directory, start, self.config, now)]
         self.producers.delete_snapshots(self.producers.snapshot_offsets())
         self.producers.clear(start)
         self.epochs.clear()
@@ -253,9 +253,9 @@ class LogLoader:
         """Base offsets of the segments, after removing leftovers of interrupted operations."""
         logs: set[int] = set()
         others: list[tuple[int, str]] = []
-        for name in os.listdir(self.directory):
+        for name in sorted(self.fs.listdir(self.directory)):
             if name.endswith(TMP_SUFFIX) or name.endswith(DELETED_SUFFIX):
-                (self.directory / name).unlink(missing_ok=True)
+                self.fs.unlink(self.directory / name)
                 continue
             m = _SEGMENT_FILE.match(name)
             if not m:
@@ -268,5 +268,5 @@ class LogLoader:
         for base, name in others:
             if base not in logs:
                 log.info("removing index file without a log", file=name)
-                (self.directory / name).unlink(missing_ok=True)
+                self.fs.unlink(self.directory / name)
         return sorted(logs)

@@ -18,8 +18,6 @@ magic or CRC check.
 
 from __future__ import annotations
 
-import os
-import shutil
 import struct
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
@@ -45,11 +43,11 @@ from .checkpoint import (
     LOG_START_OFFSET_FILE,
     RECOVERY_POINT_FILE,
     OffsetCheckpoint,
-    fsync_dir,
 )
 from .clock import SYSTEM_CLOCK
 from .config import LogConfig
 from .control import read_end_txn_marker
+from .fs import OS_FS, File, FileSystem
 from .leader_epoch import LeaderEpochCache
 from .loader import Checkpoints, LogLoader, RecoveryStats, index_aborted, replay
 from .producer_state import CompletedTxn, Duplicate, ProducerStateManager, ProducerStateUpdate
@@ -97,24 +95,25 @@ class DataSync(NamedTuple):
 
     Only the segment files written since the last sync (and the directory after a roll) are
     synced, not the indexes: recovery rebuilds indexes above the recovery point, so a coordinator
-    waiting to act on its append needs the bytes on disk, not the index entries. The file
-    descriptors are duplicates, so a segment closed meanwhile (a deleted topic) cannot have its
-    number reused under the sync."""
+    waiting to act on its append needs the bytes on disk, not the index entries. The files are
+    duplicates (File.dup), so a segment closed meanwhile (a deleted topic) cannot have its
+    descriptor reused under the sync."""
 
-    fds: tuple[int, ...]
+    fs: FileSystem
+    files: tuple[File, ...]
     directory: Path | None
     end_offset: int
     generation: tuple[int, int]  # (truncations, directory changes) when taken
 
     def run(self) -> None:
         try:
-            for fd in self.fds:
-                os.fdatasync(fd)
+            for f in self.files:
+                f.datasync()
             if self.directory is not None:
-                fsync_dir(self.directory)
+                self.fs.fsync_dir(self.directory)
         finally:
-            for fd in self.fds:
-                os.close(fd)
+            for f in self.files:
+                f.close()
 
 
 class UnexpectedAppendOffsetError(KafkaError):
@@ -130,8 +129,10 @@ class UnexpectedAppendOffsetError(KafkaError):
 class PartitionLog:
     """Segments, indexes, producer state, leader epochs and checkpoints of one partition."""
 
-    def __init__(self, directory: Path, config: LogConfig, now_ms: Callable[[], int]) -> None:
+    def __init__(self, directory: Path, config: LogConfig, now_ms: Callable[[], int],
+                 fs: FileSystem) -> None:
         """Use PartitionLog.open()."""
+        self.fs = fs
         self.directory = directory
         self.config = config
         self._now = now_ms
@@ -141,11 +142,11 @@ class PartitionLog:
         self._leo = 0
         self._hw = 0
         self._recovery_point = 0
-        self._producers = ProducerStateManager(directory, config.producer_id_expiration_ms)
-        self._epochs = LeaderEpochCache(directory)
-        self._rp_file = OffsetCheckpoint(directory / RECOVERY_POINT_FILE)
-        self._log_start_file = OffsetCheckpoint(directory / LOG_START_OFFSET_FILE)
-        self._hw_file = OffsetCheckpoint(directory / HIGH_WATERMARK_FILE)
+        self._producers = ProducerStateManager(fs, directory, config.producer_id_expiration_ms)
+        self._epochs = LeaderEpochCache(fs, directory)
+        self._rp_file = OffsetCheckpoint(fs, directory / RECOVERY_POINT_FILE)
+        self._log_start_file = OffsetCheckpoint(fs, directory / LOG_START_OFFSET_FILE)
+        self._hw_file = OffsetCheckpoint(fs, directory / HIGH_WATERMARK_FILE)
         self._written: dict[str, int | None] = {}  # checkpoint file name -> value durably written
         self._last_flush_ms = 0
         self._dir_dirty = False
@@ -161,18 +162,19 @@ class PartitionLog:
     # ==========================================================================================
     @classmethod
     def open(cls, directory: Path, config: LogConfig, *,
-             now_ms: Callable[[], int] = SYSTEM_CLOCK.now_ms) -> PartitionLog:
-        """Open (or create) the log in `directory`, recovering whatever a crash left behind."""
+             now_ms: Callable[[], int] = SYSTEM_CLOCK.now_ms, fs: FileSystem = OS_FS) -> PartitionLog:
+        """Open (or create) the log in `directory`, recovering whatever a crash left behind.
+        Every file operation of the log goes through `fs` (a simulated disk in simulations)."""
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        self = cls(directory, config, now_ms)
+        fs.mkdir(directory)
+        self = cls(directory, config, now_ms, fs)
         self._load()
         return self
 
     def _load(self) -> None:
         self._last_flush_ms = self._now()
         checkpoints = Checkpoints(self._rp_file, self._log_start_file, self._hw_file)
-        loaded = LogLoader(self.directory, self.config, self._producers, self._epochs, checkpoints,
+        loaded = LogLoader(self.fs, self.directory, self.config, self._producers, self._epochs, checkpoints,
                            self._now).load()
         self._segments = loaded.segments
         self._bases = [s.base_offset for s in loaded.segments]
@@ -274,14 +276,14 @@ class PartitionLog:
         for i in replaced:
             self._segments[i].release()
         try:
-            segment_swap.commit(self.directory, groups, fault)
+            segment_swap.commit(self.fs, self.directory, groups, fault)
         except OSError:
             # Finish the swap if it was committed (the old files may be gone already), else it
             # was rolled back and the old segments stay in use.
-            if not segment_swap.recover(self.directory):
+            if not segment_swap.recover(self.fs, self.directory):
                 raise
         now = self._now()
-        new_by_first = {olds[0]: LogSegment.open_existing(self.directory, new_base, self.config, now)
+        new_by_first = {olds[0]: LogSegment.open_existing(self.fs, self.directory, new_base, self.config, now)
                         for new_base, olds in groups}
         gone = set(replaced)
         segments: list[LogSegment] = []
@@ -477,7 +479,7 @@ class PartitionLog:
             self._bases.pop()
         else:
             old.seal()
-        seg = LogSegment.create(self.directory, base_offset, self.config, now)
+        seg = LogSegment.create(self.fs, self.directory, base_offset, self.config, now)
         self._segments.append(seg)
         self._bases.append(base_offset)
         self._mark_dir_dirty()
@@ -521,7 +523,7 @@ class PartitionLog:
             for seg in self._segments[self._segment_index(self._recovery_point):]:
                 seg.flush()
             if self._dir_dirty:
-                fsync_dir(self.directory)
+                self.fs.fsync_dir(self.directory)
                 self._dir_dirty = False
             self._recovery_point = self._leo
         self._synced = self._leo
@@ -543,7 +545,7 @@ class PartitionLog:
         if self._synced >= self._leo and not self._dir_dirty:
             return None
         segments = self._segments[self._segment_index(self._synced):] if self._synced < self._leo else []
-        return DataSync(tuple(os.dup(seg.fd) for seg in segments),
+        return DataSync(self.fs, tuple(seg.file.dup() for seg in segments),
                         self.directory if self._dir_dirty else None, self._leo,
                         (self._truncations, self._dir_changes))
 
@@ -598,7 +600,7 @@ class PartitionLog:
         self.checkpoint()
         for seg in self._segments:
             seg.close()
-        unlink_all(self.take_retired_files())
+        unlink_all(self.fs, self.take_retired_files())
         self._closed = True
 
     def delete(self) -> None:
@@ -609,7 +611,7 @@ class PartitionLog:
             except OSError:
                 pass
         self._closed = True
-        shutil.rmtree(self.directory, ignore_errors=True)
+        self.fs.remove_tree(self.directory)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -724,7 +726,7 @@ class PartitionLog:
         self._leo = new_end
         self._after_truncation()
         seg.flush()
-        fsync_dir(self.directory)
+        self.fs.fsync_dir(self.directory)
 
     def _after_truncation(self) -> None:
         leo = self._leo
@@ -754,7 +756,7 @@ class PartitionLog:
         for seg in reversed(self._segments):
             seg.delete()
         now = self._now()
-        self._segments = [LogSegment.create(self.directory, offset, self.config, now)]
+        self._segments = [LogSegment.create(self.fs, self.directory, offset, self.config, now)]
         self._bases = [offset]
         self._log_start = self._leo = self._hw = self._recovery_point = offset
         self._truncations += 1

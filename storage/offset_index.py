@@ -17,13 +17,14 @@ from itertools import pairwise
 from pathlib import Path
 
 from ._index import SparseIndex
+from .fs import FileSystem
 
 
 class OffsetIndex(SparseIndex):
     ENTRY_SIZE = 8
 
-    def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
-        super().__init__(path, base_offset, max_entries)
+    def __init__(self, fs: FileSystem, path: Path, base_offset: int, max_entries: int) -> None:
+        super().__init__(fs, path, base_offset, max_entries)
         self._rel = array("i")
         self._pos = array("i")
 

@@ -36,7 +36,6 @@ leaves no trace (the append is all-or-nothing) and the manager changes only afte
 
 from __future__ import annotations
 
-import os
 import re
 import struct
 from collections import deque
@@ -55,6 +54,7 @@ from protocol.errors import ErrorCode, KafkaError
 from .broken import broken
 from .checkpoint import atomic_write
 from .control import EndTxnMarker
+from .fs import FileSystem
 
 log = structlog.get_logger(__name__)
 
@@ -227,7 +227,8 @@ class ProducerStateUpdate:
 class ProducerStateManager:
     """Producer entries of one partition, the open transactions, and their snapshots on disk."""
 
-    def __init__(self, directory: Path, expiration_ms: int) -> None:
+    def __init__(self, fs: FileSystem, directory: Path, expiration_ms: int) -> None:
+        self.fs = fs
         self.directory = directory
         self.expiration_ms = expiration_ms
         self.producers: dict[int, ProducerEntry] = {}
@@ -305,7 +306,7 @@ class ProducerStateManager:
     def snapshot_offsets(self) -> list[int]:
         offsets = []
         try:
-            names = os.listdir(self.directory)
+            names = self.fs.listdir(self.directory)
         except FileNotFoundError:
             return []
         for name in names:
@@ -326,11 +327,11 @@ class ProducerStateManager:
         crc = crc32c.crc32c(body)
         data = struct.pack(">hI", SNAPSHOT_VERSION, crc) + body
         path = snapshot_path(self.directory, self.map_end_offset)
-        atomic_write(path, data, durable=durable)
+        atomic_write(self.fs, path, data, durable=durable)
         return path
 
     def _read_snapshot(self, path: Path) -> tuple[int, list[ProducerEntry]]:
-        data = path.read_bytes()
+        data = self.fs.read(path)
         if len(data) < _SNAP_HEADER.size:
             raise ValueError("shorter than its header")
         version, crc, offset, count = _SNAP_HEADER.unpack_from(data)
@@ -369,7 +370,7 @@ class ProducerStateManager:
                     raise ValueError(f"holds offset {snap_offset}")
             except (OSError, ValueError, struct.error) as err:
                 log.warning("producer snapshot unreadable, deleted", file=str(path), reason=str(err))
-                path.unlink(missing_ok=True)
+                self.fs.unlink(path)
                 continue
             self.clear(offset)
             for e in entries:
@@ -381,7 +382,7 @@ class ProducerStateManager:
 
     def delete_snapshots(self, offsets: Iterable[int]) -> None:
         for offset in offsets:
-            snapshot_path(self.directory, offset).unlink(missing_ok=True)
+            self.fs.unlink(snapshot_path(self.directory, offset))
 
     def delete_snapshots_above(self, offset: int) -> None:
         self.delete_snapshots(o for o in self.snapshot_offsets() if o > offset)

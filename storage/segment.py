@@ -3,8 +3,9 @@
 Files are named by the segment's base offset, 20 digits zero-padded (00000000000000000000.log,
 .index, .timeindex, .txnindex), so a directory listing sorts them in offset order.
 
-All file access is positional (os.pwrite / os.pread): an append is one pwrite at the end, a
-read is one pread of only the needed range, and nothing depends on a shared file position.
+All file access is positional (pwrite / pread, through the injected storage.fs.FileSystem): an
+append is one pwrite at the end, a read is one pread of only the needed range, and nothing
+depends on a shared file position.
 
 A segment keeps a small "tail state" (end offset, largest timestamp and the offset that reached
 it, bytes since the last index entry) needed to keep appending. It is exact for the active
@@ -13,7 +14,6 @@ segment; for older segments loaded at startup it is filled in only if something 
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -26,6 +26,7 @@ from protocol.batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, BatchHeader,
 from protocol.errors import ErrorCode, KafkaError
 
 from .config import LogConfig
+from .fs import File, FileSystem
 from .offset_index import OffsetIndex
 from .time_index import TimeIndex
 from .txn_index import TransactionIndex
@@ -61,22 +62,14 @@ class _BadIndex:
 _BAD_INDEX = _BadIndex()
 
 
-def unlink_all(paths: list[Path]) -> None:
+def unlink_all(fs: FileSystem, paths: list[Path]) -> None:
     """Remove retired segment files (LogSegment.retire); what a crash leaves is removed at load."""
     for path in paths:
-        path.unlink(missing_ok=True)
+        fs.unlink(path)
 
 
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
-
-
-def write_all(fd: int, data: bytes | bytearray | memoryview, pos: int) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.pwrite(fd, view, pos)
-        view = view[n:]
-        pos += n
 
 
 class SegmentRead(NamedTuple):
@@ -92,19 +85,21 @@ class SegmentRecovery:
 
 
 class LogSegment:
-    def __init__(self, directory: Path, base_offset: int, config: LogConfig, created_ms: int) -> None:
+    def __init__(self, fs: FileSystem, directory: Path, base_offset: int, config: LogConfig,
+                 created_ms: int) -> None:
         """Bind to the files of segment `base_offset`; use create() or open_existing()."""
         name = segment_name(base_offset)
+        self.fs = fs
         self.directory = directory
         self.base_offset = base_offset
         self.config = config
         self.created_ms = created_ms
         self.log_path = directory / (name + LOG_SUFFIX)
-        self.index = OffsetIndex(directory / (name + INDEX_SUFFIX), base_offset, config.max_index_entries)
-        self.time_index = TimeIndex(directory / (name + TIME_INDEX_SUFFIX), base_offset,
+        self.index = OffsetIndex(fs, directory / (name + INDEX_SUFFIX), base_offset, config.max_index_entries)
+        self.time_index = TimeIndex(fs, directory / (name + TIME_INDEX_SUFFIX), base_offset,
                                     config.max_time_index_entries)
-        self.txn_index = TransactionIndex(directory / (name + TXN_INDEX_SUFFIX))
-        self._fd: int | None = None
+        self.txn_index = TransactionIndex(fs, directory / (name + TXN_INDEX_SUFFIX))
+        self._file: File | None = None
         self.size = 0
         # tail state
         self._tail_known = False
@@ -117,11 +112,11 @@ class LogSegment:
 
     # -- lifecycle -----------------------------------------------------------------------------
     @classmethod
-    def create(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+    def create(cls, fs: FileSystem, directory: Path, base_offset: int, config: LogConfig,
+               now_ms: int) -> LogSegment:
         """A new empty segment; stale files of the same name (from a crashed roll) are replaced."""
-        seg = cls(directory, base_offset, config, now_ms)
-        with open(seg.log_path, "wb"):
-            pass
+        seg = cls(fs, directory, base_offset, config, now_ms)
+        seg._file = fs.open(seg.log_path, create=True, truncate=True)
         seg.index.reset()
         seg.time_index.reset()
         seg.txn_index.reset()
@@ -130,33 +125,36 @@ class LogSegment:
         return seg
 
     @classmethod
-    def open_existing(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+    def open_existing(cls, fs: FileSystem, directory: Path, base_offset: int, config: LogConfig,
+                      now_ms: int) -> LogSegment:
         """Attach to an existing segment without reading it (its indexes load on first use)."""
-        seg = cls(directory, base_offset, config, now_ms)
-        seg.size = seg.log_path.stat().st_size
+        seg = cls(fs, directory, base_offset, config, now_ms)
+        seg.size = fs.stat(seg.log_path).size
         return seg
 
     @property
-    def fd(self) -> int:
-        if self._fd is None:
-            self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        return self._fd
+    def file(self) -> File:
+        """The .log file, opened on first use (a partition's old segments stay closed until read)."""
+        if self._file is None:
+            self._file = self.fs.open(self.log_path, create=True)
+        return self._file
+
+    def _close_file(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
     def close(self) -> None:
         self.index.persist()
         self.time_index.persist()
         self.txn_index.drop_cache()
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._close_file()
 
     def release(self) -> None:
         """Close the file without writing anything: the segment's files are about to be
         replaced by cleaned ones (close() would persist this object's index entries over them)."""
         self.txn_index.drop_cache()
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._close_file()
 
     def retire(self) -> list[Path]:
         """Close the segment and rename its files to *.deleted; returns the new paths. A rename is
@@ -167,7 +165,7 @@ class LogSegment:
         for path in (self.log_path, self.index.path, self.time_index.path, self.txn_index.path):
             target = path.with_name(path.name + DELETED_SUFFIX)
             try:
-                path.rename(target)
+                self.fs.rename(path, target)
             except FileNotFoundError:
                 continue  # an index never written
             moved.append(target)
@@ -176,17 +174,15 @@ class LogSegment:
     def delete(self) -> None:
         """Remove the files, the .log first: a crash in between leaves only orphan indexes,
         which the next open deletes, never a log without its indexes."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-        self.log_path.unlink(missing_ok=True)
+        self._close_file()
+        self.fs.unlink(self.log_path)
         self.index.delete()
         self.time_index.delete()
         self.txn_index.delete()
 
     def flush(self) -> None:
         """fsync the log and its indexes (the indexes are persisted first)."""
-        os.fsync(self.fd)
+        self.file.sync()
         self.index.flush()
         self.time_index.flush()
         self.txn_index.flush()
@@ -220,7 +216,7 @@ class LogSegment:
         if self._first_batch_ts is None:
             ts = -1
             if self.size >= HEADER_SIZE:
-                data = os.pread(self.fd, HEADER_SIZE, 0)
+                data = self.file.pread(HEADER_SIZE, 0)
                 if len(data) == HEADER_SIZE and data[MAGIC_OFFSET] == 2:
                     ts = read_header(data).max_timestamp
             self._first_batch_ts = ts
@@ -238,7 +234,7 @@ class LogSegment:
         return ts
 
     def last_modified_ms(self) -> int:
-        return int(self.log_path.stat().st_mtime * 1000)
+        return self.fs.stat(self.log_path).mtime_ms
 
     def ensure_tail(self) -> None:
         if not self._tail_known:
@@ -331,14 +327,14 @@ class LogSegment:
         Stops quietly at anything that is not a whole batch (the torn tail of a crashed log).
         """
         end = self.size if end_pos is None else min(end_pos, self.size)
-        fd = self.fd
+        file = self.file
         pos = start_pos
         buf = b""
         buf_start = pos
         while pos + HEADER_SIZE <= end:
             rel = pos - buf_start
             if rel + HEADER_SIZE > len(buf):
-                buf = os.pread(fd, min(_SCAN_CHUNK, end - pos), pos)
+                buf = file.pread(min(_SCAN_CHUNK, end - pos), pos)
                 buf_start = pos
                 rel = 0
                 if len(buf) < HEADER_SIZE:
@@ -352,7 +348,7 @@ class LogSegment:
             pos += h.size
 
     def read_bytes(self, pos: int, size: int) -> bytes:
-        return os.pread(self.fd, size, pos)
+        return self.file.pread(size, pos)
 
     def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is >= offset (it may start before offset)."""
@@ -360,7 +356,7 @@ class LogSegment:
         if found is None:
             return None
         pos = found[0]
-        return pos, read_header(os.pread(self.fd, HEADER_SIZE, pos))
+        return pos, read_header(self.file.pread(HEADER_SIZE, pos))
 
     def _locate(self, offset: int) -> tuple[int, int, int, int] | None:
         """(position, base offset, size, last offset) of the first batch with last offset >= offset."""
@@ -377,14 +373,14 @@ class LogSegment:
         fields needed (a full BatchHeader per skipped batch would dominate a fetch)."""
         entry_offset, pos = self.index.lookup(offset)
         end = self.size
-        fd = self.fd
+        file = self.file
         buf = b""
         buf_start = pos
         first = True
         while pos + HEADER_SIZE <= end:
             rel = pos - buf_start
             if rel + HEADER_SIZE > len(buf):
-                buf = os.pread(fd, min(_SCAN_CHUNK, end - pos), pos)
+                buf = file.pread(min(_SCAN_CHUNK, end - pos), pos)
                 buf_start, rel = pos, 0
                 if len(buf) < HEADER_SIZE:
                     break
@@ -409,11 +405,11 @@ class LogSegment:
         """Write whole batches (offsets already assigned) with one pwrite, then index them."""
         start = self.size
         try:
-            write_all(self.fd, data, start)
+            self.file.pwrite(data, start)
         except OSError as e:
             # Leave no torn batch behind: readers and the next append assume whole batches.
             try:
-                os.ftruncate(self.fd, start)
+                self.file.truncate(start)
             except OSError:
                 pass
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"write to {self.log_path.name} failed: {e}") from e
@@ -432,12 +428,13 @@ class LogSegment:
         """As append(), from pieces written with one pwritev (no concatenation copy)."""
         start = self.size
         try:
-            n = os.pwritev(self.fd, parts, start)
+            file = self.file
+            n = file.pwritev(parts, start)
             if n < total:  # short write (rare: signals, quotas); finish it the plain way
-                write_all(self.fd, b"".join(parts)[n:], start + n)
+                file.pwrite(b"".join(parts)[n:], start + n)
         except OSError as e:
             try:
-                os.ftruncate(self.fd, start)
+                self.file.truncate(start)
             except OSError:
                 pass
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"write to {self.log_path.name} failed: {e}") from e
@@ -460,7 +457,7 @@ class LogSegment:
         if pos + first_size > limit or (upper_bound is not None and first_last >= upper_bound):
             return SegmentRead(b"", first_base, offset)
         want = min(limit - pos, max(max_bytes, first_size))
-        data = os.pread(self.fd, want, pos)
+        data = self.file.pread(want, pos)
         n = len(data)
         end = 0
         next_offset = offset
@@ -498,7 +495,7 @@ class LogSegment:
         batches are validated. on_batch sees each validated batch (for producer state and
         leader epochs).
         """
-        self.size = os.fstat(self.fd).st_size
+        self.size = self.file.size()
         start_pos = 0
         if trusted_offset > self.base_offset and self.index_files_look_sane():
             self.index.truncate_to_offset(trusted_offset)
@@ -524,7 +521,7 @@ class LogSegment:
         if truncated:
             log.warning("truncating torn or corrupt log tail", segment=str(self.log_path),
                         position=end, bytes=truncated)
-            os.ftruncate(self.fd, end)
+            self.file.truncate(end)
             self.size = end
         self._tail_known = True
         self._index_checked = True
@@ -532,7 +529,7 @@ class LogSegment:
         return SegmentRecovery(validated, truncated)
 
     def _validate_from(self, pos: int, on_batch: BatchCallback | None) -> tuple[int, int]:
-        fd = self.fd
+        file = self.file
         size = self.size
         expected = self.next_offset
         count = 0
@@ -541,7 +538,7 @@ class LogSegment:
         while pos < size:
             rel = pos - buf_start
             if rel + HEADER_SIZE > len(buf):
-                buf = os.pread(fd, min(_RECOVER_CHUNK, size - pos), pos)
+                buf = file.pread(min(_RECOVER_CHUNK, size - pos), pos)
                 buf_start, rel = pos, 0
                 if len(buf) < HEADER_SIZE:
                     break
@@ -551,7 +548,7 @@ class LogSegment:
             if h.batch_length < MIN_BATCH_LENGTH or pos + h.size > size:
                 break
             if rel + h.size > len(buf):
-                buf = os.pread(fd, max(h.size, min(_RECOVER_CHUNK, size - pos)), pos)
+                buf = file.pread(max(h.size, min(_RECOVER_CHUNK, size - pos)), pos)
                 buf_start, rel = pos, 0
                 if len(buf) < h.size:
                     break
@@ -584,7 +581,7 @@ class LogSegment:
         self.index.truncate_to_position(pos)
         self.time_index.truncate_to_offset(h.base_offset)
         self.txn_index.truncate_to(h.base_offset)
-        os.ftruncate(self.fd, pos)
+        self.file.truncate(pos)
         self.size = pos
         if pos == 0:
             self._first_batch_ts = None

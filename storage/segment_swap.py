@@ -8,8 +8,8 @@ the partition directory and fsyncs them (files and directory). Then:
    (new base, old base) for every old segment a new segment replaces. Before the manifest exists
    nothing outside the staging directory has changed; once it exists the swap will be finished.
 2. install, per new segment: delete the old segments it replaces other than the one sharing its
-   base, then move the staged files over the old ones of that base (os.replace, so each file is
-   old or new, never missing). The order inside this step does not matter for safety — once the
+   base, then rename the staged files over the old ones of that base (so each file is old or
+   new, never missing). The order inside this step does not matter for safety — once the
    manifest exists recovery repeats the whole step — but deleting first keeps a crash from ever
    showing a new segment next to an old one it overlaps.
 3. fsync the partition directory, remove the staging directory, delete the manifest, fsync again.
@@ -24,14 +24,13 @@ which a compacted segment that lost its last batches cannot tell reliably; an ex
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import structlog
 
-from .checkpoint import CheckpointFile, fsync_dir
+from .checkpoint import CheckpointFile
+from .fs import FileSystem
 
 log = structlog.get_logger(__name__)
 
@@ -54,48 +53,48 @@ def _name(base: int) -> str:
     return f"{base:020d}"
 
 
-def _manifest(directory: Path) -> CheckpointFile:
-    return CheckpointFile(directory / MANIFEST_FILE, 2)
+def _manifest(fs: FileSystem, directory: Path) -> CheckpointFile:
+    return CheckpointFile(fs, directory / MANIFEST_FILE, 2)
 
 
 def _no_fault(_step: str) -> None:
     return None
 
 
-def commit(directory: Path, groups: Sequence[SwapGroup], fault: FaultHook | None = None) -> None:
+def commit(fs: FileSystem, directory: Path, groups: Sequence[SwapGroup], fault: FaultHook | None = None) -> None:
     """Swap the staged segments in for the old ones (the staged files must be fsynced already)."""
     hook = fault or _no_fault
     for new_base, olds in groups:
         if not olds or olds[0] != new_base:
             raise ValueError(f"segment {new_base} must replace a run starting at its own base, not {olds}")
     hook("before-manifest")
-    fsync_dir(staging_dir(directory))
-    _manifest(directory).write([(new, old) for new, olds in groups for old in olds], durable=True)
-    _install(directory, groups, hook)
+    fs.fsync_dir(staging_dir(directory))
+    _manifest(fs, directory).write([(new, old) for new, olds in groups for old in olds], durable=True)
+    _install(fs, directory, groups, hook)
 
 
-def recover(directory: Path) -> bool:
+def recover(fs: FileSystem, directory: Path) -> bool:
     """Finish a swap whose manifest is on disk, or roll back one that never got that far.
 
     Returns whether a swap was finished (for the log's recovery report).
     """
-    manifest = _manifest(directory)
-    entries = manifest.read() if manifest.path.exists() else []
+    manifest = _manifest(fs, directory)
+    entries = manifest.read() if fs.exists(manifest.path) else []
     if not entries:
-        manifest.path.unlink(missing_ok=True)
-        if staging_dir(directory).exists():
+        fs.unlink(manifest.path)
+        if fs.exists(staging_dir(directory)):
             log.info("rolling back an interrupted log cleaning", directory=str(directory))
-            shutil.rmtree(staging_dir(directory), ignore_errors=True)
+            fs.remove_tree(staging_dir(directory))
         return False
     groups: dict[int, list[int]] = {}
     for new_base, old_base in entries:
         groups.setdefault(new_base, []).append(old_base)
     log.info("finishing an interrupted segment swap", directory=str(directory), segments=sorted(groups))
-    _install(directory, list(groups.items()), _no_fault)
+    _install(fs, directory, list(groups.items()), _no_fault)
     return True
 
 
-def _install(directory: Path, groups: Sequence[SwapGroup], hook: FaultHook) -> None:
+def _install(fs: FileSystem, directory: Path, groups: Sequence[SwapGroup], hook: FaultHook) -> None:
     staged = staging_dir(directory)
     for new_base, olds in groups:
         name = _name(new_base)
@@ -103,18 +102,18 @@ def _install(directory: Path, groups: Sequence[SwapGroup], hook: FaultHook) -> N
             if old == new_base:
                 continue
             hook(f"delete-old-{old}")
-            (directory / (_name(old) + _LOG_SUFFIX)).unlink(missing_ok=True)
+            fs.unlink(directory / (_name(old) + _LOG_SUFFIX))
             for suffix in _INDEX_SUFFIXES:
-                (directory / (_name(old) + suffix)).unlink(missing_ok=True)
+                fs.unlink(directory / (_name(old) + suffix))
         for suffix in (*_INDEX_SUFFIXES, _LOG_SUFFIX):
             src = staged / (name + suffix)
-            if src.exists():
+            if fs.exists(src):
                 hook(f"move-{name}{suffix}")
-                os.replace(src, directory / (name + suffix))
+                fs.rename(src, directory / (name + suffix))
     hook("before-dir-fsync")
-    fsync_dir(directory)
+    fs.fsync_dir(directory)
     hook("before-cleanup")
-    shutil.rmtree(staged, ignore_errors=True)
+    fs.remove_tree(staged)
     hook("before-manifest-delete")
-    (directory / MANIFEST_FILE).unlink(missing_ok=True)
-    fsync_dir(directory)
+    fs.unlink(directory / MANIFEST_FILE)
+    fs.fsync_dir(directory)

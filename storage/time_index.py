@@ -19,6 +19,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from ._index import SparseIndex
+from .fs import FileSystem
 
 _ENTRY = struct.Struct(">qi")
 
@@ -26,8 +27,8 @@ _ENTRY = struct.Struct(">qi")
 class TimeIndex(SparseIndex):
     ENTRY_SIZE = 12
 
-    def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
-        super().__init__(path, base_offset, max_entries)
+    def __init__(self, fs: FileSystem, path: Path, base_offset: int, max_entries: int) -> None:
+        super().__init__(fs, path, base_offset, max_entries)
         self._ts = array("q")
         self._rel = array("i")
 
@@ -77,16 +78,20 @@ class TimeIndex(SparseIndex):
         if self._loaded:
             return self._ts[-1] if self._ts else -1
         try:
-            with open(self.path, "rb") as f:
-                size = f.seek(0, 2)
-                size -= size % self.ENTRY_SIZE
-                if size == 0:
-                    return -1
-                f.seek(size - self.ENTRY_SIZE)
-                ts: int = _ENTRY.unpack(f.read(self.ENTRY_SIZE))[0]
-                return ts
+            f = self.fs.open(self.path, read_only=True)
+        except OSError:
+            return -1
+        try:
+            size = f.size()
+            size -= size % self.ENTRY_SIZE
+            if size == 0:
+                return -1
+            ts: int = _ENTRY.unpack(f.pread(self.ENTRY_SIZE, size - self.ENTRY_SIZE))[0]
+            return ts
         except (OSError, struct.error):
             return -1
+        finally:
+            f.close()
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Add (timestamp, offset) if it moves the maximum forward; otherwise it adds nothing."""

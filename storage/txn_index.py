@@ -17,13 +17,14 @@ first, so a long history of aborts does not live in memory for the life of the p
 
 from __future__ import annotations
 
-import os
 import struct
 from collections import OrderedDict
 from pathlib import Path
 from typing import NamedTuple
 
 import structlog
+
+from .fs import FileSystem
 
 log = structlog.get_logger(__name__)
 
@@ -44,7 +45,8 @@ class TransactionIndex:
     # Indexes whose entries are in memory, least recently used first (shared by every log).
     _cached: OrderedDict[TransactionIndex, None] = OrderedDict()
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, fs: FileSystem, path: Path) -> None:
+        self.fs = fs
         self.path = path
         self._entries: list[AbortedTxn] | None = None
 
@@ -69,14 +71,14 @@ class TransactionIndex:
             TransactionIndex._cached.move_to_end(self)
             return self._entries
         try:
-            data = self.path.read_bytes()
+            data = self.fs.read(self.path)
         except FileNotFoundError:
             data = b""
         whole = len(data) - len(data) % ENTRY_SIZE
         if whole != len(data):
             # A torn append: drop it so later appends stay aligned.
             log.warning("txn index has a partial entry, dropped", file=str(self.path), size=len(data))
-            os.truncate(self.path, whole)
+            self._truncate_file(whole)
         entries = []
         for version, pid, first, last, lso in _ENTRY.iter_unpack(data[:whole]):
             if version != VERSION:
@@ -90,7 +92,7 @@ class TransactionIndex:
 
     def file_looks_sane(self) -> bool:
         try:
-            return self.path.stat().st_size % ENTRY_SIZE == 0
+            return self.fs.stat(self.path).size % ENTRY_SIZE == 0
         except FileNotFoundError:
             return False
 
@@ -102,11 +104,11 @@ class TransactionIndex:
         entries = self._load()
         if entries and txn.last_offset <= entries[-1].last_offset:
             raise ValueError(f"aborted txn {txn} does not follow {entries[-1]}")
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        f = self.fs.open(self.path, create=True)
         try:
-            os.write(fd, _ENTRY.pack(VERSION, *txn))
+            f.pwrite(_ENTRY.pack(VERSION, *txn), f.size())
         finally:
-            os.close(fd)
+            f.close()
         entries.append(txn)
 
     def collect(self, start: int, end: int) -> tuple[list[AbortedTxn], bool]:
@@ -128,30 +130,33 @@ class TransactionIndex:
         if len(keep) == len(entries):
             return
         self._entries = keep
+        self._truncate_file(len(keep) * ENTRY_SIZE)
+
+    def _truncate_file(self, size: int) -> None:
         try:
-            os.truncate(self.path, len(keep) * ENTRY_SIZE)
+            f = self.fs.open(self.path)
         except FileNotFoundError:
-            pass
+            return
+        try:
+            f.truncate(size)
+        finally:
+            f.close()
 
     def reset(self) -> None:
-        with open(self.path, "wb"):
-            pass
+        self.fs.open(self.path, create=True, truncate=True).close()
         self._entries = []
         self._remember()
 
     def flush(self) -> None:
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            f = self.fs.open(self.path, read_only=True)
         except FileNotFoundError:
             return
         try:
-            os.fsync(fd)
+            f.sync()
         finally:
-            os.close(fd)
+            f.close()
 
     def delete(self) -> None:
         self.drop_cache()
-        try:
-            self.path.unlink()
-        except FileNotFoundError:
-            pass
+        self.fs.unlink(self.path)

@@ -26,6 +26,7 @@ import structlog
 
 from protocol.messages.metadata_records import NoOpRecord, frame
 from protocol.schema import Message as WireMessage
+from storage.fs import OS_FS, FileSystem
 
 from ..wire import BrokerConnection, WireError
 from . import wire_codec as wc
@@ -66,11 +67,11 @@ class QuorumShell:
                  on_commit: Callable[[Entry], None] | None = None,
                  on_restore: Callable[[Snapshot], None] | None = None,
                  config: QuorumConfig | None = None, snapshot_every: int = 0,
-                 snapshot_state: Callable[[], bytes] | None = None) -> None:
+                 snapshot_state: Callable[[], bytes] | None = None, fs: FileSystem = OS_FS) -> None:
         self.id = node_id
         self.voters = voters
         self.cluster_id = cluster_id
-        self.store = QuorumStore(directory)
+        self.store = QuorumStore(directory, fs)
         self.cfg = config or QuorumConfig(election_timeout_ticks=10, fetch_timeout_ticks=20)
         self.on_commit = on_commit or (lambda e: None)
         self.on_restore = on_restore or (lambda s: None)

@@ -16,13 +16,13 @@ snapshot the log file is rewritten (atomically) with only the entries after it.
 from __future__ import annotations
 
 import json
-import os
 import struct
 from pathlib import Path
 
 import crc32c
 
-from storage.checkpoint import atomic_write, fsync_dir
+from storage.checkpoint import atomic_write
+from storage.fs import OS_FS, FileSystem
 
 from .messages import Entry, Snapshot
 from .node import Persisted, Ready
@@ -40,7 +40,8 @@ def _frame(e: Entry) -> bytes:
 
 
 class QuorumStore:
-    def __init__(self, directory: Path | str) -> None:
+    def __init__(self, directory: Path | str, fs: FileSystem = OS_FS) -> None:
+        self.fs = fs  # every file operation goes through it (a simulated disk in simulations)
         self.dir = Path(directory)
         self._positions: list[int] = []  # file position of each entry in `log`
         self._offsets: list[int] = []
@@ -48,22 +49,23 @@ class QuorumStore:
 
     # ---- load ----------------------------------------------------------------------------------
     def load(self) -> Persisted:
-        self.dir.mkdir(parents=True, exist_ok=True)
+        fs = self.fs
+        fs.mkdir(self.dir)
         epoch, voted = 0, None
         state = self.dir / STATE_FILE
-        if state.exists():
-            raw = json.loads(state.read_text())
+        if fs.exists(state):
+            raw = json.loads(fs.read(state))
             epoch, voted = int(raw["epoch"]), raw.get("voted_for")
         snapshot = self._load_snapshot()
         start = snapshot.end_offset if snapshot else 0
         entries: list[Entry] = []
         path = self.dir / LOG_FILE
-        if not path.exists():
+        if not fs.exists(path):
             # The file's directory entry must be durable before any append to it is acknowledged
             # (a power loss could otherwise lose the whole file, fsynced contents and all).
-            path.touch()
-            fsync_dir(self.dir)
-        data = path.read_bytes()
+            fs.open(path, create=True).close()
+            fs.fsync_dir(self.dir)
+        data = fs.read(path)
         pos = 0
         while pos + _HEAD.size <= len(data):
             crc, n = _HEAD.unpack_from(data, pos)
@@ -83,24 +85,30 @@ class QuorumStore:
             entries, self._positions, self._offsets = [], [], []
             pos = 0
         if pos < len(data):
-            with open(path, "r+b") as f:
+            f = fs.open(path)
+            try:
                 f.truncate(pos)
-                os.fsync(f.fileno())
+                f.sync()
+            finally:
+                f.close()
         self._size = pos
         return Persisted(epoch, voted, snapshot, tuple(entries))
 
     def _load_snapshot(self) -> Snapshot | None:
         best: Snapshot | None = None
-        for p in self.dir.glob(SNAPSHOT_PREFIX + "*"):
+        for name in self._snapshot_names():
             try:
-                end, epoch = (int(x) for x in p.name[len(SNAPSHOT_PREFIX):].split("-"))
-                raw = p.read_bytes()
+                end, epoch = (int(x) for x in name[len(SNAPSHOT_PREFIX):].split("-"))
+                raw = self.fs.read(self.dir / name)
                 crc, body = struct.unpack(">I", raw[:4])[0], raw[4:]
             except (ValueError, struct.error):
                 continue
             if crc32c.crc32c(body) == crc and (best is None or end > best.end_offset):
                 best = Snapshot(end, epoch, body)
         return best
+
+    def _snapshot_names(self) -> list[str]:
+        return sorted(n for n in self.fs.listdir(self.dir) if n.startswith(SNAPSHOT_PREFIX))
 
     # ---- persist a Ready -------------------------------------------------------------------------
     def persist(self, ready: Ready) -> None:
@@ -109,40 +117,46 @@ class QuorumStore:
             self._write_snapshot(ready.snapshot)
         if ready.hard_state is not None:
             epoch, voted = ready.hard_state
-            atomic_write(self.dir / STATE_FILE, json.dumps({"epoch": epoch, "voted_for": voted}).encode())
-        path = self.dir / LOG_FILE
+            atomic_write(self.fs, self.dir / STATE_FILE,
+                         json.dumps({"epoch": epoch, "voted_for": voted}).encode())
         if ready.truncate_to is not None or ready.entries:
-            with open(path, "ab") as f:
+            f = self.fs.open(self.dir / LOG_FILE, create=True)
+            try:
                 if ready.truncate_to is not None:
                     keep = sum(1 for o in self._offsets if o < ready.truncate_to)
                     cut = self._positions[keep] if keep < len(self._positions) else self._size
                     f.truncate(cut)
                     del self._positions[keep:], self._offsets[keep:]
                     self._size = cut
-                    f.seek(cut)
+                start = self._size
+                frames: list[bytes] = []
                 for e in ready.entries:
                     if self._offsets and e.offset != self._offsets[-1] + 1:
                         raise ValueError(f"entry {e.offset} does not follow {self._offsets[-1]}")
                     frame = _frame(e)
-                    f.write(frame)
+                    frames.append(frame)
                     self._positions.append(self._size)
                     self._offsets.append(e.offset)
                     self._size += len(frame)
-                f.flush()
-                os.fsync(f.fileno())
+                if frames:
+                    f.pwrite(b"".join(frames), start)
+                f.sync()
+            finally:
+                f.close()
 
     def _write_snapshot(self, snap: Snapshot) -> None:
         name = f"{SNAPSHOT_PREFIX}{snap.end_offset}-{snap.epoch}"
-        atomic_write(self.dir / name, struct.pack(">I", crc32c.crc32c(snap.data)) + snap.data)
+        atomic_write(self.fs, self.dir / name, struct.pack(">I", crc32c.crc32c(snap.data)) + snap.data)
         # the log keeps only what follows the snapshot: rewrite it, then forget older snapshots
         keep = [i for i, o in enumerate(self._offsets) if o >= snap.end_offset]
-        data = (self.dir / LOG_FILE).read_bytes() if (self.dir / LOG_FILE).exists() else b""
+        log_path = self.dir / LOG_FILE
+        data = self.fs.read(log_path) if self.fs.exists(log_path) else b""
         tail = data[self._positions[keep[0]]:self._size] if keep else b""
-        atomic_write(self.dir / LOG_FILE, tail)
+        atomic_write(self.fs, log_path, tail)
         base = self._positions[keep[0]] if keep else 0
         self._positions = [self._positions[i] - base for i in keep]
         self._offsets = [self._offsets[i] for i in keep]
         self._size = len(tail)
-        for p in self.dir.glob(SNAPSHOT_PREFIX + "*"):
-            if p.name != name:
-                p.unlink(missing_ok=True)
+        for other in self._snapshot_names():
+            if other != name:
+                self.fs.unlink(self.dir / other)

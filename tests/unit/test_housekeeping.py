@@ -17,6 +17,7 @@ from protocol.records import Record, build_batch, decode_batches
 from storage import cleaner, segment_swap
 from storage.clock import ManualClock
 from storage.config import LogConfig
+from storage.fs import FileSystem
 
 KEYS = 20
 NOW = 1_000_000
@@ -125,9 +126,9 @@ async def test_retention_unlinks_files_in_a_worker_thread(tmp_path: Path, monkey
 
     threads: list[int] = []
 
-    def recording_unlink(paths: list[Path]) -> None:
+    def recording_unlink(fs: FileSystem, paths: list[Path]) -> None:
         threads.append(threading.get_ident())
-        unlink_all(paths)
+        unlink_all(fs, paths)
 
     monkeypatch.setattr(housekeeping, "unlink_all", recording_unlink)
     cfg = LogConfig(segment_bytes=200, retention_bytes=0)

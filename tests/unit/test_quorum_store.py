@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 from helpers.quorum_sim import _apply_to_disk
+from helpers.recording_fs import RecordingFileSystem
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -114,15 +115,15 @@ def test_sigkill_mid_write_loses_nothing_acknowledged(tmp_path: Path) -> None:
     assert loaded == Persisted(1, 1, None, loaded.entries)
 
 
-def test_the_new_log_files_directory_entry_is_made_durable(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_new_log_files_directory_entry_is_made_durable(tmp_path: Path) -> None:
     """Issue 11 item 2's lesson, kept for the quorum: a file that is fsynced but whose directory
     entry is not can vanish in a power loss; the log file is created and its directory fsynced
     before anything is appended (votes and snapshots go through the atomic, durable write)."""
-    from broker.quorum import store as store_module  # noqa: PLC0415
-
-    synced: list[Path] = []
-    monkeypatch.setattr(store_module, "fsync_dir", lambda d: synced.append(Path(d)))
-    QuorumStore(tmp_path / "q").load()
-    assert synced == [tmp_path / "q"] and (tmp_path / "q" / LOG_FILE).exists()
-    QuorumStore(tmp_path / "q").load()
-    assert synced == [tmp_path / "q"]  # an existing file needs nothing more
+    fs = RecordingFileSystem()
+    QuorumStore(tmp_path / "q", fs).load()
+    created = fs.calls.index(("create", tmp_path / "q" / LOG_FILE))
+    assert [p for op, p in fs.calls[created:] if op == "fsync_dir"] == [tmp_path / "q"]
+    assert (tmp_path / "q" / LOG_FILE).exists()
+    fs.calls.clear()
+    QuorumStore(tmp_path / "q", fs).load()
+    assert "fsync_dir" not in [op for op, _ in fs.calls]  # an existing file needs nothing more

@@ -6,8 +6,10 @@ import struct
 from pathlib import Path
 
 import pytest
+from helpers.recording_fs import RecordingFileSystem
 
 from storage.checkpoint import CheckpointFile, OffsetCheckpoint, atomic_write
+from storage.fs import OS_FS
 from storage.offset_index import OffsetIndex
 from storage.time_index import TimeIndex
 from storage.txn_index import AbortedTxn, TransactionIndex
@@ -15,7 +17,7 @@ from storage.txn_index import AbortedTxn, TransactionIndex
 
 def test_offset_index_lookup_persist_reload(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000000100.index"
-    idx = OffsetIndex(path, 100, max_entries=1000)
+    idx = OffsetIndex(OS_FS, path, 100, max_entries=1000)
     idx.reset()
     assert idx.lookup(150) == (100, 0)  # empty: the segment start
     for off, pos in ((110, 500), (120, 1000), (135, 1600)):
@@ -30,7 +32,7 @@ def test_offset_index_lookup_persist_reload(tmp_path: Path) -> None:
     assert path.stat().st_size == 0  # nothing written until persisted
     idx.persist()
     assert path.read_bytes() == struct.pack(">iiiiii", 10, 500, 20, 1000, 35, 1600)
-    again = OffsetIndex(path, 100, max_entries=1000)
+    again = OffsetIndex(OS_FS, path, 100, max_entries=1000)
     assert again.lookup(125) == (120, 1000) and again.load() is None
     again.truncate_to_offset(120)
     assert again.last_entry() == (110, 500)
@@ -43,16 +45,16 @@ def test_offset_index_lookup_persist_reload(tmp_path: Path) -> None:
 def test_offset_index_detects_garbage(tmp_path: Path) -> None:
     path = tmp_path / "x.index"
     path.write_bytes(struct.pack(">iiii", 50, 10, 20, 5))
-    assert OffsetIndex(path, 0, 100).load() is not None
+    assert OffsetIndex(OS_FS, path, 0, 100).load() is not None
     path.write_bytes(b"\x00" * 13)
-    idx = OffsetIndex(path, 0, 100)
+    idx = OffsetIndex(OS_FS, path, 0, 100)
     assert not idx.file_looks_sane()
     assert idx.load() is not None
 
 
 def test_time_index(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000000000.timeindex"
-    ti = TimeIndex(path, 0, max_entries=100)
+    ti = TimeIndex(OS_FS, path, 0, max_entries=100)
     ti.reset()
     assert ti.lookup(5) == (-1, 0)
     ti.maybe_append(1000, 0)
@@ -64,7 +66,7 @@ def test_time_index(tmp_path: Path) -> None:
     assert ti.lookup(2000) == (2000, 7)
     ti.persist()
     assert path.stat().st_size == 24
-    fresh = TimeIndex(path, 0, max_entries=100)
+    fresh = TimeIndex(OS_FS, path, 0, max_entries=100)
     assert fresh.peek_last_timestamp() == 2000
     assert fresh.last_entry() == (2000, 7)
     fresh.truncate_to_offset(7)
@@ -73,31 +75,31 @@ def test_time_index(tmp_path: Path) -> None:
 
 def test_txn_index_collect(tmp_path: Path) -> None:
     path = tmp_path / "t.txnindex"
-    ti = TransactionIndex(path)
+    ti = TransactionIndex(OS_FS, path)
     ti.reset()
     ti.append(AbortedTxn(1, 0, 10, 11))
     ti.append(AbortedTxn(2, 5, 20, 21))
     ti.append(AbortedTxn(3, 30, 40, 100))
     ti.append(AbortedTxn(4, 101, 110, 111))
     assert path.stat().st_size == 4 * 34
-    found, complete = TransactionIndex(path).collect(8, 35)
+    found, complete = TransactionIndex(OS_FS, path).collect(8, 35)
     assert [t.producer_id for t in found] == [1, 2, 3] and complete
     found, complete = ti.collect(11, 15)
     assert [t.producer_id for t in found] == [2] and complete  # lso 21 >= 15
     found, complete = ti.collect(200, 300)
     assert found == [] and not complete
     ti.truncate_to(40)
-    assert [t.producer_id for t in TransactionIndex(path).entries] == [1, 2]
+    assert [t.producer_id for t in TransactionIndex(OS_FS, path).entries] == [1, 2]
     with open(path, "ab") as f:
         f.write(b"\x00" * 5)  # torn append
-    again = TransactionIndex(path)
+    again = TransactionIndex(OS_FS, path)
     assert len(again.entries) == 2
     again.append(AbortedTxn(9, 50, 60, 61))
-    assert [t.producer_id for t in TransactionIndex(path).entries] == [1, 2, 9]
+    assert [t.producer_id for t in TransactionIndex(OS_FS, path).entries] == [1, 2, 9]
 
 
 def test_checkpoint_versioned_and_atomic(tmp_path: Path) -> None:
-    f = CheckpointFile(tmp_path / "leader-epoch-checkpoint", 2)
+    f = CheckpointFile(OS_FS, tmp_path / "leader-epoch-checkpoint", 2)
     assert f.read() == []
     f.write([(0, 0), (3, 120)])
     assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n3 120\n"
@@ -106,7 +108,7 @@ def test_checkpoint_versioned_and_atomic(tmp_path: Path) -> None:
     for bad in ("", "0\n", "1\n1\n5\n", "0\n3\n1 2\n", "0\n1\nx y\n", "0\n1\n1 2 3\n"):
         (tmp_path / "leader-epoch-checkpoint").write_text(bad)
         assert f.read() == [], bad
-    rp = OffsetCheckpoint(tmp_path / "recovery-point-offset-checkpoint")
+    rp = OffsetCheckpoint(OS_FS, tmp_path / "recovery-point-offset-checkpoint")
     assert rp.read() is None
     rp.write(42)
     assert rp.read() == 42
@@ -114,14 +116,14 @@ def test_checkpoint_versioned_and_atomic(tmp_path: Path) -> None:
     assert rp.read() == 43
 
 
-def test_atomic_write_leaves_old_content_when_interrupted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_atomic_write_leaves_old_content_when_interrupted(tmp_path: Path) -> None:
     target = tmp_path / "f"
-    atomic_write(target, b"old")
+    atomic_write(OS_FS, target, b"old")
 
-    def boom(src: object, dst: object) -> None:
-        raise OSError("crash before rename")
+    def crash_before_rename(op: str, path: Path) -> None:
+        if op == "rename":
+            raise OSError("crash before rename")
 
-    monkeypatch.setattr("storage.checkpoint.os.replace", boom)
     with pytest.raises(OSError):
-        atomic_write(target, b"new")
+        atomic_write(RecordingFileSystem(fault=crash_before_rename), target, b"new")
     assert target.read_bytes() == b"old"

@@ -34,9 +34,7 @@ op = st.one_of(
 
 def crash(log: PartitionLog) -> None:
     for seg in log._segments:
-        if seg._fd is not None:
-            os.close(seg._fd)
-            seg._fd = None
+        seg._close_file()
     log._closed = True
 
 

@@ -21,9 +21,7 @@ REPO = UNIT_DIR.parent.parent
 def crash(log: PartitionLog) -> None:
     """Drop the log as a killed process would: no flush, no checkpoint, fds just closed."""
     for seg in log._segments:
-        if seg._fd is not None:
-            os.close(seg._fd)
-            seg._fd = None
+        seg._close_file()
     log._closed = True
 
 
