@@ -332,14 +332,16 @@ class Partition:
             return epoch, end
         return None
 
-    def on_follower_fetch(self, replica: int, fetch_offset: int, log_start_offset: int) -> IsrChange | None:
+    def on_follower_fetch(self, replica: int, fetch_offset: int, log_start_offset: int,
+                          broker_epoch: int = -1) -> IsrChange | None:
         """A follower fetched from `fetch_offset` (its log end), its log start at
         `log_start_offset`: the high watermark may move, parked acks=all produces may complete, so
         may parked DeleteRecords, and the follower may rejoin the ISR (the change to ask the
         controller for)."""
         now = self._now_ms()
         low = self.low_watermark
-        if self.state.on_follower_fetch(replica, fetch_offset, self.log.log_end_offset, now, log_start_offset):
+        if self.state.on_follower_fetch(replica, fetch_offset, self.log.log_end_offset, now, log_start_offset,
+                                        broker_epoch):
             self._advance_high_watermark()
             self.notify()
         elif self.low_watermark > low:

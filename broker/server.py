@@ -350,7 +350,7 @@ class BrokerServer:
             return ErrorCode.STALE_BROKER_EPOCH, None
         code, info = await self.controller_client.alter_partition(
             epoch, self._topic_id(part.topic), part.index, change.leader_epoch, change.partition_epoch,
-            sorted(change.new_isr))
+            part.state.member_epochs(change.new_isr, epoch))
         if code or info is None:
             return code, None
         return code, Assignment(a.replicas, frozenset(info.isr), info.leader, info.leader_epoch, info.partition_epoch)

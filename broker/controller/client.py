@@ -96,12 +96,12 @@ class ControllerClient:
         _raise(resp.responses[0].error_code, resp.responses[0].error_message)
 
     async def alter_partition(self, broker_epoch: int, topic_id: uuid.UUID, partition: int, leader_epoch: int,
-                              partition_epoch: int, new_isr: Sequence[int]) -> tuple[ErrorCode, PartitionInfo | None]:
+                              partition_epoch: int, members: Sequence[tuple[int, int]]
+                              ) -> tuple[ErrorCode, PartitionInfo | None]:
         """A leader's ISR change: (error, the partition as the controller now has it). Each member
-        goes with the broker epoch this broker's image has for it (KIP-903)."""
+        goes with the broker epoch its fetches stated (KIP-903; ReplicaState.member_epochs)."""
         image = self.shell.controller.image
-        epochs = {b.node_id: b.epoch for b in image.brokers}
-        members = [(r, epochs.get(r, -1)) for r in new_isr]
+        new_isr = [r for r, _ in members]
         if self.shell.active:
             c = self.shell.controller
             code: int = await self.shell.alter_partition(self.node_id, broker_epoch, topic_id, partition, leader_epoch,

@@ -55,6 +55,10 @@ class FollowerProgress:
     # follower was caught up at the time of that previous fetch (Kafka's lastFetchLeaderLogEndOffset).
     last_fetch_leader_leo: int = -1
     last_fetch_ms: int = 0
+    # The follower's broker epoch as its last fetch stated it (Fetch v15+ ReplicaState, -1 when not
+    # stated): what an AlterPartition names it with (KIP-903), so the controller refuses the
+    # change if that incarnation of the broker is not its current one.
+    broker_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +159,7 @@ class ReplicaState:
 
     # ---- leader: follower fetches, the high watermark -----------------------------------------
     def on_follower_fetch(self, replica_id: int, fetch_offset: int, leader_log_end: int,
-                          now_ms: int, log_start_offset: int = -1) -> bool:
+                          now_ms: int, log_start_offset: int = -1, broker_epoch: int = -1) -> bool:
         """Record a follower's fetch at `fetch_offset` (its log end) with its log start. Returns
         True if the high watermark moved. A fetch from a broker that is not a replica is the
         caller's error to answer (NOT_LEADER_OR_FOLLOWER / UNKNOWN...); here it changes nothing."""
@@ -163,6 +167,7 @@ class ReplicaState:
         if self.role != Role.LEADER or f is None:
             return False
         f.log_start_offset = log_start_offset
+        f.broker_epoch = broker_epoch
         if fetch_offset >= leader_log_end:
             f.last_caught_up_ms = max(f.last_caught_up_ms, now_ms)
         elif fetch_offset >= f.last_fetch_leader_leo:
@@ -171,6 +176,14 @@ class ReplicaState:
         f.last_fetch_leader_leo = leader_log_end
         f.last_fetch_ms = now_ms
         return self.maybe_advance_high_watermark(leader_log_end, now_ms)
+
+    def member_epochs(self, isr: frozenset[int], own_epoch: int) -> list[tuple[int, int]]:
+        """The ISR members of an AlterPartition with their broker epochs (KIP-903): this broker's
+        own, and each follower's as its last fetch stated it — not as the metadata says now: a
+        broker that crashed and registered again under a new epoch must not join the ISR on the
+        strength of what its previous incarnation fetched. -1 where no fetch stated one."""
+        return [(r, own_epoch if r == self.local_id else
+                 (f.broker_epoch if (f := self.followers.get(r)) is not None else -1)) for r in sorted(isr)]
 
     def _caught_up(self, f: FollowerProgress, leader_log_end: int, now_ms: int) -> bool:
         return f.log_end_offset >= leader_log_end or \

@@ -182,3 +182,17 @@ def test_a_late_answer_leaves_a_newer_change_in_flight() -> None:
     assert s.isr_expansion(100) is None and s.isr_shrink(100, now_ms=3 * LAG) is None
     s.on_isr_change_result(grow, ErrorCode.NONE, Assignment((1, 2, 3), frozenset({1, 2, 3}), 1, 5, 9))
     assert s.pending is None and s.isr == {1, 2, 3}
+
+
+def test_an_isr_change_names_each_follower_with_the_broker_epoch_its_fetch_stated() -> None:
+    """KIP-903 on the leader's side: the epoch sent for a member is the one its own fetch carried,
+    not the metadata's current one — a follower that crashed and registered again must not join
+    the ISR on what its previous incarnation fetched (the controller compares the epochs)."""
+    s = leader(isr={1, 2}, leo=10, hw=10)
+    s.on_follower_fetch(2, 10, 10, now_ms=1, broker_epoch=40)
+    s.on_follower_fetch(3, 10, 10, now_ms=1, broker_epoch=17)  # caught up: asks to join
+    change = s.isr_expansion(10)
+    assert change is not None and change.new_isr == frozenset({1, 2, 3})
+    assert s.member_epochs(change.new_isr, own_epoch=99) == [(1, 99), (2, 40), (3, 17)]
+    s.on_follower_fetch(3, 10, 10, now_ms=2)  # a fetch that states no epoch
+    assert s.member_epochs(change.new_isr, own_epoch=99)[2] == (3, -1)
