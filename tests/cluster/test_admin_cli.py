@@ -24,6 +24,7 @@ from helpers.cluster_metadata import agreed, coordinator, listed_everywhere, met
 from helpers.raw import Raw
 from helpers.txn import RawTxn, txn_batch
 
+from protocol.errors import ErrorCode
 from protocol.messages.create_topics import (
     CreatableReplicaAssignment,
     CreatableTopic,
@@ -33,6 +34,8 @@ from protocol.messages.create_topics import (
 
 BOOT = 3  # the broker every command is given: it holds no replica of a test topic
 GROUP, TXN = 0, 1
+COORDINATOR_NOT_READY = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                         ErrorCode.NOT_COORDINATOR, ErrorCode.CONCURRENT_TRANSACTIONS)
 
 
 @pytest.fixture(scope="module")
@@ -89,14 +92,15 @@ def produce(c: Cluster, leader: int, topic: str, partition: int, n: int) -> None
 
 def coordinated_by(c: Cluster, node: int, key_type: int, prefix: str) -> str:
     """A group name (key_type 0) or transactional id (1) whose coordinator is `node`."""
-    for i in range(1000):
-        key = f"{prefix}-{i}"
+    def answer(key: str) -> int:
         seen: list[int] = []
         c.wait_until(lambda: seen.append(coordinator(c.ports[BOOT], key, key_type)) or seen[-1] >= 0,
                      timeout=30, message=f"a coordinator for {key}")
-        if seen[-1] == node:
-            return key
-    raise AssertionError(f"no {prefix}-N coordinated by node {node}")
+        return seen[-1]
+
+    key = next((k for k in (f"{prefix}-{i}" for i in range(1000)) if answer(k) == node), None)
+    assert key is not None, f"no {prefix}-N coordinated by node {node}"
+    return key
 
 
 def partitions_listed(c: Cluster, name: str) -> int | None:
@@ -197,7 +201,12 @@ def test_txn_list_describe_find_hanging_abort(c: Cluster) -> None:
     tid = coordinated_by(c, 2, TXN, "t")
     coord = RawTxn(c.ports[2])
     try:
-        pid, epoch = coord.init_ok(tid)
+        # as a client does, until the new coordinator has loaded its partition of __transaction_state
+        answers: list[Any] = []
+        c.wait_until(lambda: answers.append(coord.init_pid(tid)) or answers[-1].error_code not in COORDINATOR_NOT_READY,
+                     timeout=30, message=f"InitProducerId {tid} answered by its coordinator")
+        assert answers[-1].error_code == 0, answers[-1]
+        pid, epoch = answers[-1].producer_id, answers[-1].producer_epoch
         assert coord.add_partitions(tid, pid, epoch, {"tx": [0]}) == {("tx", 0): 0}
     finally:
         coord.close()
