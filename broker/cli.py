@@ -1,4 +1,5 @@
-"""The `ketch` command line: `ketch broker` runs a broker; the other subcommands administer one."""
+"""The `ketch` command line: `ketch broker` runs a broker, `ketch cluster up` several; the other
+subcommands (administration, console producer and consumer) come from the client package."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import signal
 import sys
 from importlib.metadata import entry_points
 
+from . import cluster_up
 from .broken import announce
 from .config import ConfigError, load_config
 from .logs import configure
@@ -65,12 +67,14 @@ def main(argv: list[str] | None = None) -> None:
                                     "(default: this node alone)")
     b.add_argument("--config", help="TOML file of settings (see docs/configuration.md)")
     b.set_defaults(func=_broker)
-    from .admin import add_parsers
-
-    add_parsers(sub)
-    # `ketch produce` / `ketch consume` are the client's (client/console.py): found through an
-    # entry point so the broker package keeps not importing the client (docs/architecture.md §1).
-    for ep in entry_points(group="ketch.commands"):
-        ep.load()(sub)
+    c = sub.add_parser("cluster", help="start a local cluster; describe the metadata quorum; drain a broker")
+    csub = c.add_subparsers(dest="action", required=True)
+    cluster_up.add_parser(csub)
+    # The admin commands (`ketch topic|group|txn`, `ketch cluster describe|drain`) and `ketch
+    # produce|consume` are the client's (client/admin_cli/, client/console.py): found through entry
+    # points, so the broker package keeps not importing the client (docs/architecture.md §1).
+    for group, parent in (("ketch.commands", sub), ("ketch.cluster_commands", csub)):
+        for ep in entry_points(group=group):
+            ep.load()(parent)
     args = p.parse_args(argv)
     sys.exit(args.func(args))

@@ -72,7 +72,7 @@ async def up(n: int, base_port: int, data_dir: Path, host: str) -> int:
 
 
 def add_parser(csub: Any) -> None:
-    """`up` under `ketch cluster` (broker/admin_cluster.py)."""
+    """`up` under `ketch cluster` (its other subcommands are the client's: client/admin_cli/)."""
     u = csub.add_parser("up", help="start N local brokers forming one metadata quorum")
     u.add_argument("-n", type=int, default=3, help="how many brokers (default 3)")
     u.add_argument("--data-dir", default="./cluster", help="their data, one directory each (default ./cluster)")

@@ -1,23 +1,26 @@
 """Admin operations: topics, records, log dirs, the cluster, consumer groups, transactions.
 
-Each call routes its request where Kafka wants it (CreateTopics to the controller, DescribeGroups
-and OffsetDelete to the group's coordinator, ListGroups/ListTransactions/DescribeLogDirs to every
-broker, WriteTxnMarkers and DeleteRecords to the partition leader) and turns error codes into
-exceptions. Calls that act on several names return a
-dict name -> error (None for success) rather than raising on the first failure, because one bad
+Each call routes its request where Kafka wants it (CreateTopics, CreatePartitions, ElectLeaders
+and reassignments to the controller; DescribeGroups, OffsetFetch, OffsetCommit, OffsetDelete and
+DescribeTransactions to the group's or transactional id's coordinator; ListGroups,
+ListTransactions and DescribeLogDirs to every broker; ListOffsets, DescribeProducers,
+WriteTxnMarkers and DeleteRecords to each partition's leader), finds a moved leader or
+coordinator again, and turns error codes into exceptions. Calls that act on several names return
+a dict name -> error (None for success) rather than raising on the first failure, because one bad
 name in a batch should not hide what happened to the others; the single-name helpers raise.
+`ketch topic|group|txn|cluster` (client/admin_cli/) is this class on the command line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
 from protocol.errors import ErrorCode
+from protocol.messages import partition_reassignments as pr
 from protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsTopic
 from protocol.messages.create_topics import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
 from protocol.messages.delete_groups import DeleteGroupsRequest
@@ -28,7 +31,14 @@ from protocol.messages.describe_configs import DescribeConfigsRequest, DescribeC
 from protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from protocol.messages.describe_log_dirs import DescribableLogDirTopic, DescribeLogDirsRequest
 from protocol.messages.describe_producers import DescribeProducersRequest, TopicRequest
+from protocol.messages.describe_quorum import (
+    DescribeQuorumPartitionRequest,
+    DescribeQuorumRequest,
+    DescribeQuorumTopicRequest,
+)
 from protocol.messages.describe_transactions import DescribeTransactionsRequest
+from protocol.messages.elect_leaders import PREFERRED, UNCLEAN, ElectLeadersRequest
+from protocol.messages.elect_leaders import TopicPartitions as ElectTopicPartitions
 from protocol.messages.incremental_alter_configs import (
     AlterableConfig,
     AlterConfigsResource,
@@ -36,19 +46,49 @@ from protocol.messages.incremental_alter_configs import (
 )
 from protocol.messages.list_groups import ListGroupsRequest
 from protocol.messages.list_transactions import ListTransactionsRequest
+from protocol.messages.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
 from protocol.messages.offset_delete import (
     OffsetDeleteRequest,
     OffsetDeleteRequestPartition,
     OffsetDeleteRequestTopic,
 )
+from protocol.messages.offset_fetch import OffsetFetchRequest
 from protocol.messages.write_txn_markers import (
     WritableTxnMarker,
     WritableTxnMarkerTopic,
     WriteTxnMarkersRequest,
 )
 
+from .admin_types import (
+    CONFIG_APPEND,
+    CONFIG_DELETE,
+    CONFIG_SET,
+    CONFIG_SUBTRACT,
+    RESOURCE_TOPIC,
+    AlterConfigOp,
+    ClusterDescription,
+    ConfigEntry,
+    GroupDescription,
+    GroupListing,
+    LogDirDescription,
+    MemberDescription,
+    NewTopic,
+    PartitionDescription,
+    PartitionReassignment,
+    ProducerStateDescription,
+    QuorumDescription,
+    QuorumVoter,
+    TopicDescription,
+    TransactionDescription,
+    TransactionListing,
+)
 from .assignors import decode_assignment
 from .cluster import COORDINATOR_GROUP, COORDINATOR_TRANSACTION, BrokerNode, Cluster, TopicPartition
+from .connection import Connection
 from .errors import (
     KafkaClientError,
     KafkaTimeoutError,
@@ -56,119 +96,18 @@ from .errors import (
     UnsupportedVersionError,
     error_from_code,
 )
+from .fetcher import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
-
-@dataclass(frozen=True, slots=True)
-class NewTopic:
-    name: str
-    num_partitions: int = 1
-    # -1: the broker's default.replication.factor, as Kafka's admin clients leave it unset.
-    replication_factor: int = -1
-    config: Mapping[str, str] = field(default_factory=dict)
-
-
-# IncrementalAlterConfigs operations (Kafka's AlterConfigOp.OpType ids)
-CONFIG_SET, CONFIG_DELETE, CONFIG_APPEND, CONFIG_SUBTRACT = 0, 1, 2, 3
-RESOURCE_TOPIC = 2
-
-
-@dataclass(frozen=True, slots=True)
-class AlterConfigOp:
-    """One key's change: SET to value, DELETE (back to the default), or APPEND/SUBTRACT items of
-    a list-valued config (cleanup.policy)."""
-
-    name: str
-    value: str | None = None
-    op: int = CONFIG_SET
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionDescription:
-    partition: int
-    leader: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class TopicDescription:
-    name: str
-    internal: bool
-    partitions: tuple[PartitionDescription, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterDescription:
-    cluster_id: str | None
-    controller_id: int  # -1: none known
-    brokers: tuple[BrokerNode, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class LogDirDescription:
-    """One log directory of one broker: the size in bytes of each partition stored in it (only the
-    asked-for topics' if describe_log_dirs was given some). total/usable bytes are -1 when the
-    broker does not report them (DescribeLogDirs before v4)."""
-
-    broker_id: int
-    path: str
-    error: KafkaClientError | None
-    partition_sizes: Mapping[TopicPartition, int]
-    total_bytes: int = -1
-    usable_bytes: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class GroupListing:
-    group_id: str
-    protocol_type: str
-    state: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class MemberDescription:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    assignment: tuple[TopicPartition, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class GroupDescription:
-    group_id: str
-    state: str
-    protocol_type: str
-    protocol: str
-    members: tuple[MemberDescription, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class TransactionListing:
-    transactional_id: str
-    producer_id: int
-    state: str
-
-
-@dataclass(frozen=True, slots=True)
-class TransactionDescription:
-    transactional_id: str
-    state: str
-    producer_id: int
-    producer_epoch: int
-    timeout_ms: int
-    start_time_ms: int
-    partitions: tuple[TopicPartition, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ProducerStateDescription:
-    producer_id: int
-    producer_epoch: int
-    last_sequence: int
-    last_timestamp: int
-    coordinator_epoch: int
-    current_txn_start_offset: int
+__all__ = [
+    "CONFIG_APPEND", "CONFIG_DELETE", "CONFIG_SET", "CONFIG_SUBTRACT", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP",
+    "RESOURCE_TOPIC", "Admin", "AlterConfigOp", "ClusterDescription", "ConfigEntry", "GroupDescription",
+    "GroupListing", "LogDirDescription", "MemberDescription", "NewTopic", "PartitionDescription",
+    "PartitionReassignment", "ProducerStateDescription", "QuorumDescription", "QuorumVoter", "TopicDescription",
+    "TransactionDescription", "TransactionListing",
+]
+_COORDINATOR_MOVED = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                      ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+METADATA_TOPIC = "__cluster_metadata"
 
 
 class Admin:
@@ -206,11 +145,63 @@ class Admin:
                 await self._cluster.refresh_metadata(all_topics=True)
                 await asyncio.sleep(self._cluster.retry_backoff)
 
-    async def _controller_request(self, msg: Any) -> Any:
-        node = self._cluster.controller_id
-        if node >= 0 and node in self._cluster.brokers:
-            return await self._cluster.request(node, msg)
-        return await self._cluster.request_any(msg)
+    async def _to_controller(self, what: str, msg: Any, codes_of: Callable[[Any], Iterable[int]]) -> Any:
+        """The controller's response to `msg`, asked again (after a metadata refresh) while one
+        of `codes_of(response)` says NOT_CONTROLLER: the controller moved."""
+        async def attempt() -> Any:
+            node = self._cluster.controller_id
+            if node >= 0 and node in self._cluster.brokers:
+                resp = await self._cluster.request(node, msg)
+            else:
+                resp = await self._cluster.request_any(msg)
+            if ErrorCode.NOT_CONTROLLER in codes_of(resp):
+                raise error_from_code(ErrorCode.NOT_CONTROLLER, what)
+            return resp
+
+        return await self._retrying(what, attempt)
+
+    async def _to_coordinator(self, what: str, key: str, key_type: int, msg: Any,
+                              code_of: Callable[[Any], int]) -> Any:
+        """The response of `key`'s coordinator to `msg`. While `code_of(response)` is retriable,
+        or the coordinator cannot be reached, it is looked up again and asked again; any other
+        code is the caller's to read."""
+        async def attempt() -> Any:
+            node = await self._cluster.coordinator(key, key_type)
+            try:
+                resp = await self._cluster.request(node, msg)
+            except RetriableError:
+                self._cluster.forget_coordinator(key, key_type)
+                raise
+            code = code_of(resp)
+            if code in _COORDINATOR_MOVED:
+                self._cluster.forget_coordinator(key, key_type)
+            if code and ErrorCode(code).retriable:
+                raise error_from_code(code, f"{what} {key}")
+            return resp
+
+        return await self._retrying(what, attempt)
+
+    async def _known(self, tps: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """`tps`, once the metadata shows every one of them: a missing topic or partition raises
+        UnknownTopicError at once rather than being retried until the timeout."""
+        tps = list(tps)
+        await self._cluster.refresh_metadata(sorted({tp.topic for tp in tps}))
+        for tp in tps:
+            t = self._cluster.topics.get(tp.topic)
+            if t is None or t.error or tp.partition not in t.partitions:
+                raise error_from_code(t.error if t is not None and t.error
+                                      else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp}")
+        return tps
+
+    def _by_leader(self, tps: Iterable[TopicPartition]) -> dict[int, dict[str, list[int]]]:
+        """leader -> topic -> partitions; LEADER_NOT_AVAILABLE (retriable) for a leaderless one."""
+        out: dict[int, dict[str, list[int]]] = {}
+        for tp in tps:
+            leader = self._cluster.leader_for(tp)
+            if leader is None:
+                raise error_from_code(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp}")
+            out.setdefault(leader, {}).setdefault(tp.topic, []).append(tp.partition)
+        return out
 
     # ------------------------------------------------------------------ topics
     async def create_topics(self, topics: Iterable[NewTopic], *, validate_only: bool = False,
@@ -222,15 +213,7 @@ class Admin:
                                    configs=[CreatableTopicConfig(name=k, value=v) for k, v in t.config.items()])
                     for t in topics],
             timeout_ms=int(timeout * 1000), validate_only=validate_only)
-
-        async def attempt() -> Any:
-            resp = await self._controller_request(req)
-            for r in resp.topics:
-                if r.error_code == ErrorCode.NOT_CONTROLLER:
-                    raise error_from_code(r.error_code)
-            return resp
-
-        resp = await self._retrying("CreateTopics", attempt)
+        resp = await self._to_controller("CreateTopics", req, lambda r: [t.error_code for t in r.topics])
         out: dict[str, KafkaClientError | None] = {
             r.name: (error_from_code(r.error_code, r.error_message) if r.error_code else None) for r in resp.topics}
         if not validate_only:
@@ -253,7 +236,7 @@ class Admin:
             req = DeleteTopicsRequest(topics=[DeleteTopicState(name=n) for n in names], timeout_ms=int(timeout * 1000))
         else:
             req = DeleteTopicsRequest(topic_names=names, timeout_ms=int(timeout * 1000))
-        resp = await self._retrying("DeleteTopics", lambda: self._controller_request(req))
+        resp = await self._to_controller("DeleteTopics", req, lambda r: [t.error_code for t in r.responses])
         out: dict[str, KafkaClientError | None] = {}
         for r in resp.responses:
             out[r.name or ""] = error_from_code(r.error_code, r.error_message) if r.error_code else None
@@ -271,15 +254,7 @@ class Admin:
         req = CreatePartitionsRequest(
             topics=[CreatePartitionsTopic(name=n, count=c, assignments=None) for n, c in counts.items()],
             timeout_ms=int(timeout * 1000), validate_only=validate_only)
-
-        async def attempt() -> Any:
-            resp = await self._controller_request(req)
-            for r in resp.results:
-                if r.error_code == ErrorCode.NOT_CONTROLLER:
-                    raise error_from_code(r.error_code)
-            return resp
-
-        resp = await self._retrying("CreatePartitions", attempt)
+        resp = await self._to_controller("CreatePartitions", req, lambda r: [t.error_code for t in r.results])
         out: dict[str, KafkaClientError | None] = {
             r.name: (error_from_code(r.error_code, r.error_message) if r.error_code else None) for r in resp.results}
         if not validate_only:
@@ -297,15 +272,24 @@ class Admin:
         return {r.resource_name: (error_from_code(r.error_code, r.error_message) if r.error_code else None)
                 for r in resp.responses}
 
+    async def describe_configs(self, topics: Iterable[str], keys: Sequence[str] | None = None
+                               ) -> dict[str, list[ConfigEntry] | KafkaClientError]:
+        """Per topic its configs (only `keys`, if given) with their effective values and sources,
+        or the error (UnknownTopicError for a missing one)."""
+        req = DescribeConfigsRequest(resources=[DescribeConfigsResource(
+            resource_type=RESOURCE_TOPIC, resource_name=n, configuration_keys=None if keys is None else list(keys))
+            for n in topics])
+        resp = await self._retrying("DescribeConfigs", lambda: self._cluster.request_any(req))
+        return {r.resource_name: (error_from_code(r.error_code, r.error_message or r.resource_name) if r.error_code
+                                  else [ConfigEntry(c.name, c.value, c.config_source) for c in r.configs])
+                for r in resp.results}
+
     async def describe_topic_configs(self, name: str) -> dict[str, str | None]:
         """Every config of topic `name` with its effective value (a default or an override)."""
-        req = DescribeConfigsRequest(resources=[DescribeConfigsResource(
-            resource_type=RESOURCE_TOPIC, resource_name=name, configuration_keys=None)])
-        resp = await self._retrying("DescribeConfigs", lambda: self._cluster.request_any(req))
-        [r] = resp.results
-        if r.error_code:
-            raise error_from_code(r.error_code, r.error_message or name)
-        return {c.name: c.value for c in r.configs}
+        entries = (await self.describe_configs([name]))[name]
+        if isinstance(entries, KafkaClientError):
+            raise entries
+        return {c.name: c.value for c in entries}
 
     async def list_topics(self, *, internal: bool = False) -> set[str]:
         await self._cluster.refresh_metadata(all_topics=True)
@@ -328,6 +312,61 @@ class Admin:
                 PartitionDescription(p.partition, p.leader, p.replicas, p.isr)
                 for _, p in sorted(t.partitions.items())))
         return out
+
+    async def list_offsets(self, tps: Iterable[TopicPartition], timestamp: int, *, read_committed: bool = False
+                           ) -> dict[TopicPartition, int]:
+        """Each partition's offset at `timestamp` (EARLIEST_TIMESTAMP: its log start;
+        LATEST_TIMESTAMP: its high watermark, or its last stable offset with read_committed),
+        asked of its leader. A missing partition raises UnknownTopicError."""
+        known = await self._known(tps)
+        return await self._retrying("ListOffsets", lambda: self._cluster.list_offsets(
+            known, timestamp, read_committed=read_committed))
+
+    async def elect_leaders(self, partitions: Iterable[TopicPartition] | None = None, *, unclean: bool = False,
+                            timeout: float = 30.0) -> dict[TopicPartition, KafkaClientError | None]:
+        """Give partitions (None: all) back to their preferred replica, or with `unclean` to any live
+        replica when none in sync is left. Per partition None, or why not (ELECTION_NOT_NEEDED...)."""
+        wanted: list[ElectTopicPartitions] | None = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for tp in partitions:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            wanted = [ElectTopicPartitions(topic=t, partitions=ps) for t, ps in by_topic.items()]
+        req = ElectLeadersRequest(election_type=UNCLEAN if unclean else PREFERRED, topic_partitions=wanted,
+                                  timeout_ms=int(timeout * 1000))
+        resp = await self._to_controller("ElectLeaders", req, lambda r: [r.error_code])
+        if resp.error_code:
+            raise error_from_code(resp.error_code, "ElectLeaders")
+        return {TopicPartition(r.topic, p.partition_id):
+                error_from_code(p.error_code, p.error_message) if p.error_code else None
+                for r in resp.replica_election_results for p in r.partition_result}
+
+    async def alter_partition_reassignments(self, plan: Mapping[TopicPartition, Sequence[int] | None], *,
+                                            timeout: float = 30.0) -> dict[TopicPartition, KafkaClientError | None]:
+        """Move each partition's replicas to the given brokers (None: cancel its reassignment).
+        Per partition None once the move has started, or the error."""
+        by_topic: dict[str, list[pr.ReassignablePartition]] = {}
+        for tp, replicas in plan.items():
+            by_topic.setdefault(tp.topic, []).append(pr.ReassignablePartition(
+                partition_index=tp.partition, replicas=None if replicas is None else list(replicas)))
+        req = pr.AlterPartitionReassignmentsRequest(
+            timeout_ms=int(timeout * 1000), topics=[pr.ReassignableTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
+        resp = await self._to_controller("AlterPartitionReassignments", req, lambda r: [r.error_code])
+        if resp.error_code:
+            raise error_from_code(resp.error_code, resp.error_message or "AlterPartitionReassignments")
+        return {TopicPartition(r.name, p.partition_index):
+                error_from_code(p.error_code, p.error_message) if p.error_code else None
+                for r in resp.responses for p in r.partitions}
+
+    async def list_partition_reassignments(self) -> dict[TopicPartition, PartitionReassignment]:
+        """Every reassignment under way."""
+        req = pr.ListPartitionReassignmentsRequest(timeout_ms=int(self.request_timeout * 1000), topics=None)
+        resp = await self._to_controller("ListPartitionReassignments", req, lambda r: [r.error_code])
+        if resp.error_code:
+            raise error_from_code(resp.error_code, resp.error_message or "ListPartitionReassignments")
+        return {TopicPartition(t.name, p.partition_index): PartitionReassignment(
+                    tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas))
+                for t in resp.topics for p in t.partitions}
 
     async def delete_records(self, offsets: Mapping[TopicPartition, int], *, timeout: float = 30.0
                              ) -> dict[TopicPartition, int | KafkaClientError]:
@@ -401,16 +440,18 @@ class Admin:
             if v >= 3 and resp.error_code:
                 raise error_from_code(resp.error_code, f"DescribeLogDirs on broker {node}")
             for r in resp.results:
-                sizes = {TopicPartition(t.name, p.partition_index): p.partition_size
-                         for t in r.topics for p in t.partitions if not p.is_future_key}
+                here = [(TopicPartition(t.name, p.partition_index), p) for t in r.topics for p in t.partitions
+                        if not p.is_future_key]
                 out.append(LogDirDescription(
-                    node, r.log_dir, error_from_code(r.error_code, r.log_dir) if r.error_code else None, sizes,
-                    r.total_bytes if v >= 4 else -1, r.usable_bytes if v >= 4 else -1))
+                    node, r.log_dir, error_from_code(r.error_code, r.log_dir) if r.error_code else None,
+                    {tp: p.partition_size for tp, p in here}, r.total_bytes if v >= 4 else -1,
+                    r.usable_bytes if v >= 4 else -1, {tp: p.offset_lag for tp, p in here}))
         return out
 
     # ------------------------------------------------------------------ cluster
     async def describe_cluster(self) -> ClusterDescription:
-        """Cluster id, controller and brokers (DescribeCluster; Metadata where the broker lacks it)."""
+        """Cluster id, controller and brokers, the fenced ones apart (DescribeCluster; Metadata,
+        which lists only the unfenced, where the broker lacks it)."""
         conn = await self._cluster.any_connection()
         try:
             v = conn.version_for(DescribeClusterRequest)
@@ -418,11 +459,51 @@ class Admin:
             await self._cluster.refresh_metadata()
             return ClusterDescription(self._cluster.cluster_id, self._cluster.controller_id,
                                       tuple(b for _, b in sorted(self._cluster.brokers.items())))
-        resp = await conn.request(DescribeClusterRequest(), version=v)
+        resp = await conn.request(DescribeClusterRequest(include_fenced_brokers=True), version=v)
         if resp.error_code:
             raise error_from_code(resp.error_code, resp.error_message)
-        return ClusterDescription(resp.cluster_id, resp.controller_id, tuple(
-            BrokerNode(b.broker_id, b.host, b.port, b.rack) for b in sorted(resp.brokers, key=lambda b: b.broker_id)))
+        nodes = [(b.is_fenced, BrokerNode(b.broker_id, b.host, b.port, b.rack))
+                 for b in sorted(resp.brokers, key=lambda b: b.broker_id)]
+        return ClusterDescription(resp.cluster_id, resp.controller_id, tuple(n for fenced, n in nodes if not fenced),
+                                  tuple(n for fenced, n in nodes if fenced))
+
+    async def describe_quorum(self) -> QuorumDescription:
+        """The metadata quorum's leader, epoch, high watermark and each voter's log end. Only the
+        quorum leader knows the voters' progress: a broker forwards the request there, and one that
+        cannot (NOT_LEADER_OR_FOLLOWER naming the leader) sends us to the leader ourselves."""
+        req = DescribeQuorumRequest(topics=[DescribeQuorumTopicRequest(
+            topic_name=METADATA_TOPIC, partitions=[DescribeQuorumPartitionRequest(partition_index=0)])])
+
+        async def attempt() -> Any:
+            resp = await self._cluster.request_any(req)
+            p = resp.topics[0].partitions[0] if not resp.error_code else None
+            if p is not None and p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and p.leader_id >= 0:
+                resp = await self._ask_quorum_leader(p.leader_id, resp.nodes, req)
+                p = resp.topics[0].partitions[0] if not resp.error_code else None
+            if p is None:
+                raise error_from_code(resp.error_code, resp.error_message or "DescribeQuorum")
+            if p.error_code:
+                raise error_from_code(p.error_code, p.error_message or "DescribeQuorum")
+            return p
+
+        p = await self._retrying("DescribeQuorum", attempt)
+        return QuorumDescription(p.leader_id, p.leader_epoch, p.high_watermark, tuple(
+            QuorumVoter(v.replica_id, v.log_end_offset, v.last_fetch_timestamp) for v in p.current_voters))
+
+    async def _ask_quorum_leader(self, leader: int, nodes: Any, req: DescribeQuorumRequest) -> Any:
+        """The leader as a broker when it is one we know, else at its controller listener."""
+        if leader in self._cluster.brokers:
+            return await self._cluster.request(leader, req)
+        listener = next((ls[0] for n in nodes if n.node_id == leader and (ls := n.listeners)), None)
+        if listener is None:
+            raise error_from_code(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                  f"the quorum leader is node {leader}, whose address is not known")
+        conn = await Connection.open(listener.host, listener.port, client_id=self._cluster.client_id,
+                                     request_timeout=self.request_timeout)
+        try:
+            return await conn.request(req)
+        finally:
+            conn.close()
 
     # ------------------------------------------------------------------ groups
     async def list_groups(self) -> list[GroupListing]:
@@ -442,17 +523,12 @@ class Admin:
     async def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
         out = {}
         for gid in group_ids:
-            async def attempt(gid: str = gid) -> DescribeGroupsResponse:
-                node = await self._cluster.coordinator(gid, COORDINATOR_GROUP)
-                resp: DescribeGroupsResponse = await self._cluster.request(node, DescribeGroupsRequest(groups=[gid]))
-                code = resp.groups[0].error_code
-                if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
-                    self._cluster.forget_coordinator(gid, COORDINATOR_GROUP)
-                if code:
-                    raise error_from_code(code, f"group {gid}")
-                return resp
-
-            g = (await self._retrying("DescribeGroups", attempt)).groups[0]
+            resp: DescribeGroupsResponse = await self._to_coordinator(
+                "DescribeGroups", gid, COORDINATOR_GROUP, DescribeGroupsRequest(groups=[gid]),
+                lambda r: r.groups[0].error_code)
+            g = resp.groups[0]
+            if g.error_code:
+                raise error_from_code(g.error_code, f"group {gid}")
             members = []
             for m in g.members:
                 assignment: tuple[TopicPartition, ...] = ()
@@ -471,19 +547,39 @@ class Admin:
         GROUP_ID_NOT_FOUND, ...). A coordinator that moved or is still loading is retried."""
         out: dict[str, KafkaClientError | None] = {}
         for gid in group_ids:
-            async def attempt(gid: str = gid) -> int:
-                node = await self._cluster.coordinator(gid, COORDINATOR_GROUP)
-                resp = await self._cluster.request(node, DeleteGroupsRequest(groups_names=[gid]))
-                code = next((r.error_code for r in resp.results if r.group_id == gid), ErrorCode.UNKNOWN_SERVER_ERROR)
-                if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
-                    self._cluster.forget_coordinator(gid, COORDINATOR_GROUP)
-                if code and ErrorCode(code).retriable:
-                    raise error_from_code(code, f"group {gid}")
-                return int(code)
+            def code_of(resp: Any, gid: str = gid) -> int:
+                return next((r.error_code for r in resp.results if r.group_id == gid), ErrorCode.UNKNOWN_SERVER_ERROR)
 
-            code = await self._retrying("DeleteGroups", attempt)
+            code = code_of(await self._to_coordinator("DeleteGroups", gid, COORDINATOR_GROUP,
+                                                      DeleteGroupsRequest(groups_names=[gid]), code_of))
             out[gid] = error_from_code(code, f"group {gid}") if code else None
         return out
+
+    async def list_group_offsets(self, group_id: str) -> dict[TopicPartition, int]:
+        """Every offset the group has committed, asked of its coordinator (OffsetFetch)."""
+        resp = await self._to_coordinator("OffsetFetch", group_id, COORDINATOR_GROUP,
+                                          OffsetFetchRequest(group_id=group_id, topics=None), lambda r: r.error_code)
+        if resp.error_code:
+            raise error_from_code(resp.error_code, f"group {group_id}")
+        return {TopicPartition(t.name, p.partition_index): p.committed_offset
+                for t in resp.topics for p in t.partitions if p.committed_offset >= 0}
+
+    async def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]
+                                  ) -> dict[TopicPartition, KafkaClientError | None]:
+        """Set a group's committed offsets from outside the group (kafka-consumer-groups
+        --reset-offsets): the coordinator takes them only while the group has no members.
+        Per partition None, or the error (UNKNOWN_MEMBER_ID while the group is active)."""
+        by_topic: dict[str, list[OffsetCommitRequestPartition]] = {}
+        for tp, offset in offsets.items():
+            by_topic.setdefault(tp.topic, []).append(OffsetCommitRequestPartition(
+                partition_index=tp.partition, committed_offset=offset, committed_metadata=""))
+        req = OffsetCommitRequest(group_id=group_id, generation_id_or_member_epoch=-1, member_id="",
+                                  topics=[OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
+        resp = await self._to_coordinator("OffsetCommit", group_id, COORDINATOR_GROUP, req, lambda r: next(
+            (p.error_code for t in r.topics for p in t.partitions if p.error_code in _COORDINATOR_MOVED), 0))
+        return {TopicPartition(t.name, p.partition_index):
+                error_from_code(p.error_code, f"{t.name}-{p.partition_index}") if p.error_code else None
+                for t in resp.topics for p in t.partitions}
 
     async def delete_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition]
                                    ) -> dict[TopicPartition, KafkaClientError | None]:
@@ -497,50 +593,45 @@ class Admin:
         req = OffsetDeleteRequest(group_id=group_id, topics=[
             OffsetDeleteRequestTopic(name=n, partitions=[OffsetDeleteRequestPartition(partition_index=p) for p in ps])
             for n, ps in topics.items()])
-
-        async def attempt() -> Any:
-            node = await self._cluster.coordinator(group_id, COORDINATOR_GROUP)
-            resp = await self._cluster.request(node, req)
-            code = resp.error_code
-            if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
-                self._cluster.forget_coordinator(group_id, COORDINATOR_GROUP)
-            if code:
-                raise error_from_code(code, f"group {group_id}")
-            return resp
-
-        resp = await self._retrying("OffsetDelete", attempt)
+        resp = await self._to_coordinator("OffsetDelete", group_id, COORDINATOR_GROUP, req, lambda r: r.error_code)
+        if resp.error_code:
+            raise error_from_code(resp.error_code, f"group {group_id}")
         return {TopicPartition(t.name, p.partition_index):
                 (error_from_code(p.error_code, f"{t.name}-{p.partition_index}") if p.error_code else None)
                 for t in resp.topics for p in t.partitions}
 
     # ------------------------------------------------------------------ transactions
-    async def list_transactions(self, *, states: Iterable[str] = (), producer_ids: Iterable[int] = ()
-                                ) -> list[TransactionListing]:
+    async def list_transactions(self, *, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
+                                min_duration_ms: int = -1) -> list[TransactionListing]:
+        """Every coordinator's transactional ids, filtered by state, producer id and (when not -1)
+        how long the transaction has been running. An unknown state name raises."""
         await self._cluster.refresh_metadata(all_topics=True)
         out: list[TransactionListing] = []
         for node in list(self._cluster.brokers):
-            resp = await self._cluster.request(node, ListTransactionsRequest(
-                state_filters=list(states), producer_id_filters=list(producer_ids)))
+            conn = await self._cluster.connection(node)
+            v = conn.version_for(ListTransactionsRequest)
+            if min_duration_ms >= 0 and v < 1:
+                raise UnsupportedVersionError(f"broker {node} cannot filter transactions by duration")
+            resp = await conn.request(ListTransactionsRequest(
+                state_filters=list(states), producer_id_filters=list(producer_ids), duration_filter=min_duration_ms),
+                version=v)
             if resp.error_code:
                 raise error_from_code(resp.error_code, f"ListTransactions on broker {node}")
-            out += [TransactionListing(t.transactional_id, t.producer_id, t.transaction_state)
+            if resp.unknown_state_filters:
+                raise KafkaClientError(f"unknown transaction states: {', '.join(resp.unknown_state_filters)}")
+            out += [TransactionListing(t.transactional_id, t.producer_id, t.transaction_state, node)
                     for t in resp.transaction_states]
         return out
 
     async def describe_transactions(self, transactional_ids: Iterable[str]) -> dict[str, TransactionDescription]:
         out = {}
         for tid in transactional_ids:
-            async def attempt(tid: str = tid) -> Any:
-                node = await self._cluster.coordinator(tid, COORDINATOR_TRANSACTION)
-                resp = await self._cluster.request(node, DescribeTransactionsRequest(transactional_ids=[tid]))
-                code = resp.transaction_states[0].error_code
-                if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
-                    self._cluster.forget_coordinator(tid, COORDINATOR_TRANSACTION)
-                if code:
-                    raise error_from_code(code, f"transactional id {tid}")
-                return resp.transaction_states[0]
-
-            s = await self._retrying("DescribeTransactions", attempt)
+            resp = await self._to_coordinator(
+                "DescribeTransactions", tid, COORDINATOR_TRANSACTION, DescribeTransactionsRequest(transactional_ids=[tid]),
+                lambda r: r.transaction_states[0].error_code)
+            s = resp.transaction_states[0]
+            if s.error_code:
+                raise error_from_code(s.error_code, f"transactional id {tid}")
             out[tid] = TransactionDescription(
                 s.transactional_id, s.transaction_state, s.producer_id, s.producer_epoch,
                 s.transaction_timeout_ms, s.transaction_start_time_ms,
@@ -549,18 +640,30 @@ class Admin:
 
     async def describe_producers(self, tp: TopicPartition) -> list[ProducerStateDescription]:
         """Active producers of a partition, asked of its leader (what abort_transaction needs)."""
-        await self._cluster.refresh_metadata([tp.topic])
-        leader = self._cluster.leader_for(tp)
-        if leader is None:
-            raise error_from_code(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp}")
-        resp = await self._cluster.request(leader, DescribeProducersRequest(
-            topics=[TopicRequest(name=tp.topic, partition_indexes=[tp.partition])]))
-        p = resp.topics[0].partitions[0]
-        if p.error_code:
-            raise error_from_code(p.error_code, p.error_message)
-        return [ProducerStateDescription(s.producer_id, s.producer_epoch, s.last_sequence, s.last_timestamp,
-                                         s.coordinator_epoch, s.current_txn_start_offset)
-                for s in p.active_producers]
+        return (await self.describe_producers_of([tp]))[tp]
+
+    async def describe_producers_of(self, tps: Iterable[TopicPartition]
+                                    ) -> dict[TopicPartition, list[ProducerStateDescription]]:
+        """Active producers of each partition, asked of its leader: producer state lives with the
+        leader's log. A missing partition raises UnknownTopicError; a moved leader is found again."""
+        known = await self._known(tps)
+
+        async def attempt() -> dict[TopicPartition, list[ProducerStateDescription]]:
+            out: dict[TopicPartition, list[ProducerStateDescription]] = {}
+            for leader, topics in self._by_leader(known).items():
+                resp = await self._cluster.request(leader, DescribeProducersRequest(
+                    topics=[TopicRequest(name=t, partition_indexes=ps) for t, ps in topics.items()]))
+                for t in resp.topics:
+                    for p in t.partitions:
+                        if p.error_code:
+                            raise error_from_code(p.error_code, p.error_message or f"{t.name}-{p.partition_index}")
+                        out[TopicPartition(t.name, p.partition_index)] = [ProducerStateDescription(
+                            s.producer_id, s.producer_epoch, s.last_sequence, s.last_timestamp, s.coordinator_epoch,
+                            s.current_txn_start_offset) for s in p.active_producers]
+            return out
+
+        result: dict[TopicPartition, list[ProducerStateDescription]] = await self._retrying("DescribeProducers", attempt)
+        return result
 
     async def abort_transaction(self, tp: TopicPartition, producer_id: int, producer_epoch: int,
                                 coordinator_epoch: int) -> None:
@@ -568,16 +671,19 @@ class Admin:
         `kafka-transactions.sh abort` does: the leader is sent WriteTxnMarkers directly. A Ketch
         broker takes markers only on its inter-broker listener (docs/transactions.md), so this
         Admin must be bootstrapped from that listener; elsewhere CLUSTER_AUTHORIZATION_FAILED."""
-        await self._cluster.refresh_metadata([tp.topic])
-        leader = self._cluster.leader_for(tp)
-        if leader is None:
-            raise error_from_code(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp}")
-        resp = await self._cluster.request(leader, WriteTxnMarkersRequest(markers=[WritableTxnMarker(
+        [known] = await self._known([tp])
+        req = WriteTxnMarkersRequest(markers=[WritableTxnMarker(
             producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=False,
             topics=[WritableTxnMarkerTopic(name=tp.topic, partition_indexes=[tp.partition])],
-            coordinator_epoch=coordinator_epoch)]))
-        for m in resp.markers:
-            for t in m.topics:
-                for p in t.partitions:
-                    if p.error_code:
-                        raise error_from_code(p.error_code, f"abort marker on {t.name}-{p.partition_index}")
+            coordinator_epoch=coordinator_epoch)])
+
+        async def attempt() -> None:
+            [leader] = self._by_leader([known])
+            resp = await self._cluster.request(leader, req)
+            for m in resp.markers:
+                for t in m.topics:
+                    for p in t.partitions:
+                        if p.error_code:
+                            raise error_from_code(p.error_code, f"abort marker on {t.name}-{p.partition_index}")
+
+        await self._retrying("WriteTxnMarkers", attempt)

@@ -17,6 +17,7 @@ from typing import Any
 
 from protocol.errors import ErrorCode
 from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 from protocol.schema import Message
 
@@ -313,6 +314,35 @@ class Cluster:
                 code = t.error if t is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 raise KafkaTimeoutError(f"topic {topic} not available: {ErrorCode(code or 3).name}")
             await asyncio.sleep(self.retry_backoff)
+
+    # ------------------------------------------------------------------ offsets by time
+    async def list_offsets(self, tps: Iterable[TopicPartition], timestamp: int, *,
+                           read_committed: bool = False) -> dict[TopicPartition, int]:
+        """Offsets of `tps` at `timestamp` (-2 earliest, -1 latest: the LSO at read_committed),
+        each asked of its partition's leader: only the leader knows its high watermark and LSO."""
+        tps = list(tps)
+        await self.refresh_metadata({tp.topic for tp in tps})
+        by_node: dict[int, dict[str, list[ListOffsetsPartition]]] = {}
+        for tp in tps:
+            leader = self.leader_for(tp)
+            if leader is None:
+                raise error_from_code(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp}")
+            by_node.setdefault(leader, {}).setdefault(tp.topic, []).append(
+                ListOffsetsPartition(partition_index=tp.partition, timestamp=timestamp))
+        out: dict[TopicPartition, int] = {}
+        for node, by_topic in by_node.items():
+            conn = await self.connection(node)
+            v = conn.version_for(ListOffsetsRequest)
+            resp = await conn.request(ListOffsetsRequest(
+                replica_id=-1, isolation_level=1 if read_committed else 0,
+                topics=[ListOffsetsTopic(name=t, partitions=ps) for t, ps in by_topic.items()]), version=v)
+            for t in resp.topics:
+                for p in t.partitions:
+                    if p.error_code:
+                        raise error_from_code(p.error_code, f"ListOffsets {t.name}-{p.partition_index}")
+                    off = p.offset if v >= 1 else (p.old_style_offsets[0] if p.old_style_offsets else -1)
+                    out[TopicPartition(t.name, p.partition_index)] = off
+        return out
 
     # ------------------------------------------------------------------ coordinators
     async def coordinator(self, key: str, key_type: int = COORDINATOR_GROUP, *,

@@ -17,7 +17,6 @@ from typing import Any
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
-from protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 
 from .cluster import Cluster
 from .errors import KafkaClientError, RetriableError, error_from_code
@@ -249,27 +248,4 @@ class Fetcher:
     # ------------------------------------------------------------------ offsets by time
     async def list_offsets(self, tps: list[TopicPartition], timestamp: int) -> dict[TopicPartition, int]:
         """Offsets of `tps` at `timestamp` (-2 earliest, -1 latest: the LSO at read_committed)."""
-        await self._cluster.refresh_metadata({tp.topic for tp in tps})
-        by_node: dict[int, list[TopicPartition]] = defaultdict(list)
-        for tp in tps:
-            leader = self._cluster.leader_for(tp)
-            if leader is None:
-                raise error_from_code(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp}")
-            by_node[leader].append(tp)
-        out: dict[TopicPartition, int] = {}
-        for node, ntps in by_node.items():
-            by_topic: dict[str, list[ListOffsetsPartition]] = defaultdict(list)
-            for tp in ntps:
-                by_topic[tp.topic].append(ListOffsetsPartition(partition_index=tp.partition, timestamp=timestamp))
-            conn = await self._cluster.connection(node)
-            v = conn.version_for(ListOffsetsRequest)
-            resp = await conn.request(ListOffsetsRequest(
-                replica_id=-1, isolation_level=1 if self.read_committed else 0,
-                topics=[ListOffsetsTopic(name=t, partitions=ps) for t, ps in by_topic.items()]), version=v)
-            for t in resp.topics:
-                for p in t.partitions:
-                    if p.error_code:
-                        raise error_from_code(p.error_code, f"ListOffsets {t.name}-{p.partition_index}")
-                    off = p.offset if v >= 1 else (p.old_style_offsets[0] if p.old_style_offsets else -1)
-                    out[TopicPartition(t.name, p.partition_index)] = off
-        return out
+        return await self._cluster.list_offsets(tps, timestamp, read_committed=self.read_committed)

@@ -13,8 +13,9 @@ import asyncio
 import sys
 from typing import Any
 
-from broker.admin_cluster import cluster_describe
 from broker.config import load_config
+from client import Admin
+from client.admin_cli.cluster import cluster_describe
 
 TIMEOUT_S = 8.0  # below the HEALTHCHECK --timeout, so a hung broker gets a reason, not a kill
 
@@ -31,11 +32,16 @@ def verdict(described: dict[str, Any], node_id: int) -> str | None:
     return None
 
 
+async def describe(target: str) -> dict[str, Any]:
+    async with Admin(target) as admin:
+        return await cluster_describe(admin)
+
+
 def main() -> int:
     cfg = load_config()  # the container's KETCH_* settings: its node id and client port
     target = f"127.0.0.1:{cfg.listen_port}"
     try:
-        described = asyncio.run(asyncio.wait_for(cluster_describe(target), TIMEOUT_S))
+        described = asyncio.run(asyncio.wait_for(describe(target), TIMEOUT_S))
     except Exception as e:  # any failure to get an answer is "unhealthy", with its reason
         print(f"unhealthy: asking {target}: {type(e).__name__}: {e}")
         return 1

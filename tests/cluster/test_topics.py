@@ -11,16 +11,23 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 from helpers.cluster import Cluster
 from helpers.cluster_metadata import Layout, agreed, create, listed_everywhere, metadata, voters_for
 from helpers.quorum_views import agreed_leader
 from helpers.raw import Raw
 
-from broker.admin_cluster import cluster_describe
+from client import Admin
+from client.admin_cli.cluster import cluster_describe
 from protocol.errors import ErrorCode
 from protocol.messages.produce import PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData
 from protocol.records import Record, build_batch
+
+
+async def describe(bootstrap: str) -> dict[str, Any]:
+    async with Admin(bootstrap) as admin:
+        return await cluster_describe(admin)
 
 
 def produce(port: int, topic: str, partition: int) -> int:
@@ -89,7 +96,7 @@ def test_a_fenced_broker_leaves_every_leadership_and_gets_it_back(cluster: Clust
         # only its ISR could take over, and the ISR is only itself: leaderless, not unclean
         assert all(now.partitions[i][0] == ErrorCode.LEADER_NOT_AVAILABLE for i in led)
         assert all(now.partitions[i] == before.partitions[i] for i in range(6) if i not in led)
-        described = asyncio.run(cluster_describe(f"127.0.0.1:{c.ports[others[0]]}"))
+        described = asyncio.run(describe(f"127.0.0.1:{c.ports[others[0]]}"))
         flagged = {(r["topic"], r["partition"], r["problem"]) for r in described["partitions_needing_attention"]}
         assert {("fence-me", i, "no leader") for i in led} <= flagged
         assert {b["node"]: b["state"] for b in described["brokers"]}[victim] == "fenced"
