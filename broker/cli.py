@@ -73,8 +73,12 @@ def main(argv: list[str] | None = None) -> None:
     # The admin commands (`ketch topic|group|txn`, `ketch cluster describe|drain`) and `ketch
     # produce|consume` are the client's (client/admin_cli/, client/console.py): found through entry
     # points, so the broker package keeps not importing the client (docs/architecture.md §1).
-    for group, parent in (("ketch.commands", sub), ("ketch.cluster_commands", csub)):
-        for ep in entry_points(group=group):
-            ep.load()(parent)
-    args = p.parse_args(argv)
+    # `ketch broker` loads none of them: a broker must start whatever the installed client
+    # commands are (a stale editable install once kept every restarted chaos broker down).
+    args_in = sys.argv[1:] if argv is None else argv
+    if args_in[:1] != ["broker"]:
+        for group, parent in (("ketch.commands", sub), ("ketch.cluster_commands", csub)):
+            for ep in entry_points(group=group):
+                ep.load()(parent)
+    args = p.parse_args(args_in)
     sys.exit(args.func(args))
