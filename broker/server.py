@@ -374,7 +374,7 @@ class BrokerServer:
                               "topics.json of a single-node Ketch: start this data directory once without "
                               "voters so that its topics move into the metadata log")
         self.topics.may_lead = False  # until our registration applies: see _when_registered
-        self.quorum.start()  # replays the metadata log (the topics' logs open); alone, it leads at once
+        await self.quorum.start()  # replays the metadata log (the topics' logs open); alone, it leads at once
         if legacy:
             await self._migrate(legacy)
         await self.groups.start()  # loads __consumer_offsets in the background
