@@ -30,6 +30,7 @@ from storage.config import LogConfig
 from storage.fs import OS_FS, FileSystem
 from storage.leader_epoch import end_offset_for
 from storage.log import AppendResult, PartitionLog
+from storage.offload import INLINE, Offload
 from storage.producer_state import ProducerEntry
 
 from .batch_validation import validate_client_batches
@@ -102,8 +103,9 @@ class Partition:
     @classmethod
     def open(cls, data_dir: Path, topic: str, index: int, config: LogConfig, local_id: int,
              now_ms: Callable[[], int], group_commit: GroupCommit | None = None,
-             replica_lag_time_max_ms: int = 30_000, *, fs: FileSystem = OS_FS) -> Partition:
-        plog = PartitionLog.open(data_dir / f"{topic}-{index}", config, now_ms=now_ms, fs=fs)
+             replica_lag_time_max_ms: int = 30_000, *, fs: FileSystem = OS_FS,
+             offload: Offload = INLINE) -> Partition:
+        plog = PartitionLog.open(data_dir / f"{topic}-{index}", config, now_ms=now_ms, fs=fs, offload=offload)
         return cls(topic, index, plog, local_id, now_ms, group_commit, replica_lag_time_max_ms)
 
     # ---- leadership (given) -----------------------------------------------------------------
