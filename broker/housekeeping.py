@@ -8,7 +8,8 @@ a stalled leader shrinks its ISR. So only the quick decisions and the swap run o
 likewise only takes segments out of the log on the loop (a rename to *.deleted); unlinking their
 files, which can take long for large files on some filesystems, happens in a worker thread.
 Checkpoints too are only taken on the loop (the values, a producer snapshot's bytes) and written
-(several fsyncs each) on the logs' I/O thread (broker/log_io.py).
+(several fsyncs each) on the logs' I/O thread (broker/log_io.py); a log whose flush_ms passed
+without appends is flushed on group commit's thread.
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ class Housekeeper:
             await self.log_io.run(functools.partial(p.log.write_checkpoint, job))
             if p.log.closed:
                 return
+        if p.log.flush_due(self.clock.now_ms()):  # flush_ms holds when appends stop, too
+            await self.group_commit.flush(p.log)
         if not retention_due:
             return
         deleted = p.log.apply_retention(self.clock.now_ms())

@@ -13,9 +13,10 @@ overwriting what the caller wrote since (storage/offload.py).
 Offsets, in the order they can be:  log_start <= last_stable <= high_watermark <= log_end, and
 recovery_point <= log_end (everything below the recovery point is fsynced).
 
-Durability follows the flush policy (LogConfig.flush_messages / flush_ms): with
-flush_messages=1 every append is fsynced before it returns; otherwise data reaches the disk when
-the OS writes it back, on `flush()` and on `close()`.
+Durability follows the flush policy (LogConfig.flush_messages / flush_ms), which the caller
+applies: after an append, `flush_due()` says whether the policy wants a flush, and the broker
+runs it (`begin_flush` / `end_flush`) on its I/O thread before acknowledging that append;
+otherwise data reaches the disk when the OS writes it back, on `flush()` and on `close()`.
 Either way a crash never leaves a half-written batch readable: recovery cuts the log at the
 first batch that fails its length, magic or CRC check.
 """
@@ -491,8 +492,6 @@ class PartitionLog:
                 self._epochs.assign(h.partition_leader_epoch, h.base_offset)
         if has_producer:
             self._commit_producer_update(seg, update)
-        if self.flush_due(now):
-            self.flush()
         return AppendResult(first_offset, last_offset, log_append_time, self._log_start,
                             completed_txns=tuple(update.completed), batches=len(batches))
 

@@ -1,6 +1,7 @@
-"""Issue 24: the broker's periodic checkpoints and a roll's snapshot and sealed indexes run on
-an I/O thread, not on the event loop: while one is held up in the file system (a fault hook
-blocks it, as a busy disk would) the loop keeps appending."""
+"""Issue 24: the broker's periodic checkpoints, a roll's snapshot and sealed indexes, and the
+flush policy's flushes run on I/O threads, not on the event loop: while one is held up in the
+file system (a fault hook blocks it, as a busy disk would) the loop keeps appending, and what
+waits for the write (the flush's acknowledgement) waits."""
 
 from __future__ import annotations
 
@@ -91,6 +92,30 @@ async def test_a_rolls_snapshot_and_sealed_indexes_are_written_on_the_io_thread(
     snapshots, indexes = hold.ran_on("create", ".snapshot.tmp"), hold.ran_on("pwrite", ".index")
     assert snapshots and loop_thread not in snapshots
     assert indexes and loop_thread not in indexes
+    p.close()
+    gc.close()
+    io.close()
+
+
+async def test_the_flush_policys_flush_runs_on_the_sync_thread_and_the_append_waits_for_it(tmp_path: Path) -> None:
+    gc, io = GroupCommit(), LogIO()
+    p = _open(tmp_path, Hold("none", ""), LogConfig(flush_messages=1), gc, io)
+    hold = Hold("sync", "00000000000000000000.log")
+    p.log.fs.fault = hold  # type: ignore[attr-defined]
+    hold.armed = True
+    _put(p)
+    flush = p.flush_wait
+    assert flush is not None and p.log.recovery_point == 0  # asked for, not run inline
+    await wait_until_async(hold.entered.is_set, message="the flush's fsync to start")
+    _put(p)  # the loop appends on meanwhile
+    assert not flush.done() and p.log.recovery_point == 0
+    hold.release.set()
+    await asyncio.wait_for(flush, 10)
+    assert p.log.recovery_point >= 1
+    assert threading.get_ident() not in hold.ran_on("sync", ".log")
+    assert p.flush_wait is not None
+    await asyncio.wait_for(p.flush_wait, 10)
+    assert p.log.recovery_point == 2
     p.close()
     gc.close()
     io.close()
