@@ -65,6 +65,9 @@ class Housekeeper:
                         await self.tidy(p, retention_due=retention_due, expiry_due=expiry_due)
                     except Exception as e:
                         log.error("housekeeping failed", topic=t.name, partition=p.index, exc_info=e)
+                    # Taking a checkpoint encodes the producer snapshot on the loop: with many
+                    # partitions, let the loop turn between them.
+                    await asyncio.sleep(0)
 
     async def tidy(self, p: Partition, *, retention_due: bool, expiry_due: bool) -> None:
         """One partition's share of a pass."""
