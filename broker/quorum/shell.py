@@ -179,6 +179,8 @@ class QuorumShell:
         assert node is not None
         if node.role != Role.LEADER or len(self.voters) == 1 or node.epoch != self._appended_epoch:
             return
+        if node.log_end > self._appended_end:
+            return  # an entry waits for the Ready being written: it renews the lease once it goes out
         last = self._appended[-1][1] if self._appended else float("-inf")
         if asyncio.get_running_loop().time() - last >= self._lease_window_s / 4:
             node.propose(NOOP)
