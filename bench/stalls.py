@@ -32,6 +32,7 @@ import json
 import re
 import socket
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -45,7 +46,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from .cluster import HOST, KetchCluster
 from .targets import QUIET, REPO_ROOT, log
-from .throughput import LINGER_MS, MESSAGE_BYTES, _git_head, _percentiles, machine_info, reference_checkout
+from .throughput import LINGER_MS, MESSAGE_BYTES, _percentiles, machine_info, reference_checkout
 
 PARTITIONS = 4
 PROBE_EVERY_S = 0.05
@@ -74,13 +75,37 @@ def samples(text: str) -> dict[str, float]:
     return out
 
 
-def _stuck(broker_log: Path, limit: int = 10) -> list[str]:
-    """The broker's `event loop stuck` lines (with the stack that held the loop), the first few."""
+def _stuck(broker_log: Path, since: str, limit: int = 10) -> list[str]:
+    """The broker's `event loop stuck` lines (with the stack that held the loop) logged at or
+    after `since` (UTC, ISO 8601 as the broker's log lines give it), the first few."""
     try:
         text = broker_log.read_text(errors="replace")
     except OSError:
         return []
-    return [line[:4000] for line in text.splitlines() if "event loop stuck" in line][:limit]
+    out = []
+    for line in text.splitlines():
+        if "event loop stuck" not in line:
+            continue
+        try:
+            stamp = str(json.loads(line).get("timestamp", ""))
+        except ValueError:
+            stamp = ""
+        if stamp >= since:
+            out.append(line[:4000])
+    return out[:limit]
+
+
+def _utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+
+
+def _commit(repo: Path, rev: str = "HEAD") -> str | None:
+    """The commit a checkout (or a revision) is at; git's own answer works in a worktree too."""
+    try:
+        return subprocess.run(["git", "-C", str(repo), "rev-parse", rev], check=True, capture_output=True,
+                              text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
 
 
 def loadavg() -> str:
@@ -228,6 +253,7 @@ def run_cluster(label: str, repo: Path, minutes: float, rate: int, txn_size: int
                 raise RuntimeError(f"no transaction committed within 120 s\n{cluster.log_tail()}")
             time.sleep(0.1)  # polling interval of the warm-up check
         before = {n.node_id: scrape(n.metrics_port) for n in cluster.nodes}
+        window_start = _utc_now()
         probes = {n.node_id: Probe(n.port, stop) for n in cluster.nodes}
         for probe in probes.values():
             probe.start()
@@ -240,16 +266,17 @@ def run_cluster(label: str, repo: Path, minutes: float, rate: int, txn_size: int
         for probe in probes.values():
             probe.join(30)
         after = {n.node_id: scrape(n.metrics_port) for n in cluster.nodes}
-        stuck = {str(n.node_id): _stuck(n.log_path) for n in cluster.nodes}
+        stuck = {str(n.node_id): _stuck(n.log_path, window_start) for n in cluster.nodes}
         brokers = {}
         for node_id, b in before.items():
             a = after[node_id]
             row: dict[str, Any] = {key: (round(a[name] - b.get(name, 0.0), 3) if name in a else None)
                                    for key, name in STALL_METRICS.items()}
             row["probe"] = probes[node_id].report()
-            row["stuck_logged"] = stuck[str(node_id)]  # where the loop was held a second or more
+            row["stuck_logged"] = stuck[str(node_id)]  # where the loop was held a second or more, in the window
             brokers[str(node_id)] = row
         return {
+            "commit": _commit(repo),
             "minutes": minutes,
             "warm_up_transactions_excluded": True,
             "loadavg_before": load_before,
@@ -287,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine_info(),
         "settings": {"minutes": args.minutes, "rate_per_s": args.rate, "txn_size": args.txn_size,
                      "message_bytes": MESSAGE_BYTES, "linger_ms": LINGER_MS, "partitions": PARTITIONS,
-                     "probe_every_ms": PROBE_EVERY_S * 1000, "ketch_commit": _git_head(),
+                     "probe_every_ms": PROBE_EVERY_S * 1000, "ketch_commit": _commit(REPO_ROOT),
                      "reference": args.reference},
     }
     failed = False
