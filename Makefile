@@ -43,6 +43,7 @@ bench: install system-deps
 	$(BIN)/python -m bench.client --out bench/client-results.json
 	$(BIN)/python -m bench.pipeline --orders 400000 --out bench/results-pipeline.json
 	$(BIN)/python -m bench.compaction --out bench/results-compaction.json
+	$(BIN)/python -m bench.stalls --out bench/results-stalls.json
 	$(BIN)/python -m bench.summary --json bench/summary.json
 
 # Produce, idempotent and transactions on 3 brokers (RF 3, acks=all) beside 1 broker and the mock,

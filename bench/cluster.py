@@ -43,6 +43,7 @@ class _Node:
     node_id: int
     port: int
     dir: Path
+    metrics_port: int = 0  # its /metrics endpoint, when asked for (0: none)
     proc: subprocess.Popen[bytes] | None = None
     log_file: IO[bytes] | None = field(default=None, repr=False)
 
@@ -82,9 +83,11 @@ class KetchCluster(Target):
         min_insync: int = 2,
         start_timeout: float = 120,
         repo: Path = REPO_ROOT,
+        metrics: bool = False,
     ) -> None:
         """`start_timeout` is generous: three Python brokers starting together on two shared cores
-        need several heartbeats (2 s each) before all are registered and unfenced."""
+        need several heartbeats (2 s each) before all are registered and unfenced. `metrics`: each
+        broker serves /metrics on a port of its own (`_Node.metrics_port`)."""
         if size < 1 or not 1 <= min_insync <= size:
             raise ValueError(f"need 1 <= min_insync ({min_insync}) <= size ({size})")
         self.name = f"ketch-{size}"
@@ -93,7 +96,8 @@ class KetchCluster(Target):
         self.partitions = partitions
         self.dir = Path(tempfile.mkdtemp(prefix="ketch-bench-cluster-"))
         self._topics: list[str] = []
-        self.nodes = [_Node(n, free_port(), self.dir / f"node{n}") for n in range(1, size + 1)]
+        self.nodes = [_Node(n, free_port(), self.dir / f"node{n}", free_port() if metrics else 0)
+                      for n in range(1, size + 1)]
         self.bootstrap = ",".join(n.address for n in self.nodes)
         voters = ",".join(f"{n.node_id}@{HOST}:{free_port()}" for n in self.nodes)
         base_env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(repo), **(env or {})}
@@ -108,6 +112,8 @@ class KetchCluster(Target):
                     "--voters", voters,
                     "--data-dir", str(node.dir / "data"),
                 ]  # fmt: skip
+                if node.metrics_port:
+                    cmd += ["--metrics-listen", f"{HOST}:{node.metrics_port}"]
                 node.proc = subprocess.Popen(
                     cmd,
                     cwd=repo,

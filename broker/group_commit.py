@@ -11,7 +11,9 @@ that runs the next requests gather for the sync after it (group commit).
 The sync runs on a thread of its own: an fsync can take seconds when the disk is busy, and on the
 event loop it would stall every connection, lease and heartbeat of the broker with it (the chaos
 campaigns saw three brokers stalled together for 15 s). Only the data files are synced (see
-storage.log.DataSync); the indexes and the recovery point follow the log's flush policy.
+storage.log.DataSync); the indexes and the recovery point follow the log's flush policy, whose
+flushes (`flush`) go through the same machinery: a LogFlush instead of a DataSync, grouped the
+same way, recorded back on the loop with end_flush.
 """
 
 from __future__ import annotations
@@ -19,12 +21,12 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
-from storage.log import DataSync, PartitionLog
+from storage.log import DataSync, LogFlush, PartitionLog
 
-_Job = tuple[PartitionLog, DataSync | None, list[asyncio.Future[None]]]
+_Job = tuple[PartitionLog, DataSync | LogFlush | None, list[asyncio.Future[None]]]
 
 
-def _run(jobs: list[DataSync | None]) -> list[BaseException | None]:
+def _run(jobs: list[DataSync | LogFlush | None]) -> list[BaseException | None]:
     """On the I/O thread: every sync, each failing on its own."""
     errors: list[BaseException | None] = []
     for job in jobs:
@@ -39,7 +41,8 @@ def _run(jobs: list[DataSync | None]) -> list[BaseException | None]:
 
 class GroupCommit:
     def __init__(self) -> None:
-        self._pending: dict[int, tuple[PartitionLog, list[asyncio.Future[None]]]] = {}
+        # id(log) -> (log, waiters, a flush (not only a data sync) asked for)
+        self._pending: dict[int, tuple[PartitionLog, list[asyncio.Future[None]], bool]] = {}
         self._running = False
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ketch-sync")
         self.fsyncs = 0  # log syncs done, for metrics and tests
@@ -47,9 +50,19 @@ class GroupCommit:
 
     def sync(self, log: PartitionLog) -> asyncio.Future[None]:
         """A future done once everything appended to `log` so far is on disk."""
+        return self._ask(log, flush=False)
+
+    def flush(self, log: PartitionLog) -> asyncio.Future[None]:
+        """A future done once `log` is flushed as its flush policy wants (data, indexes and the
+        directory on disk, the recovery point moved): storage.log.LogFlush."""
+        return self._ask(log, flush=True)
+
+    def _ask(self, log: PartitionLog, *, flush: bool) -> asyncio.Future[None]:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
-        self._pending.setdefault(id(log), (log, []))[1].append(fut)
+        _, futs, flushing = self._pending.get(id(log), (log, [], False))
+        futs.append(fut)
+        self._pending[id(log)] = (log, futs, flushing or flush)
         self.waiters += 1
         if not self._running:
             self._running = True
@@ -59,9 +72,9 @@ class GroupCommit:
     def _start(self) -> None:
         pending, self._pending = self._pending, {}
         jobs: list[_Job] = []
-        for log, futs in pending.values():
+        for log, futs, flush in pending.values():
             try:
-                jobs.append((log, log.begin_sync(), futs))
+                jobs.append((log, log.begin_flush() if flush else log.begin_sync(), futs))
             except Exception as e:  # a closed log (deleted topic)
                 _settle(futs, e)
         asyncio.get_running_loop().create_task(self._sync(jobs))
@@ -72,7 +85,10 @@ class GroupCommit:
             errors = await loop.run_in_executor(self._io, _run, [job for _, job, _ in jobs])
             for (log, job, futs), error in zip(jobs, errors, strict=True):
                 if job is not None and error is None:
-                    log.end_sync(job)
+                    if isinstance(job, LogFlush):
+                        log.end_flush(job)
+                    else:
+                        log.end_sync(job)
                     self.fsyncs += 1
                 _settle(futs, error)
         except BaseException as e:  # cancelled at shutdown: nobody may be left believing it synced

@@ -7,11 +7,15 @@ a stalled leader shrinks its ISR. So only the quick decisions and the swap run o
 (storage.cleaner.run), which touches no live log state. Passes run one at a time. Retention
 likewise only takes segments out of the log on the loop (a rename to *.deleted); unlinking their
 files, which can take long for large files on some filesystems, happens in a worker thread.
+Checkpoints too are only taken on the loop (the values, a producer snapshot's bytes) and written
+(several fsyncs each) on the logs' I/O thread (broker/log_io.py); a log whose flush_ms passed
+without appends is flushed on group commit's thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 
 import structlog
 
@@ -19,6 +23,8 @@ from storage import cleaner
 from storage.clock import Clock
 from storage.segment import unlink_all
 
+from .group_commit import GroupCommit
+from .log_io import LogIO
 from .partition import Partition
 from .topics import TopicTable
 
@@ -27,9 +33,12 @@ log = structlog.get_logger(__name__)
 
 class Housekeeper:
     def __init__(self, topics: TopicTable, clock: Clock, retention_check_interval_ms: int,
-                 checkpoint_interval_ms: int, producer_expiration_check_interval_ms: int) -> None:
+                 checkpoint_interval_ms: int, producer_expiration_check_interval_ms: int, *,
+                 log_io: LogIO, group_commit: GroupCommit) -> None:
         self.topics = topics
         self.clock = clock
+        self.log_io = log_io  # writes the checkpoints
+        self.group_commit = group_commit  # runs the flush policy's flushes
         self.retention_interval_s = retention_check_interval_ms / 1000
         self.checkpoint_interval_s = checkpoint_interval_ms / 1000
         self.expiry_interval_s = producer_expiration_check_interval_ms / 1000
@@ -56,16 +65,23 @@ class Housekeeper:
                         await self.tidy(p, retention_due=retention_due, expiry_due=expiry_due)
                     except Exception as e:
                         log.error("housekeeping failed", topic=t.name, partition=p.index, exc_info=e)
-                    # A partition's checkpoint is a few fsyncs on the loop: on a busy disk all of
-                    # them in one go held the loop for seconds (heartbeats, fetches) — so turn it
-                    # between partitions.
+                    # Taking a checkpoint encodes the producer snapshot on the loop: with many
+                    # partitions, let the loop turn between them.
                     await asyncio.sleep(0)
 
     async def tidy(self, p: Partition, *, retention_due: bool, expiry_due: bool) -> None:
         """One partition's share of a pass."""
         if expiry_due:
             p.log.expire_producers(self.clock.now_ms())  # never one with an open transaction
-        p.log.checkpoint()
+        if p.log.closed:
+            return  # deleted (or the broker stopping) while an earlier partition's writes ran
+        job = p.log.begin_checkpoint()
+        if job.writes_anything:
+            await self.log_io.run(functools.partial(p.log.write_checkpoint, job))
+            if p.log.closed:
+                return
+        if p.log.flush_due(self.clock.now_ms()):  # flush_ms holds when appends stop, too
+            await self.group_commit.flush(p.log)
         if not retention_due:
             return
         deleted = p.log.apply_retention(self.clock.now_ms())

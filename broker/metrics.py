@@ -16,7 +16,7 @@ class BrokerMetrics:
     __slots__ = ("requests", "request_seconds", "bytes_received", "bytes_sent", "connections_accepted",
                  "connections_aborted", "batches_produced", "records_produced", "duplicate_batches",
                  "produce_errors", "transactions_ended", "transactions_timed_out", "markers_written",
-                 "loop_stalls", "loop_stall_seconds")
+                 "loop_stalls", "loop_stall_seconds", "loop_stalls_100ms", "loop_stall_100ms_seconds")
 
     def __init__(self) -> None:
         self.requests: Counter[int] = Counter()  # api key -> requests answered (or dropped)
@@ -34,3 +34,5 @@ class BrokerMetrics:
         self.markers_written: Counter[str] = Counter()  # "commit" / "abort" -> control batches appended
         self.loop_stalls = 0  # the event loop did not turn for a second or more (loop_watch.py)
         self.loop_stall_seconds = 0.0
+        self.loop_stalls_100ms = 0  # ... for 100 ms or more (those above included)
+        self.loop_stall_100ms_seconds = 0.0

@@ -73,6 +73,11 @@ def render(ctx: BrokerContext, connections: int, started_ms: int) -> str:
                "that held it).", m.loop_stalls)
     out.family("ketch_event_loop_stall_seconds_total", "counter", "Time those stalls lasted.",
                m.loop_stall_seconds)
+    out.family("ketch_event_loop_stalls_100ms_total", "counter",
+               "Times the event loop did not turn for 100 ms or more (the stalls of a second or more "
+               "included).", m.loop_stalls_100ms)
+    out.family("ketch_event_loop_stall_100ms_seconds_total", "counter", "Time those stalls lasted.",
+               m.loop_stall_100ms_seconds)
     out.family("ketch_network_received_bytes_total", "counter", "Bytes read from clients.", m.bytes_received)
     out.family("ketch_network_sent_bytes_total", "counter", "Bytes written to clients.", m.bytes_sent)
     apis = sorted(m.requests)

@@ -30,6 +30,7 @@ from storage.config import LogConfig
 from storage.fs import OS_FS, FileSystem
 from storage.leader_epoch import end_offset_for
 from storage.log import AppendResult, PartitionLog
+from storage.offload import INLINE, Offload
 from storage.producer_state import ProducerEntry
 
 from .batch_validation import validate_client_batches
@@ -85,7 +86,8 @@ class PartitionRead(NamedTuple):
 
 
 class Partition:
-    __slots__ = ("topic", "index", "log", "state", "_waiters", "_now_ms", "_group_commit", "_verifying")
+    __slots__ = ("topic", "index", "log", "state", "_waiters", "_now_ms", "_group_commit", "_verifying",
+                 "flush_wait")
 
     def __init__(self, topic: str, index: int, log: PartitionLog, local_id: int,
                  now_ms: Callable[[], int], group_commit: GroupCommit | None = None,
@@ -98,12 +100,16 @@ class Partition:
         self._now_ms = now_ms
         self._group_commit = group_commit or GroupCommit()
         self._verifying: dict[int, VerificationGuard] = {}  # producer id -> guard of its open check
+        # The flush the log's flush policy asked for after the last append (None: it asked for
+        # none). It runs on group commit's I/O thread; a produce answer waits for it.
+        self.flush_wait: asyncio.Future[None] | None = None
 
     @classmethod
     def open(cls, data_dir: Path, topic: str, index: int, config: LogConfig, local_id: int,
              now_ms: Callable[[], int], group_commit: GroupCommit | None = None,
-             replica_lag_time_max_ms: int = 30_000, *, fs: FileSystem = OS_FS) -> Partition:
-        plog = PartitionLog.open(data_dir / f"{topic}-{index}", config, now_ms=now_ms, fs=fs)
+             replica_lag_time_max_ms: int = 30_000, *, fs: FileSystem = OS_FS,
+             offload: Offload = INLINE) -> Partition:
+        plog = PartitionLog.open(data_dir / f"{topic}-{index}", config, now_ms=now_ms, fs=fs, offload=offload)
         return cls(topic, index, plog, local_id, now_ms, group_commit, replica_lag_time_max_ms)
 
     # ---- leadership (given) -----------------------------------------------------------------
@@ -207,6 +213,7 @@ class Partition:
                 raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                  f"{self.topic}-{self.index}: replication append on a non-follower")
             res = self.log.append(records, leader_epoch=-1, assign_offsets=False)
+            self._apply_flush_policy()  # in the background: a follower acknowledges nothing itself
             return res
         if not self.is_leader:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -222,6 +229,7 @@ class Partition:
                                        f"to satisfy the min.isr requirement of {min_insync_replicas} for "
                                        f"partition {self.topic}-{self.index}")
         res = self.log.append(records, leader_epoch=self.leader_epoch)
+        self._apply_flush_policy()
         if guarded >= 0:
             del self._verifying[guarded]  # the transaction is open here now
         elif origin is AppendOrigin.COORDINATOR and self._verifying:
@@ -232,6 +240,11 @@ class Partition:
             self._advance_high_watermark()
         self.notify()
         return res
+
+    def _apply_flush_policy(self) -> None:
+        """flush_messages / flush_ms: the flush runs off the loop (group commit's thread, shared
+        with the appends of this loop turn), not inline in the append."""
+        self.flush_wait = self._group_commit.flush(self.log) if self.log.flush_due() else None
 
     async def made_durable(self) -> None:
         """Everything appended so far survives a power loss: what a coordinator waits for before

@@ -319,7 +319,8 @@ class BrokerServer:
         self.controller_endpoint: tuple[str, int] = ("127.0.0.1", 0)  # known once bound
         self.inter_broker_endpoint: tuple[str, int] | None = None  # known once bound
         self.housekeeper = Housekeeper(self.topics, clock, cfg.log_retention_check_interval_ms,
-                                       cfg.log_checkpoint_interval_ms, cfg.producer_id_expiration_check_interval_ms)
+                                       cfg.log_checkpoint_interval_ms, cfg.producer_id_expiration_check_interval_ms,
+                                       log_io=self.topics.log_io, group_commit=self.topics.group_commit)
         self._retention_task: asyncio.Task[None] | None = None
         self._orphan_sweep: asyncio.Task[None] | None = None
         self.started_ms = clock.now_ms()
@@ -374,7 +375,7 @@ class BrokerServer:
                               "topics.json of a single-node Ketch: start this data directory once without "
                               "voters so that its topics move into the metadata log")
         self.topics.may_lead = False  # until our registration applies: see _when_registered
-        self.quorum.start()  # replays the metadata log (the topics' logs open); alone, it leads at once
+        await self.quorum.start()  # replays the metadata log (the topics' logs open); alone, it leads at once
         if legacy:
             await self._migrate(legacy)
         await self.groups.start()  # loads __consumer_offsets in the background

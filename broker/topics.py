@@ -32,6 +32,7 @@ from .config import BrokerConfig, ConfigError
 from .config_catalog import TOPIC_CONFIGS, check_value
 from .controller.placement import check_assignment
 from .group_commit import GroupCommit
+from .log_io import LogIO
 from .metadata import dynamic_configs
 from .metadata.image import MetadataImage, PartitionInfo, TopicInfo
 from .partition import Partition
@@ -116,6 +117,7 @@ class TopicTable:
         self.by_name: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}
         self.group_commit = GroupCommit()  # shared by every partition: one sync of each log at a time
+        self.log_io = LogIO()  # the logs' checkpoints, snapshots and sealed indexes, off the loop
         self.image = MetadataImage()
         # False from a restart until this broker has applied its own registration (server.py): the
         # image replayed from the local metadata log may still name it leader at an epoch its
@@ -182,7 +184,8 @@ class TopicTable:
 
     def _open_partition(self, topic: str, index: int, config: LogConfig) -> Partition:
         return Partition.open(self.data_dir, topic, index, config, self.cfg.node_id, self.clock.now_ms,
-                              self.group_commit, self.cfg.replica_lag_time_max_ms, fs=self.fs)
+                              self.group_commit, self.cfg.replica_lag_time_max_ms, fs=self.fs,
+                              offload=self.log_io)
 
     # ---- following the metadata image ---------------------------------------------------------------
     def load(self) -> None:
@@ -500,4 +503,5 @@ class TopicTable:
             for p in t.local.values():
                 p.close()
         self.group_commit.close()
+        self.log_io.close()
 

@@ -1,10 +1,13 @@
 """What the offset and time indexes share: a sparse sorted file held in memory, written lazily.
 
 The index files are append-only (no preallocation, no mmap). New entries live in memory and
-reach the file only on `persist()` (roll, flush, close): an index is only trusted below the
-recovery point, and the recovery point moves only after `flush()`, which persists first. So the
-append path never touches an index file, and a crash can only lose entries that recovery
-rebuilds anyway.
+reach the file only on `persist()` (close) or through an `IndexWrite` (roll, flush), which can
+run on an I/O thread: an index is only trusted below the recovery point, and the recovery point
+moves only after a flush, which writes the entries first. So the append path never touches an
+index file, and a crash can only lose entries that recovery rebuilds anyway. Entries are only
+ever added at the end or cut by a truncation, so an IndexWrite (the bytes of entries
+[persisted, count) at their place) can run late or twice: it writes what is there already,
+unless a truncation came between, which the log's WriteGuard rules out (storage/offload.py).
 
 Entries are loaded on first use, so opening a partition with many old segments reads nothing but
 the newest one.
@@ -14,13 +17,39 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import structlog
 
 from .fs import FileSystem
 
 log = structlog.get_logger(__name__)
+
+
+class IndexWrite(NamedTuple):
+    """Entries of an index not yet in its file, taken on the owner's thread to be written on
+    any thread; `target.mark_persisted(upto)` on the owner's thread once written."""
+
+    target: SparseIndex
+    data: bytes
+    position: int
+    upto: int  # entries in the file once written
+
+    def write(self, *, sync: bool) -> None:
+        """Write the entries (no truncation: a later write of the same index may have run
+        first and written more) and fsync if asked. A file that is gone belongs to a segment
+        deleted or retired meanwhile: nothing to write."""
+        try:
+            f = self.target.fs.open(self.target.path)
+        except FileNotFoundError:
+            return
+        try:
+            if self.data:
+                f.pwrite(self.data, self.position)
+            if sync:
+                f.sync()
+        finally:
+            f.close()
 
 
 class SparseIndex(ABC):
@@ -109,16 +138,18 @@ class SparseIndex(ABC):
 
     def _truncate_entries(self, n: int) -> None:
         self._drop_from(n)
-        if self._persisted > n:
-            self._persisted = n
-            try:
-                f = self.fs.open(self.path)
-            except FileNotFoundError:
-                return
-            try:
+        self._persisted = min(self._persisted, n)
+        # The file may hold more than `_persisted` says: an IndexWrite that ran on the I/O thread
+        # is recorded here only once its completion comes back. Cut by the file's own size.
+        try:
+            f = self.fs.open(self.path)
+        except FileNotFoundError:
+            return
+        try:
+            if f.size() > n * self.ENTRY_SIZE:
                 f.truncate(n * self.ENTRY_SIZE)
-            finally:
-                f.close()
+        finally:
+            f.close()
 
     def persist(self) -> None:
         """Write the entries not yet in the file with one write (no fsync)."""
@@ -135,6 +166,17 @@ class SparseIndex(ABC):
         finally:
             f.close()
         self._persisted = count
+
+    def take_write(self) -> IndexWrite:
+        """The entries not yet in the file, to write off this thread (see IndexWrite)."""
+        if not self._loaded:
+            return IndexWrite(self, b"", 0, self._persisted)
+        count = self._count()
+        return IndexWrite(self, self._encode(self._persisted, count), self._persisted * self.ENTRY_SIZE, count)
+
+    def mark_persisted(self, count: int) -> None:
+        """An IndexWrite of `count` entries ran (and no truncation came between)."""
+        self._persisted = max(self._persisted, min(count, self._count()) if self._loaded else count)
 
     def flush(self) -> None:
         """Persist and fsync."""

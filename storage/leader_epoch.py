@@ -3,8 +3,9 @@
 Followers use it (through OffsetsForLeaderEpoch) to find where their log diverges from a new
 leader's and truncate there, instead of trusting the high watermark (KIP-101/279). The history
 is re-derivable from the `partition_leader_epoch` of the batches, so recovery re-assigns epochs
-from the batches it re-validates and the file can be written without fsync when it changes on
-the append path.
+from the batches it re-validates: the file need only be durable before a recovery point that
+covers its entries, so it is written (durably) by checkpoints and truncations, not on the append
+path.
 """
 
 from __future__ import annotations
@@ -103,10 +104,17 @@ class LeaderEpochCache:
     def clear(self) -> None:
         self.entries = []
 
-    def write(self, *, durable: bool) -> None:
-        """Write the file if the history changed since it was last written."""
-        if self._written == self.entries and (self._written_durably or not durable):
-            return
-        self._file.write(self.entries, durable=durable)
-        self._written = list(self.entries)
-        self._written_durably = durable
+    def needs_durable_write(self) -> bool:
+        return not (self._written == self.entries and self._written_durably)
+
+    def write(self) -> None:
+        """Write the file durably if the history changed since it was last written."""
+        if self.needs_durable_write():
+            self.write_entries(tuple(self.entries))
+
+    def write_entries(self, entries: Sequence[tuple[int, int]]) -> None:
+        """Write `entries` (the history as it was when taken) durably; on any thread, under the
+        log's WriteGuard (storage/offload.py)."""
+        self._file.write(entries, durable=True)
+        self._written = list(entries)
+        self._written_durably = True

@@ -4,16 +4,21 @@ The broker calls this synchronously from its event loop, so every call does a bo
 work: an append is one pass over the batch headers and one write(); a read is an index lookup,
 a short header scan and one pread. Work proportional to the data (CRC validation, rebuilding
 indexes and producer state) happens only when opening after a crash, and only from the recovery
-point on.
+point on. The writes nobody waits for (checkpoints, snapshots and sealed indexes at a roll, the
+flush policy's fsyncs) are taken here as bytes and done off the caller's thread: through the
+injected `Offload` at a roll, and by the caller's I/O thread for `begin_checkpoint` /
+`write_checkpoint` and `begin_flush` / `end_flush`. A per-log WriteGuard keeps them from
+overwriting what the caller wrote since (storage/offload.py).
 
 Offsets, in the order they can be:  log_start <= last_stable <= high_watermark <= log_end, and
 recovery_point <= log_end (everything below the recovery point is fsynced).
 
-Durability follows the flush policy (LogConfig.flush_messages / flush_ms): with
-flush_messages=1 every append is fsynced before it returns; otherwise data reaches the disk when
-the OS writes it back, on `flush()` and on `close()`. Either way a crash never leaves a
-half-written batch readable: recovery cuts the log at the first batch that fails its length,
-magic or CRC check.
+Durability follows the flush policy (LogConfig.flush_messages / flush_ms), which the caller
+applies: after an append, `flush_due()` says whether the policy wants a flush, and the broker
+runs it (`begin_flush` / `end_flush`) on its I/O thread before acknowledging that append;
+otherwise data reaches the disk when the OS writes it back, on `flush()` and on `close()`.
+Either way a crash never leaves a half-written batch readable: recovery cuts the log at the
+first batch that fails its length, magic or CRC check.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.fetch import AbortedTransaction  # as a FetchResponse lists it
 
 from . import segment_swap
+from ._index import IndexWrite
 from .checkpoint import (
     HIGH_WATERMARK_FILE,
     LOG_START_OFFSET_FILE,
@@ -50,13 +56,15 @@ from .control import read_end_txn_marker
 from .fs import OS_FS, File, FileSystem
 from .leader_epoch import LeaderEpochCache
 from .loader import Checkpoints, LogLoader, RecoveryStats, index_aborted, replay
-from .producer_state import CompletedTxn, Duplicate, ProducerStateManager, ProducerStateUpdate
+from .offload import INLINE, Offload, WriteGuard
+from .producer_state import CompletedTxn, Duplicate, ProducerStateManager, ProducerStateUpdate, write_snapshot
 from .segment import (
     INT32_MAX,
     BatchPlacement,
     LogSegment,
     unlink_all,
 )
+from .txn_index import TransactionIndex
 
 log = structlog.get_logger(__name__)
 
@@ -116,6 +124,58 @@ class DataSync(NamedTuple):
                 f.close()
 
 
+class LogFlush(NamedTuple):
+    """The flush policy's fsync of a log, taken on the event loop (`begin_flush`), run on an I/O
+    thread, recorded back with `end_flush`: the segment files from the recovery point's segment
+    on (duplicates, as DataSync's), their index entries written and fsynced, their .txnindex
+    files fsynced, and the directory after a roll. Once it ran, everything below `end_offset`
+    is on disk with its indexes, and the recovery point may move there."""
+
+    fs: FileSystem
+    guard: WriteGuard
+    generation: int
+    files: tuple[File, ...]
+    indexes: tuple[IndexWrite, ...]
+    txn_indexes: tuple[TransactionIndex, ...]
+    directory: Path | None
+    end_offset: int
+    dir_changes: int
+
+    def run(self) -> None:
+        try:
+            for f in self.files:
+                f.sync()
+            with self.guard.current(self.generation) as current:
+                if current:  # else the log was truncated (or rewritten) meanwhile: end_flush ignores it
+                    for w in self.indexes:
+                        w.write(sync=True)
+                    for t in self.txn_indexes:
+                        t.flush()  # a file operation only: the index's entries are not touched here
+            if self.directory is not None:
+                self.fs.fsync_dir(self.directory)
+        finally:
+            for f in self.files:
+                f.close()
+
+
+class CheckpointWrite(NamedTuple):
+    """What `checkpoint` writes, taken on the event loop (`begin_checkpoint`) to be written on an
+    I/O thread (`write_checkpoint`): the leader epochs first (recovery re-derives epochs only
+    above the recovery point, so the epoch file must never be older than a recovery-point file
+    on disk), then the offsets that changed, durably; then a producer snapshot at the log end
+    (not fsynced), pruning the older ones."""
+
+    generation: int
+    epochs: tuple[tuple[int, int], ...] | None
+    offsets: tuple[tuple[str, int], ...]
+    snapshot: tuple[int, bytes] | None
+    recovery_point: int
+
+    @property
+    def writes_anything(self) -> bool:
+        return self.epochs is not None or bool(self.offsets) or self.snapshot is not None
+
+
 class UnexpectedAppendOffsetError(KafkaError):
     """A replicated append whose offsets do not continue the log (the follower must truncate)."""
 
@@ -130,9 +190,11 @@ class PartitionLog:
     """Segments, indexes, producer state, leader epochs and checkpoints of one partition."""
 
     def __init__(self, directory: Path, config: LogConfig, now_ms: Callable[[], int],
-                 fs: FileSystem) -> None:
+                 fs: FileSystem, offload: Offload = INLINE) -> None:
         """Use PartitionLog.open()."""
         self.fs = fs
+        self._offload = offload
+        self._guard = WriteGuard()
         self.directory = directory
         self.config = config
         self._now = now_ms
@@ -147,7 +209,12 @@ class PartitionLog:
         self._rp_file = OffsetCheckpoint(fs, directory / RECOVERY_POINT_FILE)
         self._log_start_file = OffsetCheckpoint(fs, directory / LOG_START_OFFSET_FILE)
         self._hw_file = OffsetCheckpoint(fs, directory / HIGH_WATERMARK_FILE)
-        self._written: dict[str, int | None] = {}  # checkpoint file name -> value durably written
+        self._offset_files = {RECOVERY_POINT_FILE: self._rp_file, LOG_START_OFFSET_FILE: self._log_start_file,
+                              HIGH_WATERMARK_FILE: self._hw_file}
+        # checkpoint file name -> value durably written; changed only under the WriteGuard's lock
+        # (an off-thread checkpoint records what it wrote itself, before a truncation can look)
+        self._written: dict[str, int | None] = {}
+        self._snapshot_end = -1  # producer snapshot last taken for a checkpoint (not re-encoded)
         self._last_flush_ms = 0
         self._dir_dirty = False
         self._synced = 0  # everything below is on disk (data only; see DataSync)
@@ -162,12 +229,14 @@ class PartitionLog:
     # ==========================================================================================
     @classmethod
     def open(cls, directory: Path, config: LogConfig, *,
-             now_ms: Callable[[], int] = SYSTEM_CLOCK.now_ms, fs: FileSystem = OS_FS) -> PartitionLog:
+             now_ms: Callable[[], int] = SYSTEM_CLOCK.now_ms, fs: FileSystem = OS_FS,
+             offload: Offload = INLINE) -> PartitionLog:
         """Open (or create) the log in `directory`, recovering whatever a crash left behind.
-        Every file operation of the log goes through `fs` (a simulated disk in simulations)."""
+        Every file operation of the log goes through `fs` (a simulated disk in simulations); the
+        writes of a roll go through `offload` (the broker's I/O thread; by default, at once)."""
         directory = Path(directory)
         fs.mkdir(directory)
-        self = cls(directory, config, now_ms, fs)
+        self = cls(directory, config, now_ms, fs, offload)
         self._load()
         return self
 
@@ -273,15 +342,16 @@ class PartitionLog:
             if first + len(olds) >= len(self._segments):
                 raise ValueError("the active segment cannot be replaced")
             replaced.extend(range(first, first + len(olds)))
-        for i in replaced:
-            self._segments[i].release()
-        try:
-            segment_swap.commit(self.fs, self.directory, groups, fault)
-        except OSError:
-            # Finish the swap if it was committed (the old files may be gone already), else it
-            # was rolled back and the old segments stay in use.
-            if not segment_swap.recover(self.fs, self.directory):
-                raise
+        with self._guard.changing():  # the files under these names are replaced
+            for i in replaced:
+                self._segments[i].release()
+            try:
+                segment_swap.commit(self.fs, self.directory, groups, fault)
+            except OSError:
+                # Finish the swap if it was committed (the old files may be gone already), else it
+                # was rolled back and the old segments stay in use.
+                if not segment_swap.recover(self.fs, self.directory):
+                    raise
         now = self._now()
         new_by_first = {olds[0]: LogSegment.open_existing(self.fs, self.directory, new_base, self.config, now)
                         for new_base, olds in groups}
@@ -413,17 +483,15 @@ class PartitionLog:
             seg.append(buf, placements, next_offset)
 
         self._leo = next_offset
-        epochs_changed = False
+        # A new epoch reaches its file at the next checkpoint, which writes it before any
+        # recovery point covering it (recovery re-derives the epochs above the recovery point).
         if leader:
-            epochs_changed = self._epochs.assign(leader_epoch, first_offset)
+            self._epochs.assign(leader_epoch, first_offset)
         else:
             for _, h in batches:
-                epochs_changed |= self._epochs.assign(h.partition_leader_epoch, h.base_offset)
-        if epochs_changed:
-            self._epochs.write(durable=False)
+                self._epochs.assign(h.partition_leader_epoch, h.base_offset)
         if has_producer:
             self._commit_producer_update(seg, update)
-        self._maybe_flush(now)
         return AppendResult(first_offset, last_offset, log_append_time, self._log_start,
                             completed_txns=tuple(update.completed), batches=len(batches))
 
@@ -472,21 +540,41 @@ class PartitionLog:
 
     def _roll(self, base_offset: int, now: int) -> LogSegment:
         old = self._segments[-1]
+        indexes: list[IndexWrite] = []
         if old.is_empty:
             # Nothing to keep: start the empty active segment at the right offset instead.
             old.delete()
             self._segments.pop()
             self._bases.pop()
         else:
-            old.seal()
+            indexes = old.seal()
         seg = LogSegment.create(self.fs, self.directory, base_offset, self.config, now)
         self._segments.append(seg)
         self._bases.append(base_offset)
         self._mark_dir_dirty()
         # The snapshot lets recovery start producer state here instead of replaying older
-        # segments. Not fsynced: it is CRC-checked on load, and losing it only costs replay.
-        self._producers.take_snapshot(durable=False)
+        # segments. Neither it nor the sealed segment's index entries are fsynced (the snapshot
+        # is CRC-checked on load, and losing it only costs replay; the indexes are rebuilt above
+        # the recovery point), and nothing waits for them: written off the loop.
+        snapshot = (self._producers.map_end_offset, self._producers.encode_snapshot())
+        generation = self._guard.generation
+        self._offload.submit(lambda: self._write_rolled(generation, indexes, snapshot),
+                             lambda: self._mark_indexes_written(generation, indexes))
         return seg
+
+    def _write_rolled(self, generation: int, indexes: list[IndexWrite], snapshot: tuple[int, bytes]) -> None:
+        """On the I/O thread: what a roll leaves to write."""
+        with self._guard.current(generation) as current:
+            if not current:
+                return  # truncated or rewritten since: these bytes may describe another log
+            for w in indexes:
+                w.write(sync=False)
+            write_snapshot(self.fs, self.directory, snapshot[0], snapshot[1], durable=False)
+
+    def _mark_indexes_written(self, generation: int, indexes: Sequence[IndexWrite]) -> None:
+        if generation == self._guard.generation:
+            for w in indexes:
+                w.target.mark_persisted(w.upto)
 
     def roll(self) -> None:
         """Start a new segment at the log end (no-op if the active segment is empty)."""
@@ -497,19 +585,21 @@ class PartitionLog:
     # ==========================================================================================
     # flush and checkpoints
     # ==========================================================================================
-    def maybe_flush(self, now_ms: int | None = None) -> None:
-        """Flush if the flush policy says it is time. Appends check this themselves; the broker
-        calls it from a timer so that flush_ms also holds when appends stop."""
-        self._check_open()
-        self._maybe_flush(self._now() if now_ms is None else now_ms)
-
-    def _maybe_flush(self, now: int) -> None:
+    def flush_due(self, now_ms: int | None = None) -> bool:
+        """The flush policy wants a flush now (flush_messages records or flush_ms since the last
+        one). The caller runs it: `flush()`, or `begin_flush` / `end_flush` off its thread."""
         if self._recovery_point >= self._leo:
-            return
+            return False
         fm = self.config.flush_messages
         if fm is not None and self._leo - self._recovery_point >= fm:
-            self.flush()
-        elif self.config.flush_ms is not None and now - self._last_flush_ms >= self.config.flush_ms:
+            return True
+        now = self._now() if now_ms is None else now_ms
+        return self.config.flush_ms is not None and now - self._last_flush_ms >= self.config.flush_ms
+
+    def maybe_flush(self, now_ms: int | None = None) -> None:
+        """Flush here if the flush policy says it is time."""
+        self._check_open()
+        if self.flush_due(now_ms):
             self.flush()
 
     def flush(self) -> None:
@@ -518,15 +608,37 @@ class PartitionLog:
         The recovery-point file is not rewritten here (that is `checkpoint()`): recovery after
         a crash merely starts from an older, still correct, point.
         """
+        job = self.begin_flush()
+        if job is not None:
+            job.run()
+            self.end_flush(job)
+        else:
+            self._synced = self._leo
+            self._last_flush_ms = self._now()
+
+    def begin_flush(self) -> LogFlush | None:
+        """What `flush()` does, to run off the event loop (LogFlush); None if nothing is to do.
+        Hand the result to `end_flush` once it has run."""
         self._check_open()
-        if self._recovery_point < self._leo or self._dir_dirty:
-            for seg in self._segments[self._segment_index(self._recovery_point):]:
-                seg.flush()
-            if self._dir_dirty:
-                self.fs.fsync_dir(self.directory)
-                self._dir_dirty = False
-            self._recovery_point = self._leo
-        self._synced = self._leo
+        if self._recovery_point >= self._leo and not self._dir_dirty:
+            return None
+        segments = self._segments[self._segment_index(self._recovery_point):]
+        return LogFlush(self.fs, self._guard, self._guard.generation, tuple(seg.file.dup() for seg in segments),
+                        tuple(w for seg in segments for w in seg.take_index_writes()),
+                        tuple(seg.txn_index for seg in segments), self.directory if self._dir_dirty else None,
+                        self._leo, self._dir_changes)
+
+    def end_flush(self, job: LogFlush) -> None:
+        """Record a LogFlush that ran: the recovery point moves to its end unless the log was
+        truncated or rewritten meanwhile (then the indexes were not written; the next flush
+        covers it)."""
+        if job.generation == self._guard.generation:
+            for w in job.indexes:
+                w.target.mark_persisted(w.upto)
+            self._recovery_point = max(self._recovery_point, min(job.end_offset, self._leo))
+            self._synced = max(self._synced, min(job.end_offset, self._leo))
+        if job.directory is not None and job.dir_changes == self._dir_changes:
+            self._dir_dirty = False
         self._last_flush_ms = self._now()
 
     def _mark_dir_dirty(self) -> None:
@@ -560,32 +672,57 @@ class PartitionLog:
 
     def checkpoint(self) -> None:
         """Durably write the recovery point, log start, high watermark and epoch files that
-        changed. The broker calls this periodically (Kafka: every 60 s) and on shutdown."""
-        self._check_open()
-        # Epochs first: recovery re-derives epochs only above the recovery point, so the epoch
-        # file must never be older than a recovery-point file that is already on disk.
-        self._epochs.write(durable=True)
-        for name, file, value in ((RECOVERY_POINT_FILE, self._rp_file, self._recovery_point),
-                                  (LOG_START_OFFSET_FILE, self._log_start_file, self._log_start),
-                                  (HIGH_WATERMARK_FILE, self._hw_file, self._hw)):
-            if self._written.get(name) != value:
-                file.write(value, durable=True)
-                self._written[name] = value
-        self._snapshot_producers()
+        changed, and snapshot producer state at the log end, here (at open and close, and after
+        a truncation to a new start). The broker's periodic checkpoint (Kafka: every 60 s) runs
+        `begin_checkpoint` / `write_checkpoint` instead, the writing on its I/O thread."""
+        with self._guard.changing():
+            job = self.begin_checkpoint()
+            self.write_checkpoint(job)
 
-    def _snapshot_producers(self) -> None:
-        """Snapshot producer state at the log end if it moved since the newest snapshot, keeping
-        the newest few. A follower's truncation (and recovery after a crash) replays the log from
-        the newest snapshot below it; with snapshots only at segment rolls, a partition that had
-        not rolled replayed its whole log on the event loop — in the chaos campaign an hour of
-        batches, a broker stalled for seconds. Not fsynced, like the roll snapshot."""
+    def begin_checkpoint(self) -> CheckpointWrite:
+        """What `checkpoint()` writes, taken now (see CheckpointWrite)."""
+        self._check_open()
+        epochs = tuple(self._epochs.entries) if self._epochs.needs_durable_write() else None
+        offsets = tuple((name, value) for name, value in ((RECOVERY_POINT_FILE, self._recovery_point),
+                                                          (LOG_START_OFFSET_FILE, self._log_start),
+                                                          (HIGH_WATERMARK_FILE, self._hw))
+                        if self._written.get(name) != value)
+        # Snapshot producer state at the log end if it moved since the last one. A follower's
+        # truncation (and recovery after a crash) replays the log from the newest snapshot below
+        # it; with snapshots only at segment rolls, a partition that had not rolled replayed its
+        # whole log on the event loop — in the chaos campaign an hour of batches, a broker
+        # stalled for seconds.
+        snapshot = None
         end = self._producers.map_end_offset
+        if end == self._leo and end > self._log_start and end != self._snapshot_end:
+            snapshot = (end, self._producers.encode_snapshot())
+            self._snapshot_end = end
+        return CheckpointWrite(self._guard.generation, epochs, offsets, snapshot, self._recovery_point)
+
+    def write_checkpoint(self, job: CheckpointWrite) -> bool:
+        """Write what `begin_checkpoint` took; on any thread. False, writing nothing, if the log
+        changed its files since (a truncation, DeleteRecords, a compaction swap, a close)."""
+        with self._guard.current(job.generation) as current:
+            if not current:
+                return False
+            if job.epochs is not None:
+                self._epochs.write_entries(job.epochs)
+            for name, value in job.offsets:
+                self._offset_files[name].write(value, durable=True)
+                self._written[name] = value
+            if job.snapshot is not None:
+                self._write_checkpoint_snapshot(*job.snapshot, recovery_point=job.recovery_point)
+            return True
+
+    def _write_checkpoint_snapshot(self, end: int, data: bytes, *, recovery_point: int) -> None:
+        """Not fsynced, like the roll snapshot; the newest few are kept, and the newest at or
+        below the recovery point (what recovery after a crash can use)."""
         offsets = self._producers.snapshot_offsets()
-        if end != self._leo or (offsets and offsets[-1] >= end) or end <= self._log_start:
+        if offsets and offsets[-1] >= end:
             return
-        self._producers.take_snapshot(durable=False)
+        write_snapshot(self.fs, self.directory, end, data, durable=False)
         keep = set(offsets[len(offsets) - (_SNAPSHOTS_KEPT - 1):])
-        durable = [o for o in offsets if o <= self._recovery_point]  # what recovery after a crash can use
+        durable = [o for o in offsets if o <= recovery_point]
         keep.update(durable[-1:])
         self._producers.delete_snapshots(o for o in offsets if o not in keep)
 
@@ -594,24 +731,26 @@ class PartitionLog:
         next open re-validates nothing."""
         if self._closed:
             return
-        self.flush()
-        self._producers.map_end_offset = self._leo
-        self._producers.take_snapshot(durable=True)
-        self.checkpoint()
-        for seg in self._segments:
-            seg.close()
-        unlink_all(self.fs, self.take_retired_files())
-        self._closed = True
+        with self._guard.changing():  # whatever is still queued for the I/O thread is dropped
+            self.flush()
+            self._producers.map_end_offset = self._leo
+            self._producers.take_snapshot(durable=True)
+            self.checkpoint()
+            for seg in self._segments:
+                seg.close()
+            unlink_all(self.fs, self.take_retired_files())
+            self._closed = True
 
     def delete(self) -> None:
         """Remove the partition's directory and everything in it."""
-        for seg in self._segments:
-            try:
-                seg.close()
-            except OSError:
-                pass
-        self._closed = True
-        self.fs.remove_tree(self.directory)
+        with self._guard.changing():
+            for seg in self._segments:
+                try:
+                    seg.close()
+                except OSError:
+                    pass
+            self._closed = True
+            self.fs.remove_tree(self.directory)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -707,30 +846,36 @@ class PartitionLog:
 
         Batches are never split: one straddling `offset` is dropped whole and the log end
         becomes its base offset.
+
+        Done here, durably, before the caller appends at the new end (the recovery-point file
+        must be lowered before an offset is rewritten), under the WriteGuard: a checkpoint or
+        roll write taken before is dropped, and one running is waited for.
         """
         self._check_open()
         if offset >= self._leo:
             return
-        if offset < self._log_start or offset <= self._segments[0].base_offset:
-            self.truncate_fully_and_start_at(offset)
-            return
-        while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
-            self._segments.pop().delete()
-            self._bases.pop()
-        seg = self._segments[-1]
-        seg.truncate_to(offset)
-        new_end = seg.next_offset
-        if new_end < self._log_start:
-            self.truncate_fully_and_start_at(offset)
-            return
-        self._leo = new_end
-        self._after_truncation()
-        seg.flush()
-        self.fs.fsync_dir(self.directory)
+        with self._guard.changing():
+            if offset < self._log_start or offset <= self._segments[0].base_offset:
+                self.truncate_fully_and_start_at(offset)
+                return
+            while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+                self._segments.pop().delete()
+                self._bases.pop()
+            seg = self._segments[-1]
+            seg.truncate_to(offset)
+            new_end = seg.next_offset
+            if new_end < self._log_start:
+                self.truncate_fully_and_start_at(offset)
+                return
+            self._leo = new_end
+            self._after_truncation()
+            seg.flush()
+            self.fs.fsync_dir(self.directory)
 
     def _after_truncation(self) -> None:
         leo = self._leo
         self._truncations += 1
+        self._snapshot_end = -1
         self._synced = min(self._synced, leo)
         self._hw = min(self._hw, leo)
         self._epochs.truncate_from_end(leo)
@@ -748,24 +893,26 @@ class PartitionLog:
         if written_rp is None or written_rp > leo:
             self._rp_file.write(self._recovery_point, durable=True)
             self._written[RECOVERY_POINT_FILE] = self._recovery_point
-        self._epochs.write(durable=True)
+        self._epochs.write()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start an empty log at `offset` (a follower far behind)."""
         self._check_open()
-        for seg in reversed(self._segments):
-            seg.delete()
-        now = self._now()
-        self._segments = [LogSegment.create(self.fs, self.directory, offset, self.config, now)]
-        self._bases = [offset]
-        self._log_start = self._leo = self._hw = self._recovery_point = offset
-        self._truncations += 1
-        self._producers.delete_snapshots(self._producers.snapshot_offsets())
-        self._producers.clear(offset)
-        self._epochs.clear()
-        self._mark_dir_dirty()
-        self.flush()
-        self.checkpoint()
+        with self._guard.changing():
+            for seg in reversed(self._segments):
+                seg.delete()
+            now = self._now()
+            self._segments = [LogSegment.create(self.fs, self.directory, offset, self.config, now)]
+            self._bases = [offset]
+            self._log_start = self._leo = self._hw = self._recovery_point = offset
+            self._truncations += 1
+            self._snapshot_end = -1
+            self._producers.delete_snapshots(self._producers.snapshot_offsets())
+            self._producers.clear(offset)
+            self._epochs.clear()
+            self._mark_dir_dirty()
+            self.flush()
+            self.checkpoint()
 
     def apply_retention(self, now_ms: int | None = None) -> int:
         """Delete old segments by age and total size; returns how many were deleted.
@@ -823,8 +970,7 @@ class PartitionLog:
         first_base = self._segments[0].base_offset
         self._log_start = max(self._log_start, first_base)
         self._recovery_point = max(self._recovery_point, first_base)
-        self._epochs.truncate_from_start(self._log_start)
-        self._epochs.write(durable=False)
+        self._epochs.truncate_from_start(self._log_start)  # its file follows at the next checkpoint
         self._producers.delete_snapshots_below(first_base)
 
     def delete_records_before(self, offset: int) -> int:
@@ -844,8 +990,9 @@ class PartitionLog:
                              f"cannot delete records up to {offset}: outside [0, high watermark {self._hw}]")
         if offset <= self._log_start:
             return self._log_start
-        self._log_start_file.write(offset, durable=True)
-        self._written[LOG_START_OFFSET_FILE] = offset
+        with self._guard.changing():
+            self._log_start_file.write(offset, durable=True)
+            self._written[LOG_START_OFFSET_FILE] = offset
         self._log_start = offset
         self._delete_below_log_start()
         self._after_head_deletion()

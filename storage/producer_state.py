@@ -75,6 +75,13 @@ def snapshot_path(directory: Path, offset: int) -> Path:
     return directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
 
 
+def write_snapshot(fs: FileSystem, directory: Path, offset: int, data: bytes, *, durable: bool) -> Path:
+    """Write an encoded snapshot (ProducerStateManager.encode_snapshot) as of `offset`."""
+    path = snapshot_path(directory, offset)
+    atomic_write(fs, path, data, durable=durable)
+    return path
+
+
 def in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
@@ -317,6 +324,11 @@ class ProducerStateManager:
 
     def take_snapshot(self, *, durable: bool) -> Path:
         """Write the state as of map_end_offset to `<map_end_offset>.snapshot`."""
+        return write_snapshot(self.fs, self.directory, self.map_end_offset, self.encode_snapshot(), durable=durable)
+
+    def encode_snapshot(self) -> bytes:
+        """The state as of map_end_offset, as a snapshot file holds it (to write on any thread:
+        write_snapshot)."""
         parts = []
         for e in self.producers.values():
             txn = -1 if e.current_txn_first_offset is None else e.current_txn_first_offset
@@ -325,10 +337,7 @@ class ProducerStateManager:
             parts.extend(_SNAP_BATCH.pack(*b) for b in e.batches)
         body = struct.pack(">qi", self.map_end_offset, len(self.producers)) + b"".join(parts)
         crc = crc32c.crc32c(body)
-        data = struct.pack(">hI", SNAPSHOT_VERSION, crc) + body
-        path = snapshot_path(self.directory, self.map_end_offset)
-        atomic_write(self.fs, path, data, durable=durable)
-        return path
+        return struct.pack(">hI", SNAPSHOT_VERSION, crc) + body
 
     def _read_snapshot(self, path: Path) -> tuple[int, list[ProducerEntry]]:
         data = self.fs.read(path)

@@ -25,6 +25,7 @@ import structlog
 from protocol.batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, BatchHeader, compute_crc, read_header
 from protocol.errors import ErrorCode, KafkaError
 
+from ._index import IndexWrite
 from .config import LogConfig
 from .fs import File, FileSystem
 from .offset_index import OffsetIndex
@@ -187,14 +188,18 @@ class LogSegment:
         self.time_index.flush()
         self.txn_index.flush()
 
-    def seal(self) -> None:
+    def seal(self) -> list[IndexWrite]:
         """The segment stops being active: record its largest timestamp as the final time-index
-        entry (what time retention reads later) and persist the indexes (no fsync)."""
+        entry (what time retention reads later). Returns the index entries to write (no fsync
+        needed), for the caller to write off its thread: a sealed segment's entries no longer change."""
         self.ensure_tail()
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-        self.index.persist()
-        self.time_index.persist()
+        return self.take_index_writes()
+
+    def take_index_writes(self) -> list[IndexWrite]:
+        """The offset- and time-index entries not yet in their files (see IndexWrite)."""
+        return [self.index.take_write(), self.time_index.take_write()]
 
     # -- state ---------------------------------------------------------------------------------
     @property

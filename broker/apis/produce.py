@@ -68,9 +68,28 @@ def append_to(ctx: BrokerContext, part: Partition, records: memoryview | bytes, 
                                     log_start_offset=res.log_start_offset), res
 
 
+async def flushed(ctx: BrokerContext, resp: PartitionProduceResponse,
+                  flush: asyncio.Future[None]) -> PartitionProduceResponse:
+    """The answer once the flush the topic's flush policy asked for after this append ran
+    (flush_messages=1: nothing acknowledged is lost to a power failure); KAFKA_STORAGE_ERROR
+    if the disk refused it."""
+    try:
+        await flush
+    except Exception as e:
+        log.error("flush failed", error=repr(e))
+        ctx.metrics.produce_errors[ErrorCode.KAFKA_STORAGE_ERROR.name] += 1
+        return dataclasses.replace(resp, error_code=ErrorCode.KAFKA_STORAGE_ERROR)
+    return resp
+
+
 async def replicated(ctx: BrokerContext, part: Partition, res: AppendResult, resp: PartitionProduceResponse,
-                     timeout_ms: int) -> PartitionProduceResponse:
-    """acks=all: the answer once the in-sync replicas have the batch (or why they never will)."""
+                     timeout_ms: int, flush: asyncio.Future[None] | None = None) -> PartitionProduceResponse:
+    """acks=all: the answer once the in-sync replicas have the batch (or why they never will),
+    and the flush policy's flush of it ran."""
+    if flush is not None:
+        resp = await flushed(ctx, resp, flush)
+        if resp.error_code:
+            return resp
     error = await part.replicated(res.last_offset + 1, max(timeout_ms, 0) / 1000)
     if not error:
         return resp
@@ -143,8 +162,11 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                                                       base_offset=-1, error_message="null record set"))
             else:
                 resp, res = append_to(ctx, part, pd.records, transactional, req.acks, guard)
+                flush = part.flush_wait if res is not None and req.acks != 0 else None
                 if res is not None and req.acks == -1 and not broken("acks"):
-                    waits.append((parts, len(parts), replicated(ctx, part, res, resp, req.timeout_ms)))
+                    waits.append((parts, len(parts), replicated(ctx, part, res, resp, req.timeout_ms, flush)))
+                elif flush is not None:
+                    waits.append((parts, len(parts), flushed(ctx, resp, flush)))
                 parts.append(resp)
         responses.append(TopicProduceResponse(name=name, partition_responses=parts))
     if waits:

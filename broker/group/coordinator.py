@@ -219,11 +219,12 @@ class GroupCoordinator:
         self._wake.set()
 
     def _write(self, writes: list[Write], *, producer_id: int = -1, producer_epoch: int = -1,
-               guard: VerificationGuard | None = None) -> tuple[int, list[tuple[Partition, int]]]:
+               guard: VerificationGuard | None = None
+               ) -> tuple[int, list[tuple[Partition, int, asyncio.Future[None] | None]]]:
         """Append the records, one batch per partition: the first offset of the last batch, and
-        each partition written with the offset its batch ends before. A transaction's offsets
-        carry the `guard` of their KIP-890 check (raises INVALID_TXN_STATE if the transaction's
-        marker landed since)."""
+        each partition written with the offset its batch ends before and the flush its flush
+        policy asked for (if any). A transaction's offsets carry the `guard` of their KIP-890
+        check (raises INVALID_TXN_STATE if the transaction's marker landed since)."""
         by_partition: dict[int, list[Write]] = defaultdict(list)
         for w in writes:
             by_partition[w.partition].append(w)
@@ -238,7 +239,7 @@ class GroupCoordinator:
                                 transactional=producer_id >= 0)
             res = partition.append(batch, AppendOrigin.COORDINATOR, guard=guard)
             first = res.first_offset
-            written.append((partition, res.last_offset + 1))
+            written.append((partition, res.last_offset + 1, partition.flush_wait))
         return first, written
 
     async def _commit(self, plan: CommitPlan, guard: VerificationGuard | None = None) -> dict[TopicPartition, int]:
@@ -259,7 +260,9 @@ class GroupCoordinator:
                 # replicas catch up, and must find them — registered afterwards they would wait
                 # for a marker that already passed, and require_stable fetches would never settle.
                 self.sm.offsets_written(plan, first)
-            for partition, end in written:
+            for partition, end, flush in written:
+                if flush is not None:
+                    await flush  # flush_messages=1: answered once on disk, as a produce is
                 code = await partition.replicated(end, COMMIT_TIMEOUT_S)
                 if code:
                     raise KafkaError(code, "offsets not replicated")

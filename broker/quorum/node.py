@@ -23,7 +23,12 @@ KRaft's shape of Raft:
 
 Durability rule for the caller: everything in a Ready (epoch, vote, truncation, entries,
 snapshot) is on disk before any of its messages leaves, so a vote or an acknowledged append is
-never forgotten by a crash. No input may be fed between `ready()` and `advance()`.
+never forgotten by a crash; its committed entries are applied after that, then `advance`. One
+Ready at a time: `ready()` hands over everything pending and the next is taken only after
+`advance()`. In between the node may be fed (etcd's contract): the broker persists on an I/O
+thread (broker/quorum/shell.py), and ticks, messages and proposals keep arriving meanwhile.
+What they change goes into the next Ready, whose messages leave only after it, and so after
+this one, is durable: a message never depends on state that is not yet on disk.
 """
 
 from __future__ import annotations
@@ -137,6 +142,7 @@ class QuorumNode:
         self._restore: Snapshot | None = None
         self._out: list[tuple[int, Message]] = []
         self._applied = self.log_start  # the caller restores the snapshot itself on start
+        self._taken_end: int | None = None  # log end when the Ready being persisted was taken
         if len(voters) == 1:
             self._become_candidate()
 
@@ -276,15 +282,21 @@ class QuorumNode:
 
     # ---- output ----------------------------------------------------------------------------------
     def has_ready(self) -> bool:
+        """Something to persist, send or apply, and no Ready outstanding (taken, not advanced)."""
+        if self._taken_end is not None:
+            return False
         return bool(self._hs_dirty or self._truncated is not None or self._stable_end < self.log_end
                     or self._snapshot_dirty or self._out or self._restore
                     or self._applied < self.high_watermark)
 
     def ready(self) -> Ready:
+        """Everything pending, handed over: what changes from now on goes into the next Ready."""
+        if self._taken_end is not None:
+            raise AssertionError(f"node {self.id}: a Ready is still outstanding (advance() it first)")
         msgs, self._out = tuple(self._out), []
         start = max(self._applied, self.log_start)
         committed = tuple(self.log[start - self.log_start:self.high_watermark - self.log_start])
-        return Ready(
+        ready = Ready(
             hard_state=(self.epoch, self.voted_for) if self._hs_dirty else None,
             truncate_to=self._truncated,
             entries=tuple(self.log[self._stable_end - self.log_start:]) if self._stable_end >= self.log_start
@@ -294,15 +306,24 @@ class QuorumNode:
             restore=self._restore,
             committed=committed,
         )
-
-    def advance(self, ready: Ready) -> None:
         self._hs_dirty = False
         self._truncated = None
         self._snapshot_dirty = None
         self._restore = None
-        self._stable_end = self.log_end
+        self._taken_end = self.log_end
+        return ready
+
+    def advance(self, ready: Ready) -> None:
+        """`ready` is durable and applied. Entries appended since it was taken are not (the next
+        Ready carries them), nor those a truncation since then dropped and may re-append."""
+        taken_end = self._taken_end
+        if taken_end is None:
+            raise AssertionError(f"node {self.id}: advance() without an outstanding Ready")
+        self._taken_end = None
+        durable = taken_end if self._truncated is None else min(taken_end, self._truncated)
+        self._stable_end = min(durable, self.log_end)
         if ready.committed:
-            self._applied = ready.committed[-1].offset + 1
+            self._applied = max(self._applied, ready.committed[-1].offset + 1)
         self._applied = max(self._applied, self.log_start)
         if self.role == Role.LEADER:
             self._maybe_commit()  # our own entries count once they are on our disk

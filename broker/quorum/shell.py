@@ -1,9 +1,16 @@
 """The quorum node's asyncio shell: ticks it, persists its Readies, carries its messages over TCP.
 
 The node (node.py) decides; this only does I/O, in the order the node demands: a Ready is
-persisted (QuorumStore, fsynced) before any of its messages leaves, and applied after. The
-persist runs on the loop: the metadata log takes a few small appends a second, and keeping it
-synchronous means no input can reach the node between `ready()` and `advance()`.
+persisted (QuorumStore, fsynced) before any of its messages leaves, its committed entries are
+applied after that, then the node advances; one Ready at a time. The persist runs on an I/O
+thread of the quorum's own: an fsync of the metadata log can take seconds on a busy disk, and on
+the event loop it stalled every request, lease and heartbeat of the broker (the chaos campaigns
+saw three brokers stalled together). Meanwhile the node keeps being ticked and fed messages and
+proposals (node.py's contract allows it); what they produce waits for the next Ready, which is
+taken once the one in flight is done. A Ready with nothing to write (most: a fetch answered, an
+entry committed) is handled on the spot, without a trip to the thread. A persist that fails
+stops the node for good (`failed`): it cannot know what reached the disk, so it must not vote
+or acknowledge anything again before a restart reloads what did.
 
 Messages become Kafka's KRaft requests on the voters' controller listeners (wire_codec.py). The
 node's messages are one-way; Kafka's are request/response. An incoming request is fed to the
@@ -15,9 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import functools
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,7 +53,7 @@ from .messages import (
     VoteRequest,
     VoteResponse,
 )
-from .node import QuorumConfig, QuorumNode, Role
+from .node import QuorumConfig, QuorumNode, Ready, Role
 from .store import QuorumStore
 
 log = structlog.get_logger()
@@ -97,26 +106,36 @@ class QuorumShell:
         self.committed_entries = 0
         self.on_role_change: Callable[[Role], None] = lambda role: None
         self._seen: tuple[Role, int] | None = None  # role and epoch last reported
+        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ketch-quorum-io")
+        self._persisting: asyncio.Future[None] | None = None  # the Ready being written, if any
+        self.failed: BaseException | None = None  # a persist failed: the node is stopped
+        self._stopped = False
 
     # ---- lifecycle -----------------------------------------------------------------------------
-    def start(self) -> None:
-        persisted = self.store.load()
+    async def start(self) -> None:
+        """Load the durable state and start the node; returns once its first Readies are done,
+        so a node alone has become leader and applied the whole metadata log by then."""
+        loop = asyncio.get_running_loop()
+        persisted = await loop.run_in_executor(self._io, self.store.load)
         if persisted.snapshot is not None:
             self.on_restore(persisted.snapshot)
         self.node = QuorumNode(self.id, frozenset(self.voters), persisted, self.cfg)
         self._drain()
-        self._ticker = asyncio.get_running_loop().create_task(self._tick_loop())
+        await self._settle()
+        self._ticker = loop.create_task(self._tick_loop())
         log.info("metadata quorum started", node_id=self.id, voters=sorted(self.voters), epoch=persisted.epoch,
                  log_end=self.node.log_end)
 
     async def stop(self) -> None:
         if self._ticker:
             self._ticker.cancel()
-        if self.node is not None and self.node.role == Role.LEADER and len(self.voters) > 1:
+        await self._settle(timeout=REPLY_TIMEOUT_S)
+        if self.node is not None and self.node.role == Role.LEADER and len(self.voters) > 1 and self.failed is None:
             # A clean shutdown hands leadership over (EndQuorumEpoch) instead of leaving the
             # voters to notice the silence a fetch timeout later.
             self.node.resign()
             self._drain()
+            await self._settle(timeout=REPLY_TIMEOUT_S)
             handover = [t for t in self._tasks if not t.done()]
             if handover:
                 await asyncio.wait(handover, timeout=1.0)
@@ -126,9 +145,21 @@ class QuorumShell:
         for c in self._conns.values():
             c.close()
         self._conns.clear()
+        self._stopped = True  # no Ready is taken any more: what is left in the node is dropped
+        self._io.shutdown(wait=False)  # a write still running finishes before the process exits
+
+    async def _settle(self, timeout: float | None = None) -> None:
+        """Wait until no Ready is being written (each write may start the next one)."""
+        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
+        while (fut := self._persisting) is not None:
+            left = None if deadline is None else deadline - asyncio.get_running_loop().time()
+            if left is not None and left <= 0:
+                log.warning("metadata log write still running", seconds=timeout)
+                return
+            await asyncio.wait([fut], timeout=left)
 
     async def _tick_loop(self) -> None:
-        while True:
+        while self.failed is None:
             await asyncio.sleep(TICK_S)
             assert self.node is not None
             self.node.tick()
@@ -148,22 +179,30 @@ class QuorumShell:
         assert node is not None
         if node.role != Role.LEADER or len(self.voters) == 1 or node.epoch != self._appended_epoch:
             return
+        if node.log_end > self._appended_end:
+            return  # an entry waits for the Ready being written: it renews the lease once it goes out
         last = self._appended[-1][1] if self._appended else float("-inf")
         if asyncio.get_running_loop().time() - last >= self._lease_window_s / 4:
             node.propose(NOOP)
 
     # ---- the node's Readies ------------------------------------------------------------------------
     def _drain(self) -> None:
+        """Act on the node's Readies after an input; with a Ready being written, the write's
+        completion does it (the input's effects wait in the node for the next Ready)."""
         node = self.node
         assert node is not None
-        self._drain_ready(node)
+        if self._persisting is None and self.failed is None and not self._stopped:
+            self._drain_ready(node)
         if (node.role, node.epoch) != self._seen:
             self._seen = (node.role, node.epoch)
             log.info("quorum role changed", role=node.role.value, epoch=node.epoch, leader=node.leader)
-            for fut in (f for _, f in self._proposals.values() if not f.done()):
-                fut.set_result(False)  # a proposal of a lost leadership may never commit
-            self._proposals.clear()
+            self._fail_proposals()  # a proposal of a lost leadership may never commit
             self.on_role_change(node.role)
+
+    def _fail_proposals(self) -> None:
+        for fut in (f for _, f in self._proposals.values() if not f.done()):
+            fut.set_result(False)
+        self._proposals.clear()
 
     def _stamp_appends(self, node: QuorumNode) -> None:
         """Date the entries this leader appended since the last drain, before any message that
@@ -185,25 +224,56 @@ class QuorumShell:
         while node.has_ready():
             self._stamp_appends(node)
             ready = node.ready()
-            self.store.persist(ready)
-            for dst, msg in ready.messages:
-                self._route(dst, msg)
-            if ready.restore is not None:
-                self.on_restore(ready.restore)
-            for e in ready.committed:
-                self.committed_entries += 1
-                self.replayed += 1
-                self._since_snapshot += 1
-                if e.data:
-                    self.on_commit(e)
-                waiting = self._proposals.pop(e.offset, None)
-                if waiting is not None and not waiting[1].done():
-                    waiting[1].set_result(waiting[0] == e.data)
-            node.advance(ready)
-            if ready.committed and self.snapshot_every and self.snapshot_state is not None \
-                    and self._since_snapshot >= self.snapshot_every:
-                node.take_snapshot(ready.committed[-1].offset + 1, self.snapshot_state())
-                self._since_snapshot = 0
+            if ready.hard_state is None and ready.truncate_to is None and not ready.entries \
+                    and ready.snapshot is None:
+                self._act_on(node, ready)  # nothing to make durable
+                continue
+            fut = asyncio.get_running_loop().run_in_executor(self._io, self.store.persist, ready)
+            self._persisting = fut
+            fut.add_done_callback(functools.partial(self._persisted, ready=ready))
+            return
+
+    def _persisted(self, fut: asyncio.Future[None], *, ready: Ready) -> None:
+        """On the loop, once the I/O thread is done with `ready`."""
+        self._persisting = None
+        node = self.node
+        assert node is not None
+        error = fut.exception() if not fut.cancelled() else RuntimeError("metadata log write cancelled")
+        if error is not None:
+            self.failed = error
+            log.critical("metadata log write failed: this node stops taking part in the quorum until it "
+                         "restarts", error=repr(error))
+            self._fail_proposals()
+            for waiters in self._waiting.values():
+                for w in waiters:
+                    if not w.done():
+                        w.set_result(None)
+            if self._ticker is not None:
+                self._ticker.cancel()
+            return
+        self._act_on(node, ready)
+        self._drain()
+
+    def _act_on(self, node: QuorumNode, ready: Ready) -> None:
+        """`ready` is durable: send its messages, apply what it committed, advance."""
+        for dst, msg in ready.messages:
+            self._route(dst, msg)
+        if ready.restore is not None:
+            self.on_restore(ready.restore)
+        for e in ready.committed:
+            self.committed_entries += 1
+            self.replayed += 1
+            self._since_snapshot += 1
+            if e.data:
+                self.on_commit(e)
+            waiting = self._proposals.pop(e.offset, None)
+            if waiting is not None and not waiting[1].done():
+                waiting[1].set_result(waiting[0] == e.data)
+        node.advance(ready)
+        if ready.committed and self.snapshot_every and self.snapshot_state is not None \
+                and self._since_snapshot >= self.snapshot_every:
+            node.take_snapshot(ready.committed[-1].offset + 1, self.snapshot_state())
+            self._since_snapshot = 0
 
     def _route(self, dst: int, msg: Message) -> None:
         waiters = self._waiting.get((dst, type(msg)))
@@ -222,7 +292,7 @@ class QuorumShell:
     async def ask(self, src: int, msg: Message, reply: type) -> Any:
         """Feed `msg` from `src` to the node and wait for its reply of type `reply` (None on timeout)."""
         node = self.node
-        if node is None:
+        if node is None or self.failed is not None:
             return None
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting.setdefault((src, reply), deque()).append(fut)
@@ -236,7 +306,7 @@ class QuorumShell:
             return None
 
     def tell(self, src: int, msg: Message) -> None:
-        if self.node is None:
+        if self.node is None or self.failed is not None:
             return
         self.node.receive(src, msg)
         self._drain()
@@ -284,21 +354,21 @@ class QuorumShell:
                 stale.close()
             log.debug("quorum request failed", to=dst, message=type(msg).__name__, error=str(e))
             return
-        if back is not None and self.node is not None:
+        if back is not None and self.node is not None and self.failed is None:
             self.node.receive(dst, back)
             self._drain()
 
     # ---- proposals (the active controller) -----------------------------------------------------------
     @property
     def serving(self) -> bool:
-        return self.node is not None and self.node.serving
+        return self.node is not None and self.node.serving and self.failed is None
 
     def leader_confirmed(self) -> bool:
         """Leading, and holding the lease (lease.py): no other controller can have been elected.
         Measured on the loop's monotonic clock, not in ticks: a node whose loop stalled (or that
         was paused) counts the time it missed."""
         node = self.node
-        if node is None or node.role != Role.LEADER or node.epoch != self._appended_epoch:
+        if node is None or node.role != Role.LEADER or node.epoch != self._appended_epoch or self.failed is not None:
             return False
         now, window = asyncio.get_running_loop().time(), self._lease_window_s
         while len(self._appended) > 1 and now - self._appended[1][1] >= window:
@@ -316,7 +386,7 @@ class QuorumShell:
         """Append `data` to the metadata log; True once it is committed, False if this node
         stopped leading before that (the entry may be lost) or the timeout passed."""
         node = self.node
-        if node is None or not node.serving:
+        if node is None or not self.serving:
             return False
         offset = node.propose(data)
         if offset is None:

@@ -3,8 +3,9 @@
 Many QuorumNodes in one process, one seeded RNG deciding everything: which message arrives next
 (so messages are delayed and reordered), which are dropped or duplicated, when the network
 splits and heals, when a node crashes (losing whatever it had not persisted: its pending Ready
-is thrown away) and restarts from its durable state, when a node processes its Ready, takes a
-snapshot, hands leadership over (EndQuorumEpoch), or when the leader is given a proposal. After every step the checker verifies Raft's
+is thrown away) and restarts from its durable state, when a node takes its Ready and when the
+persist of that Ready completes (in between, the node keeps receiving messages, ticks and
+proposals, as the shell's node does while its I/O thread writes), takes a snapshot, hands leadership over (EndQuorumEpoch), or when the leader is given a proposal. After every step the checker verifies Raft's
 safety properties:
 
 * at most one leader per epoch (ever);
@@ -42,6 +43,7 @@ class SimNode:
     applied: list[bytes] = field(default_factory=list)  # the state machine: payloads in order
     next_offset: int = 0  # the offset the state machine applies next
     alive: bool = True
+    persisting: Ready | None = None  # taken from the node and being written (the shell's I/O thread)
     was_leader_in: int = -1  # the epoch in which completeness was last checked
 
 
@@ -109,8 +111,15 @@ class QuorumSim:
     def _connected(self, a: int, b: int) -> bool:
         return self.groups is None or any(a in g and b in g for g in self.groups)
 
-    def _process_ready(self, sn: SimNode) -> None:
-        ready = sn.node.ready()
+    def _take_ready(self, sn: SimNode) -> None:
+        sn.persisting = sn.node.ready()
+
+    def _persisted(self, sn: SimNode) -> None:
+        """The persist of the Ready in flight returned: only now its messages leave and its
+        committed entries are applied, then the node advances."""
+        ready = sn.persisting
+        assert ready is not None
+        sn.persisting = None
         sn.disk = _apply_to_disk(sn.disk, ready)
         for dst, msg in ready.messages:
             self.wire.append((sn.node.id, dst, msg))
@@ -172,11 +181,18 @@ class QuorumSim:
                     target.node.receive(src, msg)
                     self.trace.append(f"{src}->{dst} {msg}")
         elif r < 0.84:
-            ready = [sn for sn in alive if sn.node.has_ready()]
-            if ready:
-                sn = self.rng.choice(ready)
-                self._process_ready(sn)
-                self.trace.append(f"ready {sn.node.id}")
+            busy = [sn for sn in alive if sn.persisting is not None or sn.node.has_ready()]
+            if busy:
+                sn = self.rng.choice(busy)
+                if sn.persisting is None:
+                    self._take_ready(sn)
+                    self.trace.append(f"ready {sn.node.id}")
+                    if self.rng.random() < 0.5:  # a fast disk: the persist returns in the same step
+                        self._persisted(sn)
+                        self.trace.append(f"persisted {sn.node.id}")
+                else:
+                    self._persisted(sn)
+                    self.trace.append(f"persisted {sn.node.id}")
         elif r < 0.90:
             for sn in alive:
                 if sn.node.role == Role.LEADER:
@@ -190,7 +206,8 @@ class QuorumSim:
                     self.trace.append(f"resign {sn.node.id}")
         elif r < 0.92:
             sn = self.rng.choice(alive) if alive else None
-            if sn is not None and sn.next_offset > sn.node.log_start:
+            # the shell snapshots right after an advance, never while a persist is in flight
+            if sn is not None and sn.persisting is None and sn.next_offset > sn.node.log_start:
                 end = sn.next_offset
                 data = json.dumps([d.hex() for d in sn.applied]).encode()
                 sn.node.take_snapshot(end, data)
@@ -210,6 +227,9 @@ class QuorumSim:
             sn = self.rng.choice(list(self.nodes.values()))
             if sn.alive:
                 sn.alive = False  # its unprocessed Ready (unpersisted state, unsent messages) is lost
+                if sn.persisting is not None and self.rng.random() < 0.5:
+                    sn.disk = _apply_to_disk(sn.disk, sn.persisting)  # written, but nothing sent yet
+                sn.persisting = None
                 self.trace.append(f"crash {sn.node.id}")
             else:
                 self.nodes[sn.node.id] = self._boot(sn.node.id, sn.disk)

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from broker.group_commit import GroupCommit
 from broker.housekeeping import compact
+from broker.log_io import LogIO
 from broker.partition import AppendOrigin, Isolation, Partition
 from broker.replication.replica_state import Assignment
 from protocol.records import Record, build_batch, decode_batches
@@ -137,7 +139,8 @@ async def test_retention_unlinks_files_in_a_worker_thread(tmp_path: Path, monkey
     for k in range(10):
         _put(p, k, b"x" * 100)
     files_before = {f.name for f in (tmp_path / "r-0").iterdir()}
-    keeper = housekeeping.Housekeeper(None, ManualClock(NOW), 1000, 1000, 1000)  # type: ignore[arg-type]
+    keeper = housekeeping.Housekeeper(None, ManualClock(NOW), 1000, 1000, 1000,  # type: ignore[arg-type]
+                                      log_io=LogIO(), group_commit=GroupCommit())
     await keeper.tidy(p, retention_due=True, expiry_due=False)
     assert threads and threading.get_ident() not in threads
     files_after = {f.name for f in (tmp_path / "r-0").iterdir()}

@@ -14,7 +14,9 @@ from broker.quorum.node import Persisted, QuorumNode, Role
 
 
 def _answer(node: QuorumNode) -> VoteResponse:
-    [(_, resp)] = [m for m in node.ready().messages if isinstance(m[1], VoteResponse)]
+    ready = node.ready()
+    node.advance(ready)  # one Ready at a time: the next is taken only after this
+    [(_, resp)] = [m for m in ready.messages if isinstance(m[1], VoteResponse)]
     assert isinstance(resp, VoteResponse)
     return resp
 

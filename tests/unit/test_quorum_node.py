@@ -123,20 +123,27 @@ def test_a_follower_behind_the_log_start_catches_up_from_the_snapshot() -> None:
     assert net.applied[behind] == [b"state-after-%d" % leader.log_start, b"after"]
 
 
+def _sent(n: QuorumNode) -> tuple[tuple[int, Message], ...]:
+    """The messages of `n`'s next Ready (taken and advanced: one Ready at a time)."""
+    r = n.ready()
+    n.advance(r)
+    return r.messages
+
+
 def test_stale_epochs_and_strangers_are_refused() -> None:
     net = Net()
     net.ticks(20)
     leader = net.leader()
     follower = next(n for n in net.nodes.values() if n is not leader)
     for n in (leader, follower):
-        n.advance(n.ready())  # what was pending goes unsent: only the answers below are looked at
+        _sent(n)  # what was pending goes unsent: only the answers below are looked at
     follower.receive(leader.id, VoteRequest(leader.epoch - 1, leader.id, 100, 100, pre_vote=False))
-    [(dst, resp)] = follower.ready().messages
+    [(dst, resp)] = _sent(follower)
     assert isinstance(resp, VoteResponse) and not resp.granted and resp.epoch == leader.epoch
     leader.receive(99, FetchRequest(leader.epoch, 99, 0, -1))  # not a voter: ignored
-    assert not leader.ready().messages
+    assert not _sent(leader)
     leader.receive(follower.id, FetchRequest(leader.epoch - 1, follower.id, 0, -1))
-    [(_, fenced)] = leader.ready().messages
+    [(_, fenced)] = _sent(leader)
     assert getattr(fenced, "fenced", False) and fenced.epoch == leader.epoch  # type: ignore[union-attr]
 
 
@@ -164,3 +171,29 @@ def test_a_resigning_leader_hands_over_without_a_fetch_timeout() -> None:
     new = net.leader()
     assert new is not old and new.epoch == epoch + 1
     assert old.role == Role.FOLLOWER and old.leader == new.id
+
+
+def test_input_while_a_ready_is_persisted_goes_into_the_next_ready() -> None:
+    """The shell persists a Ready on an I/O thread and keeps feeding the node meanwhile: what
+    that input changes is neither counted durable nor dropped by the advance of the Ready in
+    flight, but carried by the next one."""
+    n = QuorumNode(1, frozenset({1}), Persisted(), CFG)  # alone: leads at once
+    first = n.ready()
+    assert [e.offset for e in first.entries] == [0] and not n.has_ready()
+    offset = n.propose(b"x")  # arrives while `first` is being written
+    n.advance(first)
+    second = n.ready()
+    assert [e.offset for e in second.entries] == [offset]  # still to be written
+    assert [e.offset for e in second.committed] == [0]  # not committed before it is on disk
+    n.advance(second)
+    assert [e.data for e in n.ready().committed] == [b"x"]
+
+    v = QuorumNode(2, frozenset({1, 2, 3}), Persisted(), CFG)
+    v.receive(1, VoteRequest(1, 1, -1, -1, pre_vote=False))
+    voted = v.ready()
+    assert voted.hard_state == (1, 1)
+    v.receive(3, VoteRequest(2, 3, -1, -1, pre_vote=False))  # a newer epoch, while the first vote is written
+    v.advance(voted)
+    again = v.ready()
+    assert again.hard_state == (2, 3)  # the second vote is persisted before its answer leaves
+    assert [m.granted for _, m in again.messages if isinstance(m, VoteResponse)] == [True]

@@ -308,7 +308,10 @@ def test_bad_input_rejected(tmp_path: Path) -> None:
     assert log.log_end_offset == 0
 
 
-def test_no_fsync_on_append_path_unless_policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_fsync_on_append_path_the_policy_says_when_to_flush(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 24: the append never fsyncs (the broker runs the policy's flush on its I/O thread);
+    # flush_due says when the policy wants one, maybe_flush runs it here.
     calls = []
     real = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd))[1])
@@ -316,22 +319,27 @@ def test_no_fsync_on_append_path_unless_policy(tmp_path: Path, monkeypatch: pyte
     lazy = open_log(tmp_path / "a-0", segment_bytes=size * 2)
     calls.clear()
     append_n(lazy, 7)  # includes three rolls
-    assert calls == []
+    assert calls == [] and not lazy.flush_due()
     eager = open_log(tmp_path / "b-0", flush_messages=1)
     calls.clear()
     eager.append(make_batch(1), leader_epoch=0)
-    assert calls  # log (and indexes) fsynced before append returned
-    assert eager.recovery_point == 1
+    assert calls == [] and eager.flush_due()
+    eager.maybe_flush()
+    assert calls  # log (and indexes) fsynced
+    assert eager.recovery_point == 1 and not eager.flush_due()
     clock = Clock(0)
     timed = open_log(tmp_path / "c-0", clock, flush_ms=1000)
     calls.clear()
     timed.append(make_batch(1), leader_epoch=0)
-    assert calls == []
+    assert not timed.flush_due()
     clock.now = 1500
     timed.append(make_batch(1), leader_epoch=0)
+    assert calls == [] and timed.flush_due()
+    timed.maybe_flush()
     assert calls and timed.recovery_point == 2
     timed.append(make_batch(1), leader_epoch=0)
-    clock.now = 2600  # no append comes: the broker's timer flushes
+    clock.now = 2600  # no append comes: the broker's housekeeping flushes
+    assert timed.flush_due()
     timed.maybe_flush()
     assert timed.recovery_point == 3
 

@@ -212,6 +212,7 @@ def test_sigkill_during_flushed_appends_loses_nothing_acknowledged(tmp_path: Pat
         batch = make_batch(3, value_size=300)
         while True:
             r = log.append(batch, leader_epoch=0)
+            log.maybe_flush()  # the flush policy's flush before the acknowledgement, as the broker does
             print(r.last_offset, flush=True)
     """)
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
