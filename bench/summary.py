@@ -25,6 +25,7 @@ FILES = {
     "transactions": "results-transactions.json",
     "client": "client-results.json",
     "pipeline": "results-pipeline.json",
+    "stalls": "results-stalls.json",
 }
 
 
@@ -37,6 +38,7 @@ class Row:
     reference_name: str
     goal: float  # a ratio, or an absolute figure when reference_name is empty
     note: str = ""
+    at_most: bool = False  # the goal is a ceiling (stalls), not a floor
 
     @property
     def ratio(self) -> float | None:
@@ -49,7 +51,9 @@ class Row:
     @property
     def met(self) -> bool | None:
         value = self.ratio if self.reference_name else self.ketch
-        return None if value is None else value >= self.goal
+        if value is None:
+            return None
+        return value <= self.goal if self.at_most else value >= self.goal
 
 
 def _load(directory: Path, name: str) -> dict[str, Any] | None:
@@ -109,11 +113,25 @@ def _pipeline_rows(data: dict[str, Any] | None) -> Iterator[Row]:
                   "" if transform == "passthrough" else "reported beside passthrough")
 
 
+def _stall_rows(data: dict[str, Any] | None) -> Iterator[Row]:
+    run = (data or {}).get("ketch-3", {})
+    brokers = run.get("brokers", {}) if isinstance(run, dict) else {}
+    values = [_num(b, "stalls_100ms") for b in brokers.values()]
+    counted = [v for v in values if v is not None]
+    total = float(sum(counted)) if counted and len(counted) == len(values) else None
+    minutes = run.get("minutes", "?") if isinstance(run, dict) else "?"
+    yield Row(f"event-loop stalls >= 100 ms, 3 brokers, {minutes} min produce + transactions", "stalls",
+              total, None, "", 0, at_most=True)
+    lat = run.get("produce", {}).get("latency_ms", {}) if isinstance(run, dict) else {}
+    yield Row("produce p99 under that load", "ms", _num(lat, "p99"), None, "", 0, "reported, no goal")
+
+
 def rows(directory: Path) -> list[Row]:
     return [*_throughput_rows(_load(directory, "throughput")),
             *_transaction_rows(_load(directory, "transactions")),
             *_client_rows(_load(directory, "client")),
-            *_pipeline_rows(_load(directory, "pipeline"))]
+            *_pipeline_rows(_load(directory, "pipeline")),
+            *_stall_rows(_load(directory, "stalls"))]
 
 
 def _fmt(v: float | None) -> str:
@@ -128,8 +146,8 @@ def render(table: list[Row]) -> str:
     for r in table:
         ratio = r.ratio
         goal = f">= {r.goal:g}x {r.reference_name}" if r.reference_name else (
-            f">= {r.goal:,.0f}" if r.goal else "-")
-        met = {True: "yes", False: "NO", None: "-"}[r.met if r.goal else None]
+            f"{'<=' if r.at_most else '>='} {r.goal:,.0f}" if r.goal or r.at_most else "-")
+        met = {True: "yes", False: "NO", None: "-"}[r.met if r.goal or r.at_most else None]
         lines.append((r.scenario, r.unit, _fmt(r.ketch),
                       f"{_fmt(r.reference)} ({r.reference_name})" if r.reference_name else "-",
                       "-" if ratio is None else f"{ratio:.2f}", goal, met))

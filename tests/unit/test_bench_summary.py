@@ -23,7 +23,12 @@ def test_ratios_come_from_figures_of_the_same_file_and_missing_ones_say_not_run(
     _write(tmp_path, "results-pipeline.json", {"results": [
         {"transform": "passthrough", "arrow": True, "rows_per_s": 250_000},
         {"transform": "passthrough", "arrow": False, "rows_per_s": 90_000}]})
+    _write(tmp_path, "results-stalls.json", {"ketch-3": {"minutes": 10, "brokers": {
+        "1": {"stalls_100ms": 0}, "2": {"stalls_100ms": 2}, "3": {"stalls_100ms": 0}},
+        "produce": {"latency_ms": {"p99": 40.5}}}})
     table = {r.scenario: r for r in rows(tmp_path)}
+    stalls = table["event-loop stalls >= 100 ms, 3 brokers, 10 min produce + transactions"]
+    assert (stalls.ketch, stalls.met) == (2.0, False)  # a ceiling of 0: two stalls miss it
 
     one = table["transactions of 1, 1 broker"]
     assert (one.ketch, one.reference, one.ratio, one.met) == (300.0, 600.0, 0.5, False)
