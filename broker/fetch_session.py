@@ -130,6 +130,9 @@ class FetchSessionCache:
     def __len__(self) -> int:
         return len(self._sessions)
 
+    def count(self, *, privileged: bool) -> int:
+        return sum(1 for s in self._sessions.values() if s.privileged == privileged)
+
     def get(self, session_id: int) -> FetchSession | None:
         return self._sessions.get(session_id)
 
