@@ -180,7 +180,7 @@ class ReplicaFetcher:
         return [p for p in parts if (p.topic, p.index) not in throttled], set(), self._quota.wait_s(now)
 
     def _fetch_state(self, p: Partition, throttled: bool) -> FetchState:
-        return FetchState(fetch_offset=p.log_end_offset, current_leader_epoch=p.leader_epoch,
+        return FetchState(topic_id=self._topic_id(p.topic), fetch_offset=p.log_end_offset, current_leader_epoch=p.leader_epoch,
                           last_fetched_epoch=p.log.latest_epoch, log_start_offset=p.log_start_offset,
                           max_bytes=self._max_bytes(throttled))
 
@@ -188,22 +188,21 @@ class ReplicaFetcher:
         version = conn.version_for(FetchRequest)
         if version < 12:
             raise WireError(f"the leader speaks Fetch up to v{version}; replication needs v12+")
-        by_topic: dict[str, list[FetchPartition]] = {}
+        by_topic: dict[tuple[str, uuid.UUID], list[FetchPartition]] = {}
         for (topic, index), st in plan.send.items():
-            by_topic.setdefault(topic, []).append(FetchPartition(
+            by_topic.setdefault((topic, st.topic_id), []).append(FetchPartition(
                 partition=index, current_leader_epoch=st.current_leader_epoch, fetch_offset=st.fetch_offset,
                 last_fetched_epoch=st.last_fetched_epoch, log_start_offset=st.log_start_offset,
                 partition_max_bytes=st.max_bytes))
-        forget: dict[str, list[int]] = {}
-        for topic, index in plan.forget:
-            forget.setdefault(topic, []).append(index)
+        forget: dict[tuple[str, uuid.UUID], list[int]] = {}
+        for (topic, index), topic_id in plan.forget:
+            forget.setdefault((topic, topic_id), []).append(index)
         return FetchRequest(
             replica_id=self.node_id, replica_state=ReplicaState(replica_id=self.node_id),
             max_wait_ms=FETCH_MAX_WAIT_MS, min_bytes=1, max_bytes=FETCH_MAX_BYTES,
             session_id=plan.session_id, session_epoch=plan.epoch,
-            topics=[FetchTopic(topic=t, topic_id=self._topic_id(t), partitions=ps) for t, ps in by_topic.items()],
-            forgotten_topics_data=[ForgottenTopic(topic=t, topic_id=self._topic_id(t), partitions=ps)
-                                   for t, ps in forget.items()])
+            topics=[FetchTopic(topic=t, topic_id=i, partitions=ps) for (t, i), ps in by_topic.items()],
+            forgotten_topics_data=[ForgottenTopic(topic=t, topic_id=i, partitions=ps) for (t, i), ps in forget.items()])
 
     def _max_bytes(self, throttled: bool) -> int:
         """A throttled replica asks for at most a second's worth at a time."""

@@ -14,6 +14,7 @@ No I/O here: broker/replication/fetcher.py sends the plans and reports the answe
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from protocol.errors import ErrorCode
@@ -25,8 +26,11 @@ Key = tuple[str, int]  # topic name, partition
 
 @dataclass(frozen=True, slots=True)
 class FetchState:
-    """What a fetch asks of one partition; any change is news for the leader."""
+    """What a fetch asks of one partition; any change is news for the leader. The topic id is
+    how a v13+ leader knows the partition: a topic deleted and created again under the same name
+    is another partition to it."""
 
+    topic_id: uuid.UUID
     fetch_offset: int
     current_leader_epoch: int
     last_fetched_epoch: int
@@ -39,7 +43,7 @@ class FetchPlan:
     session_id: int
     epoch: int
     send: dict[Key, FetchState]  # the partitions the request lists
-    forget: list[Key]  # the partitions it asks the leader to drop from the session
+    forget: list[tuple[Key, uuid.UUID]]  # the partitions (by the id the leader has) to drop from the session
     wanted: dict[Key, FetchState]  # the session as it stands once the leader has this request
 
     @property
@@ -58,7 +62,8 @@ class FollowerSession:
         if self.epoch == INITIAL_EPOCH:
             return FetchPlan(self.session_id, INITIAL_EPOCH, dict(wanted), [], dict(wanted))
         send = {k: st for k, st in wanted.items() if self._session.get(k) != st}
-        forget = [k for k in self._session if k not in wanted]
+        forget = [(k, st.topic_id) for k, st in self._session.items()
+                  if k not in wanted or wanted[k].topic_id != st.topic_id]
         return FetchPlan(self.session_id, self.epoch, send, forget, dict(wanted))
 
     def on_response(self, plan: FetchPlan, error_code: int, session_id: int) -> None:
