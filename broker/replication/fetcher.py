@@ -212,9 +212,15 @@ class ReplicaFetcher:
 
     def _apply(self, resp: FetchResponse, by_key: dict[tuple[str, int], Partition],
                throttled: set[tuple[str, int]]) -> tuple[bool, int]:
-        """Append what came; True if nothing moved (back off before the next fetch), and the
-        bytes that came for throttled replicas."""
+        """Append what came; True to back off before the next fetch, and the bytes that came
+        for throttled replicas. Only errors mean backing off: the leader answers them without
+        waiting, so fetching again at once would spin. An answer with nothing new has already
+        waited out the leader's long poll (and with a session lists nothing at all): fetching
+        again at once keeps a fetch parked at the leader, so the next append there reaches this
+        follower — and the acks=all produce waiting for it completes — without waiting out a
+        pause."""
         moved = False
+        failed = False
         throttled_bytes = 0
         by_id = {self._topic_id(p.topic): p.topic for p in by_key.values()}
         for t in resp.responses:
@@ -228,7 +234,7 @@ class ReplicaFetcher:
                         part.restart_at(pd.log_start_offset)
                         moved = True
                     elif pd.error_code:
-                        continue  # a leadership change the image will bring: wait for it
+                        failed = True  # a leadership change the image will bring: wait for it
                     elif pd.diverging_epoch.epoch >= 0:
                         part.truncate_to_divergence(pd.diverging_epoch.epoch, pd.diverging_epoch.end_offset)
                         moved = True
@@ -240,6 +246,7 @@ class ReplicaFetcher:
                         part.append_replicated(records, pd.high_watermark, pd.log_start_offset)
                         moved = moved or bool(records)
                 except KafkaError as e:
+                    failed = True
                     log.warning("replicated append failed", topic=part.topic, partition=part.index, error=e.code.name,
                                 message=e.message)
-        return not moved, throttled_bytes
+        return failed and not moved, throttled_bytes
