@@ -36,7 +36,7 @@ from protocol.messages.fetch import (
 )
 
 from ..broken import broken
-from ..fetch_session import FINAL_EPOCH, INVALID_SESSION_ID, FetchContext, Key, Kind, TopicKey
+from ..fetch_session import FINAL_EPOCH, INVALID_SESSION_ID, FetchContext, Key, Kind, Told, TopicKey
 from ..partition import Isolation
 
 if TYPE_CHECKING:
@@ -106,13 +106,31 @@ def _replica_read(part: Partition, fp: FetchPartition, limit: int, first: bool) 
     return _read(part, fp.fetch_offset, limit, Isolation.LOG_END, fp.current_leader_epoch, first)
 
 
+def _quiet(part: Partition, fp: FetchPartition, told: Told, replica: bool, isolation: Isolation) -> bool:
+    """Whether reading `part` could only give an answer an incremental response leaves out
+    (fetch_session.must_answer): no error, no divergence, nothing to read at the fetch position,
+    and the offsets the client last heard. Then the partition is not read: most of a session's
+    partitions have nothing to say on most fetches, and a read costs several times this check."""
+    plog = part.log
+    hw, lso, start, leo = plog.high_watermark, plog.last_stable_offset, plog.log_start_offset, plog.log_end_offset
+    if hw != told.high_watermark or lso != told.last_stable_offset or start != told.log_start_offset:
+        return False
+    if not part.is_leader or part.check_epoch(fp.current_leader_epoch):
+        return False
+    if replica:
+        return fp.fetch_offset == leo and part.diverging(fp.fetch_offset, fp.last_fetched_epoch) is None
+    return (lso if isolation is Isolation.READ_COMMITTED else hw) <= fp.fetch_offset <= leo
+
+
 def _collect(ctx: BrokerContext, req: FetchRequest, version: int, wanted: list[tuple[Key, FetchPartition]],
-             replica: int = -1) -> tuple[list[tuple[Key, PartitionData]], int, list[Partition], bool]:
+             replica: int = -1,
+             told: dict[Key, Told] | None = None) -> tuple[list[tuple[Key, PartitionData]], int, list[Partition], bool]:
     """The answer for each partition as it stands, the bytes in them, the partitions to wait
     on, and whether reading a partition failed (an offset out of range, a fenced epoch): then,
     like Kafka (`errorReadingData`), the fetch is answered at once instead of waiting. Unknown
     topics and partitions do not count: Kafka sets them aside before reading and waits for the
-    rest."""
+    rest. `told`, in an incremental session: what the client last heard of each partition; a
+    partition with nothing new (`_quiet`) gets no answer, as the response would leave it out."""
     isolation = Isolation.READ_COMMITTED if version >= 4 and req.isolation_level == READ_COMMITTED \
         and not broken("lso") else Isolation.READ_UNCOMMITTED
     budget = req.max_bytes if version >= 3 else 0x7FFFFFFF
@@ -134,6 +152,8 @@ def _collect(ctx: BrokerContext, req: FetchRequest, version: int, wanted: list[t
             out.append((key, _error(index, ctx.topics.missing(t.name, index))))
             continue
         watched.append(part)
+        if told is not None and (tl := told.get(key)) is not None and _quiet(part, fp, tl, replica >= 0, isolation):
+            continue
         limit = min(fp.partition_max_bytes, max(budget - total, 0))
         if replica >= 0:
             pd, n = _replica_read(part, fp, limit, first)
@@ -184,7 +204,8 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader, 
     if replica >= 0:
         _follower_fetched(ctx, fc.partitions, replica)
     while True:
-        answers, total, watched, failed = _collect(ctx, req, version, fc.partitions, replica)
+        answers, total, watched, failed = _collect(ctx, req, version, fc.partitions, replica,
+                                                   fc.session.told if fc.kind == Kind.INCREMENTAL and fc.session else None)
         remaining = deadline - time.monotonic()
         if total >= max(req.min_bytes, 1) or remaining <= 0 or not watched or failed:
             return _response(*ctx.fetch_sessions.respond(fc, answers, _now_ms()))
