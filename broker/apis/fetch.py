@@ -6,9 +6,10 @@ lists the aborted transactions that overlap what is returned, so the consumer ca
 
 Fetch sessions (v7+, KIP-227; broker/fetch_session.py decides): a fetch with session epoch 0 opens
 one, and then an incremental fetch lists only the partitions whose position changed. Every fetch
-still reads, and long-polls on, every partition of its session; the answer to an incremental one
-lists only the partitions with something to say (records, a moved high watermark, last stable
-offset or log start, an error, a divergence). Epoch -1 (librdkafka, aiokafka) is a sessionless
+still long-polls on every partition of its session (and a follower's position is recorded for all
+of them); an incremental one reads only the partitions that may have news (`_quiet`), and its
+answer lists only the partitions with something to say (records, a moved high watermark, last
+stable offset or log start, an error, a divergence). Epoch -1 (librdkafka, aiokafka) is a sessionless
 full fetch, as every fetch before v7.
 
 A fetch with a replica id (v0-14 `replica_id`, v15+ `replica_state`) on the inter-broker listener is a
