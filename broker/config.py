@@ -103,6 +103,7 @@ class BrokerConfig:
     message_max_bytes: int = 1048588
     socket_request_max_bytes: int = 100 * 1024 * 1024
     max_pipelined_requests: int = 128
+    max_incremental_fetch_session_cache_slots: int = 1000  # fetch sessions kept (broker/fetch_session.py)
 
     log_segment_bytes: int = 1024 * 1024 * 1024
     log_segment_ms: int = 7 * 24 * 3600 * 1000

@@ -249,6 +249,8 @@ _BROKER_NAMES: dict[str, tuple[str, str, str]] = {
     "socket_request_max_bytes": ("socket.request.max.bytes", "INT", "largest request accepted"),
     "max_pipelined_requests": ("ketch.max.pipelined.requests", "INT",
                                "requests read ahead on one connection before reading pauses"),
+    "max_incremental_fetch_session_cache_slots": ("max.incremental.fetch.session.cache.slots", "INT",
+                                                  "fetch sessions (KIP-227) the broker keeps at most"),
     "log_retention_check_interval_ms": ("log.retention.check.interval.ms", "LONG",
                                         "how often retention is applied"),
     "log_checkpoint_interval_ms": ("log.flush.offset.checkpoint.interval.ms", "INT",

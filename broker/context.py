@@ -11,12 +11,14 @@ context at start and passes it to every call.
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from protocol.headers import RequestHeader
 from protocol.schema import Message
 from storage.clock import Clock
+
+from .fetch_session import FetchSessionCache
 
 if TYPE_CHECKING:
     from .config import BrokerConfig
@@ -66,6 +68,7 @@ class BrokerContext:
     controller_client: ControllerClient | None = None  # asks the active controller, wherever it is
     propagation: Propagation | None = None  # waits until every live broker has a topic change
     forwarder: ControllerForwarder | None = None  # admin requests Kafka forwards to the controller
+    fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)  # KIP-227 (apis/fetch.py)
 
 
 # `async def handle(ctx, client, header, request) -> response | None`; None: send nothing (acks=0).

@@ -97,7 +97,17 @@ def render(ctx: BrokerContext, connections: int, started_ms: int) -> str:
     _transactions(ctx, out)
     _quorum(ctx, out)
     _replication(ctx, out)
+    _fetch_sessions(ctx, out)
     return out.text()
+
+
+def _fetch_sessions(ctx: BrokerContext, out: Exposition) -> None:
+    """The fetch sessions (KIP-227) this broker keeps as a leader."""
+    cache = ctx.fetch_sessions
+    out.family("ketch_fetch_sessions", "gauge", "Fetch sessions kept, by whose (follower brokers', consumers').",
+               [((("kind", kind),), cache.count(privileged=kind == "follower")) for kind in ("follower", "consumer")])
+    out.family("ketch_fetch_session_evictions_total", "counter",
+               "Fetch sessions dropped from the full cache for a new one.", cache.evictions)
 
 
 def _replication(ctx: BrokerContext, out: Exposition) -> None:
@@ -109,6 +119,9 @@ def _replication(ctx: BrokerContext, out: Exposition) -> None:
                "Record bytes this broker fetched from leaders as a follower.", f.fetched_bytes)
     out.family("ketch_replication_throttled_seconds_total", "counter",
                "Time throttled replicas waited for follower_replication_throttled_rate.", f.throttled_s)
+    out.family("ketch_replication_fetches_total", "counter",
+               "Fetches sent to leaders, full (opening a fetch session) or incremental.",
+               [((("kind", kind),), f.fetches[kind]) for kind in ("full", "incremental")])
 
 
 def _quorum(ctx: BrokerContext, out: Exposition) -> None:

@@ -50,6 +50,7 @@ from .context import BrokerContext, ClientInfo
 from .controller.client import ControllerClient
 from .controller.quorum_controller import QuorumController
 from .controller.shell import ControllerShell
+from .fetch_session import FetchSessionCache
 from .forwarding import ControllerForwarder
 from .group import GroupCoordinator
 from .housekeeping import Housekeeper
@@ -136,6 +137,7 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server.connections.discard(self)
+        self.server.ctx.fetch_sessions.close_owner(self.info.conn_id)
         for t in self.tasks:
             t.cancel()
 
@@ -310,7 +312,8 @@ class BrokerServer:
         self.forwarder = ControllerForwarder(cfg.node_id, self.quorum)
         self.ctx = BrokerContext(cfg.node_id, cfg, clock, self.topics, self.groups, self.txn, self.producer_ids,
                                  self.metrics, self.quorum, self.controller, self.controller_shell, self.replication,
-                                 self.controller_client, self.propagation, self.forwarder)
+                                 self.controller_client, self.propagation, self.forwarder,
+                                 FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots))
         self.connections: set[Connection] = set()
         self._metrics_endpoint: MetricsEndpoint | None = None
         self._server: asyncio.Server | None = None

@@ -2,8 +2,15 @@
 
 read_uncommitted reads up to the high watermark; read_committed up to the last stable offset and
 lists the aborted transactions that overlap what is returned, so the consumer can drop them
-(docs/transactions.md). Fetch sessions (v7+) are declined by answering session id 0: every fetch is a
-full fetch, which every client supports.
+(docs/transactions.md).
+
+Fetch sessions (v7+, KIP-227; broker/fetch_session.py decides): a fetch with session epoch 0 opens
+one, and then an incremental fetch lists only the partitions whose position changed. Every fetch
+still long-polls on every partition of its session (and a follower's position is recorded for all
+of them); an incremental one reads only the partitions that may have news (`_quiet`), and its
+answer lists only the partitions with something to say (records, a moved high watermark, last
+stable offset or log start, an error, a divergence). Epoch -1 (librdkafka, aiokafka) is a sessionless
+full fetch, as every fetch before v7.
 
 A fetch with a replica id (v0-14 `replica_id`, v15+ `replica_state`) on the inter-broker listener is a
 follower copying its leader: it reads up to the log end, is answered with the divergence point instead
@@ -15,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode
@@ -29,11 +37,13 @@ from protocol.messages.fetch import (
 )
 
 from ..broken import broken
+from ..fetch_session import FINAL_EPOCH, INVALID_SESSION_ID, FetchContext, Key, Kind, Told, TopicKey
 from ..partition import Isolation
 
 if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
     from ..partition import Partition
+    from ..topics import Topic
 
 KEY = 1
 READ_COMMITTED = 1
@@ -65,21 +75,23 @@ def replica_of(req: FetchRequest, version: int, client: ClientInfo) -> int:
     return replica if replica >= 0 and client.inter_broker else -1
 
 
-def _follower_fetched(ctx: BrokerContext, req: FetchRequest, version: int, replica: int) -> None:
-    """Record the follower's position in every partition it asked for (once per request)."""
-    for ft in req.topics:
-        t = ctx.topics.by_id.get(ft.topic_id) if version >= 13 else ctx.topics.get(ft.topic)
-        if t is None:
+def _topic(ctx: BrokerContext, key: TopicKey) -> Topic | None:
+    return ctx.topics.by_id.get(key) if isinstance(key, uuid.UUID) else ctx.topics.get(key)
+
+
+def _follower_fetched(ctx: BrokerContext, wanted: list[tuple[Key, FetchPartition]], replica: int) -> None:
+    """Record the follower's position in every partition of its fetch, listed or (in a session)
+    not: each fetch tells the leader how far the follower has got in all of them."""
+    for (key, index), fp in wanted:
+        t = _topic(ctx, key)
+        part = t.local.get(index) if t is not None else None
+        if part is None or not part.is_leader or part.check_epoch(fp.current_leader_epoch):
             continue
-        for fp in ft.partitions:
-            part = t.local.get(fp.partition)
-            if part is None or not part.is_leader or part.check_epoch(fp.current_leader_epoch):
-                continue
-            if part.diverging(fp.fetch_offset, fp.last_fetched_epoch) is not None:
-                continue
-            change = part.on_follower_fetch(replica, fp.fetch_offset, fp.log_start_offset)
-            if change is not None and ctx.replication is not None:
-                ctx.replication.request_isr_change(part, change)
+        if part.diverging(fp.fetch_offset, fp.last_fetched_epoch) is not None:
+            continue
+        change = part.on_follower_fetch(replica, fp.fetch_offset, fp.log_start_offset)
+        if change is not None and ctx.replication is not None:
+            ctx.replication.request_isr_change(part, change)
 
 
 def _replica_read(part: Partition, fp: FetchPartition, limit: int, first: bool) -> tuple[PartitionData, int]:
@@ -95,12 +107,31 @@ def _replica_read(part: Partition, fp: FetchPartition, limit: int, first: bool) 
     return _read(part, fp.fetch_offset, limit, Isolation.LOG_END, fp.current_leader_epoch, first)
 
 
-def _collect(ctx: BrokerContext, req: FetchRequest, version: int,
-             replica: int = -1) -> tuple[FetchResponse, int, list[Partition], bool]:
-    """The response as it stands, the bytes in it, the partitions to wait on, and whether reading
-    a partition failed (an offset out of range, a fenced epoch): then, like Kafka
-    (`errorReadingData`), the fetch is answered at once instead of waiting. Unknown topics and
-    partitions do not count: Kafka sets them aside before reading and waits for the rest."""
+def _quiet(part: Partition, fp: FetchPartition, told: Told, replica: bool, isolation: Isolation) -> bool:
+    """Whether reading `part` could only give an answer an incremental response leaves out
+    (fetch_session.must_answer): no error, no divergence, nothing to read at the fetch position,
+    and the offsets the client last heard. Then the partition is not read: most of a session's
+    partitions have nothing to say on most fetches, and a read costs several times this check."""
+    plog = part.log
+    hw, lso, start, leo = plog.high_watermark, plog.last_stable_offset, plog.log_start_offset, plog.log_end_offset
+    if hw != told.high_watermark or lso != told.last_stable_offset or start != told.log_start_offset:
+        return False
+    if not part.is_leader or part.check_epoch(fp.current_leader_epoch):
+        return False
+    if replica:
+        return fp.fetch_offset == leo and part.diverging(fp.fetch_offset, fp.last_fetched_epoch) is None
+    return (lso if isolation is Isolation.READ_COMMITTED else hw) <= fp.fetch_offset <= leo
+
+
+def _collect(ctx: BrokerContext, req: FetchRequest, version: int, wanted: list[tuple[Key, FetchPartition]],
+             replica: int = -1,
+             told: dict[Key, Told] | None = None) -> tuple[list[tuple[Key, PartitionData]], int, list[Partition], bool]:
+    """The answer for each partition as it stands, the bytes in them, the partitions to wait
+    on, and whether reading a partition failed (an offset out of range, a fenced epoch): then,
+    like Kafka (`errorReadingData`), the fetch is answered at once instead of waiting. Unknown
+    topics and partitions do not count: Kafka sets them aside before reading and waits for the
+    rest. `told`, in an incremental session: what the client last heard of each partition; a
+    partition with nothing new (`_quiet`) gets no answer, as the response would leave it out."""
     isolation = Isolation.READ_COMMITTED if version >= 4 and req.isolation_level == READ_COMMITTED \
         and not broken("lso") else Isolation.READ_UNCOMMITTED
     budget = req.max_bytes if version >= 3 else 0x7FFFFFFF
@@ -108,35 +139,59 @@ def _collect(ctx: BrokerContext, req: FetchRequest, version: int,
     first = True
     failed = False
     watched: list[Partition] = []
-    topics: list[FetchableTopicResponse] = []
-    for ft in req.topics:
-        name = ft.topic
-        if version >= 13:
-            t = ctx.topics.by_id.get(ft.topic_id)
-            if t is None:
-                topics.append(FetchableTopicResponse(topic=name, topic_id=ft.topic_id, partitions=[
-                    _error(fp.partition, ErrorCode.UNKNOWN_TOPIC_ID) for fp in ft.partitions]))
-                continue
-            name = t.name
-        out = []
-        for fp in ft.partitions:
-            part = ctx.topics.partition(name, fp.partition)
-            if part is None:
-                out.append(_error(fp.partition, ctx.topics.missing(name, fp.partition)))
-                continue
-            watched.append(part)
-            limit = min(fp.partition_max_bytes, max(budget - total, 0))
-            if replica >= 0:
-                pd, n = _replica_read(part, fp, limit, first)
-            else:
-                pd, n = _read(part, fp.fetch_offset, limit, isolation, fp.current_leader_epoch, first)
-            failed = failed or pd.error_code != 0 or pd.diverging_epoch.epoch >= 0  # answer at once
-            if n:
-                first = False
-            total += n
-            out.append(pd)
-        topics.append(FetchableTopicResponse(topic=name, topic_id=ft.topic_id, partitions=out))
-    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics), total, watched, failed
+    out: list[tuple[Key, PartitionData]] = []
+    for key, fp in wanted:
+        topic_key, index = key
+        t = _topic(ctx, topic_key)
+        if t is None:
+            code = ErrorCode.UNKNOWN_TOPIC_ID if isinstance(topic_key, uuid.UUID) \
+                else ctx.topics.missing(topic_key, index)
+            out.append((key, _error(index, code)))
+            continue
+        part = t.local.get(index)
+        if part is None:
+            out.append((key, _error(index, ctx.topics.missing(t.name, index))))
+            continue
+        watched.append(part)
+        if told is not None and (tl := told.get(key)) is not None and _quiet(part, fp, tl, replica >= 0, isolation):
+            continue
+        limit = min(fp.partition_max_bytes, max(budget - total, 0))
+        if replica >= 0:
+            pd, n = _replica_read(part, fp, limit, first)
+        else:
+            pd, n = _read(part, fp.fetch_offset, limit, isolation, fp.current_leader_epoch, first)
+        failed = failed or pd.error_code != 0 or pd.diverging_epoch.epoch >= 0  # answer at once
+        if n:
+            first = False
+        total += n
+        out.append((key, pd))
+    return out, total, watched, failed
+
+
+def _context(ctx: BrokerContext, client: ClientInfo, req: FetchRequest, version: int, replica: int) -> FetchContext:
+    """What the request asks for, through its fetch session (broker/fetch_session.py)."""
+    uses_ids = version >= 13
+    wanted: list[tuple[Key, FetchPartition]] = [
+        ((ft.topic_id if uses_ids else ft.topic, fp.partition), fp) for ft in req.topics for fp in ft.partitions]
+    forgotten: list[Key] = [(ft.topic_id if uses_ids else ft.topic, p)
+                            for ft in req.forgotten_topics_data for p in ft.partitions]
+    return ctx.fetch_sessions.new_context(
+        session_id=req.session_id if version >= 7 else INVALID_SESSION_ID,
+        epoch=req.session_epoch if version >= 7 else FINAL_EPOCH, wanted=wanted, forgotten=forgotten,
+        uses_ids=uses_ids, owner=client.conn_id, privileged=replica >= 0, now_ms=_now_ms())
+
+
+def _response(session_id: int, error: ErrorCode, answers: list[tuple[Key, PartitionData]]) -> FetchResponse:
+    topics: dict[TopicKey, list[PartitionData]] = {}
+    for (topic_key, _), pd in answers:
+        topics.setdefault(topic_key, []).append(pd)
+    return FetchResponse(throttle_time_ms=0, error_code=error, session_id=session_id, responses=[
+        FetchableTopicResponse(topic=k, partitions=ps) if isinstance(k, str)
+        else FetchableTopicResponse(topic="", topic_id=k, partitions=ps) for k, ps in topics.items()])
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
 
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader, req: FetchRequest) -> FetchResponse:
@@ -144,13 +199,17 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader, 
     deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
     loop = asyncio.get_running_loop()
     replica = replica_of(req, version, client)
+    fc = _context(ctx, client, req, version, replica)
+    if fc.kind == Kind.ERROR:
+        return _response(*ctx.fetch_sessions.respond(fc, [], _now_ms()))
     if replica >= 0:
-        _follower_fetched(ctx, req, version, replica)
+        _follower_fetched(ctx, fc.partitions, replica)
     while True:
-        resp, total, watched, failed = _collect(ctx, req, version, replica)
+        answers, total, watched, failed = _collect(ctx, req, version, fc.partitions, replica,
+                                                   fc.session.told if fc.kind == Kind.INCREMENTAL and fc.session else None)
         remaining = deadline - time.monotonic()
         if total >= max(req.min_bytes, 1) or remaining <= 0 or not watched or failed:
-            return resp
+            return _response(*ctx.fetch_sessions.respond(fc, answers, _now_ms()))
         fut: asyncio.Future[None] = loop.create_future()
         for p in watched:
             p.add_waiter(fut)

@@ -9,8 +9,15 @@ and fetch again. A partition whose leader changes moves to that leader's loop; t
 answers about epochs (FENCED / UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER) wait for the metadata
 image to bring the new leader.
 
+Each loop keeps a fetch session (KIP-227) with its leader (follower_session.py): the first fetch
+on a connection is full and opens it, later ones list only the partitions whose fetch state
+changed and forget the ones no longer followed, and the leader answers only for the partitions
+with news. A session error, a new connection or an answer thrown away starts over with a full
+fetch.
+
 Replicas under a replication throttle (throttle.py) share a byte-rate quota: while it is spent
-they are left out of the fetches, and the loop waits when nothing else is left to fetch.
+they are left out of the fetches (forgotten from the session), and the loop waits when nothing
+else is left to fetch.
 """
 
 from __future__ import annotations
@@ -18,16 +25,25 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 
 import structlog
 
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic, ReplicaState
+from protocol.messages.fetch import (
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
+    FetchTopic,
+    ForgottenTopic,
+    ReplicaState,
+)
 
 from ..partition import Partition
 from ..replication.replica_state import Role
 from ..wire import BrokerConnection, WireError
+from .follower_session import FetchPlan, FetchState, FollowerSession
 from .throttle import ByteRateQuota
 
 log = structlog.get_logger()
@@ -36,6 +52,8 @@ FETCH_MAX_WAIT_MS = 500
 FETCH_MAX_BYTES = 8 * 1024 * 1024
 PARTITION_MAX_BYTES = 1024 * 1024
 BACKOFF_S = 0.5
+SESSION_ERRORS = (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+                  ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
 
 
 class ReplicaFetcher:
@@ -53,6 +71,7 @@ class ReplicaFetcher:
         self._loops: dict[int, asyncio.Task[None]] = {}
         self._wake: dict[int, asyncio.Event] = {}
         self.fetched_bytes = 0
+        self.fetches: Counter[str] = Counter()  # "full" / "incremental" -> sent
 
     def follow(self, part: Partition) -> None:
         """Fetch `part` from the leader its replica state names (from any other loop first)."""
@@ -84,6 +103,7 @@ class ReplicaFetcher:
     # ---- one loop per leader ---------------------------------------------------------------------
     async def _run(self, leader: int) -> None:
         conn: BrokerConnection | None = None
+        session = FollowerSession()
         try:
             while True:
                 parts = [p for p in self._following.get(leader, {}).values()
@@ -103,17 +123,30 @@ class ReplicaFetcher:
                             raise WireError(f"no address for broker {leader}")
                         conn = await BrokerConnection.connect(*address, client_id=f"ketch-replica-{self.node_id}",
                                                               timeout=2.0)
-                    request, by_key = self._request(parts, conn, throttled)
+                        session.reset(new_connection=True)
+                    by_key = {(p.topic, p.index): p for p in parts}
+                    plan = session.plan({k: self._fetch_state(p, k in throttled) for k, p in by_key.items()})
+                    request = self._request(plan, conn)
+                    self.fetches["full" if plan.full else "incremental"] += 1
                     asked = {k: (p.leader, p.leader_epoch, p.log_end_offset) for k, p in by_key.items()}
                     resp = await conn.request(request, timeout=10.0 + FETCH_MAX_WAIT_MS / 1000)
                     assert isinstance(resp, FetchResponse)
-                    # what changed while the request was out (a new leader or epoch, a truncation)
-                    # makes its answer for that partition stale: drop it and ask again
-                    by_key = {k: p for k, p in by_key.items()
-                              if (p.leader, p.leader_epoch, p.log_end_offset) == asked[k]}
-                    backoff, throttled_bytes = self._apply(resp, by_key, throttled)
-                    if self._quota is not None and throttled_bytes:
-                        self._quota.record(throttled_bytes, time.monotonic())
+                    session.on_response(plan, resp.error_code, resp.session_id)
+                    if resp.error_code:
+                        # a session error: the next fetch is full, at once; anything else: wait
+                        log.info("replica fetch refused", leader=leader, error=ErrorCode(resp.error_code).name)
+                        backoff = resp.error_code not in SESSION_ERRORS
+                    else:
+                        # what changed while the request was out (a new leader or epoch, a
+                        # truncation) makes its answer for that partition stale: drop it and ask
+                        # again — in full, since what the leader thinks it told us is in doubt
+                        fresh = {k: p for k, p in by_key.items()
+                                 if (p.leader, p.leader_epoch, p.log_end_offset) == asked[k]}
+                        if len(fresh) < len(by_key):
+                            session.reset(new_connection=False)
+                        backoff, throttled_bytes = self._apply(resp, fresh, throttled)
+                        if self._quota is not None and throttled_bytes:
+                            self._quota.record(throttled_bytes, time.monotonic())
                 except (WireError, OSError) as e:
                     log.debug("replica fetch failed", leader=leader, error=str(e))
                     if conn is not None:
@@ -146,23 +179,30 @@ class ReplicaFetcher:
             return parts, throttled, 0.0
         return [p for p in parts if (p.topic, p.index) not in throttled], set(), self._quota.wait_s(now)
 
-    def _request(self, parts: list[Partition], conn: BrokerConnection,
-                 throttled: set[tuple[str, int]]) -> tuple[FetchRequest, dict[tuple[str, int], Partition]]:
+    def _fetch_state(self, p: Partition, throttled: bool) -> FetchState:
+        return FetchState(topic_id=self._topic_id(p.topic), fetch_offset=p.log_end_offset, current_leader_epoch=p.leader_epoch,
+                          last_fetched_epoch=p.log.latest_epoch, log_start_offset=p.log_start_offset,
+                          max_bytes=self._max_bytes(throttled))
+
+    def _request(self, plan: FetchPlan, conn: BrokerConnection) -> FetchRequest:
         version = conn.version_for(FetchRequest)
-        by_topic: dict[str, list[FetchPartition]] = {}
-        by_key: dict[tuple[str, int], Partition] = {}
-        for p in parts:
-            by_key[(p.topic, p.index)] = p
-            by_topic.setdefault(p.topic, []).append(FetchPartition(
-                partition=p.index, current_leader_epoch=p.leader_epoch, fetch_offset=p.log_end_offset,
-                last_fetched_epoch=p.log.latest_epoch, log_start_offset=p.log_start_offset,
-                partition_max_bytes=self._max_bytes((p.topic, p.index) in throttled)))
-        topics = [FetchTopic(topic=t, topic_id=self._topic_id(t), partitions=ps) for t, ps in by_topic.items()]
-        request = FetchRequest(replica_id=self.node_id, replica_state=ReplicaState(replica_id=self.node_id),
-                               max_wait_ms=FETCH_MAX_WAIT_MS, min_bytes=1, max_bytes=FETCH_MAX_BYTES, topics=topics)
         if version < 12:
             raise WireError(f"the leader speaks Fetch up to v{version}; replication needs v12+")
-        return request, by_key
+        by_topic: dict[tuple[str, uuid.UUID], list[FetchPartition]] = {}
+        for (topic, index), st in plan.send.items():
+            by_topic.setdefault((topic, st.topic_id), []).append(FetchPartition(
+                partition=index, current_leader_epoch=st.current_leader_epoch, fetch_offset=st.fetch_offset,
+                last_fetched_epoch=st.last_fetched_epoch, log_start_offset=st.log_start_offset,
+                partition_max_bytes=st.max_bytes))
+        forget: dict[tuple[str, uuid.UUID], list[int]] = {}
+        for (topic, index), topic_id in plan.forget:
+            forget.setdefault((topic, topic_id), []).append(index)
+        return FetchRequest(
+            replica_id=self.node_id, replica_state=ReplicaState(replica_id=self.node_id),
+            max_wait_ms=FETCH_MAX_WAIT_MS, min_bytes=1, max_bytes=FETCH_MAX_BYTES,
+            session_id=plan.session_id, session_epoch=plan.epoch,
+            topics=[FetchTopic(topic=t, topic_id=i, partitions=ps) for (t, i), ps in by_topic.items()],
+            forgotten_topics_data=[ForgottenTopic(topic=t, topic_id=i, partitions=ps) for (t, i), ps in forget.items()])
 
     def _max_bytes(self, throttled: bool) -> int:
         """A throttled replica asks for at most a second's worth at a time."""
@@ -172,9 +212,15 @@ class ReplicaFetcher:
 
     def _apply(self, resp: FetchResponse, by_key: dict[tuple[str, int], Partition],
                throttled: set[tuple[str, int]]) -> tuple[bool, int]:
-        """Append what came; True if nothing moved (back off before the next fetch), and the
-        bytes that came for throttled replicas."""
+        """Append what came; True to back off before the next fetch, and the bytes that came
+        for throttled replicas. Only errors mean backing off: the leader answers them without
+        waiting, so fetching again at once would spin. An answer with nothing new has already
+        waited out the leader's long poll (and with a session lists nothing at all): fetching
+        again at once keeps a fetch parked at the leader, so the next append there reaches this
+        follower — and the acks=all produce waiting for it completes — without waiting out a
+        pause."""
         moved = False
+        failed = False
         throttled_bytes = 0
         by_id = {self._topic_id(p.topic): p.topic for p in by_key.values()}
         for t in resp.responses:
@@ -188,7 +234,7 @@ class ReplicaFetcher:
                         part.restart_at(pd.log_start_offset)
                         moved = True
                     elif pd.error_code:
-                        continue  # a leadership change the image will bring: wait for it
+                        failed = True  # a leadership change the image will bring: wait for it
                     elif pd.diverging_epoch.epoch >= 0:
                         part.truncate_to_divergence(pd.diverging_epoch.epoch, pd.diverging_epoch.end_offset)
                         moved = True
@@ -200,6 +246,7 @@ class ReplicaFetcher:
                         part.append_replicated(records, pd.high_watermark, pd.log_start_offset)
                         moved = moved or bool(records)
                 except KafkaError as e:
+                    failed = True
                     log.warning("replicated append failed", topic=part.topic, partition=part.index, error=e.code.name,
                                 message=e.message)
-        return not moved, throttled_bytes
+        return failed and not moved, throttled_bytes

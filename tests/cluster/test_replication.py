@@ -570,3 +570,38 @@ def test_a_replica_added_by_reassignment_copies_under_the_throttle(cluster_facto
     assert _scrape(metrics[2], "ketch_replication_throttled_seconds_total") == 0
     c.wait_until(lambda: log_bytes(c, 3, "copying", 0) == log_bytes(c, 1, "copying", 0), timeout=20,
                  message="the new replica's log equal to the leader's")
+
+
+def test_followers_fetch_through_incremental_sessions(cluster_factory) -> None:  # type: ignore[no-untyped-def]
+    """Each follower opens a fetch session with each leader and then fetches incrementally; a
+    topic created after the sessions opened is copied all the same (acks=all with min ISR 3
+    needs both followers' fetches of it), and every leader keeps one session per follower."""
+    from helpers.broker import free_port
+
+    voters = voters_for(3)
+    c: Cluster = cluster_factory(3, start=False, args_for=lambda c, n: ["--voters", voters],
+                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000", "KETCH_REPLICA_LAG_TIME_MAX_MS": LAG_MS})
+    metrics = {n: free_port() for n in c.node_ids}
+    for n, port in metrics.items():
+        c[n].env["KETCH_METRICS_LISTEN"] = f"127.0.0.1:{port}"
+    c.start()
+    listed_everywhere(c)
+    assert create_with_configs(c.ports[1], "early", 3, 3, {}) == 0
+    c.wait_until(lambda: agreed(c, "early", [1, 2, 3]), timeout=10, message="the first topic everywhere")
+    c.wait_until(lambda: all(_scrape(metrics[n], 'ketch_replication_fetches_total{kind="incremental"}') > 0
+                             for n in c.node_ids), timeout=20, message="every follower fetching incrementally")
+    assert create_with_configs(c.ports[1], "late", 3, 3, {"min.insync.replicas": "3"}) == 0
+    c.wait_until(lambda: agreed(c, "late", [1, 2, 3]), timeout=10, message="the second topic everywhere")
+    for partition in range(3):
+        acked: list[bytes] = []
+        errors: list[str] = []
+        produce(c.bootstrap, "late", 200, acked, errors, partition=partition)
+        assert not errors and len(acked) == 200
+    for partition in range(3):
+        c.wait_until(lambda partition=partition: len({log_bytes(c, n, "late", partition) for n in (1, 2, 3)}) == 1,
+                     timeout=20, message=f"three identical replicas of late-{partition}")
+    layout = agreed(c, "late", [1, 2, 3])
+    assert layout is not None
+    leaders = {p[1] for p in layout.partitions}
+    c.wait_until(lambda: all(_scrape(metrics[n], 'ketch_fetch_sessions{kind="follower"}') == 2 for n in leaders),
+                 timeout=10, message="one session per follower on every leader")

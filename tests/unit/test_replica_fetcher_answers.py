@@ -1,0 +1,57 @@
+"""What the replica fetcher does with a leader's answer (ReplicaFetcher._apply), on real
+partitions without sockets: an answer with nothing new — the leader's long poll ran out, or an
+incremental answer listing nothing — is fetched after at once; only partition errors, which the
+leader answers without waiting, make the follower pause before the next fetch."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from broker.partition import Partition
+from broker.replication.fetcher import ReplicaFetcher
+from broker.replication.replica_state import Assignment
+from protocol.errors import ErrorCode
+from protocol.messages.fetch import FetchableTopicResponse, FetchResponse, PartitionData
+from storage.clock import ManualClock
+from storage.config import LogConfig
+
+TOPIC_ID = uuid.UUID(int=7)
+
+
+@pytest.fixture
+def follower(tmp_path: Path) -> Iterator[Partition]:
+    a = Assignment((1, 2), frozenset((1, 2)), 1, 3, 0)
+    p = Partition.open(tmp_path, "t", 0, LogConfig(), 2, ManualClock(1_000_000).now_ms)
+    p.become_follower(a)
+    yield p
+    p.close()
+
+
+def answer(*parts: PartitionData) -> FetchResponse:
+    return FetchResponse(session_id=5, responses=[FetchableTopicResponse(topic_id=TOPIC_ID, partitions=list(parts))]
+                         if parts else [])
+
+
+def data(error: int = 0) -> PartitionData:
+    return PartitionData(partition_index=0, error_code=error, high_watermark=0, last_stable_offset=0,
+                         log_start_offset=0, records=b"")
+
+
+def apply(follower: Partition, resp: FetchResponse) -> bool:
+    fetcher = ReplicaFetcher(2, lambda n: None, lambda t: TOPIC_ID)
+    backoff, _ = fetcher._apply(resp, {("t", 0): follower}, set())
+    return backoff
+
+
+def test_an_answer_with_nothing_new_is_fetched_after_at_once(follower: Partition) -> None:
+    assert not apply(follower, answer(data()))  # the long poll ran out: the HW as it was, no records
+    assert not apply(follower, answer())  # an incremental answer with nothing to say
+
+
+def test_an_answer_with_only_errors_makes_the_follower_pause(follower: Partition) -> None:
+    assert apply(follower, answer(data(ErrorCode.NOT_LEADER_OR_FOLLOWER)))
+    assert apply(follower, answer(data(ErrorCode.FENCED_LEADER_EPOCH)))
