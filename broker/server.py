@@ -302,7 +302,8 @@ class BrokerServer:
                                          cfg.broker_heartbeat_interval_ms / 1000, cfg.broker_session_timeout_ms / 1000)
         self._controller_task: asyncio.Task[None] | None = None
         fetcher = ReplicaFetcher(cfg.node_id, self._broker_address, self._topic_id, throttled=self._throttled,
-                                 throttled_rate=cfg.follower_replication_throttled_rate)
+                                 throttled_rate=cfg.follower_replication_throttled_rate,
+                                 broker_epoch=lambda: self.lifecycle.epoch)
         self.replication = ReplicaManager(self.topics, fetcher,
                                           self._alter_partition, cfg.replica_lag_time_max_ms)
         self.groups = GroupCoordinator(cfg, self.topics, clock, self.lifecycle.lease_held)

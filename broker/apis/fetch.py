@@ -79,9 +79,11 @@ def _topic(ctx: BrokerContext, key: TopicKey) -> Topic | None:
     return ctx.topics.by_id.get(key) if isinstance(key, uuid.UUID) else ctx.topics.get(key)
 
 
-def _follower_fetched(ctx: BrokerContext, wanted: list[tuple[Key, FetchPartition]], replica: int) -> None:
+def _follower_fetched(ctx: BrokerContext, wanted: list[tuple[Key, FetchPartition]], replica: int,
+                      broker_epoch: int) -> None:
     """Record the follower's position in every partition of its fetch, listed or (in a session)
-    not: each fetch tells the leader how far the follower has got in all of them."""
+    not: each fetch tells the leader how far the follower has got in all of them, and in which
+    registration of its broker (KIP-903: the epoch an ISR change names it with)."""
     for (key, index), fp in wanted:
         t = _topic(ctx, key)
         part = t.local.get(index) if t is not None else None
@@ -89,7 +91,7 @@ def _follower_fetched(ctx: BrokerContext, wanted: list[tuple[Key, FetchPartition
             continue
         if part.diverging(fp.fetch_offset, fp.last_fetched_epoch) is not None:
             continue
-        change = part.on_follower_fetch(replica, fp.fetch_offset, fp.log_start_offset)
+        change = part.on_follower_fetch(replica, fp.fetch_offset, fp.log_start_offset, broker_epoch)
         if change is not None and ctx.replication is not None:
             ctx.replication.request_isr_change(part, change)
 
@@ -203,7 +205,7 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader, 
     if fc.kind == Kind.ERROR:
         return _response(*ctx.fetch_sessions.respond(fc, [], _now_ms()))
     if replica >= 0:
-        _follower_fetched(ctx, fc.partitions, replica)
+        _follower_fetched(ctx, fc.partitions, replica, req.replica_state.replica_epoch if version >= 15 else -1)
     while True:
         answers, total, watched, failed = _collect(ctx, req, version, fc.partitions, replica,
                                                    fc.session.told if fc.kind == Kind.INCREMENTAL and fc.session else None)

@@ -59,9 +59,11 @@ SESSION_ERRORS = (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_
 class ReplicaFetcher:
     def __init__(self, node_id: int, address_of: Callable[[int], tuple[str, int] | None],
                  topic_ids: Callable[[str], uuid.UUID], *, throttled: Callable[[Partition], bool] | None = None,
-                 throttled_rate: int = -1) -> None:
-        """`throttled` says which replicas share the `throttled_rate` quota (bytes/s; <= 0: none)."""
+                 throttled_rate: int = -1, broker_epoch: Callable[[], int | None] = lambda: None) -> None:
+        """`throttled` says which replicas share the `throttled_rate` quota (bytes/s; <= 0: none);
+        `broker_epoch` is this broker's registration, stated in every fetch (KIP-903)."""
         self.node_id = node_id
+        self._broker_epoch = broker_epoch
         self._throttled = throttled
         self._quota = ByteRateQuota(throttled_rate, time.monotonic()) if throttled and throttled_rate > 0 else None
         self.throttled_s = 0.0  # how long throttled replicas were held back, in all
@@ -198,7 +200,8 @@ class ReplicaFetcher:
         for (topic, index), topic_id in plan.forget:
             forget.setdefault((topic, topic_id), []).append(index)
         return FetchRequest(
-            replica_id=self.node_id, replica_state=ReplicaState(replica_id=self.node_id),
+            replica_id=self.node_id,
+            replica_state=ReplicaState(replica_id=self.node_id, replica_epoch=_or_unknown(self._broker_epoch())),
             max_wait_ms=FETCH_MAX_WAIT_MS, min_bytes=1, max_bytes=FETCH_MAX_BYTES,
             session_id=plan.session_id, session_epoch=plan.epoch,
             topics=[FetchTopic(topic=t, topic_id=i, partitions=ps) for (t, i), ps in by_topic.items()],
@@ -250,3 +253,7 @@ class ReplicaFetcher:
                     log.warning("replicated append failed", topic=part.topic, partition=part.index, error=e.code.name,
                                 message=e.message)
         return failed and not moved, throttled_bytes
+
+
+def _or_unknown(epoch: int | None) -> int:
+    return -1 if epoch is None else epoch

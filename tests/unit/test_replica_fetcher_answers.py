@@ -13,6 +13,7 @@ import pytest
 
 from broker.partition import Partition
 from broker.replication.fetcher import ReplicaFetcher
+from broker.replication.follower_session import FetchPlan
 from broker.replication.replica_state import Assignment
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import FetchableTopicResponse, FetchResponse, PartitionData
@@ -55,3 +56,22 @@ def test_an_answer_with_nothing_new_is_fetched_after_at_once(follower: Partition
 def test_an_answer_with_only_errors_makes_the_follower_pause(follower: Partition) -> None:
     assert apply(follower, answer(data(ErrorCode.NOT_LEADER_OR_FOLLOWER)))
     assert apply(follower, answer(data(ErrorCode.FENCED_LEADER_EPOCH)))
+
+
+class _Leader:
+    """What _request asks of a connection: the Fetch version the leader speaks."""
+
+    def version_for(self, _: object) -> int:
+        return 17
+
+
+def test_every_fetch_states_the_follower_brokers_registration_epoch() -> None:
+    """KIP-903: the leader names an ISR member with the broker epoch its fetches stated
+    (ReplicaState.member_epochs), so the fetch must carry it (-1 before the broker registered)."""
+    epoch: list[int | None] = [None]
+    fetcher = ReplicaFetcher(2, lambda n: None, lambda t: TOPIC_ID, broker_epoch=lambda: epoch[0])
+    plan = FetchPlan(session_id=0, epoch=0, send={}, forget=[], wanted={})
+    assert fetcher._request(plan, _Leader()).replica_state.replica_epoch == -1  # type: ignore[arg-type]
+    epoch[0] = 42
+    req = fetcher._request(plan, _Leader())  # type: ignore[arg-type]
+    assert (req.replica_state.replica_id, req.replica_state.replica_epoch) == (2, 42)
