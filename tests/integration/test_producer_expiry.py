@@ -4,6 +4,8 @@ idempotent producers leave no state behind, and memory does not keep growing wav
 
 from __future__ import annotations
 
+import time
+
 from helpers import BrokerProcess, unique_topic, wait_until
 from helpers.txn import RawTxn, txn_batch
 
@@ -19,13 +21,20 @@ def _wave(c: RawTxn, topic: str) -> None:
     """WAVE idempotent producers, each InitProducerId then one batch (pipelined in windows)."""
     for start in range(0, WAVE, WINDOW):
         n = min(WINDOW, WAVE - start)
-        for _ in range(n):
-            c.send(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000), 4)
-        ids = []
-        for _ in range(n):
-            _, r = c.receive(InitProducerIdRequest, 4)
-            assert isinstance(r, InitProducerIdResponse) and r.error_code == 0, r
-            ids.append((r.producer_id, r.producer_epoch))
+        ids: list[tuple[int, int]] = []
+        deadline = time.monotonic() + 30
+        while len(ids) < n:
+            # A window can use up the broker's block of producer ids before the next one is
+            # granted: COORDINATOR_LOAD_IN_PROGRESS (14), which clients retry, and so does this.
+            asked = n - len(ids)
+            for _ in range(asked):
+                c.send(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000), 4)
+            for _ in range(asked):
+                _, r = c.receive(InitProducerIdRequest, 4)
+                assert isinstance(r, InitProducerIdResponse) and r.error_code in (0, 14), r
+                if r.error_code == 0:
+                    ids.append((r.producer_id, r.producer_epoch))
+            assert time.monotonic() < deadline, f"only {len(ids)} of {n} producer ids in 30 s"
         for pid, epoch in ids:
             c.send(ProduceRequest(acks=1, timeout_ms=5000, topic_data=[TopicProduceData(
                 name=topic, partition_data=[PartitionProduceData(
@@ -34,6 +43,11 @@ def _wave(c: RawTxn, topic: str) -> None:
             _, r = c.receive(ProduceRequest, 7)
             assert isinstance(r, ProduceResponse)
             assert r.responses[0].partition_responses[0].error_code == 0, r
+        if start == 0:
+            # The first window's producers are there now (a window takes milliseconds; the whole
+            # wave may take longer than the 2 s expiry on a busy machine, so it is not counted).
+            live = {p.producer_id for p in c.producers(topic, 0)}
+            assert {pid for pid, _ in ids} <= live, f"{len(live)} live producers"
 
 
 def test_short_lived_producers_expire_and_memory_stops_growing(broker_factory) -> None:
@@ -50,9 +64,8 @@ def test_short_lived_producers_expire_and_memory_stops_growing(broker_factory) -
     rss = []
     for _ in range(3):
         _wave(c, topic)
-        assert len(c.producers(topic, 0)) > WAVE / 2  # the wave's producers are there now...
         wait_until(lambda: [p.producer_id for p in c.producers(topic, 0)] == [pid], timeout=30,
-                   message="idle producers to expire, the transactional one to stay")  # ...and then gone
+                   message="idle producers to expire, the transactional one to stay")
         rss.append(broker.rss_kib())
     # After the first wave the allocator holds on to what it grew to; later waves reuse it.
     assert rss[2] <= rss[0] * 1.10, rss
