@@ -23,7 +23,8 @@ import heapq
 from collections.abc import Iterable
 
 from protocol.batch import iter_batches
-from protocol.records import decode_batch, parse_control_record
+from protocol.control import parse_control_record
+from protocol.records import decode_batch
 
 from .structs import ConsumerRecord, TopicPartition
 

@@ -42,20 +42,12 @@ from .batch import (
     read_header,
     validate,
 )
+from .control import control_record_key, control_record_value
 from .errors import ErrorCode, KafkaError
 from .primitives import DecodeError, decode_varint, encode_varint
 
 CREATE_TIME: Final = 0
 LOG_APPEND_TIME: Final = 1
-
-# Control record types (the int16 after the version in a control record's key). Only the first
-# two appear in a data partition; the rest are KRaft metadata-log types, listed so they can be
-# recognised and skipped rather than misread.
-CONTROL_ABORT: Final = 0
-CONTROL_COMMIT: Final = 1
-CONTROL_LEADER_CHANGE: Final = 2
-CONTROL_SNAPSHOT_HEADER: Final = 3
-CONTROL_SNAPSHOT_FOOTER: Final = 4
 
 Header = tuple[str, bytes | None]
 BytesLike = bytes | bytearray | memoryview
@@ -64,8 +56,6 @@ BytesLike = bytes | bytearray | memoryview
 _TAIL = struct.Struct(">hiqqqhii")
 # base_offset, batch_length, partition_leader_epoch, magic, crc
 _PREFIX = struct.Struct(">qiibI")
-_CONTROL_KEY = struct.Struct(">hh")
-_CONTROL_VALUE = struct.Struct(">hi")
 
 # Zig-zag varint encodings of 0.._SMALL-1: lengths, deltas and counts are almost always small.
 _SMALL = 8192
@@ -101,27 +91,6 @@ class DecodedRecord(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: tuple[Header, ...]
-
-
-class ControlRecord(NamedTuple):
-    """A parsed control record. coordinator_epoch is only meaningful for ABORT/COMMIT markers
-    (the other types carry a different value) and is -1 for them."""
-
-    version: int
-    type: int
-    coordinator_epoch: int
-
-    @property
-    def is_commit(self) -> bool:
-        return self.type == CONTROL_COMMIT
-
-    @property
-    def is_abort(self) -> bool:
-        return self.type == CONTROL_ABORT
-
-    @property
-    def is_transaction_marker(self) -> bool:
-        return self.type == CONTROL_ABORT or self.type == CONTROL_COMMIT
 
 
 def now_ms() -> int:
@@ -309,14 +278,6 @@ def build_batch_from_messages(
 
 # --- control records --------------------------------------------------------------------------------
 
-def control_record_key(commit: bool) -> bytes:
-    return _CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
-
-
-def control_record_value(coordinator_epoch: int) -> bytes:
-    return _CONTROL_VALUE.pack(0, coordinator_epoch)
-
-
 def build_control_batch(
     producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, timestamp_ms: int,
     base_offset: int = 0, partition_leader_epoch: int = -1,
@@ -330,26 +291,6 @@ def build_control_batch(
         transactional=True, control=True, compression_type=0, partition_leader_epoch=partition_leader_epoch,
         timestamp_type=0,
     )
-
-
-def parse_control_record(key: bytes | None, value: bytes | None) -> ControlRecord:
-    """Read a control record's key (and, for transaction markers, its value).
-
-    Later key/value versions may append fields, so only a minimum length is required, as in Java.
-    """
-    if key is None or len(key) < 4:
-        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "control record key shorter than 4 bytes")
-    version, ctype = _CONTROL_KEY.unpack_from(key)
-    if version < 0:
-        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"control record key version {version}")
-    if ctype != CONTROL_ABORT and ctype != CONTROL_COMMIT:
-        return ControlRecord(version, ctype, -1)
-    if value is None or len(value) < 6:
-        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "transaction marker value shorter than 6 bytes")
-    value_version, coordinator_epoch = _CONTROL_VALUE.unpack_from(value)
-    if value_version < 0:
-        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"transaction marker value version {value_version}")
-    return ControlRecord(version, ctype, coordinator_epoch)
 
 
 # --- decoding ---------------------------------------------------------------------------------------
@@ -549,9 +490,8 @@ def iter_records(
 
 
 __all__ = [
-    "CONTROL_ABORT", "CONTROL_COMMIT", "CONTROL_LEADER_CHANGE", "CONTROL_SNAPSHOT_FOOTER",
-    "CONTROL_SNAPSHOT_HEADER", "CREATE_TIME", "LOG_APPEND_TIME", "DecodedRecord", "ControlRecord", "Header",
+    "CREATE_TIME", "LOG_APPEND_TIME", "DecodedRecord", "Header",
     "Record", "RecordFields", "build_batch", "build_batch_from_messages", "build_control_batch",
-    "control_record_key", "control_record_value", "decode_batch", "decode_batches", "iter_records",
-    "now_ms", "parse_control_record",
+    "decode_batch", "decode_batches", "iter_records",
+    "now_ms",
 ]

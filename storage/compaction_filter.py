@@ -49,8 +49,9 @@ from protocol.batch import (
     compute_crc,
     read_header,
 )
+from protocol.control import parse_control_record
 from protocol.errors import KafkaError
-from protocol.records import DecodedRecord, Record, build_batch, decode_batch, parse_control_record
+from protocol.records import DecodedRecord, Record, build_batch, decode_batch
 
 from .txn_index import AbortedTxn
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import structlog
 
 from protocol.batch import BatchHeader
+from protocol.control import ControlRecord, read_transaction_marker
 from protocol.errors import KafkaError
 
 from . import segment_swap
@@ -31,7 +32,6 @@ from .checkpoint import (
     OffsetCheckpoint,
 )
 from .config import LogConfig
-from .control import EndTxnMarker, read_end_txn_marker
 from .fs import FileSystem
 from .leader_epoch import LeaderEpochCache
 from .producer_state import CompletedTxn, ProducerStateManager
@@ -127,9 +127,9 @@ def replay(producers: ProducerStateManager, segments: Sequence[LogSegment], star
     return count
 
 
-def _marker_or_none(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> EndTxnMarker | None:
+def _marker_or_none(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> ControlRecord | None:
     try:
-        return read_end_txn_marker(buf, pos, h)
+        return read_transaction_marker(buf, pos, h)
     except KafkaError as e:
         log.warning("unreadable control batch in the log, ignored", offset=h.base_offset, reason=str(e))
         return None

@@ -39,6 +39,7 @@ from protocol.batch import (
     set_leader_epoch,
     set_max_timestamp_log_append,
 )
+from protocol.control import read_transaction_marker
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.fetch import AbortedTransaction  # as a FetchResponse lists it
 
@@ -52,7 +53,6 @@ from .checkpoint import (
 )
 from .clock import SYSTEM_CLOCK
 from .config import LogConfig
-from .control import read_end_txn_marker
 from .fs import OS_FS, File, FileSystem
 from .leader_epoch import LeaderEpochCache
 from .loader import Checkpoints, LogLoader, RecoveryStats, index_aborted, replay
@@ -503,7 +503,7 @@ class PartitionLog:
             if h.producer_id < 0:
                 continue
             if h.is_control:
-                update.append_marker(h, read_end_txn_marker(records, pos, h), base)
+                update.append_marker(h, read_transaction_marker(records, pos, h), base)
                 continue
             if leader:
                 dup = update.find_duplicate(h)

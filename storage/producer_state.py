@@ -49,11 +49,11 @@ import crc32c
 import structlog
 
 from protocol.batch import BatchHeader
+from protocol.control import ControlRecord
 from protocol.errors import ErrorCode, KafkaError
 
 from .broken import broken
 from .checkpoint import atomic_write
-from .control import EndTxnMarker
 from .fs import FileSystem
 
 log = structlog.get_logger(__name__)
@@ -208,7 +208,7 @@ class ProducerStateUpdate:
         if h.is_transactional and e.current_txn_first_offset is None:
             e.current_txn_first_offset = first_offset
 
-    def append_marker(self, h: BatchHeader, marker: EndTxnMarker | None, offset: int) -> CompletedTxn | None:
+    def append_marker(self, h: BatchHeader, marker: ControlRecord | None, offset: int) -> CompletedTxn | None:
         if marker is None:
             return None
         e = self._entry(h.producer_id)

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING
 import structlog
 
 from protocol.batch import CONTROL_FLAG, TRANSACTIONAL_FLAG
+from protocol.control import parse_control_record
 from protocol.errors import ErrorCode, KafkaError
-from protocol.records import Record, build_batch, decode_batches, parse_control_record
+from protocol.records import Record, build_batch, decode_batches
 from storage.clock import Clock
 
 from ..partition import AppendOrigin, Isolation, Partition, VerificationGuard

@@ -38,20 +38,25 @@ from protocol.batch import (
     set_max_timestamp_log_append,
     validate,
 )
-from protocol.errors import ErrorCode, KafkaError
-from protocol.records import (
+from protocol.control import (
     CONTROL_ABORT,
     CONTROL_COMMIT,
     CONTROL_LEADER_CHANGE,
+    parse_control_record,
+    read_transaction_marker,
+)
+from protocol.errors import ErrorCode, KafkaError
+from protocol.records import (
     DecodedRecord,
     Record,
+    _assemble,
+    _encode_record,
     build_batch,
     build_batch_from_messages,
     build_control_batch,
     decode_batch,
     decode_batches,
     iter_records,
-    parse_control_record,
 )
 
 CODECS = [0, 1, 2, 3, 4]
@@ -346,15 +351,59 @@ def test_control_batch(commit: bool) -> None:
 
 
 def test_parse_control_record_edge_cases() -> None:
-    assert_code(ErrorCode.CORRUPT_MESSAGE, parse_control_record, b"\x00\x00\x00", b"")
-    assert_code(ErrorCode.CORRUPT_MESSAGE, parse_control_record, None, None)
-    assert_code(ErrorCode.CORRUPT_MESSAGE, parse_control_record, struct.pack(">hh", 0, 1), b"\x00\x00")
+    """Too short or a negative version is Kafka's InvalidRecordException: INVALID_RECORD."""
+    assert_code(ErrorCode.INVALID_RECORD, parse_control_record, b"\x00\x00\x00", b"")
+    assert_code(ErrorCode.INVALID_RECORD, parse_control_record, None, None)
+    assert_code(ErrorCode.INVALID_RECORD, parse_control_record, struct.pack(">hh", 0, 1), b"\x00\x00")
+    assert_code(ErrorCode.INVALID_RECORD, parse_control_record, struct.pack(">hh", -1, 1), struct.pack(">hi", 0, 3))
     # a newer version with extra trailing fields still parses
     longer = parse_control_record(struct.pack(">hhi", 1, 0, 0), struct.pack(">hiq", 1, 8, 0))
     assert (longer.version, longer.is_abort, longer.coordinator_epoch) == (1, True, 8)
     # KRaft control types are recognised, not misread as markers
     other = parse_control_record(struct.pack(">hh", 0, CONTROL_LEADER_CHANGE), b"whatever")
     assert not other.is_transaction_marker and other.coordinator_epoch == -1
+
+
+CONTROL_CASES = [
+    (struct.pack(">hh", 0, 1), struct.pack(">hi", 0, 7)),  # commit, coordinator epoch 7
+    (struct.pack(">hh", 0, 0), struct.pack(">hi", 0, 2)),  # abort
+    (struct.pack(">hhi", 1, 0, 0), struct.pack(">hiq", 1, 8, 0)),  # newer versions, trailing fields
+    (struct.pack(">hh", 0, CONTROL_LEADER_CHANGE), b"whatever"),  # not a transaction marker
+    (b"\x00\x00\x00", b""),  # key too short
+    (None, None),
+    (struct.pack(">hh", 0, 1), b"\x00\x00"),  # marker value too short
+    (struct.pack(">hh", -1, 1), struct.pack(">hi", 0, 3)),  # negative key version
+    (struct.pack(">hh", 0, 1), struct.pack(">hi", -2, 3)),  # negative value version
+]
+
+
+@pytest.mark.parametrize(("key", "value"), CONTROL_CASES)
+def test_the_append_path_and_the_decoding_path_read_a_control_record_alike(key: bytes | None,
+                                                                         value: bytes | None) -> None:
+    """Producer state reads a marker in place; the cleaner, the group loader and clients decode
+    the batch first. Both go through protocol/control.py, so they agree on every record: the same
+    marker, no marker, or the same error."""
+    batch = _assemble([_encode_record(0, 0, key, value, ())], 1, base_offset=0, last_offset_delta=0,
+                      base_timestamp=TS, max_timestamp=TS, producer_id=5, producer_epoch=1, base_sequence=-1,
+                      transactional=True, control=True, compression_type=0, partition_leader_epoch=0,
+                      timestamp_type=0)
+
+    def outcome(fn: Any) -> object:
+        try:
+            return fn()
+        except KafkaError as e:
+            return e.code
+
+    def in_place() -> object:
+        m = read_transaction_marker(batch, 0, read_header(batch))
+        return None if m is None else (m.is_abort, m.coordinator_epoch)
+
+    def decoded() -> object:
+        _, recs = decode_batch(batch, 0)
+        m = parse_control_record(recs[0].key, recs[0].value)
+        return (m.is_abort, m.coordinator_epoch) if m.is_transaction_marker else None
+
+    assert outcome(in_place) == outcome(decoded)
 
 
 # --- corrupt input ------------------------------------------------------------------------------------
