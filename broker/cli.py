@@ -10,8 +10,9 @@ import signal
 import sys
 from importlib.metadata import entry_points
 
+from storage.faults import announce
+
 from . import cluster_up
-from .broken import announce
 from .config import ConfigError, load_config
 from .logs import configure
 

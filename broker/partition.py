@@ -27,6 +27,7 @@ from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.fetch import AbortedTransaction
 from protocol.records import decode_batch
 from storage.config import LogConfig
+from storage.faults import broken
 from storage.fs import OS_FS, FileSystem
 from storage.leader_epoch import end_offset_for
 from storage.log import AppendResult, PartitionLog
@@ -34,7 +35,6 @@ from storage.offload import INLINE, Offload
 from storage.producer_state import ProducerEntry
 
 from .batch_validation import validate_client_batches
-from .broken import broken
 from .group_commit import GroupCommit
 from .replication.replica_state import Assignment, IsrChange, ReplicaState, Role
 

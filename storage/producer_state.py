@@ -52,8 +52,8 @@ from protocol.batch import BatchHeader
 from protocol.control import ControlRecord
 from protocol.errors import ErrorCode, KafkaError
 
-from .broken import broken
 from .checkpoint import atomic_write
+from .faults import broken
 from .fs import FileSystem
 
 log = structlog.get_logger(__name__)

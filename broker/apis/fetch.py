@@ -35,8 +35,8 @@ from protocol.messages.fetch import (
     FetchResponse,
     PartitionData,
 )
+from storage.faults import broken
 
-from ..broken import broken
 from ..fetch_session import FINAL_EPOCH, INVALID_SESSION_ID, FetchContext, Key, Kind, Told, TopicKey
 from ..partition import Isolation
 

@@ -28,9 +28,9 @@ from protocol.messages.produce import (
     TopicProduceResponse,
 )
 from protocol.topic_partition import TopicPartition
+from storage.faults import broken
 from storage.log import AppendResult
 
-from ..broken import broken
 from ..partition import AppendOrigin
 from ..topics import INTERNAL_TOPICS
 from ..txn import verification

@@ -33,10 +33,9 @@ from protocol.messages.write_txn_markers import (
     WriteTxnMarkersResponse,
 )
 from protocol.records import build_control_batch
+from storage.faults import broken, crash_point
 
-from ..broken import broken
 from ..partition import AppendOrigin, Partition
-from ..txn.faults import crash_point
 
 if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo

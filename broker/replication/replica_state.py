@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from protocol.errors import ErrorCode
-from storage.broken import broken
+from storage.faults import broken
 
 NO_LEADER = -1
 

@@ -10,5 +10,6 @@ Pure logic, fed events with an explicit now_ms and returning what to do:
 The asyncio shells around them:
     coordinator.py   log appends, recovery from the log, waiting requests, the reaper loop
     sender.py        WriteTxnMarkers over TCP to each partition leader, batched per broker
-    faults.py        test-only crash points (KETCH_TEST_CRASH_AT)
+
+Its test-only crash points (KETCH_TEST_CRASH_AT) are in storage/faults.py, with the break switches.
 """

@@ -31,10 +31,10 @@ from protocol.messages.add_partitions_to_txn import (
 from protocol.records import Record, build_batch, decode_batches
 from protocol.topic_partition import TopicPartition
 from storage.clock import Clock
+from storage.faults import crash_point
 
 from ..partition import AppendOrigin, Isolation
 from ..wire import Channel, WireError
-from .faults import crash_point
 from .log_records import TxnLogFormatError, decode_key, decode_value, encode_key, encode_value
 from .machine import Decision, MarkerJob, TxnStateMachine
 from .markers import DELETED

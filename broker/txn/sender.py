@@ -19,9 +19,9 @@ import structlog
 
 from protocol.topic_partition import TopicPartition
 from storage.clock import Clock
+from storage.faults import crash_point
 
 from ..wire import Channel, WireError
-from .faults import crash_point
 from .machine import MarkerJob
 from .markers import MarkerQueue, MarkerSend, build_request, response_errors
 

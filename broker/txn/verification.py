@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING
 from protocol.batch import BatchHeader
 from protocol.errors import ErrorCode
 from protocol.topic_partition import TopicPartition
-
-from ..broken import broken
+from storage.faults import broken
 
 if TYPE_CHECKING:
     from ..partition import Partition

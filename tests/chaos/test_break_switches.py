@@ -1,5 +1,4 @@
-"""The test-only switches (storage/broken.py KETCH_TEST_BREAK, broker/txn/faults.py
-KETCH_TEST_CRASH_AT) on a real broker process: an unknown name refuses to start, so a typo cannot
+"""The test-only switches (storage/faults.py: KETCH_TEST_BREAK and KETCH_TEST_CRASH_AT) on a real broker process: an unknown name refuses to start, so a typo cannot
 run a self-test that breaks nothing; a known one is announced as a warning naming what it breaks,
 so a log read later shows the build was broken on purpose."""
 
@@ -10,7 +9,7 @@ from pathlib import Path
 import pytest
 from helpers.broker import BrokerError, BrokerProcess
 
-from storage.broken import GUARANTEES
+from storage.faults import GUARANTEES
 
 
 @pytest.mark.parametrize(("env", "says"), [

@@ -8,7 +8,7 @@
   fixed rotation (one a day), so a failure replays; ``KETCH_CHAOS_SEED`` replays another seed,
   ``KETCH_CHAOS_SECONDS`` sets the minimum fault time.
 * Broken builds (``make chaos``, marked ``chaos_selftest``): each starts the brokers with one
-  guarantee broken on purpose (KETCH_TEST_BREAK, broker/broken.py) and expects the checker to report
+  guarantee broken on purpose (KETCH_TEST_BREAK, storage/faults.py) and expects the checker to report
   the anomaly that guarantee exists to prevent. They prove the short campaign's "0 anomalies" means
   something. Seeds that once found an anomaly are replayed there too.
 

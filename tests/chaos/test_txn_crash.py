@@ -2,7 +2,7 @@
 committed everywhere — data partitions, consumer offsets, the coordinator — and nothing may be
 left hanging.
 
-The broker kills itself at the chosen point (KETCH_TEST_CRASH_AT, test-only, broker/txn/faults.py):
+The broker kills itself at the chosen point (KETCH_TEST_CRASH_AT, test-only, storage/faults.py):
     after_prepare       PrepareCommit logged, no marker sent
     after_some_markers  one partition has its commit marker, the others not
     before_complete     every marker written, CompleteCommit not

@@ -187,7 +187,7 @@ def run_campaign(
     request_timeout_ms: int = 0,
 ) -> Result:
     """Run one campaign in `directory` (made empty first). `broken` names a guarantee the brokers
-    are told to break (KETCH_TEST_BREAK, storage/broken.py; docs/chaos.md) to prove the checker
+    are told to break (KETCH_TEST_BREAK, storage/faults.py; docs/chaos.md) to prove the checker
     notices. With `every_kind` the faults go on past `seconds` until each of `kinds` has been
     inflicted once (the schedule brings every kind once before any twice)."""
     say = log or (lambda msg: print(f"[chaos {time.strftime('%H:%M:%S')}] {msg}", flush=True))

@@ -1,0 +1,87 @@
+"""Test-only faults a build can be told to commit: break switches and crash points. Never set
+either in production.
+
+* `KETCH_TEST_BREAK=<name>[,<name>...]` breaks guarantees on purpose (GUARANTEES says what breaking
+  each does), so the chaos suite proves its checker notices.
+* `KETCH_TEST_CRASH_AT=<point>` makes the broker SIGKILL itself the first time a *commit* reaches
+  that point of the transaction protocol (POINTS says where each is), so a test can stop it exactly
+  between two durable steps and check that recovery finishes the transaction. SIGKILL, not an
+  exception or a clean exit, because that is the failure simulated: no `finally`, flush or
+  shutdown hook runs.
+
+One module for both, in storage/, the lowest layer holding a guarantee to break: the log and the
+producer state read the switches without importing the broker. Both variables are read once at
+import; an unknown name stops the process (a typo must not run a test that tests nothing). A broker
+started with either set says so (`announce`), so a log read later shows the build was broken on
+purpose. Unset, each check costs one comparison.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+BREAK_ENV = "KETCH_TEST_BREAK"
+GUARANTEES = {
+    "lso": "read_committed fetches are served like read_uncommitted: past the last stable offset, with no "
+           "aborted-transaction list (readers see aborted and not-yet-committed data)",
+    "markers": "WriteTxnMarkers answers success for partition 0 of every non-internal topic without writing "
+               "the marker (that partition's transactions hang, its LSO stops)",
+    "acks": "acks=all is answered as soon as the leader has appended, before the in-sync replicas have the "
+            "batch (a leader that dies or is cut off loses acknowledged writes)",
+    "dedup": "a leader skips the producer-state sequence check: a retried batch is stored again instead of "
+             "being answered with its first offsets (duplicates under one producer epoch)",
+    "truncate": "a leader never tells a follower that its log diverges, so the follower skips truncation and "
+                "keeps records the leader does not have (replicas differ at one offset)",
+    "fence": "a partition leader accepts a batch whose producer epoch is older than the newest it knows of: "
+             "it ignores the coordinator's PRODUCER_FENCED verdict on a transactional batch (KIP-890 verification) "
+             "and its own producer state's epoch check (a fenced zombie's writes are stored)",
+    "hw": "the high watermark counts every follower as having the leader's whole log before it fetched it "
+          "(records are committed, served and acknowledged that only the leader has)",
+}
+BROKEN = frozenset(n.strip() for n in os.environ.get(BREAK_ENV, "").split(",") if n.strip())
+if BROKEN - GUARANTEES.keys():
+    raise SystemExit(f"{BREAK_ENV}: unknown guarantee(s) {sorted(BROKEN - GUARANTEES.keys())}; "
+                     f"known: {sorted(GUARANTEES)}")
+
+CRASH_ENV = "KETCH_TEST_CRASH_AT"
+POINTS = {
+    "after_prepare": "PrepareCommit is in __transaction_state, no marker has been sent",
+    "after_some_markers": "a partition leader wrote the first marker of a WriteTxnMarkers request carrying "
+                          "more than one partition, and not the others",
+    "markers_half_sent": "the coordinator heard from one partition leader that its commit markers are written "
+                         "while other partitions' are still owed",
+    "before_complete": "every marker is written, CompleteCommit is not",
+}
+CRASH_AT = os.environ.get(CRASH_ENV) or None
+if CRASH_AT is not None and CRASH_AT not in POINTS:
+    raise SystemExit(f"{CRASH_ENV}: unknown crash point {CRASH_AT!r}; known: {sorted(POINTS)}")
+
+
+def broken(name: str) -> bool:
+    """Whether this process was told to break `name` (unset: always False)."""
+    return name in BROKEN
+
+
+def crash_point(point: str) -> None:
+    """SIGKILL this process if the test hook selects `point`."""
+    if point != CRASH_AT:
+        return
+    sys.stderr.write(f"{CRASH_ENV}={point}: killing the broker now\n")
+    sys.stderr.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def announce() -> None:
+    """Log, at broker start, every guarantee this process was told to break and its crash point."""
+    for name in sorted(BROKEN):
+        log.warning("test build: a guarantee is broken on purpose", env=BREAK_ENV, broken=name,
+                    what=GUARANTEES[name])
+    if CRASH_AT:
+        log.warning("test build: the broker kills itself at a transaction step", env=CRASH_ENV,
+                    point=CRASH_AT, what=POINTS[CRASH_AT])
