@@ -74,7 +74,7 @@ def crash_point(point: str) -> None:
         return
     sys.stderr.write(f"{CRASH_ENV}={point}: killing the broker now\n")
     sys.stderr.flush()
-    os.kill(os.getpid(), signal.SIGKILL)
+    signal.raise_signal(signal.SIGKILL)
 
 
 def announce() -> None:
