@@ -26,6 +26,7 @@ from protocol.batch import HEADER_SIZE, read_header
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.fetch import AbortedTransaction
 from protocol.records import decode_batch
+from protocol.topic_partition import TopicPartition
 from storage.config import LogConfig
 from storage.faults import broken
 from storage.fs import OS_FS, FileSystem
@@ -86,7 +87,7 @@ class PartitionRead(NamedTuple):
 
 
 class Partition:
-    __slots__ = ("topic", "index", "log", "state", "_waiters", "_now_ms", "_group_commit", "_verifying",
+    __slots__ = ("topic", "index", "tp", "log", "state", "_waiters", "_now_ms", "_group_commit", "_verifying",
                  "flush_wait")
 
     def __init__(self, topic: str, index: int, log: PartitionLog, local_id: int,
@@ -94,6 +95,7 @@ class Partition:
                  replica_lag_time_max_ms: int = 30_000) -> None:
         self.topic = topic
         self.index = index
+        self.tp = TopicPartition(topic, index)  # the key every table of partitions uses
         self.log = log
         self.state = ReplicaState(local_id, replica_lag_time_max_ms, min_isr=log.config.min_insync_replicas)
         self._waiters: list[asyncio.Future[None]] = []

@@ -18,6 +18,7 @@ from protocol.messages import delete_topics as dt
 from protocol.messages import elect_leaders as el
 from protocol.messages.metadata_records import BROKER_RESOURCE, TOPIC_RESOURCE
 from protocol.primitives import ZERO_UUID
+from protocol.topic_partition import TopicPartition
 
 from ..metadata import dynamic_configs
 from ..topics import validate_topic_name
@@ -151,7 +152,7 @@ async def alter_partition(ctx: BrokerContext, client: ClientInfo, header: Reques
     return ap.AlterPartitionResponse(error_code=0, topics=topics)
 
 
-def election_response(outcome: dict[tuple[str, int], ErrorCode]) -> el.ElectLeadersResponse:
+def election_response(outcome: dict[TopicPartition, ErrorCode]) -> el.ElectLeadersResponse:
     by_topic: dict[str, list[el.PartitionResult]] = {}
     for (topic, partition), code in sorted(outcome.items()):
         by_topic.setdefault(topic, []).append(el.PartitionResult(
@@ -160,10 +161,10 @@ def election_response(outcome: dict[tuple[str, int], ErrorCode]) -> el.ElectLead
         el.ReplicaElectionResult(topic=t, partition_result=ps) for t, ps in by_topic.items()])
 
 
-def wanted_partitions(req: el.ElectLeadersRequest) -> list[tuple[str, int]] | None:
+def wanted_partitions(req: el.ElectLeadersRequest) -> list[TopicPartition] | None:
     if req.topic_partitions is None:
         return None
-    return [(t.topic, p) for t in req.topic_partitions for p in t.partitions]
+    return [TopicPartition(t.topic, p) for t in req.topic_partitions for p in t.partitions]
 
 
 async def elect_leaders(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,

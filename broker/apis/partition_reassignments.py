@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages import partition_reassignments as pr
+from protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
@@ -23,7 +24,7 @@ def _wanted(req: pr.AlterPartitionReassignmentsRequest) -> list[tuple[str, int, 
     return [(t.name, p.partition_index, p.replicas) for t in req.topics for p in t.partitions]
 
 
-def _response(outcome: dict[tuple[str, int], tuple[ErrorCode, str | None]]) -> pr.AlterPartitionReassignmentsResponse:
+def _response(outcome: dict[TopicPartition, tuple[ErrorCode, str | None]]) -> pr.AlterPartitionReassignmentsResponse:
     by_topic: dict[str, list[pr.ReassignablePartitionResponse]] = {}
     for (topic, i), (code, message) in sorted(outcome.items()):
         by_topic.setdefault(topic, []).append(pr.ReassignablePartitionResponse(

@@ -33,6 +33,7 @@ from protocol.messages.write_txn_markers import (
     WriteTxnMarkersResponse,
 )
 from protocol.records import build_control_batch
+from protocol.topic_partition import TopicPartition
 from storage.faults import broken, crash_point
 
 from ..partition import AppendOrigin, Partition
@@ -118,7 +119,7 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
     if failed:
         log.error("markers written but not made durable; answered KAFKA_STORAGE_ERROR", exc_info=failed[0])
     waits = await asyncio.gather(*(p.replicated(end, REPLICATION_TIMEOUT_S) for p, end in ends.values()))
-    unreplicated = {(p.topic, p.index): code for (p, _), code in zip(ends.values(), waits, strict=True) if code}
+    unreplicated = {p.tp: code for (p, _), code in zip(ends.values(), waits, strict=True) if code}
     if not failed:
         # A group's transactional offsets become the committed ones (or are dropped) only now that
         # the marker is on the in-sync replicas, as Kafka's onTransactionCompleted after its acks=-1
@@ -129,7 +130,7 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                 if t.name != OFFSETS_TOPIC:
                     continue
                 for index, code in zip(t.partition_indexes, topic_codes, strict=True):
-                    if not code and (t.name, index) not in unreplicated:
+                    if not code and TopicPartition(t.name, index) not in unreplicated:
                         ctx.groups.complete_txn(m.producer_id, m.transaction_result, index)
     return WriteTxnMarkersResponse(markers=[
         WritableTxnMarkerResult(producer_id=m.producer_id, topics=[
@@ -137,7 +138,7 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                 WritableTxnMarkerPartitionResult(
                     partition_index=index,
                     error_code=code if code else ErrorCode.KAFKA_STORAGE_ERROR if failed
-                    else unreplicated.get((t.name, index), ErrorCode.NONE))
+                    else unreplicated.get(TopicPartition(t.name, index), ErrorCode.NONE))
                 for index, code in zip(t.partition_indexes, topic_codes, strict=True)])
             for t, topic_codes in zip(m.topics, marker_codes, strict=True)])
         for m, marker_codes in zip(req.markers, codes, strict=True)])

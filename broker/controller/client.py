@@ -25,6 +25,7 @@ from protocol.messages import elect_leaders as el
 from protocol.messages import partition_reassignments as pr
 from protocol.messages.metadata_records import BROKER_RESOURCE, TOPIC_RESOURCE
 from protocol.schema import Message
+from protocol.topic_partition import TopicPartition
 
 from ..metadata.image import PartitionInfo
 from ..wire import BrokerConnection, WireError
@@ -122,8 +123,8 @@ class ControllerClient:
             return ErrorCode(p.error_code), None
         return ErrorCode.NONE, PartitionInfo(tuple(), tuple(p.isr), p.leader_id, p.leader_epoch, p.partition_epoch)
 
-    async def elect_leaders(self, wanted: Sequence[tuple[str, int]] | None,
-                            unclean: bool) -> dict[tuple[str, int], ErrorCode]:
+    async def elect_leaders(self, wanted: Sequence[TopicPartition] | None,
+                            unclean: bool) -> dict[TopicPartition, ErrorCode]:
         """ElectLeaders, decided by the active controller: the outcome per partition."""
         if self.shell.active:
             return await self.shell.elect_leaders(wanted, unclean)
@@ -136,11 +137,11 @@ class ControllerClient:
                                                           for t, ps in by_topic.items()])
         resp: Any = await self._forward(request)
         _raise(resp.error_code, None)
-        return {(r.topic, p.partition_id): ErrorCode(p.error_code) for r in resp.replica_election_results
+        return {TopicPartition(r.topic, p.partition_id): ErrorCode(p.error_code) for r in resp.replica_election_results
                 for p in r.partition_result}
 
     async def reassign(self, wanted: Sequence[tuple[str, int, Sequence[int] | None]]
-                       ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+                       ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
         """AlterPartitionReassignments, decided by the active controller."""
         if self.shell.active:
             return await self.shell.reassign(wanted)
@@ -152,7 +153,7 @@ class ControllerClient:
             timeout_ms=int(FORWARD_TIMEOUT_S * 1000),
             topics=[pr.ReassignableTopic(name=t, partitions=ps) for t, ps in by_topic.items()]))
         _raise(resp.error_code, resp.error_message)
-        return {(r.name, p.partition_index): (ErrorCode(p.error_code), p.error_message)
+        return {TopicPartition(r.name, p.partition_index): (ErrorCode(p.error_code), p.error_message)
                 for r in resp.responses for p in r.partitions}
 
     # ---- the wire ---------------------------------------------------------------------------------

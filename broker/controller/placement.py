@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.metadata_records import NO_LEADER_CHANGE, PartitionChangeRecord
+from protocol.topic_partition import TopicPartition
 
 from ..metadata.image import NO_LEADER, MetadataImage, PartitionInfo, TopicInfo
 from .partition_change import build, min_isr
@@ -88,7 +89,7 @@ def led_by(image: MetadataImage, broker: int) -> list[tuple[TopicInfo, int]]:
 
 
 def elect(image: MetadataImage, wanted: Iterable[tuple[TopicInfo, int]], unclean: bool,
-          default_min_isr: int = 1) -> tuple[list[PartitionChangeRecord], dict[tuple[str, int], ErrorCode]]:
+          default_min_isr: int = 1) -> tuple[list[PartitionChangeRecord], dict[TopicPartition, ErrorCode]]:
     """ElectLeaders: (changes, outcome per partition). Preferred: the first replica, if it is live
     and in sync (else PREFERRED_LEADER_NOT_AVAILABLE). Unclean: only for a partition without a
     live leader — a live ISR member if any, else a live ELR member, else its last known leader,
@@ -98,7 +99,7 @@ def elect(image: MetadataImage, wanted: Iterable[tuple[TopicInfo, int]], unclean
     changes, outcome = [], {}
     for t, i in wanted:
         p = t.partitions[i]
-        key = (t.name, i)
+        key = TopicPartition(t.name, i)
         if not unclean:
             target = p.replicas[0] if p.replicas else NO_LEADER
             if p.leader == target:

@@ -41,6 +41,7 @@ from protocol.messages.metadata_records import (
     frame,
     frame_batch,
 )
+from protocol.topic_partition import TopicPartition
 
 from ..metadata.image import NO_LEADER, MetadataImage, TopicInfo
 from . import reassignment
@@ -319,18 +320,18 @@ class QuorumController:
         return 0, framed(change or PartitionChangeRecord(partition_id=partition, topic_id=topic_id, isr=isr))
 
     # ---- leader elections ---------------------------------------------------------------------------
-    def elect_leaders(self, wanted: Sequence[tuple[str, int]] | None,
-                      unclean: bool) -> tuple[bytes | None, dict[tuple[str, int], ErrorCode]]:
+    def elect_leaders(self, wanted: Sequence[TopicPartition] | None,
+                      unclean: bool) -> tuple[bytes | None, dict[TopicPartition, ErrorCode]]:
         """ElectLeaders for `wanted` partitions (None: all): (entry, outcome per partition)."""
         image = self.image
         known = []
-        outcome: dict[tuple[str, int], ErrorCode] = {}
-        pairs = wanted if wanted is not None else [(t.name, i) for t in image.topics.values()
+        outcome: dict[TopicPartition, ErrorCode] = {}
+        pairs = wanted if wanted is not None else [TopicPartition(t.name, i) for t in image.topics.values()
                                                   for i in range(len(t.partitions))]
         for name, i in pairs:
             t = image.topics.get(name)
             if t is None or not 0 <= i < len(t.partitions):
-                outcome[(name, i)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                outcome[TopicPartition(name, i)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 known.append((t, i))
         changes, decided = elect(image, known, unclean, self.min_insync_replicas)
@@ -348,23 +349,23 @@ class QuorumController:
 
     # ---- reassignment -------------------------------------------------------------------------------
     def reassign(self, wanted: Sequence[tuple[str, int, Sequence[int] | None]]
-                 ) -> tuple[bytes | None, dict[tuple[str, int], tuple[ErrorCode, str | None]]]:
+                 ) -> tuple[bytes | None, dict[TopicPartition, tuple[ErrorCode, str | None]]]:
         """AlterPartitionReassignments: (entry, outcome per partition); a None target cancels."""
         changes = []
-        outcome: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+        outcome: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
         for name, i, target in wanted:
             t = self.image.topics.get(name)
             if t is None or not 0 <= i < len(t.partitions):
-                outcome[(name, i)] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{name}-{i} does not exist")
+                outcome[TopicPartition(name, i)] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{name}-{i} does not exist")
                 continue
             try:
                 change = reassignment.start(self.image, t, i, target)
             except KafkaError as e:
-                outcome[(name, i)] = (e.code, e.message)
+                outcome[TopicPartition(name, i)] = (e.code, e.message)
                 continue
             if change is not None:
                 changes.append(framed(change))
-            outcome[(name, i)] = (ErrorCode.NONE, None)
+            outcome[TopicPartition(name, i)] = (ErrorCode.NONE, None)
         return (frame_batch(changes) if changes else None), outcome
 
     def complete_reassignments(self) -> bytes | None:

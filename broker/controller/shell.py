@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 from protocol.errors import ErrorCode, KafkaError
+from protocol.topic_partition import TopicPartition
 
 from ..quorum.shell import QuorumShell
 from .quorum_controller import QuorumController
@@ -99,12 +100,12 @@ class ControllerShell:
         await self.run(decide)
         return outcome[0]
 
-    async def elect_leaders(self, wanted: Sequence[tuple[str, int]] | None,
-                            unclean: bool) -> dict[tuple[str, int], ErrorCode]:
+    async def elect_leaders(self, wanted: Sequence[TopicPartition] | None,
+                            unclean: bool) -> dict[TopicPartition, ErrorCode]:
         c = self.controller
         return await self.run(lambda: c.elect_leaders(wanted, unclean))
 
     async def reassign(self, wanted: Sequence[tuple[str, int, Sequence[int] | None]]
-                       ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+                       ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
         c = self.controller
         return await self.run(lambda: c.reassign(wanted))

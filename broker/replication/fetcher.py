@@ -39,6 +39,7 @@ from protocol.messages.fetch import (
     ForgottenTopic,
     ReplicaState,
 )
+from protocol.topic_partition import TopicPartition
 
 from ..partition import Partition
 from ..replication.replica_state import Role
@@ -69,7 +70,7 @@ class ReplicaFetcher:
         self.throttled_s = 0.0  # how long throttled replicas were held back, in all
         self._address_of = address_of
         self._topic_id = topic_ids
-        self._following: dict[int, dict[tuple[str, int], Partition]] = {}  # leader -> partitions
+        self._following: dict[int, dict[TopicPartition, Partition]] = {}  # leader -> partitions
         self._loops: dict[int, asyncio.Task[None]] = {}
         self._wake: dict[int, asyncio.Event] = {}
         self.fetched_bytes = 0
@@ -81,7 +82,7 @@ class ReplicaFetcher:
         leader = part.leader
         if leader < 0 or leader == self.node_id:
             return
-        self._following.setdefault(leader, {})[(part.topic, part.index)] = part
+        self._following.setdefault(leader, {})[part.tp] = part
         if leader not in self._loops or self._loops[leader].done():
             self._wake[leader] = asyncio.Event()
             self._loops[leader] = asyncio.get_running_loop().create_task(self._run(leader))
@@ -90,7 +91,7 @@ class ReplicaFetcher:
 
     def unfollow(self, part: Partition) -> None:
         for parts in self._following.values():
-            parts.pop((part.topic, part.index), None)
+            parts.pop(part.tp, None)
 
     async def stop(self) -> None:
         for t in self._loops.values():
@@ -126,7 +127,7 @@ class ReplicaFetcher:
                         conn = await BrokerConnection.connect(*address, client_id=f"ketch-replica-{self.node_id}",
                                                               timeout=2.0)
                         session.reset(new_connection=True)
-                    by_key = {(p.topic, p.index): p for p in parts}
+                    by_key = {p.tp: p for p in parts}
                     plan = session.plan({k: self._fetch_state(p, k in throttled) for k, p in by_key.items()})
                     request = self._request(plan, conn)
                     self.fetches["full" if plan.full else "incremental"] += 1
@@ -170,16 +171,16 @@ class ReplicaFetcher:
         except TimeoutError:
             pass
 
-    def _hold_back(self, parts: list[Partition]) -> tuple[list[Partition], set[tuple[str, int]], float]:
+    def _hold_back(self, parts: list[Partition]) -> tuple[list[Partition], set[TopicPartition], float]:
         """The partitions to fetch now, which of them count against the quota, and — when the
         quota is spent — how long the throttled ones must wait."""
         if self._quota is None or self._throttled is None:
             return parts, set(), 0.0
-        throttled = {(p.topic, p.index) for p in parts if self._throttled(p)}
+        throttled = {p.tp for p in parts if self._throttled(p)}
         now = time.monotonic()
         if not throttled or self._quota.available(now):
             return parts, throttled, 0.0
-        return [p for p in parts if (p.topic, p.index) not in throttled], set(), self._quota.wait_s(now)
+        return [p for p in parts if p.tp not in throttled], set(), self._quota.wait_s(now)
 
     def _fetch_state(self, p: Partition, throttled: bool) -> FetchState:
         return FetchState(topic_id=self._topic_id(p.topic), fetch_offset=p.log_end_offset, current_leader_epoch=p.leader_epoch,
@@ -213,8 +214,8 @@ class ReplicaFetcher:
             return max(1024, min(PARTITION_MAX_BYTES, self._quota.rate))
         return PARTITION_MAX_BYTES
 
-    def _apply(self, resp: FetchResponse, by_key: dict[tuple[str, int], Partition],
-               throttled: set[tuple[str, int]]) -> tuple[bool, int]:
+    def _apply(self, resp: FetchResponse, by_key: dict[TopicPartition, Partition],
+               throttled: set[TopicPartition]) -> tuple[bool, int]:
         """Append what came; True to back off before the next fetch, and the bytes that came
         for throttled replicas. Only errors mean backing off: the leader answers them without
         waiting, so fetching again at once would spin. An answer with nothing new has already
@@ -229,7 +230,7 @@ class ReplicaFetcher:
         for t in resp.responses:
             name = by_id.get(t.topic_id, t.topic)
             for pd in t.partitions:
-                part = by_key.get((name, pd.partition_index))
+                part = by_key.get(TopicPartition(name, pd.partition_index))
                 if part is None or part.log.closed or part.state.role != Role.FOLLOWER:
                     continue
                 try:

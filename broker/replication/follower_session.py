@@ -18,10 +18,11 @@ import uuid
 from dataclasses import dataclass
 
 from protocol.errors import ErrorCode
+from protocol.topic_partition import TopicPartition
 
 from ..fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 
-Key = tuple[str, int]  # topic name, partition
+Key = TopicPartition
 
 
 @dataclass(frozen=True, slots=True)
