@@ -29,17 +29,15 @@ from typing import Any
 import structlog
 
 from protocol.errors import ErrorCode, KafkaError
+from protocol.framing import FrameError, FrameReader, encode_response
 from protocol.headers import (
     RequestHeader,
     read_request_header,
-    response_header_flexible,
-    write_response_header,
 )
 from protocol.messages.api_versions import ApiVersionsResponse
 from protocol.messages.metadata_records import NoOpRecord, unframe_batch
 from protocol.messages.registry import REQUESTS
-from protocol.primitives import DecodeError, Reader, Writer
-from protocol.schema import Message
+from protocol.primitives import DecodeError, Reader
 from protocol.supported import API_NAMES, CONTROLLER_SUPPORTED, SUPPORTED, api_versions_table
 from storage.clock import SYSTEM_CLOCK, Clock
 from storage.fs import OS_FS, FileSystem
@@ -100,17 +98,6 @@ class _Slot:
         self.done = False
 
 
-def encode_response(header: RequestHeader, resp: Message) -> bytes:
-    flexible = resp.is_flexible(header.api_version)
-    w = Writer()
-    w.int32(0)  # size, patched below
-    write_response_header(w, header.correlation_id, response_header_flexible(header.api_key, flexible))
-    resp.write(w, header.api_version)
-    buf = w.buf
-    buf[0:4] = (len(buf) - 4).to_bytes(4, "big")
-    return bytes(buf)
-
-
 class Connection(asyncio.Protocol):
     def __init__(self, server: BrokerServer, endpoint: tuple[str, int], inter_broker: bool,
                  controller: bool = False) -> None:
@@ -118,7 +105,8 @@ class Connection(asyncio.Protocol):
         self.supported = CONTROLLER_SUPPORTED if controller else SUPPORTED
         self.handlers = CONTROLLER_HANDLERS if controller else HANDLERS
         self.transport: asyncio.Transport | None = None
-        self.buf = bytearray()
+        # a frame too short for a request header is garbage; one over the limit is refused unread
+        self.frames = FrameReader(min_size=8, max_size=server.cfg.socket_request_max_bytes)
         self.slots: deque[_Slot] = deque()
         self.info = ClientInfo(next(_conn_ids), "?", endpoint, inter_broker, controller=controller)
         self.closed = False
@@ -143,24 +131,20 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.server.metrics.bytes_received += len(data)
-        buf = self.buf
-        buf += data
-        pos = 0
-        n = len(buf)
-        limit = self.server.cfg.socket_request_max_bytes
-        while n - pos >= 4 and not self.closed:
-            size = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
-            if size < 8 or size > limit:
-                self._abort("invalid frame size", size=size, limit=limit)
+        if self.closed:
+            return
+        bad: FrameError | None = None
+        try:
+            frames = self.frames.feed(data)
+        except FrameError as e:
+            frames, bad = e.complete, e
+        for frame in frames:
+            if self.closed:
                 return
-            end = pos + 4 + size
-            if end > n:
-                break
-            frame = bytes(buf[pos + 4 : end])
-            pos = end
             self._dispatch(frame)
-        if pos:
-            del buf[:pos]
+        if bad is not None:
+            self._abort("invalid frame size", size=bad.size, limit=self.frames.max_size)
+            return
         if len(self.slots) >= self.server.cfg.max_pipelined_requests and not self.reading_paused and self.transport:
             self.reading_paused = True
             self.transport.pause_reading()

@@ -9,22 +9,27 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import struct
 from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import structlog
 
-from protocol.headers import RequestHeader, read_response_header, write_request_header
+from protocol.framing import (
+    FrameReader,
+    common_version,
+    encode_request,
+    open_response,
+    response_correlation_id,
+)
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from protocol.messages.registry import RESPONSES
-from protocol.primitives import Reader, Writer
 from protocol.schema import Message
 
 from .resolver import open_connection
 
 log = structlog.get_logger()
+_READ_BYTES = 1 << 18  # what one read may take off the socket; frames are cut out of it
 
 M = TypeVar("M", bound=Message)
 
@@ -60,23 +65,19 @@ class BrokerConnection:
 
     def version_for(self, cls: type[Message]) -> int:
         """The highest version both sides speak."""
-        theirs = self._versions.get(cls.API_KEY)
-        lo, hi = cls.VERSIONS
-        if theirs is None or theirs[1] < lo or theirs[0] > hi:
+        v = common_version(cls.VERSIONS, self._versions.get(cls.API_KEY))
+        if v is None:
+            lo, hi = cls.VERSIONS
             raise WireError(f"broker does not support API {cls.API_KEY} in versions {lo}-{hi}")
-        return min(hi, theirs[1])
+        return v
 
     async def request(self, msg: M, *, version: int | None = None, timeout: float = 30.0) -> Any:
         v = self.version_for(type(msg)) if version is None else version
         corr = next(self._corr)
-        w = Writer()
-        w.int32(0)
-        write_request_header(w, RequestHeader(msg.API_KEY, v, corr, self._client_id), msg.is_flexible(v))
-        msg.write(w, v)
-        struct.pack_into(">i", w.buf, 0, len(w.buf) - 4)
+        frame = encode_request(msg, v, corr, self._client_id)
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending.append((corr, type(msg), v, fut))
-        self._writer.write(w.buf)
+        self._writer.write(frame)
         try:
             return await asyncio.wait_for(fut, timeout)
         except TimeoutError as e:
@@ -84,29 +85,15 @@ class BrokerConnection:
             raise WireError(f"request {type(msg).__name__} timed out after {timeout}s") from e
 
     async def _read_loop(self) -> None:
+        frames = FrameReader()
         try:
             while True:
-                size = struct.unpack(">i", await self._reader.readexactly(4))[0]
-                frame = await self._reader.readexactly(size)
-                if not self._pending:
-                    raise WireError(f"an answer of {size} bytes to no request")
-                corr, req_cls, version, fut = self._pending.popleft()
-                r = Reader(frame)
-                try:
-                    got = read_response_header(r, req_cls.is_flexible(version) and req_cls.API_KEY != 18)
-                    if got != corr:
-                        raise WireError(f"correlation id {got}, expected {corr}")
-                    resp = RESPONSES[req_cls.API_KEY].read(r, version)
-                except ValueError as e:  # DecodeError, bad UTF-8: nothing after it can be trusted either
-                    log.warning("malformed answer from a broker: connection closed", peer=self._peer,
-                                request=req_cls.__name__, version=version, error=str(e))
-                    err = WireError(f"malformed {req_cls.__name__} answer: {e}")
-                    if not fut.done():
-                        fut.set_exception(err)
-                    raise err from e
-                if not fut.done():
-                    fut.set_result(resp)
-        except (asyncio.IncompleteReadError, ConnectionError, WireError) as e:
+                data = await self._reader.read(_READ_BYTES)
+                if not data:
+                    raise ConnectionResetError("closed by the peer")
+                for frame in frames.feed(data):
+                    self._answer(frame)
+        except (ConnectionError, WireError) as e:
             err = e if isinstance(e, WireError) else WireError(f"connection lost: {e!r}")
             while self._pending:
                 fut = self._pending.popleft()[3]
@@ -115,6 +102,28 @@ class BrokerConnection:
         finally:
             self._closed = True
             self._writer.close()
+
+    def _answer(self, frame: bytes) -> None:
+        """Hand a response frame to the request it answers: the oldest outstanding one, as a Kafka
+        connection answers in order."""
+        if not self._pending:
+            raise WireError(f"an answer of {len(frame)} bytes to no request")
+        corr, req_cls, version, fut = self._pending.popleft()
+        try:
+            got = response_correlation_id(frame)
+            if got != corr:
+                raise WireError(f"correlation id {got}, expected {corr}")
+            r = open_response(frame, req_cls.API_KEY, version, req_cls.is_flexible(version))
+            resp = RESPONSES[req_cls.API_KEY].read(r, version)
+        except (ValueError, WireError) as e:  # undecodable or a stray answer: nothing after it can be trusted
+            log.warning("malformed answer from a broker: connection closed", peer=self._peer,
+                        request=req_cls.__name__, version=version, error=str(e))
+            err = WireError(f"malformed {req_cls.__name__} answer: {e}")
+            if not fut.done():
+                fut.set_exception(err)
+            raise err from e
+        if not fut.done():
+            fut.set_result(resp)
 
     @property
     def closed(self) -> bool:

@@ -24,15 +24,15 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from protocol.errors import ErrorCode
-from protocol.headers import (
-    RequestHeader,
-    read_response_header,
-    response_header_flexible,
-    write_request_header,
+from protocol.framing import (
+    FrameReader,
+    common_version,
+    encode_request,
+    open_response,
+    response_correlation_id,
 )
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from protocol.messages.registry import RESPONSES
-from protocol.primitives import Reader, Writer
 from protocol.schema import Message
 
 from .errors import ConnectionLostError, KafkaClientError, RequestTimedOutError, UnsupportedVersionError
@@ -40,6 +40,7 @@ from .errors import ConnectionLostError, KafkaClientError, RequestTimedOutError,
 M = TypeVar("M", bound=Message)
 
 _SIZE = struct.Struct(">i")
+_READ_BYTES = 1 << 18  # what one read may take off the socket; frames are cut out of it
 API_VERSIONS_KEY: Final = 18
 CLIENT_SOFTWARE_NAME: Final = "ketch-python"
 CLIENT_SOFTWARE_VERSION: Final = "0.1.0"
@@ -59,7 +60,8 @@ class _Pending:
     future: asyncio.Future[Any]
     response_cls: type[Message] | None  # None: return the raw body (ApiVersions fallback)
     version: int
-    flexible_header: bool
+    api_key: int
+    request_flexible: bool
 
 
 class Connection:
@@ -151,10 +153,11 @@ class Connection:
         hi = min(hi, CLIENT_MAX.get(cls.API_KEY, hi))
         if max_version is not None:
             hi = min(hi, max_version)
-        if theirs is None or theirs[1] < lo or theirs[0] > hi:
+        v = common_version((lo, hi), theirs)
+        if v is None:
             raise UnsupportedVersionError(
                 f"broker {self.host}:{self.port} speaks {cls.__name__} {theirs}, this client {lo}-{hi}")
-        return min(hi, theirs[1])
+        return v
 
     # ------------------------------------------------------------------ requests
     async def request(self, msg: Message, *, version: int | None = None, timeout: float | None = None,
@@ -172,18 +175,13 @@ class Connection:
             raise ConnectionLostError(f"connection to {self.host}:{self.port} is closed") from self._closed_error
         assert self._writer is not None
         corr = next(self._corr)
-        flexible = msg.is_flexible(version)
-        w = Writer()
-        w.int32(0)
-        write_request_header(w, RequestHeader(msg.API_KEY, version, corr, self.client_id), flexible)
-        msg.write(w, version)
-        struct.pack_into(">i", w.buf, 0, len(w.buf) - 4)
+        frame = encode_request(msg, version, corr, self.client_id)
         fut: asyncio.Future[Any] | None = None
         if expect_response:
             fut = asyncio.get_running_loop().create_future()
-            self._pending[corr] = _Pending(fut, resp_cls, version, response_header_flexible(msg.API_KEY, flexible))
+            self._pending[corr] = _Pending(fut, resp_cls, version, msg.API_KEY, msg.is_flexible(version))
         try:
-            self._writer.write(w.buf)
+            self._writer.write(frame)
             await asyncio.wait_for(self._writer.drain(), timeout)
         except (OSError, TimeoutError) as e:
             self._fail(ConnectionLostError(f"write to {self.host}:{self.port} failed: {e!r}"))
@@ -201,32 +199,42 @@ class Connection:
     async def _read_loop(self) -> None:
         assert self._reader is not None
         reader = self._reader
+        frames = FrameReader()
         try:
             while True:
-                size = _SIZE.unpack(await reader.readexactly(4))[0]
-                frame = await reader.readexactly(size)
-                r = Reader(frame)
-                corr = _SIZE.unpack_from(frame)[0]
-                p = self._pending.pop(corr, None)
-                if p is None:
-                    raise ConnectionLostError(f"response with unknown correlation id {corr}")
-                read_response_header(r, p.flexible_header)
-                if p.future.done():
-                    continue
-                if p.response_cls is None:
-                    p.future.set_result(bytes(frame[r.pos:]))
-                    continue
-                try:
-                    p.future.set_result(p.response_cls.read(r, p.version))
-                except Exception as e:  # a response we cannot parse: that request fails, not the stream
-                    p.future.set_exception(KafkaClientError(f"cannot decode {p.response_cls.__name__}: {e!r}"))
-        except (asyncio.IncompleteReadError, ConnectionError, OSError) as e:
+                data = await reader.read(_READ_BYTES)
+                if not data:
+                    raise ConnectionResetError("closed by the broker")
+                for frame in frames.feed(data):
+                    self._answer(frame)
+        except (ConnectionError, OSError) as e:
             self._fail(ConnectionLostError(f"connection to {self.host}:{self.port} lost: {e!r}"))
         except KafkaClientError as e:
             self._fail(e)
         except asyncio.CancelledError:
             self._fail(ConnectionLostError(f"connection to {self.host}:{self.port} closed"))
             raise
+
+    def _answer(self, frame: bytes) -> None:
+        """Hand a response frame to the request it answers, by correlation id."""
+        try:
+            corr = response_correlation_id(frame)
+        except ValueError as e:
+            raise ConnectionLostError(f"unreadable response from {self.host}:{self.port}: {e}") from e
+        p = self._pending.pop(corr, None)
+        if p is None:
+            raise ConnectionLostError(f"response with unknown correlation id {corr}")
+        if p.future.done():
+            return
+        try:
+            r = open_response(frame, p.api_key, p.version, p.request_flexible)
+            if p.response_cls is None:
+                p.future.set_result(frame[r.pos:])
+                return
+            p.future.set_result(p.response_cls.read(r, p.version))
+        except Exception as e:  # a response we cannot parse: that request fails, not the stream
+            name = "response" if p.response_cls is None else p.response_cls.__name__
+            p.future.set_exception(KafkaClientError(f"cannot decode {name}: {e!r}"))
 
     def _fail(self, err: KafkaClientError) -> None:
         if self._closed_error is None:
