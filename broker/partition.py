@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import structlog
 
-from protocol.batch import HEADER_SIZE, read_header
+from protocol.batch import HEADER_SIZE, BatchHeader, read_header
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.fetch import AbortedTransaction
 from protocol.records import decode_batch
@@ -185,6 +185,15 @@ class Partition:
         if guard is None:
             guard = self._verifying[producer_id] = VerificationGuard()
         return guard
+
+    def needs_verification(self, h: BatchHeader) -> bool:
+        """KIP-890 part 1: a transactional batch that would open a transaction here must first be
+        confirmed by the transaction coordinator (apis/produce.py asks it). Batches after the first
+        of a transaction need no check: producer state already ties them to the open transaction."""
+        if not h.is_transactional or h.producer_id < 0:
+            return False
+        entry = self.producer(h.producer_id)
+        return entry is None or entry.current_txn_first_offset is None or entry.epoch != h.producer_epoch
 
     def _check_guard(self, records: bytes | bytearray | memoryview, guard: VerificationGuard) -> int:
         """The producer id of a batch whose verification still holds (raises INVALID_TXN_STATE

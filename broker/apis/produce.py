@@ -5,8 +5,17 @@ validates the batch headers and CRCs and stores the bytes as they came. acks=-1 
 the partition's in-sync replicas have the batch (at once while the ISR is this broker alone).
 
 A transactional batch that would open a transaction in a partition is first checked with the
-transaction coordinator (broker/txn/verification.py): a partition that is not part of the
-producer's ongoing transaction is refused, so a zombie's late write cannot land in the log.
+transaction coordinator (KIP-890 part 1, Partition.needs_verification): a partition that is not
+part of the producer's ongoing transaction is refused, so a zombie's late write — a produce delayed
+in the network until after its transaction ended, or a producer that skipped AddPartitionsToTxn —
+cannot land in the log. The question is Kafka's AddPartitionsToTxn v4 with verify_only=true
+(TransactionCoordinator.verify_anywhere): asked directly when the coordinator is this broker, over
+the inter-broker listener otherwise, with the same answers. What the producer is told is Kafka's
+mapping for clients that predate TRANSACTION_ABORTABLE (_FOR_PRODUCER):
+
+    PRODUCER_FENCED                               -> INVALID_PRODUCER_EPOCH
+    CONCURRENT_TRANSACTIONS, coordinator moving   -> NOT_ENOUGH_REPLICAS (retriable)
+    not in the transaction, unknown producer id   -> INVALID_TXN_STATE
 """
 
 from __future__ import annotations
@@ -33,7 +42,6 @@ from storage.log import AppendResult
 
 from ..partition import AppendOrigin
 from ..topics import INTERNAL_TOPICS
-from ..txn import verification
 
 if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
@@ -41,6 +49,16 @@ if TYPE_CHECKING:
 
 KEY = 0
 log = structlog.get_logger()
+
+_FOR_PRODUCER = {
+    ErrorCode.NONE: ErrorCode.NONE,
+    ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.INVALID_PRODUCER_EPOCH: ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.CONCURRENT_TRANSACTIONS: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.NOT_COORDINATOR: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.NOT_ENOUGH_REPLICAS,
+}
 
 
 def append_to(ctx: BrokerContext, part: Partition, records: memoryview | bytes, transactional: bool,
@@ -114,15 +132,19 @@ async def _verify_transactional(ctx: BrokerContext, req: ProduceRequest) -> Verd
                 h = rb.read_header(pd.records)
             except (KafkaError, ValueError):
                 continue  # check_batches rejects it with the right error
-            if verification.needs_verification(part, h):
+            if part.needs_verification(h):
                 tp = TopicPartition(td.name, pd.index)
                 guards[tp] = part.start_verification(h.producer_id)
                 by_producer.setdefault((h.producer_id, h.producer_epoch), []).append(tp)
     verdicts: Verdicts = {}
     assert req.transactional_id is not None
     for (pid, epoch), tps in by_producer.items():
-        for tp, code in (await verification.verify(ctx.txn, req.transactional_id, pid, epoch, tps)).items():
-            verdicts[tp] = (code, guards[tp])
+        for tp in tps:
+            code = await ctx.txn.verify_anywhere(req.transactional_id, pid, epoch, [tp])
+            verdict = _FOR_PRODUCER.get(code, ErrorCode.INVALID_TXN_STATE)
+            if verdict == ErrorCode.INVALID_PRODUCER_EPOCH and broken("fence"):
+                verdict = ErrorCode.NONE
+            verdicts[tp] = (verdict, guards[tp])
     return verdicts
 
 
