@@ -14,9 +14,9 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from protocol.clock import Clock
 from protocol.headers import RequestHeader
 from protocol.schema import Message
-from storage.clock import Clock
 
 from .fetch_session import FetchSessionCache
 

@@ -19,8 +19,8 @@ import functools
 
 import structlog
 
+from protocol.clock import Clock
 from storage import cleaner
-from storage.clock import Clock
 from storage.segment import unlink_all
 
 from .group_commit import GroupCommit
@@ -48,17 +48,17 @@ class Housekeeper:
         as Kafka does every minute); forget idle producers (else every producer that ever wrote
         stays in memory and in snapshots for the life of the process); apply retention and
         compaction every retention interval."""
-        loop = asyncio.get_running_loop()
-        next_retention = loop.time() + self.retention_interval_s
-        next_expiry = loop.time() + self.expiry_interval_s
+        now = self.clock.monotonic
+        next_retention = now() + self.retention_interval_s
+        next_expiry = now() + self.expiry_interval_s
         while True:
             await asyncio.sleep(min(self.retention_interval_s, self.checkpoint_interval_s, self.expiry_interval_s))
-            retention_due = loop.time() >= next_retention
+            retention_due = now() >= next_retention
             if retention_due:
-                next_retention = loop.time() + self.retention_interval_s
-            expiry_due = loop.time() >= next_expiry
+                next_retention = now() + self.retention_interval_s
+            expiry_due = now() >= next_expiry
             if expiry_due:
-                next_expiry = loop.time() + self.expiry_interval_s
+                next_expiry = now() + self.expiry_interval_s
             for t in list(self.topics.by_name.values()):
                 for p in list(t.partitions):
                     try:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import structlog
 
+from protocol.clock import SYSTEM_CLOCK, Clock
 from protocol.errors import ErrorCode
 from protocol.messages.broker_heartbeat import BrokerHeartbeatRequest, BrokerHeartbeatResponse
 from protocol.messages.broker_registration import (
@@ -73,7 +74,7 @@ class BrokerLifecycle:
     def __init__(self, node_id: int, cluster_id: str, listeners: Callable[[], list[tuple[str, str, int]]],
                  rack: str | None, controller: Callable[[], tuple[str, int] | None],
                  metadata_offset: Callable[[], int], heartbeat_interval_s: float,
-                 session_timeout_s: float, previous_epoch: int = -1) -> None:
+                 session_timeout_s: float, previous_epoch: int = -1, clock: Clock = SYSTEM_CLOCK) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.incarnation = uuid.uuid4()  # a new one per process: the controller tells restarts apart
@@ -84,7 +85,8 @@ class BrokerLifecycle:
         # at least four heartbeats a session, so that a lease outlasts two lost or slow ones
         self.interval = min(heartbeat_interval_s, session_timeout_s / 4)
         self.lease_s = 0.75 * session_timeout_s
-        self._lease_from: float | None = None  # loop time the last acknowledged heartbeat was sent
+        self.clock = clock
+        self._lease_from: float | None = None  # monotonic time the last acknowledged heartbeat was sent
         self.epoch: int | None = None
         self.previous_epoch = previous_epoch  # of a clean stop, given back at the first registration
         self.fenced = True
@@ -122,8 +124,8 @@ class BrokerLifecycle:
             self._task.cancel()
         if self.epoch is None:
             return
-        deadline = asyncio.get_running_loop().time() + timeout
-        while asyncio.get_running_loop().time() < deadline:
+        deadline = self.clock.monotonic() + timeout
+        while self.clock.monotonic() < deadline:
             try:
                 conn = await self._connection()
                 if conn is not None:
@@ -141,7 +143,7 @@ class BrokerLifecycle:
 
     def lease_held(self) -> bool:
         """Whether the controller has certainly not fenced this broker yet (see the module doc)."""
-        return self._lease_from is not None and asyncio.get_running_loop().time() - self._lease_from < self.lease_s
+        return self._lease_from is not None and self.clock.monotonic() - self._lease_from < self.lease_s
 
     async def _connection(self) -> BrokerConnection | None:
         address = self._controller()
@@ -159,7 +161,7 @@ class BrokerLifecycle:
         conn = await self._connection()
         if conn is None:
             return False
-        sent = asyncio.get_running_loop().time()
+        sent = self.clock.monotonic()
         if self.epoch is None:
             resp = await conn.request(BrokerRegistrationRequest(
                 broker_id=self.node_id, cluster_id=self.cluster_id, incarnation_id=self.incarnation,

@@ -28,6 +28,8 @@ from .metrics import BrokerMetrics
 
 log = structlog.get_logger(__name__)
 
+# The beat is timed with time.perf_counter, not the injected Clock: it measures how long this
+# process's own code held the loop, which a simulated clock must not change.
 STALL_S = 1.0  # a broker's heartbeats go out every ~0.75 s at the default session: later is a stall
 SHORT_STALL_S = 0.1
 BEAT_S = 0.02  # the beat on the loop
@@ -38,7 +40,7 @@ class LoopWatch:
     def __init__(self, metrics: BrokerMetrics, stall_s: float = STALL_S) -> None:
         self.metrics = metrics
         self.stall_s = stall_s
-        self._beat = time.monotonic()
+        self._beat = time.perf_counter()
         self._loop_thread = threading.get_ident()
         self._reported = False  # the stack of the stall going on now has been logged
         self._stop = threading.Event()
@@ -47,7 +49,7 @@ class LoopWatch:
 
     def start(self) -> None:
         self._loop_thread = threading.get_ident()
-        self._beat = time.monotonic()
+        self._beat = time.perf_counter()
         self._task = asyncio.get_running_loop().create_task(self._beats())
         self._thread = threading.Thread(target=self._watch, name="loop-watch", daemon=True)
         self._thread.start()
@@ -60,7 +62,7 @@ class LoopWatch:
     async def _beats(self) -> None:
         while True:
             await asyncio.sleep(BEAT_S)
-            now = time.monotonic()
+            now = time.perf_counter()
             gap = now - self._beat
             self._beat = now
             if gap >= SHORT_STALL_S:
@@ -74,7 +76,7 @@ class LoopWatch:
 
     def _watch(self) -> None:
         while not self._stop.wait(WATCH_S):
-            late = time.monotonic() - self._beat
+            late = time.perf_counter() - self._beat
             if late < self.stall_s or self._reported:
                 continue
             self._reported = True

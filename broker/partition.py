@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
 import structlog
 
 from protocol.batch import HEADER_SIZE, BatchHeader, read_header
+from protocol.clock import Clock
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.fetch import AbortedTransaction
 from protocol.records import decode_batch
@@ -87,11 +87,11 @@ class PartitionRead(NamedTuple):
 
 
 class Partition:
-    __slots__ = ("topic", "index", "tp", "log", "state", "_waiters", "_now_ms", "_group_commit", "_verifying",
+    __slots__ = ("topic", "index", "tp", "log", "state", "_waiters", "_clock", "_group_commit", "_verifying",
                  "flush_wait")
 
     def __init__(self, topic: str, index: int, log: PartitionLog, local_id: int,
-                 now_ms: Callable[[], int], group_commit: GroupCommit | None = None,
+                 clock: Clock, group_commit: GroupCommit | None = None,
                  replica_lag_time_max_ms: int = 30_000) -> None:
         self.topic = topic
         self.index = index
@@ -99,7 +99,9 @@ class Partition:
         self.log = log
         self.state = ReplicaState(local_id, replica_lag_time_max_ms, min_isr=log.config.min_insync_replicas)
         self._waiters: list[asyncio.Future[None]] = []
-        self._now_ms = now_ms
+        # Wall time goes into the log (timestamps, time-based rolls); the replicas' lag, the ISR
+        # and every wait are measured on the monotonic clock, which a wall-clock step cannot move.
+        self._clock = clock
         self._group_commit = group_commit or GroupCommit()
         self._verifying: dict[int, VerificationGuard] = {}  # producer id -> guard of its open check
         # The flush the log's flush policy asked for after the last append (None: it asked for
@@ -108,11 +110,11 @@ class Partition:
 
     @classmethod
     def open(cls, data_dir: Path, topic: str, index: int, config: LogConfig, local_id: int,
-             now_ms: Callable[[], int], group_commit: GroupCommit | None = None,
+             clock: Clock, group_commit: GroupCommit | None = None,
              replica_lag_time_max_ms: int = 30_000, *, fs: FileSystem = OS_FS,
              offload: Offload = INLINE) -> Partition:
-        plog = PartitionLog.open(data_dir / f"{topic}-{index}", config, now_ms=now_ms, fs=fs, offload=offload)
-        return cls(topic, index, plog, local_id, now_ms, group_commit, replica_lag_time_max_ms)
+        plog = PartitionLog.open(data_dir / f"{topic}-{index}", config, now_ms=clock.now_ms, fs=fs, offload=offload)
+        return cls(topic, index, plog, local_id, clock, group_commit, replica_lag_time_max_ms)
 
     # ---- leadership (given) -----------------------------------------------------------------
     def become_leader(self, a: Assignment) -> None:
@@ -131,9 +133,9 @@ class Partition:
                            log_epochs=self.log.leader_epochs, to=later[0], was=self.log.log_end_offset)
             self.log.truncate_to(later[0])
             self.state.on_truncate(later[0])
-        self.state.become_leader(a, self.log.log_end_offset, self.log.high_watermark, self._now_ms())
+        self.state.become_leader(a, self.log.log_end_offset, self.log.high_watermark, self._clock.monotonic_ms())
         # A sole replica's whole log is committed at once (nobody else must catch up first).
-        self.state.maybe_advance_high_watermark(self.log.log_end_offset, self._now_ms())
+        self.state.maybe_advance_high_watermark(self.log.log_end_offset, self._clock.monotonic_ms())
         self._advance_high_watermark()
         self.notify()
 
@@ -247,7 +249,7 @@ class Partition:
             h = read_header(records)
             if h.is_control:
                 self._verifying.pop(h.producer_id, None)  # a marker: the transaction is over here
-        if self.state.on_local_append(self.log.log_end_offset, self._now_ms()):
+        if self.state.on_local_append(self.log.log_end_offset, self._clock.monotonic_ms()):
             self._advance_high_watermark()
         self.notify()
         return res
@@ -266,8 +268,7 @@ class Partition:
 
     async def replicated(self, end_offset: int, timeout_s: float) -> ErrorCode:
         """Wait until the ISR has everything before `end_offset` (acks=all); the error to answer."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
+        deadline = self._clock.monotonic() + timeout_s
         while True:
             outcome = self.state.acks_all_outcome(end_offset, self.log.config.min_insync_replicas)
             if outcome is not None:
@@ -277,9 +278,9 @@ class Partition:
 
     async def changed_before(self, deadline: float) -> bool:
         """Wait for the next notify() (new data, a moved HW, a lost leadership) until `deadline`
-        (loop time); False if the deadline had passed already."""
+        (the clock's monotonic seconds); False if the deadline had passed already."""
         loop = asyncio.get_running_loop()
-        remaining = deadline - loop.time()
+        remaining = deadline - self._clock.monotonic()
         if remaining <= 0:
             return False
         fut: asyncio.Future[None] = loop.create_future()
@@ -327,7 +328,7 @@ class Partition:
         """Wait until no live replica holds records below `offset` (Kafka's DelayedDeleteRecords):
         (low watermark, NONE); (low watermark, REQUEST_TIMED_OUT) when the time ran out first;
         (-1, NOT_LEADER_OR_FOLLOWER) when the leadership went."""
-        deadline = asyncio.get_running_loop().time() + timeout_s
+        deadline = self._clock.monotonic() + timeout_s
         while True:
             if not self.is_leader:
                 return -1, ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -362,7 +363,7 @@ class Partition:
         `log_start_offset`: the high watermark may move, parked acks=all produces may complete, so
         may parked DeleteRecords, and the follower may rejoin the ISR (the change to ask the
         controller for)."""
-        now = self._now_ms()
+        now = self._clock.monotonic_ms()
         low = self.low_watermark
         if self.state.on_follower_fetch(replica, fetch_offset, self.log.log_end_offset, now, log_start_offset,
                                         broker_epoch):
@@ -374,7 +375,7 @@ class Partition:
 
     def isr_shrink(self) -> IsrChange | None:
         """Followers that fell behind for replica.lag.time.max.ms: the change to ask for."""
-        return self.state.isr_shrink(self.log.log_end_offset, self._now_ms())
+        return self.state.isr_shrink(self.log.log_end_offset, self._clock.monotonic_ms())
 
     async def caught_up_as_leader(self) -> bool:
         """Wait, however long it takes, until the high watermark covers the log as it stood when

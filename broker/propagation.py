@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 
 import structlog
 
+from protocol.clock import Clock
 from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 
 from .metadata.image import MetadataImage
@@ -30,8 +31,9 @@ POLL_S = 0.005  # between two asks of a broker that has not applied the change y
 
 class Propagation:
     def __init__(self, node_id: int, image: Callable[[], MetadataImage],
-                 address_of: Callable[[int], tuple[str, int] | None]) -> None:
+                 address_of: Callable[[int], tuple[str, int] | None], clock: Clock) -> None:
         self._node_id = node_id
+        self._clock = clock
         self._image = image
         self._channel = Channel(address_of, f"ketch-metadata-{node_id}")
 
@@ -39,15 +41,14 @@ class Propagation:
         """Until every other live broker lists each topic with at least its number of partitions,
         and none lists a topic given 0 (deleted); returns the brokers that did not within
         `timeout_s` (a broker fenced meanwhile is not waited for)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
+        deadline = self._clock.monotonic() + timeout_s
         request = MetadataRequest(topics=[MetadataRequestTopic(name=n) for n in partitions],
                                   allow_auto_topic_creation=False)
         pending = self._others()
         while pending:
             shown = await asyncio.gather(*(self._shows(b, request, partitions, deadline) for b in pending))
             pending = [b for b, ok in zip(pending, shown, strict=True) if not ok and b in self._others()]
-            if not pending or loop.time() >= deadline:
+            if not pending or self._clock.monotonic() >= deadline:
                 break
             await asyncio.sleep(POLL_S)
         if pending:
@@ -63,7 +64,7 @@ class Propagation:
 
     async def _shows(self, broker: int, request: MetadataRequest, partitions: Mapping[str, int],
                      deadline: float) -> bool:
-        left = deadline - asyncio.get_running_loop().time()
+        left = deadline - self._clock.monotonic()
         if left <= 0:
             return False
         try:

@@ -28,6 +28,7 @@ from typing import Any
 
 import structlog
 
+from protocol.clock import SYSTEM_CLOCK, Clock
 from protocol.errors import ErrorCode, KafkaError
 from protocol.framing import FrameError, FrameReader, encode_response
 from protocol.headers import (
@@ -39,7 +40,6 @@ from protocol.messages.metadata_records import NoOpRecord, unframe_batch
 from protocol.messages.registry import REQUESTS
 from protocol.primitives import DecodeError, Reader
 from protocol.supported import API_NAMES, CONTROLLER_SUPPORTED, SUPPORTED, api_versions_table
-from storage.clock import SYSTEM_CLOCK, Clock
 from storage.fs import OS_FS, FileSystem
 
 from .apis import CONTROLLER_HANDLERS, HANDLERS
@@ -275,7 +275,7 @@ class BrokerServer:
         self.quorum = QuorumShell(cfg.node_id, cfg.voter_map(), Path(cfg.data_dir) / METADATA_DIR, cfg.cluster_id,
                                   on_commit=self._on_metadata, on_restore=self._on_metadata_snapshot,
                                   snapshot_every=cfg.metadata_snapshot_records,
-                                  snapshot_state=lambda: self.controller.image.to_snapshot(), fs=fs)
+                                  snapshot_state=lambda: self.controller.image.to_snapshot(), fs=fs, clock=clock)
         self.quorum.on_role_change = lambda role: self.controller.reset()
         self.controller_shell = ControllerShell(self.quorum, self.controller)
         self.topics.writer = self.controller_client = ControllerClient(cfg.node_id, self.controller_shell,
@@ -283,17 +283,18 @@ class BrokerServer:
         self.producer_ids = ProducerIdAllocator(cfg.node_id, self.quorum.leader_address, lambda: self.lifecycle.epoch)
         self.lifecycle = BrokerLifecycle(cfg.node_id, cfg.cluster_id, self._listeners, cfg.rack,
                                          self.quorum.leader_address, lambda: self.controller.image.offset,
-                                         cfg.broker_heartbeat_interval_ms / 1000, cfg.broker_session_timeout_ms / 1000)
+                                         cfg.broker_heartbeat_interval_ms / 1000, cfg.broker_session_timeout_ms / 1000,
+                                         clock=clock)
         self._controller_task: asyncio.Task[None] | None = None
         fetcher = ReplicaFetcher(cfg.node_id, self._broker_address, self._topic_id, throttled=self._throttled,
                                  throttled_rate=cfg.follower_replication_throttled_rate,
-                                 broker_epoch=lambda: self.lifecycle.epoch)
+                                 broker_epoch=lambda: self.lifecycle.epoch, clock=clock)
         self.replication = ReplicaManager(self.topics, fetcher,
                                           self._alter_partition, cfg.replica_lag_time_max_ms)
         self.groups = GroupCoordinator(cfg, self.topics, clock, self.lifecycle.lease_held)
         self.txn = TransactionCoordinator(cfg, self.topics, self.producer_ids, self.metrics, clock,
                                           self._broker_address)
-        self.propagation = Propagation(cfg.node_id, lambda: self.topics.image, self._broker_address)
+        self.propagation = Propagation(cfg.node_id, lambda: self.topics.image, self._broker_address, clock)
         self.forwarder = ControllerForwarder(cfg.node_id, self.quorum)
         self.ctx = BrokerContext(cfg.node_id, cfg, clock, self.topics, self.groups, self.txn, self.producer_ids,
                                  self.metrics, self.quorum, self.controller, self.controller_shell, self.replication,

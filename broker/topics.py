@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,8 +22,8 @@ from typing import Any, Protocol
 
 import structlog
 
+from protocol.clock import Clock
 from protocol.errors import ErrorCode, KafkaError
-from storage.clock import Clock
 from storage.config import LogConfig
 from storage.fs import OS_FS, FileSystem
 
@@ -183,7 +182,7 @@ class TopicTable:
         )
 
     def _open_partition(self, topic: str, index: int, config: LogConfig) -> Partition:
-        return Partition.open(self.data_dir, topic, index, config, self.cfg.node_id, self.clock.now_ms,
+        return Partition.open(self.data_dir, topic, index, config, self.cfg.node_id, self.clock,
                               self.group_commit, self.cfg.replica_lag_time_max_ms, fs=self.fs,
                               offload=self.log_io)
 
@@ -299,9 +298,9 @@ class TopicTable:
     async def wait_for(self, done: Callable[[], bool], what: str, timeout: float = WAIT_FOR_IMAGE_S) -> None:
         """Until the local image satisfies `done` (a change the controller committed reaches this
         broker a moment later): REQUEST_TIMED_OUT after `timeout`."""
-        deadline = time.monotonic() + timeout
+        deadline = self.clock.monotonic() + timeout
         while not done():
-            left = deadline - time.monotonic()
+            left = deadline - self.clock.monotonic()
             if left <= 0:
                 raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"{what}: committed, but not yet applied on this broker")
             try:

@@ -39,6 +39,7 @@ from protocol.batch import (
     set_leader_epoch,
     set_max_timestamp_log_append,
 )
+from protocol.clock import SYSTEM_CLOCK
 from protocol.control import read_transaction_marker
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.fetch import AbortedTransaction  # as a FetchResponse lists it
@@ -51,7 +52,6 @@ from .checkpoint import (
     RECOVERY_POINT_FILE,
     OffsetCheckpoint,
 )
-from .clock import SYSTEM_CLOCK
 from .config import LogConfig
 from .fs import OS_FS, File, FileSystem
 from .leader_epoch import LeaderEpochCache

@@ -21,7 +21,6 @@ far the follower has got — the high watermark moves, the follower may rejoin t
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from typing import TYPE_CHECKING
 
@@ -180,7 +179,7 @@ def _context(ctx: BrokerContext, client: ClientInfo, req: FetchRequest, version:
     return ctx.fetch_sessions.new_context(
         session_id=req.session_id if version >= 7 else INVALID_SESSION_ID,
         epoch=req.session_epoch if version >= 7 else FINAL_EPOCH, wanted=wanted, forgotten=forgotten,
-        uses_ids=uses_ids, owner=client.conn_id, privileged=replica >= 0, now_ms=_now_ms())
+        uses_ids=uses_ids, owner=client.conn_id, privileged=replica >= 0, now_ms=ctx.clock.monotonic_ms())
 
 
 def _response(session_id: int, error: ErrorCode, answers: list[tuple[Key, PartitionData]]) -> FetchResponse:
@@ -192,26 +191,22 @@ def _response(session_id: int, error: ErrorCode, answers: list[tuple[Key, Partit
         else FetchableTopicResponse(topic="", topic_id=k, partitions=ps) for k, ps in topics.items()])
 
 
-def _now_ms() -> int:
-    return int(time.monotonic() * 1000)
-
-
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader, req: FetchRequest) -> FetchResponse:
     version = header.api_version
-    deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
+    deadline = ctx.clock.monotonic() + max(req.max_wait_ms, 0) / 1000
     loop = asyncio.get_running_loop()
     replica = replica_of(req, version, client)
     fc = _context(ctx, client, req, version, replica)
     if fc.kind == Kind.ERROR:
-        return _response(*ctx.fetch_sessions.respond(fc, [], _now_ms()))
+        return _response(*ctx.fetch_sessions.respond(fc, [], ctx.clock.monotonic_ms()))
     if replica >= 0:
         _follower_fetched(ctx, fc.partitions, replica, req.replica_state.replica_epoch if version >= 15 else -1)
     while True:
         answers, total, watched, failed = _collect(ctx, req, version, fc.partitions, replica,
                                                    fc.session.told if fc.kind == Kind.INCREMENTAL and fc.session else None)
-        remaining = deadline - time.monotonic()
+        remaining = deadline - ctx.clock.monotonic()
         if total >= max(req.min_bytes, 1) or remaining <= 0 or not watched or failed:
-            return _response(*ctx.fetch_sessions.respond(fc, answers, _now_ms()))
+            return _response(*ctx.fetch_sessions.respond(fc, answers, ctx.clock.monotonic_ms()))
         fut: asyncio.Future[None] = loop.create_future()
         for p in watched:
             p.add_waiter(fut)

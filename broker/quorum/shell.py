@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import functools
-import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +32,7 @@ from typing import Any
 
 import structlog
 
+from protocol.clock import SYSTEM_CLOCK, Clock
 from protocol.messages.metadata_records import NoOpRecord, frame
 from protocol.schema import Message as WireMessage
 from storage.fs import OS_FS, FileSystem
@@ -76,8 +76,10 @@ class QuorumShell:
                  on_commit: Callable[[Entry], None] | None = None,
                  on_restore: Callable[[Snapshot], None] | None = None,
                  config: QuorumConfig | None = None, snapshot_every: int = 0,
-                 snapshot_state: Callable[[], bytes] | None = None, fs: FileSystem = OS_FS) -> None:
+                 snapshot_state: Callable[[], bytes] | None = None, fs: FileSystem = OS_FS,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.id = node_id
+        self.clock = clock
         self.voters = voters
         self.cluster_id = cluster_id
         self.store = QuorumStore(directory, fs)
@@ -97,7 +99,7 @@ class QuorumShell:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ticker: asyncio.Task[None] | None = None
         self._last_fetch_ms: dict[int, int] = {}
-        # As leader: (first offset, loop time) of each run of entries appended in one go, in
+        # As leader: (first offset, monotonic time) of each run of entries appended in one go, in
         # order, from the epoch's start; the lease dates a voter's confirmation by them (lease.py).
         self._appended: list[tuple[int, float]] = []
         self._appended_end = 0
@@ -150,9 +152,9 @@ class QuorumShell:
 
     async def _settle(self, timeout: float | None = None) -> None:
         """Wait until no Ready is being written (each write may start the next one)."""
-        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
+        deadline = None if timeout is None else self.clock.monotonic() + timeout
         while (fut := self._persisting) is not None:
-            left = None if deadline is None else deadline - asyncio.get_running_loop().time()
+            left = None if deadline is None else deadline - self.clock.monotonic()
             if left is not None and left <= 0:
                 log.warning("metadata log write still running", seconds=timeout)
                 return
@@ -182,7 +184,7 @@ class QuorumShell:
         if node.log_end > self._appended_end:
             return  # an entry waits for the Ready being written: it renews the lease once it goes out
         last = self._appended[-1][1] if self._appended else float("-inf")
-        if asyncio.get_running_loop().time() - last >= self._lease_window_s / 4:
+        if self.clock.monotonic() - last >= self._lease_window_s / 4:
             node.propose(NOOP)
 
     # ---- the node's Readies ------------------------------------------------------------------------
@@ -213,7 +215,7 @@ class QuorumShell:
             self._appended, self._appended_epoch = [], node.epoch
             self._appended_end = node.epoch_start_offset
         if node.log_end > self._appended_end:
-            self._appended.append((self._appended_end, asyncio.get_running_loop().time()))
+            self._appended.append((self._appended_end, self.clock.monotonic()))
             self._appended_end = node.log_end
 
     def _appended_at(self, offset: int) -> float | None:
@@ -297,7 +299,7 @@ class QuorumShell:
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting.setdefault((src, reply), deque()).append(fut)
         if isinstance(msg, FetchRequest):
-            self._last_fetch_ms[src] = int(time.time() * 1000)
+            self._last_fetch_ms[src] = self.clock.now_ms()  # DescribeQuorum shows it: wall time
         node.receive(src, msg)
         self._drain()
         try:
@@ -370,7 +372,7 @@ class QuorumShell:
         node = self.node
         if node is None or node.role != Role.LEADER or node.epoch != self._appended_epoch or self.failed is not None:
             return False
-        now, window = asyncio.get_running_loop().time(), self._lease_window_s
+        now, window = self.clock.monotonic(), self._lease_window_s
         while len(self._appended) > 1 and now - self._appended[1][1] >= window:
             del self._appended[0]  # dates no confirmation inside the window can need
         confirmed = {v: self._appended_at(o) for v, o in node.lease_confirmations().items()}
@@ -406,7 +408,7 @@ class QuorumShell:
         node = self.node
         assert node is not None
         lead = node._lead  # noqa: SLF001 - the leader's own view of its followers
-        now = int(time.time() * 1000)
+        now = self.clock.now_ms()
         voters = []
         for v in sorted(self.voters):
             if v == self.id:

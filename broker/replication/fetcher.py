@@ -23,13 +23,13 @@ else is left to fetch.
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
 
 import structlog
 
+from protocol.clock import SYSTEM_CLOCK, Clock
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.fetch import (
     FetchPartition,
@@ -60,13 +60,15 @@ SESSION_ERRORS = (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_
 class ReplicaFetcher:
     def __init__(self, node_id: int, address_of: Callable[[int], tuple[str, int] | None],
                  topic_ids: Callable[[str], uuid.UUID], *, throttled: Callable[[Partition], bool] | None = None,
-                 throttled_rate: int = -1, broker_epoch: Callable[[], int | None] = lambda: None) -> None:
+                 throttled_rate: int = -1, broker_epoch: Callable[[], int | None] = lambda: None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         """`throttled` says which replicas share the `throttled_rate` quota (bytes/s; <= 0: none);
         `broker_epoch` is this broker's registration, stated in every fetch (KIP-903)."""
         self.node_id = node_id
+        self._clock = clock
         self._broker_epoch = broker_epoch
         self._throttled = throttled
-        self._quota = ByteRateQuota(throttled_rate, time.monotonic()) if throttled and throttled_rate > 0 else None
+        self._quota = ByteRateQuota(throttled_rate, self._clock.monotonic()) if throttled and throttled_rate > 0 else None
         self.throttled_s = 0.0  # how long throttled replicas were held back, in all
         self._address_of = address_of
         self._topic_id = topic_ids
@@ -149,7 +151,7 @@ class ReplicaFetcher:
                             session.reset(new_connection=False)
                         backoff, throttled_bytes = self._apply(resp, fresh, throttled)
                         if self._quota is not None and throttled_bytes:
-                            self._quota.record(throttled_bytes, time.monotonic())
+                            self._quota.record(throttled_bytes, self._clock.monotonic())
                 except (WireError, OSError) as e:
                     log.debug("replica fetch failed", leader=leader, error=str(e))
                     if conn is not None:
@@ -177,7 +179,7 @@ class ReplicaFetcher:
         if self._quota is None or self._throttled is None:
             return parts, set(), 0.0
         throttled = {p.tp for p in parts if self._throttled(p)}
-        now = time.monotonic()
+        now = self._clock.monotonic()
         if not throttled or self._quota.available(now):
             return parts, throttled, 0.0
         return [p for p in parts if p.tp not in throttled], set(), self._quota.wait_s(now)

@@ -33,6 +33,10 @@ class Role(Enum):
     NONE = "none"  # not (or no longer) a replica of this partition here
 
 
+# "Never caught up": far enough back that no lag window reaches it. Not 0, because times here are
+# on the monotonic clock, whose origin is arbitrary: 0 may be only seconds ago (a fresh machine).
+NEVER = -(1 << 62)
+
 @dataclass(frozen=True, slots=True)
 class Assignment:
     """A partition's state as the controller committed it (from the metadata image)."""
@@ -50,7 +54,7 @@ class FollowerProgress:
 
     log_end_offset: int = -1
     log_start_offset: int = -1  # as its last fetch reported it (-1: not fetched yet)
-    last_caught_up_ms: int = 0
+    last_caught_up_ms: int = NEVER
     # The leader's log end when this follower last fetched: a fetch that reaches it proves the
     # follower was caught up at the time of that previous fetch (Kafka's lastFetchLeaderLogEndOffset).
     last_fetch_leader_leo: int = -1
@@ -114,12 +118,12 @@ class ReplicaState:
         if new_epoch:
             self.leader_epoch_start_offset = log_end_offset
             self.high_watermark = max(self.high_watermark, high_watermark)
-            self.followers = {r: FollowerProgress(last_caught_up_ms=now_ms if r in a.isr else 0, last_fetch_ms=now_ms)
+            self.followers = {r: FollowerProgress(last_caught_up_ms=now_ms if r in a.isr else NEVER, last_fetch_ms=now_ms)
                               for r in a.replicas if r != self.local_id}
         else:
             for r in a.replicas:
                 if r != self.local_id and r not in self.followers:
-                    self.followers[r] = FollowerProgress(last_caught_up_ms=0, last_fetch_ms=now_ms)
+                    self.followers[r] = FollowerProgress(last_caught_up_ms=NEVER, last_fetch_ms=now_ms)
             for r in list(self.followers):
                 if r not in a.replicas:
                     del self.followers[r]

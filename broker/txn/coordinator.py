@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
+from protocol.clock import Clock
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnRequest,
@@ -30,7 +31,6 @@ from protocol.messages.add_partitions_to_txn import (
 )
 from protocol.records import Record, build_batch, decode_batches
 from protocol.topic_partition import TopicPartition
-from storage.clock import Clock
 from storage.faults import crash_point
 
 from ..partition import AppendOrigin, Isolation
@@ -345,15 +345,14 @@ class TransactionCoordinator:
 
     # ---- running decisions --------------------------------------------------------------------
     async def _decide(self, tid: str, decide: Callable[[], Decision]) -> Decision:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + CONCURRENT_WAIT_S
+        deadline = self.clock.monotonic() + CONCURRENT_WAIT_S
         while True:
             try:
                 decision = decide()
             except KafkaError as e:  # no producer id to hand out yet (retriable), nothing changed
                 return Decision(error=e.code)
             d = await self._execute(tid, decision)
-            remaining = deadline - loop.time()
+            remaining = deadline - self.clock.monotonic()
             if d.error != ErrorCode.CONCURRENT_TRANSACTIONS or remaining <= 0:
                 return d
             await self._wait_change(tid, remaining)

@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 import structlog
 
+from protocol.clock import Clock
 from protocol.topic_partition import TopicPartition
-from storage.clock import Clock
 from storage.faults import crash_point
 
 from ..wire import Channel, WireError

@@ -28,6 +28,9 @@ class SteppableClock:
     def monotonic_ms(self) -> int:
         return time.monotonic_ns() // 1_000_000
 
+    def monotonic(self) -> float:
+        return time.monotonic()
+
 
 async def test_a_wall_clock_step_fences_nobody(tmp_path: Path) -> None:
     clock = SteppableClock()

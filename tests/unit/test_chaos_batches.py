@@ -6,8 +6,8 @@ from pathlib import Path
 
 from helpers.chaos.batches import batches_op, segment_batches
 
+from protocol.clock import ManualClock
 from protocol.records import Record, build_batch
-from storage.clock import ManualClock
 from storage.config import LogConfig
 from storage.log import PartitionLog
 

@@ -31,10 +31,10 @@ from broker.txn.coordinator import TOPIC as TXN_TOPIC
 from broker.txn.coordinator import TransactionCoordinator
 from broker.txn.log_records import encode_key, encode_value
 from broker.txn.state import TxnRecord, TxnState
+from protocol.clock import SystemClock
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch
 from protocol.topic_partition import TopicPartition
-from storage.clock import SystemClock
 from storage.config import LogConfig
 
 TID = "t-1"
@@ -126,7 +126,7 @@ async def test_a_new_group_coordinator_does_not_load_before_its_log_is_committed
 
 # ---- the wait itself (Partition.caught_up_as_leader) -------------------------------------------
 def _follower_with_uncommitted_tail(path: Path) -> Partition:
-    p = Partition.open(path, "t", 0, LogConfig(), ME, SystemClock().now_ms)
+    p = Partition.open(path, "t", 0, LogConfig(), ME, SystemClock())
     p.become_follower(Assignment((ME, STALLED), frozenset({ME, STALLED}), STALLED, 0, 0))
     p.append_replicated(build_batch([Record(i, 0, None, b"v") for i in range(2)], partition_leader_epoch=0), 0, 0)
     p.become_leader(Assignment((ME, STALLED), frozenset({ME, STALLED}), ME, 1, 1))

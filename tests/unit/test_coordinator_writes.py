@@ -30,6 +30,7 @@ from broker.txn.coordinator import TOPIC as TXN_TOPIC
 from broker.txn.coordinator import TransactionCoordinator
 from broker.txn.log_records import encode_key, encode_value
 from broker.txn.state import TxnRecord, TxnState
+from protocol.clock import SystemClock
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.txn_offset_commit import (
@@ -44,7 +45,6 @@ from protocol.messages.write_txn_markers import (
 )
 from protocol.records import build_control_batch
 from protocol.topic_partition import TopicPartition
-from storage.clock import SystemClock
 
 TID, GROUP = "copier", "g"
 PID, EPOCH = 7, 3

@@ -14,9 +14,9 @@ from broker.apis.fetch import _quiet, _read, _replica_read
 from broker.fetch_session import Told, must_answer
 from broker.partition import AppendOrigin, Isolation, Partition
 from broker.replication.replica_state import Assignment
+from protocol.clock import ManualClock
 from protocol.messages.fetch import FetchPartition, PartitionData
 from protocol.records import Record, build_batch
-from storage.clock import ManualClock
 from storage.config import LogConfig
 
 LEADER, FOLLOWER = 1, 2
@@ -26,7 +26,7 @@ LEADER, FOLLOWER = 1, 2
 def pair(tmp_path: Path) -> Iterator[tuple[Partition, Partition]]:
     a = Assignment((LEADER, FOLLOWER), frozenset((LEADER, FOLLOWER)), LEADER, 3, 0)
     clock = ManualClock(1_000_000_000)
-    parts = [Partition.open(tmp_path / str(i), "t", 0, LogConfig(), i, clock.now_ms) for i in (LEADER, FOLLOWER)]
+    parts = [Partition.open(tmp_path / str(i), "t", 0, LogConfig(), i, clock) for i in (LEADER, FOLLOWER)]
     parts[0].become_leader(a)
     parts[1].become_follower(a)
     yield parts[0], parts[1]

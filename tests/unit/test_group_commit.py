@@ -14,13 +14,13 @@ from helpers.wait import wait_until_async
 from broker.group_commit import GroupCommit
 from broker.partition import AppendOrigin, Partition
 from broker.replication.replica_state import Assignment
+from protocol.clock import ManualClock
 from protocol.records import Record, build_batch
-from storage.clock import ManualClock
 from storage.config import LogConfig
 
 
 def _open(data: Path, name: str, gc: GroupCommit) -> Partition:
-    p = Partition.open(data, name, 0, LogConfig(), 1, ManualClock(0).now_ms, gc)
+    p = Partition.open(data, name, 0, LogConfig(), 1, ManualClock(0), gc)
     p.become_leader(Assignment((1,), frozenset({1}), 1, 0, 0))
     return p
 

@@ -15,9 +15,9 @@ from broker.housekeeping import compact
 from broker.log_io import LogIO
 from broker.partition import AppendOrigin, Isolation, Partition
 from broker.replication.replica_state import Assignment
+from protocol.clock import ManualClock
 from protocol.records import Record, build_batch, decode_batches
 from storage import cleaner, segment_swap
-from storage.clock import ManualClock
 from storage.config import LogConfig
 from storage.fs import FileSystem
 
@@ -27,7 +27,7 @@ NOW = 1_000_000
 
 def _open(path: Path, policy: str = "compact") -> Partition:
     cfg = LogConfig(segment_bytes=4096, cleanup_policy=policy, min_cleanable_dirty_ratio=0.0)
-    p = Partition.open(path, "c", 0, cfg, 1, ManualClock(NOW).now_ms)
+    p = Partition.open(path, "c", 0, cfg, 1, ManualClock(NOW))
     p.become_leader(Assignment((1,), frozenset({1}), 1, 0, 0))
     return p
 
@@ -134,7 +134,7 @@ async def test_retention_unlinks_files_in_a_worker_thread(tmp_path: Path, monkey
 
     monkeypatch.setattr(housekeeping, "unlink_all", recording_unlink)
     cfg = LogConfig(segment_bytes=200, retention_bytes=0)
-    p = Partition.open(tmp_path, "r", 0, cfg, 1, ManualClock(NOW).now_ms)
+    p = Partition.open(tmp_path, "r", 0, cfg, 1, ManualClock(NOW))
     p.become_leader(Assignment((1,), frozenset({1}), 1, 0, 0))
     for k in range(10):
         _put(p, k, b"x" * 100)

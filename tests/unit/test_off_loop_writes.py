@@ -17,9 +17,9 @@ from broker.housekeeping import Housekeeper
 from broker.log_io import LogIO
 from broker.partition import AppendOrigin, Partition
 from broker.replication.replica_state import Assignment
+from protocol.clock import ManualClock
 from protocol.records import Record, build_batch
 from storage.checkpoint import RECOVERY_POINT_FILE, OffsetCheckpoint
-from storage.clock import ManualClock
 from storage.config import LogConfig
 from storage.fs import OS_FS
 
@@ -47,7 +47,7 @@ class Hold:
 
 
 def _open(tmp_path: Path, hold: Hold, cfg: LogConfig, gc: GroupCommit, io: LogIO) -> Partition:
-    p = Partition.open(tmp_path, "t", 0, cfg, 1, ManualClock(NOW).now_ms, gc, fs=RecordingFileSystem(fault=hold),
+    p = Partition.open(tmp_path, "t", 0, cfg, 1, ManualClock(NOW), gc, fs=RecordingFileSystem(fault=hold),
                        offload=io)
     p.become_leader(Assignment((1,), frozenset({1}), 1, 0, 0))
     return p

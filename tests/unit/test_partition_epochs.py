@@ -6,8 +6,8 @@ from pathlib import Path
 
 from broker.partition import AppendOrigin, Partition
 from broker.replication.replica_state import Assignment
+from protocol.clock import ManualClock
 from protocol.records import Record, build_batch
-from storage.clock import ManualClock
 from storage.config import LogConfig
 
 UNDEFINED = (-1, -1)
@@ -22,7 +22,7 @@ def _lead(p: Partition, epoch: int) -> None:
 
 
 def _open(data: Path) -> Partition:
-    p = Partition.open(data, "t", 0, LogConfig(), 1, ManualClock(1_000).now_ms)
+    p = Partition.open(data, "t", 0, LogConfig(), 1, ManualClock(1_000))
     _lead(p, 0)
     return p
 
@@ -55,7 +55,7 @@ def test_a_history_of_several_epochs(tmp_path: Path) -> None:
     p.log.close()
 
     # the history is on disk
-    again = Partition.open(tmp_path, "t", 0, LogConfig(), 1, ManualClock(1_000).now_ms)
+    again = Partition.open(tmp_path, "t", 0, LogConfig(), 1, ManualClock(1_000))
     _lead(again, 7)
     try:
         assert again.leader_epoch == 7 and again.log.leader_epochs == [(0, 0), (2, 3), (5, 5)]
@@ -74,8 +74,8 @@ def test_a_follower_ahead_in_an_epoch_the_leader_never_wrote_keeps_what_both_sha
     the epoch-7 leader, whose log holds nothing of epoch 6 and nothing yet of 7. The leader must
     answer from its history plus the epoch it leads in (epoch 5 ends at its log end), not with
     its log start: a follower told (6, 0) truncated its whole log and fetched it all again."""
-    leader = Partition.open(tmp_path / "l", "t", 0, LogConfig(), 1, ManualClock(1_000).now_ms)
-    follower = Partition.open(tmp_path / "f", "t", 0, LogConfig(), 2, ManualClock(1_000).now_ms)
+    leader = Partition.open(tmp_path / "l", "t", 0, LogConfig(), 1, ManualClock(1_000))
+    follower = Partition.open(tmp_path / "f", "t", 0, LogConfig(), 2, ManualClock(1_000))
     try:
         for p in (leader, follower):
             for epoch, n in ((0, 3), (2, 2), (5, 4)):
@@ -104,12 +104,12 @@ def test_a_leader_leads_at_the_controllers_epoch_and_cuts_records_of_later_epoch
     only once the controller gave it, so records of a later epoch than the one assigned are a
     history this partition never had (a restored or foreign directory): they are cut off, as a
     follower's would be, and the leader leads at the controller's epoch."""
-    p = Partition.open(tmp_path, "t", 0, LogConfig(), 1, ManualClock(1_000).now_ms)
+    p = Partition.open(tmp_path, "t", 0, LogConfig(), 1, ManualClock(1_000))
     for epoch, n in ((0, 3), (2, 2), (5, 4)):
         _lead(p, epoch)
         p.append(_batch(n), AppendOrigin.CLIENT)
     p.log.close()
-    again = Partition.open(tmp_path, "t", 0, LogConfig(), 1, ManualClock(1_000).now_ms)
+    again = Partition.open(tmp_path, "t", 0, LogConfig(), 1, ManualClock(1_000))
     try:
         _lead(again, 3)
         assert again.leader_epoch == 3 and again.check_epoch(3) == 0
@@ -126,8 +126,8 @@ def test_a_follower_epoch_the_leader_never_had_is_a_divergence(tmp_path: Path) -
     history from elsewhere) was told nothing and kept its records. Kafka answers a divergence at
     the leader's end of the largest epoch not above the follower's: the follower cuts back to
     where both histories agree and fetches the rest."""
-    leader = Partition.open(tmp_path / "l", "t", 0, LogConfig(), 1, ManualClock(1_000).now_ms)
-    follower = Partition.open(tmp_path / "f", "t", 0, LogConfig(), 2, ManualClock(1_000).now_ms)
+    leader = Partition.open(tmp_path / "l", "t", 0, LogConfig(), 1, ManualClock(1_000))
+    follower = Partition.open(tmp_path / "f", "t", 0, LogConfig(), 2, ManualClock(1_000))
     try:
         for p in (leader, follower):
             _lead(p, 0)

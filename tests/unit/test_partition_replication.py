@@ -19,9 +19,9 @@ from broker.partition import (
     Partition,
 )
 from broker.replication.replica_state import Assignment
+from protocol.clock import ManualClock
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import Record, build_batch
-from storage.clock import ManualClock
 from storage.config import LogConfig
 
 LEADER = 1
@@ -31,11 +31,16 @@ def _batch(n: int, timestamp: int | None = None) -> bytes:
     return build_batch((Record(i, 0, None, b"v%d" % i) for i in range(n)), base_timestamp=timestamp)
 
 
-def _open(tmp_path: Path, replicas: tuple[int, ...]) -> list[Partition]:
+@pytest.fixture
+def clock() -> ManualClock:
+    """Every replica's clock: time moves only when a test moves it, timeouts included."""
+    return ManualClock(1_000_000_000)
+
+
+def _open(tmp_path: Path, replicas: tuple[int, ...], clock: ManualClock) -> list[Partition]:
     """The leader (1) and its followers of one partition, all in the ISR."""
     a = Assignment(replicas, frozenset(replicas), LEADER, 3, 0)
-    clock = ManualClock(1_000_000_000)  # far past replica.lag.time.max.ms: "caught up at 0" is long ago
-    parts = [Partition.open(tmp_path / str(i), "t", 0, LogConfig(), i, clock.now_ms) for i in replicas]
+    parts = [Partition.open(tmp_path / str(i), "t", 0, LogConfig(), i, clock) for i in replicas]
     parts[0].become_leader(a)
     for p in parts[1:]:
         p.become_follower(a)
@@ -43,16 +48,16 @@ def _open(tmp_path: Path, replicas: tuple[int, ...]) -> list[Partition]:
 
 
 @pytest.fixture
-def replicas(tmp_path: Path) -> Iterator[list[Partition]]:
-    parts = _open(tmp_path, (1, 2, 3))
+def replicas(tmp_path: Path, clock: ManualClock) -> Iterator[list[Partition]]:
+    parts = _open(tmp_path, (1, 2, 3), clock)
     yield parts
     for p in parts:
         p.close()
 
 
 @pytest.fixture
-def pair(tmp_path: Path) -> Iterator[list[Partition]]:
-    parts = _open(tmp_path, (1, 2))
+def pair(tmp_path: Path, clock: ManualClock) -> Iterator[list[Partition]]:
+    parts = _open(tmp_path, (1, 2), clock)
     yield parts
     for p in parts:
         p.close()
@@ -112,7 +117,7 @@ def test_a_follower_high_watermark_below_the_leaders_new_log_start(pair: list[Pa
 
 
 async def test_delete_records_is_answered_once_every_live_replica_has_moved_its_log_start(
-        replicas: list[Partition]) -> None:
+        replicas: list[Partition], clock: ManualClock) -> None:
     """Kafka's DelayedDeleteRecords: the answer waits for the low watermark (the smallest log
     start over the leader and the followers on live brokers), so a failover to any of them cannot
     bring the deleted records back. Before, the leader answered with its own start at once."""
@@ -135,6 +140,7 @@ async def test_delete_records_is_answered_once_every_live_replica_has_moved_its_
     # a replica on a fenced broker is not waited for; a lagging live one is, up to the timeout
     leader.state.set_ineligible({3})
     assert leader.delete_records(8) == 8
+    asyncio.get_running_loop().call_soon(clock.advance, 60)  # the 50 ms run out while it waits
     assert await leader.replicas_deleted_before(8, timeout_s=0.05) == (6, ErrorCode.REQUEST_TIMED_OUT)
     fetch(leader, f2)
     fetch(leader, f2)

@@ -10,9 +10,9 @@ from _batches import idem, make_marker
 
 from broker.partition import Isolation, Partition
 from broker.replication.replica_state import Assignment
+from protocol.clock import ManualClock
 from protocol.messages.fetch import AbortedTransaction
 from storage import LogConfig, PartitionLog, txn_index
-from storage.clock import ManualClock
 
 
 def _txn(pid: int, seq: int = 0) -> bytes:
@@ -48,7 +48,7 @@ def _read_all(p: Partition) -> list[AbortedTransaction]:
 
 
 def _open(path: Path) -> Partition:
-    p = Partition.open(path, "t", 0, LogConfig(segment_bytes=1 << 20), 1, ManualClock(0).now_ms)
+    p = Partition.open(path, "t", 0, LogConfig(segment_bytes=1 << 20), 1, ManualClock(0))
     p.become_leader(Assignment((1,), frozenset({1}), 1, 0, 0))
     return p
 

@@ -15,9 +15,9 @@ from broker.partition import Partition
 from broker.replication.fetcher import ReplicaFetcher
 from broker.replication.follower_session import FetchPlan
 from broker.replication.replica_state import Assignment
+from protocol.clock import ManualClock
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import FetchableTopicResponse, FetchResponse, PartitionData
-from storage.clock import ManualClock
 from storage.config import LogConfig
 
 TOPIC_ID = uuid.UUID(int=7)
@@ -26,7 +26,7 @@ TOPIC_ID = uuid.UUID(int=7)
 @pytest.fixture
 def follower(tmp_path: Path) -> Iterator[Partition]:
     a = Assignment((1, 2), frozenset((1, 2)), 1, 3, 0)
-    p = Partition.open(tmp_path, "t", 0, LogConfig(), 2, ManualClock(1_000_000).now_ms)
+    p = Partition.open(tmp_path, "t", 0, LogConfig(), 2, ManualClock(1_000_000))
     p.become_follower(a)
     yield p
     p.close()

@@ -117,11 +117,21 @@ def test_acks_all_waits_for_the_isr_and_reports_a_too_small_isr() -> None:
     small = leader(isr={1}, replicas=(1, 2), leo=0)
     assert small.check_min_isr(2) == ErrorCode.NOT_ENOUGH_REPLICAS
     # a follower outside the ISR that was caught up recently is waited for (it is about to join)
+    small.on_follower_fetch(2, 0, 0, now_ms=1)
     small.on_local_append(3, now_ms=1)
     assert small.acks_all_outcome(3, 2) is None
     # once it has lagged past the lag time, the leader alone commits, below min.insync.replicas
-    small.on_local_append(3, now_ms=LAG + 1)
+    small.on_local_append(3, now_ms=LAG + 2)
     assert small.acks_all_outcome(3, 2) == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+
+def test_a_replica_never_caught_up_is_not_waited_for_however_young_the_monotonic_clock() -> None:
+    """The lag is measured on the monotonic clock, whose origin is arbitrary (seconds after boot on
+    a fresh machine): a replica outside the ISR when this broker became leader has never been seen
+    caught up, and must not count as caught up "at 0", a moment ago."""
+    s = leader(isr={1}, replicas=(1, 2), now=5)
+    s.on_local_append(3, now_ms=6)
+    assert s.acks_all_outcome(3, 2) == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
 
 
 def test_losing_leadership_fails_waiting_produces() -> None:

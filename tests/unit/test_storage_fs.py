@@ -17,9 +17,9 @@ from broker.quorum.node import Ready
 from broker.quorum.store import QuorumStore
 from broker.server import BrokerServer
 from broker.topics import TopicTable
+from protocol.clock import ManualClock, SystemClock
 from protocol.records import build_batch_from_messages
 from storage import LogConfig, PartitionLog, cleaner
-from storage.clock import ManualClock, SystemClock
 from storage.fs import OsFileSystem
 from storage.segment import segment_name
 

@@ -18,8 +18,8 @@ from broker.replication.replica_state import Assignment
 from broker.server import BrokerServer
 from broker.topic_configs import APPEND, DELETE, SET, SUBTRACT, ConfigOp, apply_ops
 from broker.topics import TopicTable
+from protocol.clock import SystemClock
 from protocol.errors import ErrorCode, KafkaError
-from storage.clock import SystemClock
 
 DEFAULTS = {"cleanup.policy": "delete", "retention.ms": "604800000"}
 

@@ -10,9 +10,9 @@ import pytest
 
 from broker.partition import AppendOrigin, Partition
 from broker.replication.replica_state import Assignment
+from protocol.clock import ManualClock
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import Record, build_batch, build_control_batch
-from storage.clock import ManualClock
 from storage.config import LogConfig
 
 PID, EPOCH = 42, 3
@@ -25,7 +25,7 @@ def _txn_batch(seq: int) -> bytes:
 
 @pytest.fixture
 def part(tmp_path: Path) -> Iterator[Partition]:
-    p = Partition.open(tmp_path, "t", 0, LogConfig(), 1, ManualClock(1_000).now_ms)
+    p = Partition.open(tmp_path, "t", 0, LogConfig(), 1, ManualClock(1_000))
     p.become_leader(Assignment((1,), frozenset({1}), 1, 0, 0))
     yield p
     p.close()
