@@ -105,11 +105,11 @@ class Partition:
         self.flush_wait: asyncio.Future[None] | None = None
 
     @classmethod
-    def open(cls, data_dir: Path, topic: str, index: int, config: LogConfig, local_id: int,
+    def open(cls, log_dir: Path, topic: str, index: int, config: LogConfig, local_id: int,
              now_ms: Callable[[], int], group_commit: GroupCommit | None = None,
              replica_lag_time_max_ms: int = 30_000, *, fs: FileSystem = OS_FS,
              offload: Offload = INLINE) -> Partition:
-        plog = PartitionLog.open(data_dir / f"{topic}-{index}", config, now_ms=now_ms, fs=fs, offload=offload)
+        plog = PartitionLog.open(log_dir / f"{topic}-{index}", config, now_ms=now_ms, fs=fs, offload=offload)
         return cls(topic, index, plog, local_id, now_ms, group_commit, replica_lag_time_max_ms)
 
     # ---- leadership (given) -----------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import time
 import uuid
@@ -32,11 +33,11 @@ from .config import BrokerConfig, ConfigError
 from .config_catalog import TOPIC_CONFIGS, check_value
 from .controller.placement import check_assignment
 from .group_commit import GroupCommit
+from .log_dirs import LogDirs, partition_key
 from .log_io import LogIO
 from .metadata import dynamic_configs
 from .metadata.image import MetadataImage, PartitionInfo, TopicInfo
 from .partition import Partition
-from .quorum.wire_codec import METADATA_TOPIC
 from .replication.replica_state import NO_LEADER, Assignment
 
 log = structlog.get_logger()
@@ -112,8 +113,9 @@ class TopicTable:
         self.cfg = cfg
         self.clock = clock
         self.fs = fs  # every partition log's files go through it
-        self.data_dir = Path(cfg.data_dir)
-        self.meta_file = self.data_dir / "topics.json"
+        self.log_dirs = LogDirs([os.path.abspath(p) for p in cfg.log_dir_paths], os.path.abspath(cfg.metadata_dir),
+                                cfg.node_id, cfg.cluster_id, fs, "log_dirs" if cfg.log_dirs else "data_dir")
+        self.meta_file = Path(cfg.metadata_dir) / "topics.json"
         self.by_name: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}
         self.group_commit = GroupCommit()  # shared by every partition: one sync of each log at a time
@@ -183,14 +185,27 @@ class TopicTable:
         )
 
     def _open_partition(self, topic: str, index: int, config: LogConfig) -> Partition:
-        return Partition.open(self.data_dir, topic, index, config, self.cfg.node_id, self.clock.now_ms,
+        """The replica's log, in the log directory that holds it, else in the one placement
+        chooses (broker/log_dirs.py)."""
+        key = (topic, index)
+        d = self.log_dirs.locate(key) or self.log_dirs.place(key)
+        return Partition.open(d.path, topic, index, config, self.cfg.node_id, self.clock.now_ms,
                               self.group_commit, self.cfg.replica_lag_time_max_ms, fs=self.fs,
                               offload=self.log_io)
 
+    def _remove_replica(self, topic: Topic, index: int) -> None:
+        """Close and delete the replica's log here (its topic deleted, or moved to other brokers)."""
+        part = topic.local.pop(index, None)
+        if part is not None:
+            part.close()
+            self.fs.remove_tree(part.log.directory)
+        self.log_dirs.forget((topic.name, index))
+
     # ---- following the metadata image ---------------------------------------------------------------
     def load(self) -> None:
-        """Prepare the data directory (the logs open as the metadata image names them)."""
-        self.fs.mkdir(self.data_dir)
+        """Prepare the log directories and find the partitions each holds (the logs open as the
+        metadata image names them). Blocking: run in a thread at start."""
+        self.log_dirs.prepare()
 
     def legacy_topics(self) -> list[dict[str, Any]]:
         """The topics of a topics.json written before the metadata quorum (to be migrated)."""
@@ -231,9 +246,7 @@ class TopicTable:
                 part = topic.local.get(i)
                 if node not in pinfo.replicas:
                     if part is not None:  # moved away (reassignment): the data is the new replicas'
-                        part.close()
-                        del topic.local[i]
-                        self.fs.remove_tree(self.data_dir / f"{name}-{i}")
+                        self._remove_replica(topic, i)
                     continue
                 if part is None:
                     part = topic.local[i] = self._open_partition(name, i, lc)
@@ -273,9 +286,8 @@ class TopicTable:
     def _drop(self, topic: Topic) -> None:
         del self.by_name[topic.name]
         self.by_id.pop(topic.topic_id, None)
-        for i, p in topic.local.items():
-            p.close()
-            self.fs.remove_tree(self.data_dir / f"{topic.name}-{i}")
+        for i in list(topic.local):
+            self._remove_replica(topic, i)
         log.info("topic deleted", topic=topic.name)
 
     def remove_orphans(self) -> None:
@@ -283,18 +295,23 @@ class TopicTable:
         this broker was down, or a delete that crashed between the record and the directories —
         a topic created later under the same name must not find that data."""
         node = self.cfg.node_id
-        for entry in sorted(self.fs.listdir(self.data_dir)):
-            name, _, index = entry.rpartition("-")
-            if not (name and index.isdigit()) or name == METADATA_TOPIC:
-                continue  # not a partition directory (the files here have no such names)
-            info = self.image.topics.get(name)
-            i = int(index)
-            if info is None or i >= len(info.partitions) or node not in info.partitions[i].replicas:
-                log.warning("removing the directory of a partition not assigned here", directory=entry)
-                topic = self.by_name.get(name)
-                if topic is not None and i in topic.local:
-                    topic.local.pop(i).close()
-                self.fs.remove_tree(self.data_dir / entry)
+        for d in self.log_dirs.dirs:
+            if not d.online:
+                continue
+            for entry in sorted(self.fs.listdir(d.path)):
+                key = partition_key(entry)
+                if key is None:
+                    continue  # not a partition directory (the files here have no such names)
+                name, i = key
+                info = self.image.topics.get(name)
+                if info is None or i >= len(info.partitions) or node not in info.partitions[i].replicas:
+                    log.warning("removing the directory of a partition not assigned here", directory=entry,
+                                log_dir=str(d.path))
+                    topic = self.by_name.get(name)
+                    if topic is not None and i in topic.local:
+                        topic.local.pop(i).close()
+                    self.log_dirs.forget(key)
+                    self.fs.remove_tree(d.path / entry)
 
     async def wait_for(self, done: Callable[[], bool], what: str, timeout: float = WAIT_FOR_IMAGE_S) -> None:
         """Until the local image satisfies `done` (a change the controller committed reaches this
@@ -318,7 +335,7 @@ class TopicTable:
         for t in data["topics"]:
             if t["name"] in INTERNAL_TOPICS:
                 raise ConfigError(
-                    "data_dir", str(self.data_dir),
+                    "data_dir", str(self.meta_file.parent),
                     f"topic {t['name']} holds records in the layout of Ketch before Kafka's internal-topic "
                     "formats (docs/transactions.md); start with an empty data directory, or delete the "
                     f"{t['name']}-* directories and its entry in topics.json to drop committed offsets "

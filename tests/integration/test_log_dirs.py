@@ -1,0 +1,74 @@
+"""Several log directories (log_dirs, Kafka's log.dirs) on a real broker: where its own files go,
+where partitions are found at start and placed when created."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from helpers import BrokerProcess, make_messages, unique_topic
+from helpers.confluent import consume_all, create_topic, produce
+
+from broker.log_dirs import read_properties
+
+
+def two_dirs(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    a, b = tmp_path / "disk-a", tmp_path / "disk-b"
+    return a, b, {"KETCH_LOG_DIRS": f"{a},{b}"}
+
+
+def partition_dirs(d: Path, topic: str) -> set[str]:
+    return {p.name for p in d.iterdir() if p.name.startswith(f"{topic}-")} if d.exists() else set()
+
+
+def test_every_log_dir_is_the_brokers_and_each_ones_partitions_load_at_start(tmp_path: Path) -> None:
+    """meta.properties in each directory (one cluster and node, a directory id each), the metadata
+    log in the first (Kafka's metadata.log.dir default), nothing in --data-dir (log.dirs wins);
+    after a restart the partitions of both directories are found where they are, not created anew."""
+    a, b, env = two_dirs(tmp_path)
+    unused = tmp_path / "data"
+    broker = BrokerProcess(unused, env=env, log_path=tmp_path / "broker.log")
+    try:
+        broker.start()
+        props = [read_properties((d / "meta.properties").read_bytes()) for d in (a, b)]
+        assert [(p["cluster.id"], p["node.id"]) for p in props] == [("ketch-cluster", "1")] * 2
+        assert props[0]["directory.id"] != props[1]["directory.id"]
+        assert (a / "__cluster_metadata-0").is_dir() and not (b / "__cluster_metadata-0").exists()
+        assert list(unused.iterdir()) == []  # log_dirs replaces the single data directory
+
+        topic = unique_topic("ld-load")
+        create_topic(broker.bootstrap, topic, 4)
+        msgs = make_messages(400)
+        produce(broker.bootstrap, topic, msgs)
+        broker.stop()
+        # An operator moves two partitions to the other disk while the broker is down.
+        for i in range(4):
+            src = a / f"{topic}-{i}" if (a / f"{topic}-{i}").exists() else b / f"{topic}-{i}"
+            dst = (b if src.parent == a else a) / src.name
+            if i % 2 == 0:
+                shutil.move(str(src), str(dst))
+        before = {d: partition_dirs(d, topic) for d in (a, b)}
+        broker.start()
+        read = consume_all(broker.bootstrap, topic, 4)
+        assert sorted(r.value for r in read) == sorted(m.value for m in msgs)
+        assert {d: partition_dirs(d, topic) for d in (a, b)} == before  # found, not created again
+    finally:
+        broker.close()
+
+
+def test_new_partitions_go_to_the_log_dir_holding_the_fewest(tmp_path: Path) -> None:
+    """Kafka's placement: each new replica to the directory with the fewest partitions, the first
+    listed on a tie."""
+    a, b, env = two_dirs(tmp_path)
+    broker = BrokerProcess(tmp_path / "data", env=env, log_path=tmp_path / "broker.log")
+    try:
+        broker.start()
+        first, second = unique_topic("ld-place"), unique_topic("ld-place")
+        create_topic(broker.bootstrap, first, 5)
+        assert (partition_dirs(a, first), partition_dirs(b, first)) == (
+            {f"{first}-0", f"{first}-2", f"{first}-4"}, {f"{first}-1", f"{first}-3"})
+        create_topic(broker.bootstrap, second, 3)  # b holds fewer (2 against 3), then they tie
+        assert (partition_dirs(a, second), partition_dirs(b, second)) == (
+            {f"{second}-1"}, {f"{second}-0", f"{second}-2"})
+    finally:
+        broker.close()
