@@ -8,8 +8,11 @@ from pathlib import Path
 
 from helpers import BrokerProcess, make_messages, unique_topic
 from helpers.confluent import consume_all, create_topic, produce
+from helpers.raw import Raw
 
 from broker.log_dirs import read_properties
+from protocol.errors import ErrorCode
+from protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 
 
 def two_dirs(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
@@ -70,5 +73,42 @@ def test_new_partitions_go_to_the_log_dir_holding_the_fewest(tmp_path: Path) -> 
         create_topic(broker.bootstrap, second, 3)  # b holds fewer (2 against 3), then they tie
         assert (partition_dirs(a, second), partition_dirs(b, second)) == (
             {f"{second}-1"}, {f"{second}-0", f"{second}-2"})
+    finally:
+        broker.close()
+
+
+def test_describe_log_dirs_reports_every_dir_and_one_that_cannot_be_used_as_a_storage_error(tmp_path: Path) -> None:
+    """One result per log directory with its own partitions and its volume's space; a directory
+    that could not be used at start (here a file stands where it should be) is reported with
+    KAFKA_STORAGE_ERROR, and the broker serves from the others."""
+    a, b, _ = two_dirs(tmp_path)
+    broken = tmp_path / "disk-c"
+    broken.write_bytes(b"not a directory")
+    broker = BrokerProcess(tmp_path / "data", env={"KETCH_LOG_DIRS": f"{a},{broken},{b}"},
+                           log_path=tmp_path / "broker.log")
+    try:
+        broker.start()
+        topic = unique_topic("ld-describe")
+        create_topic(broker.bootstrap, topic, 2)
+        acks = produce(broker.bootstrap, topic, make_messages(50))
+        assert {p for p, _ in acks.values()} == {0, 1}
+        conn = Raw(broker.port)
+        try:
+            resp = conn.request(DescribeLogDirsRequest(topics=None), 4)
+        finally:
+            conn.close()
+        assert isinstance(resp, DescribeLogDirsResponse) and resp.error_code == 0
+        by_dir = {r.log_dir: r for r in resp.results}
+        assert list(by_dir) == [str(a), str(broken), str(b)]  # as configured
+        assert by_dir[str(broken)].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        assert by_dir[str(broken)].topics == []
+        held = {}
+        for d in (a, b):
+            r = by_dir[str(d)]
+            assert r.error_code == 0 and 0 < r.usable_bytes <= r.total_bytes
+            held[d] = {(t.name, p.partition_index): p.partition_size for t in r.topics for p in t.partitions
+                       if t.name == topic}
+        assert set(held[a]) == {(topic, 0)} and set(held[b]) == {(topic, 1)}
+        assert all(size > 0 for sizes in held.values() for size in sizes.values())
     finally:
         broker.close()
