@@ -69,6 +69,16 @@ class GroupCommit:
             loop.call_soon(self._start)  # the rest of this loop turn's appends join this sync
         return fut
 
+    def replace(self, old: PartitionLog, new: PartitionLog) -> None:
+        """`new` took `old`'s place, holding all of it (a replica moved to another log directory):
+        syncs asked of `old` and not begun run on `new` instead (`old` is closed)."""
+        entry = self._pending.pop(id(old), None)
+        if entry is None:
+            return
+        _, futs, flush = entry
+        _, new_futs, new_flush = self._pending.get(id(new), (new, [], False))
+        self._pending[id(new)] = (new, new_futs + futs, new_flush or flush)
+
     def _start(self) -> None:
         pending, self._pending = self._pending, {}
         jobs: list[_Job] = []

@@ -548,6 +548,12 @@ class Partition:
     def segment_count(self) -> int:
         return self.log.segment_count
 
+    def replace_log(self, log: PartitionLog) -> None:
+        """The replica's log moved to another log directory (broker/replica_move.py): `log` holds
+        every batch, offset and the high watermark of the one it replaces."""
+        self.log = log
+        self.notify()
+
     def update_config(self, config: LogConfig) -> None:
         self.log.update_config(config)
         self.state.min_isr = config.min_insync_replicas

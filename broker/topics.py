@@ -33,11 +33,12 @@ from .config import BrokerConfig, ConfigError
 from .config_catalog import TOPIC_CONFIGS, check_value
 from .controller.placement import check_assignment
 from .group_commit import GroupCommit
-from .log_dirs import LogDirs, partition_key
+from .log_dirs import Key, LogDir, LogDirs, partition_key
 from .log_io import LogIO
 from .metadata import dynamic_configs
 from .metadata.image import MetadataImage, PartitionInfo, TopicInfo
 from .partition import Partition
+from .replica_move import ReplicaMove
 from .replication.replica_state import NO_LEADER, Assignment
 
 log = structlog.get_logger()
@@ -116,6 +117,7 @@ class TopicTable:
         self.log_dirs = LogDirs([os.path.abspath(p) for p in cfg.log_dir_paths], os.path.abspath(cfg.metadata_dir),
                                 cfg.node_id, cfg.cluster_id, fs, "log_dirs" if cfg.log_dirs else "data_dir")
         self.meta_file = Path(cfg.metadata_dir) / "topics.json"
+        self.moves: dict[Key, ReplicaMove] = {}  # replicas moving to another log directory
         self.by_name: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}
         self.group_commit = GroupCommit()  # shared by every partition: one sync of each log at a time
@@ -195,11 +197,54 @@ class TopicTable:
 
     def _remove_replica(self, topic: Topic, index: int) -> None:
         """Close and delete the replica's log here (its topic deleted, or moved to other brokers)."""
+        self._stop_move((topic.name, index))
         part = topic.local.pop(index, None)
         if part is not None:
             part.close()
             self.fs.remove_tree(part.log.directory)
         self.log_dirs.forget((topic.name, index))
+
+    # ---- moving replicas between log directories (AlterReplicaLogDirs) --------------------------------
+    def alter_log_dir(self, topic: str, index: int, path: str) -> ErrorCode:
+        """Move the replica to the log directory `path` (Kafka's ReplicaManager.alterReplicaLogDirs):
+        a directory not configured is LOG_DIR_NOT_FOUND, an offline one (or a move while any is
+        offline: the replica might have a copy there) KAFKA_STORAGE_ERROR. A replica not here yet is
+        created there later, answering REPLICA_NOT_AVAILABLE now. Asking for another destination
+        stops a move under way; asking for the directory the replica is in ends the matter."""
+        key = (topic, index)
+        d = self.log_dirs.by_path(path)
+        if d is None:
+            return ErrorCode.LOG_DIR_NOT_FOUND
+        if not d.online:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        move = self.moves.get(key)
+        if move is not None and move.destination is not d:
+            self._stop_move(key)
+        part = self.partition(topic, index)
+        if part is None:
+            if not self.exists(topic, index):
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            self.log_dirs.prefer(key, d)
+            return ErrorCode.REPLICA_NOT_AVAILABLE
+        if part.log.directory.parent == d.path or key in self.moves:
+            return ErrorCode.NONE
+        if any(not x.online for x in self.log_dirs.dirs):
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        self._start_move(part, d)
+        return ErrorCode.NONE
+
+    def _start_move(self, part: Partition, d: LogDir) -> None:
+        self.moves[(part.topic, part.index)] = ReplicaMove(
+            part, d, self.log_dirs, self.fs, self.log_io, self.group_commit, self.clock.now_ms, self._move_done)
+
+    def _move_done(self, move: ReplicaMove) -> None:
+        if self.moves.get(move.key) is move:
+            del self.moves[move.key]
+
+    def _stop_move(self, key: Key) -> None:
+        move = self.moves.pop(key, None)
+        if move is not None:
+            move.cancel()
 
     # ---- following the metadata image ---------------------------------------------------------------
     def load(self) -> None:
@@ -250,6 +295,9 @@ class TopicTable:
                     continue
                 if part is None:
                     part = topic.local[i] = self._open_partition(name, i, lc)
+                    resume = self.log_dirs.resume.pop((name, i), None)
+                    if resume is not None and resume.online and part.log.directory.parent != resume.path:
+                        self._start_move(part, resume)  # a move a stop interrupted starts over
                 self._lead_or_follow(part, pinfo)
         if old.brokers != image.brokers or old.topics is not image.topics:
             # fenced or stopping brokers may not (re)join an ISR (KIP-841)
@@ -516,6 +564,8 @@ class TopicTable:
         return topic
 
     def close(self) -> None:
+        for key in list(self.moves):
+            self._stop_move(key)
         for t in self.by_name.values():
             for p in t.local.values():
                 p.close()

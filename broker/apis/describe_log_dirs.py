@@ -6,7 +6,8 @@ offline (failed, or unusable at start) is KAFKA_STORAGE_ERROR with no partitions
 means every partition, internal topics included; otherwise only the named partitions that exist
 here, and a topic with none of them is left out, as in Kafka. Sizes are the segments' .log bytes
 (indexes and checkpoints are not counted, like Kafka's log.size); the offset lag is the high
-watermark minus the log end, 0 on a leader.
+watermark minus the log end, 0 on a leader; a future replica's is how far it is behind the
+current one.
 """
 
 from __future__ import annotations
@@ -44,7 +45,9 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
         wanted = {}
         for t in req.topics:
             wanted.setdefault(t.topic, set()).update(t.partitions)
-    # log directory -> topic -> partitions: each replica where its log is
+    # log directory -> topic -> partitions: each replica where its log is, a future one (a move
+    # under way, broker/replica_move.py) in its destination, with the lag Kafka reports for it
+    # (the current log's end minus the future's)
     held: dict[Path, dict[str, list[DescribeLogDirsPartition]]] = {}
     for name, topic in ctx.topics.by_name.items():
         if wanted is not None and name not in wanted:
@@ -55,6 +58,12 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
             held.setdefault(p.log.directory.parent, {}).setdefault(name, []).append(DescribeLogDirsPartition(
                 partition_index=p.index, partition_size=p.size_in_bytes,
                 offset_lag=max(p.high_watermark - p.log_end_offset, 0), is_future_key=False))
+            move = ctx.topics.moves.get((name, p.index))
+            future = None if move is None else move.future
+            if future is not None:
+                held.setdefault(future.directory.parent, {}).setdefault(name, []).append(DescribeLogDirsPartition(
+                    partition_index=p.index, partition_size=future.size_in_bytes,
+                    offset_lag=max(p.log_end_offset - future.log_end_offset, 0), is_future_key=True))
     results = []
     for d in ctx.topics.log_dirs.dirs:
         topics = [DescribeLogDirsTopic(name=n, partitions=ps) for n, ps in held.get(d.path, {}).items()]

@@ -1,8 +1,10 @@
-"""Test-only crash points for the transaction protocol. Never set this in production.
+"""Test-only crash points for the transaction protocol and the replica move. Never set this in
+production.
 
-`KETCH_TEST_CRASH_AT=<point>` makes the broker SIGKILL itself the first time a *commit* reaches
-that point, so the chaos tests can stop the protocol exactly between two of its durable steps
-and check that recovery finishes the transaction (POINTS says where each one is).
+`KETCH_TEST_CRASH_AT=<point>` makes the broker SIGKILL itself the first time a *commit* (or a move
+to another log directory) reaches that point, so the chaos tests can stop the protocol exactly
+between two of its durable steps and check that recovery finishes the transaction, or keeps the
+replica whole (POINTS says where each one is).
 
 SIGKILL (not an exception, not a clean exit) because that is the failure being simulated: no
 `finally`, no flush, no shutdown hook runs. Read once at import: an unknown point stops the
@@ -24,6 +26,9 @@ POINTS = {
     "markers_half_sent": "the coordinator heard from one partition leader that its commit markers are written "
                          "while other partitions' are still owed",
     "before_complete": "every marker is written, CompleteCommit is not",
+    "move_copying": "a replica moving to another log directory: the future log took its first batches",
+    "move_swapping": "a replica moving to another log directory: the current directory is retired, the "
+                     "future one is still marked future",
 }
 CRASH_AT = os.environ.get(ENV) or None
 if CRASH_AT is not None and CRASH_AT not in POINTS:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from helpers import BrokerProcess, unique_topic
+from helpers import BrokerProcess, unique_topic, wait_until
 from helpers.confluent import QUIET, create_topic
 
 with warnings.catch_warnings():  # kafka-python loads its schemas with a deprecated importlib API
@@ -70,3 +70,27 @@ def test_kafka_python_describe_log_dirs_lists_both_dirs(two_dir_broker: BrokerPr
     assert {i for d in parts.values() for i, _ in d} == {0, 1}
     assert all(len(d) == 1 for d in parts.values())
     assert all(p["partition_size"] > 0 and p["offset_lag"] == 0 for d in parts.values() for p in d.values())
+
+
+def test_kafka_python_alter_replica_log_dirs_moves_a_replica(two_dir_broker: BrokerProcess,
+                                                             disks: tuple[Path, Path]) -> None:
+    a, b = disks
+    t = unique_topic("kp-move")
+    _fill(two_dir_broker.bootstrap, t, 2, 200)
+    client = KafkaAdminClient(bootstrap_servers=two_dir_broker.bootstrap, request_timeout_ms=30_000)
+    try:
+        before = _by_dir(client.describe_log_dirs({t: [0, 1]}), t)
+        (source,) = [d for d, parts in before.items() if (0, False) in parts]
+        target = str(b) if source == str(a) else str(a)
+        result = client.alter_replica_log_dirs({(t, 0, 1): target, (t, 1, 1): str(a.parent / "not-a-log-dir")})
+        assert {(k.topic, k.partition): v.__name__ for k, v in result.items()} == {
+            (t, 0): "NoError", (t, 1): "LogDirNotFoundError"}
+        def moved() -> dict[str, dict[tuple[int, bool], dict[str, Any]]] | None:
+            d = _by_dir(client.describe_log_dirs({t: [0]}), t)
+            return d if set(d[target]) == {(0, False)} else None
+
+        after = wait_until(moved, timeout=30, message="partition 0 in the other log directory, and only there")
+        assert after[target][(0, False)]["partition_size"] == before[source][(0, False)]["partition_size"]
+        assert (0, False) not in after[source]
+    finally:
+        client.close()
