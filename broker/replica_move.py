@@ -60,6 +60,20 @@ COPY_BYTES = 1 << 20  # read per step
 FLUSH_ROUNDS = 5  # catch up and flush at most this often before the swap takes what is left
 
 
+class SourceError(Exception):
+    """Reading the current log failed (its disk, not the destination's)."""
+
+    def __init__(self, cause: OSError) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def disk_error(e: BaseException) -> OSError | None:
+    """The I/O error behind `e`: an OSError, or the KAFKA_STORAGE_ERROR a segment raises for one."""
+    cause = e if isinstance(e, OSError) else e.__cause__
+    return cause if isinstance(cause, OSError) else None
+
+
 class Chunk(NamedTuple):
     """What one step does to the future log: cut it back, start it over, append batches."""
 
@@ -107,7 +121,12 @@ class FutureCopy:
         at = max(end, cur.log_start_offset)
         if at >= cur.log_end_offset:
             return None if truncate is None and restart is None else Chunk(truncate, restart, b"")
-        data = cur.read(at, max_bytes).data
+        try:
+            data = cur.read(at, max_bytes).data
+        except Exception as e:
+            if (cause := disk_error(e)) is not None:
+                raise SourceError(cause) from e
+            raise
         if not data:
             raise RuntimeError(f"nothing readable at {at} below the log end {cur.log_end_offset} of {cur.directory}")
         return Chunk(truncate, restart, data)
@@ -173,7 +192,8 @@ class ReplicaMove:
     """One move under way: creates the future log, drives the copy, swaps (asyncio shell)."""
 
     def __init__(self, part: Partition, destination: LogDir, log_dirs: LogDirs, fs: FileSystem, offload: Offload,
-                 group_commit: GroupCommit, now_ms: Callable[[], int], on_done: Callable[[ReplicaMove], None]) -> None:
+                 group_commit: GroupCommit, now_ms: Callable[[], int], on_done: Callable[[ReplicaMove], None],
+                 on_disk_error: Callable[[LogDir, str], None]) -> None:
         self.part = part
         self.destination = destination
         self.log_dirs = log_dirs
@@ -182,6 +202,7 @@ class ReplicaMove:
         self.group_commit = group_commit
         self.now_ms = now_ms
         self.on_done = on_done
+        self.on_disk_error = on_disk_error  # the destination's disk failed: its directory goes offline
         self.future: PartitionLog | None = None
         self.copy: FutureCopy | None = None
         self._inflight: asyncio.Future[Any] | None = None
@@ -191,7 +212,8 @@ class ReplicaMove:
 
     def cancel(self) -> None:
         """Stop (the replica was removed, or another destination asked for); the task cleans up."""
-        self.task.cancel()
+        if asyncio.current_task() is not self.task:  # else it is ending already
+            self.task.cancel()
 
     async def _off_loop(self, work: Callable[[], T]) -> T:
         """`work` in a worker thread; a cancellation does not leave it running unseen (the
@@ -223,13 +245,19 @@ class ReplicaMove:
         except asyncio.CancelledError:
             log.info("replica move stopped", partition=where, destination=str(dest.path))
             raise
+        except SourceError as e:
+            log.error("replica move failed: reading the replica", partition=where, error=repr(e.cause))
+            if part.on_storage_error is not None:
+                part.on_storage_error(part, e.cause)
         except Exception as e:
             log.error("replica move failed", partition=where, destination=str(dest.path), error=repr(e))
+            if (cause := disk_error(e)) is not None:
+                self.on_disk_error(dest, f"moving {where} there: {cause}")
         finally:
-            if not swapped:
-                await self._discard()
             self.log_dirs.moving.pop(self.key, None)
             self.on_done(self)
+            if not swapped:  # to the end, even if cancelled meanwhile: a thread may still write to it
+                await asyncio.shield(self._discard())
 
     def _check(self, current: PartitionLog) -> None:
         if self.part.log is not current or current.closed:
@@ -262,7 +290,7 @@ class ReplicaMove:
                                   lambda: crash_point("move_swapping"))
         except OSError as e:
             if self.fs.exists(current.directory):
-                raise  # nothing changed on disk: the move fails, the copy is thrown away
+                raise SourceError(e) from e  # nothing changed on disk: the move fails, the copy is thrown away
             # The current directory is retired already: the future log is the replica (a start
             # would finish the swap the same way), whatever the disk said after.
             log.error("replica move: the swap did not complete on disk; the moved log is the replica",

@@ -286,6 +286,7 @@ class BrokerServer:
         self.metrics = BrokerMetrics()
         self.loop_watch = LoopWatch(self.metrics)
         self.topics = TopicTable(cfg, clock, fs)
+        self.topics.on_metadata_dir_failure = self._metadata_dir_failed
         self.controller = QuorumController(legacy_producer_id_floor(Path(cfg.metadata_dir)),
                                            cfg.broker_session_timeout_ms, cfg.min_insync_replicas)
         self.quorum = QuorumShell(cfg.node_id, cfg.voter_map(), Path(cfg.metadata_dir) / METADATA_DIR, cfg.cluster_id,
@@ -332,6 +333,12 @@ class BrokerServer:
     @property
     def node_id(self) -> int:
         return self.cfg.node_id
+
+    def _metadata_dir_failed(self) -> None:
+        """The log directory holding the metadata log failed: Kafka halts the broker, since it can
+        neither follow the metadata nor be sure of what it wrote; the other brokers take over."""
+        log.critical("the metadata log's directory failed: stopping the broker", log_dir=self.cfg.metadata_dir)
+        os._exit(1)
 
     def _broker_address(self, node: int) -> tuple[str, int] | None:
         """Where broker `node` takes inter-broker requests (markers, verification): its BROKER

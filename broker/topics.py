@@ -28,6 +28,7 @@ from protocol.errors import ErrorCode, KafkaError
 from storage.clock import Clock
 from storage.config import LogConfig
 from storage.fs import OS_FS, FileSystem
+from storage.log import PartitionLog
 
 from .config import BrokerConfig, ConfigError
 from .config_catalog import TOPIC_CONFIGS, check_value
@@ -118,9 +119,15 @@ class TopicTable:
                                 cfg.node_id, cfg.cluster_id, fs, "log_dirs" if cfg.log_dirs else "data_dir")
         self.meta_file = Path(cfg.metadata_dir) / "topics.json"
         self.moves: dict[Key, ReplicaMove] = {}  # replicas moving to another log directory
+        self.offline: set[Key] = set()  # replicas assigned here whose log directory failed
+        # False until this broker is registered: a replica not found while a log directory is
+        # unreadable since the start may be in it, and is not created elsewhere (log_dirs.holds_unknown).
+        self.started = False
+        self.on_metadata_dir_failure: Callable[[], None] | None = None  # the server stops the broker
         self.by_name: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}
         self.group_commit = GroupCommit()  # shared by every partition: one sync of each log at a time
+        self.group_commit.on_error = self._sync_failed
         self.log_io = LogIO()  # the logs' checkpoints, snapshots and sealed indexes, off the loop
         self.image = MetadataImage()
         # False from a restart until this broker has applied its own registration (server.py): the
@@ -191,9 +198,55 @@ class TopicTable:
         chooses (broker/log_dirs.py)."""
         key = (topic, index)
         d = self.log_dirs.locate(key) or self.log_dirs.place(key)
-        return Partition.open(d.path, topic, index, config, self.cfg.node_id, self.clock.now_ms,
-                              self.group_commit, self.cfg.replica_lag_time_max_ms, fs=self.fs,
-                              offload=self.log_io)
+        try:
+            part = Partition.open(d.path, topic, index, config, self.cfg.node_id, self.clock.now_ms,
+                                  self.group_commit, self.cfg.replica_lag_time_max_ms, fs=self.fs,
+                                  offload=self.log_io)
+        except OSError as e:
+            self.fail_log_dir(d, f"opening {topic}-{index}: {e}")
+            raise
+        part.on_storage_error = self._storage_error
+        return part
+
+    # ---- a log directory whose disk fails (Kafka's LogDirFailureChannel) ---------------------------
+    def _storage_error(self, part: Partition, error: OSError) -> None:
+        d = self.log_dirs.locate((part.topic, part.index))
+        if d is not None and d.path == part.log.directory.parent:
+            self.fail_log_dir(d, f"{part.topic}-{part.index}: {error}")
+
+    def _sync_failed(self, plog: PartitionLog, error: BaseException) -> None:
+        """A sync or flush on group commit's thread failed."""
+        key = partition_key(plog.directory.name)
+        part = None if key is None else self.partition(*key)
+        if part is not None and part.log is plog and isinstance(error, OSError):
+            self._storage_error(part, error)
+
+    def fail_log_dir(self, d: LogDir, reason: str) -> None:
+        """Take `d` offline with every replica in it, as Kafka does on an I/O error there: their
+        logs are closed without another write, produce and fetch for them answer
+        KAFKA_STORAGE_ERROR, moves to or from `d` stop; the other directories go on. The metadata
+        log's directory failing stops the broker (Kafka halts too)."""
+        for key in self.log_dirs.fail(d, reason):
+            self._stop_move(key)
+            if self.log_dirs.locate(key) is d:
+                self._take_offline(key)
+        for key, move in list(self.moves.items()):
+            if move.destination is d or move.part.log.directory.parent == d.path:
+                self._stop_move(key)
+        if d.path == self.log_dirs.metadata_dir and self.on_metadata_dir_failure is not None:
+            self.on_metadata_dir_failure()
+
+    def _take_offline(self, key: Key) -> None:
+        self.offline.add(key)
+        topic = self.by_name.get(key[0])
+        part = None if topic is None else topic.local.pop(key[1], None)
+        if part is None:
+            return
+        part.go_offline()
+        log.error("partition offline: its log directory failed", topic=part.topic, partition=part.index,
+                  log_dir=str(part.log.directory.parent))
+        for listener in self.listeners:
+            listener(part.topic, part, False)  # coordinators unload it; nothing fetches it
 
     def _remove_replica(self, topic: Topic, index: int) -> None:
         """Close and delete the replica's log here (its topic deleted, or moved to other brokers)."""
@@ -235,7 +288,8 @@ class TopicTable:
 
     def _start_move(self, part: Partition, d: LogDir) -> None:
         self.moves[(part.topic, part.index)] = ReplicaMove(
-            part, d, self.log_dirs, self.fs, self.log_io, self.group_commit, self.clock.now_ms, self._move_done)
+            part, d, self.log_dirs, self.fs, self.log_io, self.group_commit, self.clock.now_ms, self._move_done,
+            self.fail_log_dir)
 
     def _move_done(self, move: ReplicaMove) -> None:
         if self.moves.get(move.key) is move:
@@ -290,11 +344,23 @@ class TopicTable:
                     continue
                 part = topic.local.get(i)
                 if node not in pinfo.replicas:
+                    self.offline.discard((name, i))
                     if part is not None:  # moved away (reassignment): the data is the new replicas'
                         self._remove_replica(topic, i)
                     continue
+                if (name, i) in self.offline:
+                    continue
                 if part is None:
-                    part = topic.local[i] = self._open_partition(name, i, lc)
+                    if not self.started and self.log_dirs.holds_unknown((name, i)):
+                        self._take_offline((name, i))
+                        log.error("partition offline: not found, and a log directory unreadable since the start "
+                                  "may hold it", topic=name, partition=i)
+                        continue
+                    try:
+                        part = self._open_partition(name, i, lc)
+                    except OSError:
+                        continue  # its log directory failed (and was taken offline)
+                    topic.local[i] = part
                     resume = self.log_dirs.resume.pop((name, i), None)
                     if resume is not None and resume.online and part.log.directory.parent != resume.path:
                         self._start_move(part, resume)  # a move a stop interrupted starts over
@@ -322,6 +388,7 @@ class TopicTable:
 
     def allow_leading(self) -> None:
         """The broker has applied its registration: take up the leaderships the image gives it."""
+        self.started = True
         if self.may_lead:
             return
         self.may_lead = True
@@ -334,6 +401,7 @@ class TopicTable:
     def _drop(self, topic: Topic) -> None:
         del self.by_name[topic.name]
         self.by_id.pop(topic.topic_id, None)
+        self.offline = {k for k in self.offline if k[0] != topic.name}
         for i in list(topic.local):
             self._remove_replica(topic, i)
         log.info("topic deleted", topic=topic.name)
@@ -420,8 +488,11 @@ class TopicTable:
         return rf
 
     def missing(self, name: str, index: int) -> ErrorCode:
-        """Why a partition has no log here: another broker's (NOT_LEADER_OR_FOLLOWER: the client
-        refreshes its metadata and goes there) or nobody's."""
+        """Why a partition has no log here: its log directory failed (KAFKA_STORAGE_ERROR),
+        another broker's (NOT_LEADER_OR_FOLLOWER: the client refreshes its metadata and goes
+        there) or nobody's."""
+        if (name, index) in self.offline:
+            return ErrorCode.KAFKA_STORAGE_ERROR
         return ErrorCode.NOT_LEADER_OR_FOLLOWER if self.exists(name, index) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     # ---- changes (through the controller) -----------------------------------------------------

@@ -13,6 +13,8 @@ from helpers.raw import Raw
 from broker.log_dirs import read_properties
 from protocol.errors import ErrorCode
 from protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
+from protocol.messages.produce import PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData
+from protocol.records import build_batch_from_messages
 
 
 def two_dirs(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
@@ -112,3 +114,47 @@ def test_describe_log_dirs_reports_every_dir_and_one_that_cannot_be_used_as_a_st
         assert all(size > 0 for sizes in held.values() for size in sizes.values())
     finally:
         broker.close()
+
+
+def test_a_dir_missing_at_start_leaves_its_partitions_offline_not_recreated_empty(tmp_path: Path) -> None:
+    """A disk that does not come back at a restart: its partitions answer KAFKA_STORAGE_ERROR
+    rather than starting over empty in the other directory (a leader with an empty log would
+    lose them), the rest serve; once the disk is back, so are they, data and all."""
+    a, b, env = two_dirs(tmp_path)
+    broker = BrokerProcess(tmp_path / "data", env=env, log_path=tmp_path / "broker.log")
+    try:
+        broker.start()
+        topic = unique_topic("ld-missing")
+        create_topic(broker.bootstrap, topic, 2)
+        msgs = make_messages(100)
+        produce(broker.bootstrap, topic, msgs)
+        broker.stop()
+        shutil.move(str(b), str(tmp_path / "unplugged"))
+        b.write_bytes(b"the mount point of a disk that is not there")
+        broker.start()
+        conn = Raw(broker.port)
+        try:
+            resp = conn.request(DescribeLogDirsRequest(topics=None), 4)
+            assert isinstance(resp, DescribeLogDirsResponse)
+            assert {r.log_dir: r.error_code for r in resp.results} == {str(a): 0, str(b): ErrorCode.KAFKA_STORAGE_ERROR}
+            codes = {p: produce_code(conn, topic, p) for p in (0, 1)}
+        finally:
+            conn.close()
+        assert codes == {0: 0, 1: ErrorCode.KAFKA_STORAGE_ERROR}
+        assert partition_dirs(a, topic) == {f"{topic}-0"}  # not created again where it is not
+        broker.stop()
+        b.unlink()
+        shutil.move(str(tmp_path / "unplugged"), str(b))
+        broker.start()
+        values = sorted(r.value for r in consume_all(broker.bootstrap, topic, 2, check_watermarks=False))
+        assert values == sorted([m.value for m in msgs] + [b"probe"])
+    finally:
+        broker.close()
+
+
+def produce_code(conn: Raw, topic: str, partition: int) -> int:
+    resp = conn.request(ProduceRequest(acks=1, timeout_ms=5000, topic_data=[TopicProduceData(
+        name=topic, partition_data=[PartitionProduceData(
+            index=partition, records=build_batch_from_messages([(None, b"probe", [], None)]))])]), 9)
+    assert isinstance(resp, ProduceResponse)
+    return resp.responses[0].partition_responses[0].error_code
