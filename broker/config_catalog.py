@@ -291,8 +291,11 @@ def broker_entries(cfg: BrokerConfig, defaults: BrokerConfig, advertised: str, i
     ]
     for attr, (name, type_, doc) in _BROKER_NAMES.items():
         v = getattr(cfg, attr)
+        is_default = v == getattr(defaults, attr)
+        if attr == "metadata_log_dir" and not v:
+            v = None  # unset, as Kafka reports it (the first log directory is used)
         value = None if v is None else (str(v).lower() if isinstance(v, bool) else str(v))
-        out.append(BrokerEntry(name, value, type_, v == getattr(defaults, attr), doc))
+        out.append(BrokerEntry(name, value, type_, is_default, doc))
     for d in TOPIC_CONFIG_DEFS:
         if not d.synonyms:
             continue

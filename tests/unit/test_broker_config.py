@@ -78,3 +78,17 @@ def test_log_dirs_take_precedence_over_the_one_data_dir_and_hold_the_metadata_fi
         load_config(env={"KETCH_LOG_DIRS": "/srv/a,/srv/b/../a"})
     with pytest.raises(ConfigError, match="log_dirs.*nested"):
         load_config(env={"KETCH_LOG_DIRS": "/srv/a,/srv/a/b"})
+
+
+def test_describe_configs_names_the_log_directories_as_kafka_does() -> None:
+    from broker.config import BrokerConfig  # noqa: PLC0415
+    from broker.config_catalog import broker_entries  # noqa: PLC0415
+
+    def entries(cfg: BrokerConfig) -> dict[str, tuple[str | None, bool]]:
+        return {e.name: (e.value, e.is_default) for e in broker_entries(cfg, BrokerConfig(), "h:1", "h:2", {})
+                if e.name in ("log.dirs", "log.dir", "metadata.log.dir")}
+
+    assert entries(BrokerConfig(data_dir="/d")) == {"log.dirs": ("/d", True), "log.dir": ("/d", False),
+                                                   "metadata.log.dir": (None, True)}
+    assert entries(BrokerConfig(log_dirs="/a,/b", metadata_log_dir="/m")) == {
+        "log.dirs": ("/a,/b", False), "log.dir": ("./data", True), "metadata.log.dir": ("/m", False)}
