@@ -176,10 +176,16 @@ class LogDirs:
     def _resolve_futures(self) -> None:
         """A future replica whose partition has no replica left was being swapped in when the
         broker stopped (the old directory already retired): it is the replica. Any other is an
-        unfinished copy: removed, and the move starts again once the partition opens."""
+        unfinished copy: removed, and the move starts again once the partition opens. With a
+        directory unreadable, a lone future is left as it is: the replica it would replace may
+        be there, or retired there (the partition stays offline meanwhile: `holds_unknown`)."""
         for key, d in list(self.resume.items()):
             directory = d.path / f"{key[0]}-{key[1]}"
-            if key not in self.where and not self.unknown_offline:
+            if key not in self.where and self.unknown_offline:
+                del self.resume[key]
+                log.warning("a moved replica's copy left as it is while a log directory is offline",
+                            partition=directory.name, log_dir=str(d.path))
+            elif key not in self.where:
                 self.fs.unlink(directory / FUTURE_MARKER)
                 self.fs.fsync_dir(directory)
                 self.where[key] = d

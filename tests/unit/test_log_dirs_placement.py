@@ -88,3 +88,16 @@ def test_placement_spreads_new_partitions_and_follows_a_preference(tmp_path: Pat
     assert ld.place(("t", 9)).path.name == "a"
     ld.forget(("t", 0))
     assert ld.place(("t", 10)).path.name == "b"
+
+
+def test_with_a_dir_unreadable_a_lone_future_replica_is_left_alone_and_its_partition_unknown(tmp_path: Path) -> None:
+    """The replica the copy was to replace may be on the unreadable disk, or already retired
+    there: promoting the copy could serve an old log, removing it could lose the only one."""
+    (tmp_path / "b" / "t-0").mkdir(parents=True)
+    (tmp_path / "b" / "t-0" / FUTURE_MARKER).write_bytes(b"")
+    (tmp_path / "c").write_bytes(b"not a directory")
+    ld = dirs(tmp_path, "a", "b", "c")
+    ld.prepare()
+    assert [d.online for d in ld.dirs] == [True, True, False]
+    assert (tmp_path / "b" / "t-0" / FUTURE_MARKER).exists()
+    assert ("t", 0) not in ld.where and ld.resume == {} and ld.holds_unknown(("t", 0))
