@@ -18,7 +18,7 @@ import asyncio
 import enum
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 import structlog
 
@@ -218,7 +218,7 @@ class Partition:
             try:
                 res = self.log.append(records, leader_epoch=-1, assign_offsets=False)
             except (OSError, KafkaError) as e:
-                raise self._storage_error(e) from e
+                self._reraise(e)
             self._apply_flush_policy()  # in the background: a follower acknowledges nothing itself
             return res
         if not self.is_leader:
@@ -237,7 +237,7 @@ class Partition:
         try:
             res = self.log.append(records, leader_epoch=self.leader_epoch)
         except (OSError, KafkaError) as e:
-            raise self._storage_error(e) from e
+            self._reraise(e)
         self._apply_flush_policy()
         if guarded >= 0:
             del self._verifying[guarded]  # the transaction is open here now
@@ -249,6 +249,13 @@ class Partition:
             self._advance_high_watermark()
         self.notify()
         return res
+
+    def _reraise(self, e: OSError | KafkaError) -> NoReturn:
+        """Raise what `_storage_error` makes of an error out of the log (in its except block)."""
+        failure = self._storage_error(e)
+        if failure is e:
+            raise e
+        raise failure from e
 
     def _storage_error(self, e: OSError | KafkaError) -> KafkaError:
         """What to raise for an error out of the log: a disk's I/O error (an OSError, or the
@@ -427,7 +434,7 @@ class Partition:
             try:
                 start = self.log.follow_log_start(leader_log_start)
             except (OSError, KafkaError) as e:
-                raise self._storage_error(e) from e
+                self._reraise(e)
             self.state.on_log_start(start)
 
     def truncate_to_divergence(self, epoch: int, end_offset: int) -> int:
@@ -446,7 +453,7 @@ class Partition:
             try:
                 self.log.truncate_to(target)
             except (OSError, KafkaError) as e:
-                raise self._storage_error(e) from e
+                self._reraise(e)
             self.state.on_truncate(target)
         return self.log.log_end_offset
 
@@ -457,7 +464,7 @@ class Partition:
         try:
             self.log.truncate_fully_and_start_at(offset)
         except (OSError, KafkaError) as e:
-            raise self._storage_error(e) from e
+            self._reraise(e)
         self.state.on_truncate(offset)
 
     # ---- reads ------------------------------------------------------------------------------
