@@ -309,8 +309,12 @@ class ReplicaMove:
 
     async def _discard(self) -> None:
         """Throw the future log away (its directory too, if its disk still answers)."""
-        if self._inflight is not None and not self._inflight.done():
-            await asyncio.wait([self._inflight])
+        inflight = self._inflight
+        if inflight is not None and not inflight.done():
+            await asyncio.wait([inflight])
+        if (self.future is None and inflight is not None and not inflight.cancelled()
+                and inflight.exception() is None and isinstance(inflight.result(), PartitionLog)):
+            self.future = inflight.result()  # opened while the move was being stopped
         if self.copy is not None:
             self.copy.detach()
         future, self.future = self.future, None
