@@ -94,13 +94,19 @@ class KetchBroker(Target):
     name = "ketch"
 
     def __init__(self, partitions: int, env: dict[str, str] | None = None, start_timeout: float = 60,
-                 repo: Path = REPO_ROOT) -> None:
-        """`repo`: the checkout whose broker runs (another one than this, for a reference run)."""
+                 repo: Path = REPO_ROOT, log_dirs: int = 1) -> None:
+        """`repo`: the checkout whose broker runs (another one than this, for a reference run);
+        `log_dirs`: how many log directories it gets (log_dirs; all under one temporary directory,
+        so on one disk)."""
         self.dir = Path(tempfile.mkdtemp(prefix="ketch-bench-"))
         self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.partitions = partitions
         self.env = dict(env or {})
+        self.log_dirs = [self.dir / f"data-{i}" for i in range(log_dirs)] if log_dirs > 1 else []
+        if self.log_dirs:
+            self.name = f"ketch-{log_dirs}dirs"
+            self.env["KETCH_LOG_DIRS"] = ",".join(str(d) for d in self.log_dirs)
         self.log_path = self.dir / "broker.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in close()
         cmd = [
@@ -160,6 +166,17 @@ class KetchBroker(Target):
 
     def prepare_topic(self, topic: str) -> None:
         self.create_topics([topic], self.partitions)
+
+    def replication_report(self) -> dict[str, Any]:
+        """With several log directories: which they are, whether they share a device (then they
+        share a disk, and the figure says nothing of spreading I/O over disks), and how many
+        partition directories each holds."""
+        if not self.log_dirs:
+            return {}
+        return {"log_dirs": [str(d) for d in self.log_dirs],
+                "log_dirs_same_device": len({os.stat(d).st_dev for d in self.log_dirs}) == 1,
+                "partitions_per_log_dir": [sum(1 for p in d.iterdir() if p.is_dir() and not p.name.startswith("__"))
+                                           for d in self.log_dirs]}
 
     def rss_kib(self) -> int:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():

@@ -1,7 +1,7 @@
 """Throughput benchmark: Ketch against librdkafka's built-in mock cluster, same client, same settings.
 
     python -m bench.throughput --out bench/results.json [--messages N] [--only SCENARIO ...]
-                               [--targets mock,ketch,ketch-3]
+                               [--targets mock,ketch,ketch-2dirs,ketch-3]
 
 Scenarios (see docs/bench.md):
   produce      100-byte messages, acks=all, linger.ms=5, enable.idempotence=false
@@ -12,7 +12,8 @@ Scenarios (see docs/bench.md):
 Each throughput scenario runs against every target, one after the other, in the same run: the mock
 cluster first, then a Ketch broker subprocess (data in a temporary directory on disk), and with
 ``--targets ...,ketch-3`` three Ketch brokers in one cluster (topics RF 3, min.insync.replicas 2;
-bench/cluster.py). Results go to a JSON file.
+bench/cluster.py), with ``ketch-2dirs`` one broker with two log directories (log_dirs; both in one
+temporary directory, so on one disk). Results go to a JSON file.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from .targets import QUIET, REPO_ROOT, KetchBroker, MockCluster, Target, log
 
 SCENARIOS = ("produce", "idempotent", "consume", "rss")
 # In the order they run: the mock first, since its auto-created topic fixes the partition count.
-TARGETS = ("mock", "ketch", "ketch-3")
+TARGETS = ("mock", "ketch", "ketch-2dirs", "ketch-3")
 DEFAULT_TARGETS = "mock,ketch"
 MESSAGE_BYTES = 100
 LINGER_MS = 5
@@ -54,6 +55,8 @@ def make_target(name: str, partitions: int, env: dict[str, str], repo: Path = RE
         return MockCluster()
     if name == "ketch":
         return KetchBroker(partitions, env=env, repo=repo)
+    if name == "ketch-2dirs":
+        return KetchBroker(partitions, env=env, repo=repo, log_dirs=2)
     if name == "ketch-3":
         return KetchCluster(partitions, env, size=3, min_insync=2, repo=repo)
     raise ValueError(f"unknown target {name!r}; one of {', '.join(TARGETS)}")
@@ -304,16 +307,21 @@ def reference_checkout(rev: str) -> Iterator[Path]:
 
 
 def _git_head() -> str | None:
-    """The checked-out commit, read from .git without running git."""
+    """The checked-out commit, read from .git without running git (a worktree's .git is a file
+    naming its own directory, whose `commondir` holds the refs)."""
     git = REPO_ROOT / ".git"
     try:
+        if git.is_file():
+            git = (REPO_ROOT / git.read_text().strip().removeprefix("gitdir: ")).resolve()
+        common = (git / (git / "commondir").read_text().strip()).resolve() if (git / "commondir").exists() else git
         head = (git / "HEAD").read_text().strip()
         if not head.startswith("ref: "):
             return head
         ref = head[5:]
-        if (git / ref).exists():
-            return (git / ref).read_text().strip()
-        for line in (git / "packed-refs").read_text().splitlines():
+        for d in (git, common):
+            if (d / ref).exists():
+                return (d / ref).read_text().strip()
+        for line in (common / "packed-refs").read_text().splitlines():
             if line.endswith(" " + ref):
                 return line.split()[0]
     except OSError:
@@ -364,6 +372,7 @@ def _with_targets(
             if target is not None:
                 target.close()
     for key, a, b in (("ratio_ketch_over_mock", "ketch", "mock"),
+                      ("ratio_ketch2dirs_over_ketch", "ketch-2dirs", "ketch"),
                       ("ratio_ketch3_over_ketch", "ketch-3", "ketch"),
                       ("ratio_ketch3_over_mock", "ketch-3", "mock")):  # fmt: skip
         r = _ratios(out.get(a, {}), out.get(b, {}))
@@ -393,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
         default=parse_targets(DEFAULT_TARGETS),
         metavar="T1,T2",
         help=f"what to measure, a subset of {','.join(TARGETS)} (default {DEFAULT_TARGETS}); ketch-3 is three "
-        "brokers, topics RF 3 and min.insync.replicas 2",
+        "brokers, topics RF 3 and min.insync.replicas 2; ketch-2dirs one broker with two log directories",
     )
     args = ap.parse_args(argv)
     if args.messages <= 0:
@@ -413,6 +422,7 @@ def main(argv: list[str] | None = None) -> int:
             "ketch_env": ketch_env,
             "mock": "librdkafka test.mock.num.brokers=1 (in-process)",
             "ketch-3": "3 Ketch brokers, one quorum; topics replication_factor 3, min.insync.replicas 2",
+            "ketch-2dirs": "1 Ketch broker with 2 log directories (log_dirs) on the same disk",
             "targets": args.targets,
             "rss": "one Ketch broker only, whatever --targets says",
         },

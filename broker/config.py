@@ -69,7 +69,11 @@ class BrokerConfig:
     metadata_snapshot_records: int = 1000  # snapshot the metadata image every this many records
     broker_heartbeat_interval_ms: int = 2000  # Kafka's broker.heartbeat.interval.ms
     broker_session_timeout_ms: int = 9000  # Kafka's broker.session.timeout.ms: fenced after this silence
-    data_dir: str = "./data"
+    data_dir: str = "./data"  # Kafka's log.dir: the one log directory when log_dirs is empty
+    # Kafka's log.dirs: several log directories, comma-separated; when set, data_dir is not used.
+    # New partitions go to the one holding the fewest (docs/storage.md "Several log directories").
+    log_dirs: str = ""
+    metadata_log_dir: str = ""  # Kafka's metadata.log.dir: the metadata log's place; default the first log dir
     cluster_id: str = "ketch-cluster"
     rack: str | None = None
 
@@ -141,6 +145,7 @@ class BrokerConfig:
             raise ConfigError("node_id", self.node_id, "must be at least 0")
         if not self.data_dir:
             raise ConfigError("data_dir", self.data_dir, "must name a directory")
+        self._check_log_dirs()
         unlimited = ("log_retention_ms", "log_retention_bytes")  # -1: no limit, as in Kafka
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
@@ -159,6 +164,30 @@ class BrokerConfig:
         if self.log_level.lower() not in LOG_LEVELS:
             raise ConfigError("log_level", self.log_level, f"must be one of {', '.join(LOG_LEVELS)}")
         return self
+
+    @property
+    def log_dir_paths(self) -> list[str]:
+        """The log directories in the order given: log_dirs if set (Kafka: log.dirs over log.dir)."""
+        listed = [p.strip() for p in self.log_dirs.split(",") if p.strip()]
+        return listed or [self.data_dir]
+
+    @property
+    def metadata_dir(self) -> str:
+        """Where the metadata log, meta.properties' first copy and the broker's own files live."""
+        return self.metadata_log_dir or self.log_dir_paths[0]
+
+    def _check_log_dirs(self) -> None:
+        """Two names for one directory, or one inside another, would have two log directories
+        claim the same partition directories (Kafka refuses duplicates the same way)."""
+        seen: list[tuple[str, Path]] = []
+        for path in self.log_dir_paths:
+            resolved = Path(os.path.abspath(path))
+            for other, other_resolved in seen:
+                if resolved == other_resolved:
+                    raise ConfigError("log_dirs", self.log_dirs, f"{path!r} and {other!r} name one directory twice")
+                if other_resolved in resolved.parents or resolved in other_resolved.parents:
+                    raise ConfigError("log_dirs", self.log_dirs, f"{path!r} and {other!r} are nested")
+            seen.append((path, resolved))
 
     @property
     def listen_host(self) -> str:

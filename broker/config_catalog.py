@@ -208,7 +208,8 @@ class BrokerEntry:
 # reported as ketch.<setting>, so nothing the broker runs with is hidden.
 _BROKER_NAMES: dict[str, tuple[str, str, str]] = {
     "node_id": ("node.id", "INT", "this broker's id in the cluster"),
-    "data_dir": ("log.dirs", "STRING", "where the partition logs live"),
+    "data_dir": ("log.dir", "STRING", "the one log directory when log.dirs is not set"),
+    "metadata_log_dir": ("metadata.log.dir", "STRING", "where the metadata log lives (default: the first log directory)"),
     "cluster_id": ("ketch.cluster.id", "STRING", "the cluster's id, as DescribeCluster and Metadata report it"),
     "rack": ("broker.rack", "STRING", "the rack this broker is in"),
     "auto_create_topics": ("auto.create.topics.enable", "BOOLEAN", "Metadata for an unknown topic creates it"),
@@ -285,11 +286,16 @@ def broker_entries(cfg: BrokerConfig, defaults: BrokerConfig, advertised: str, i
                     "the listener brokers use (WriteTxnMarkers is served only there)"),
         BrokerEntry("broker.id", str(cfg.node_id), "INT", False, "same as node.id"),
         BrokerEntry("process.roles", "broker", "LIST", False, "the roles this process runs"),
+        BrokerEntry("log.dirs", ",".join(cfg.log_dir_paths), "STRING", not cfg.log_dirs,
+                    "the log directories; new partitions go to the one holding the fewest"),
     ]
     for attr, (name, type_, doc) in _BROKER_NAMES.items():
         v = getattr(cfg, attr)
+        is_default = v == getattr(defaults, attr)
+        if attr == "metadata_log_dir" and not v:
+            v = None  # unset, as Kafka reports it (the first log directory is used)
         value = None if v is None else (str(v).lower() if isinstance(v, bool) else str(v))
-        out.append(BrokerEntry(name, value, type_, v == getattr(defaults, attr), doc))
+        out.append(BrokerEntry(name, value, type_, is_default, doc))
     for d in TOPIC_CONFIG_DEFS:
         if not d.synonyms:
             continue

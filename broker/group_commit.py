@@ -19,6 +19,7 @@ same way, recorded back on the loop with end_flush.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from storage.log import DataSync, LogFlush, PartitionLog
@@ -47,6 +48,7 @@ class GroupCommit:
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ketch-sync")
         self.fsyncs = 0  # log syncs done, for metrics and tests
         self.waiters = 0  # syncs asked for
+        self.on_error: Callable[[PartitionLog, BaseException], None] | None = None  # a sync that failed
 
     def sync(self, log: PartitionLog) -> asyncio.Future[None]:
         """A future done once everything appended to `log` so far is on disk."""
@@ -69,6 +71,16 @@ class GroupCommit:
             loop.call_soon(self._start)  # the rest of this loop turn's appends join this sync
         return fut
 
+    def replace(self, old: PartitionLog, new: PartitionLog) -> None:
+        """`new` took `old`'s place, holding all of it (a replica moved to another log directory):
+        syncs asked of `old` and not begun run on `new` instead (`old` is closed)."""
+        entry = self._pending.pop(id(old), None)
+        if entry is None:
+            return
+        _, futs, flush = entry
+        _, new_futs, new_flush = self._pending.get(id(new), (new, [], False))
+        self._pending[id(new)] = (new, new_futs + futs, new_flush or flush)
+
     def _start(self) -> None:
         pending, self._pending = self._pending, {}
         jobs: list[_Job] = []
@@ -90,6 +102,8 @@ class GroupCommit:
                     else:
                         log.end_sync(job)
                     self.fsyncs += 1
+                if error is not None and job is not None and self.on_error is not None:
+                    self.on_error(log, error)
                 _settle(futs, error)
         except BaseException as e:  # cancelled at shutdown: nobody may be left believing it synced
             for _, _, futs in jobs:

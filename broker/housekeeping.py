@@ -63,6 +63,10 @@ class Housekeeper:
                 for p in list(t.partitions):
                     try:
                         await self.tidy(p, retention_due=retention_due, expiry_due=expiry_due)
+                    except OSError as e:  # the disk: its log directory goes offline
+                        log.error("housekeeping failed", topic=t.name, partition=p.index, exc_info=e)
+                        if p.on_storage_error is not None and not p.log.closed:
+                            p.on_storage_error(p, e)
                     except Exception as e:
                         log.error("housekeeping failed", topic=t.name, partition=p.index, exc_info=e)
                     # Taking a checkpoint encodes the producer snapshot on the loop: with many

@@ -6,7 +6,7 @@ heartbeats stop for the session timeout. A broker whose epoch the controller no 
 new registration replaced it, or the controller lost it) registers again. Every call goes to the
 quorum leader's controller listener, even when that is this process.
 
-A clean stop (every log flushed and closed) ends with a marker file in the data directory holding
+A clean stop (every log flushed and closed) ends with a marker file in the metadata directory holding
 the broker epoch it stopped under, as Kafka's `.kafka_cleanshutdown`; the next start takes it away
 before registering and gives that epoch back as PreviousBrokerEpoch. Without it (-1: killed, or a
 crash) the controller treats the broker's logs as possibly torn (KIP-966): a partition only it
@@ -47,10 +47,10 @@ log = structlog.get_logger()
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"  # Kafka's name; {"version": 0, "brokerEpoch": N}
 
 
-def take_clean_shutdown_epoch(fs: FileSystem, data_dir: Path) -> int:
+def take_clean_shutdown_epoch(fs: FileSystem, metadata_dir: Path) -> int:
     """The broker epoch of a clean stop, the marker removed (durably: a crash from here on is
     unclean); -1 if there is none or it cannot be read."""
-    path = data_dir / CLEAN_SHUTDOWN_FILE
+    path = metadata_dir / CLEAN_SHUTDOWN_FILE
     try:
         raw = json.loads(fs.read(path))
         epoch = int(raw["brokerEpoch"])
@@ -60,14 +60,14 @@ def take_clean_shutdown_epoch(fs: FileSystem, data_dir: Path) -> int:
         log.warning("clean-shutdown marker unreadable: treating the last stop as unclean", error=str(e))
         epoch = -1
     fs.unlink(path)
-    fs.fsync_dir(data_dir)
+    fs.fsync_dir(metadata_dir)
     return epoch
 
 
-def mark_clean_shutdown(fs: FileSystem, data_dir: Path, broker_epoch: int | None) -> None:
+def mark_clean_shutdown(fs: FileSystem, metadata_dir: Path, broker_epoch: int | None) -> None:
     """Every log is flushed and closed: the next start may say so to the controller."""
     if broker_epoch is not None:
-        atomic_write(fs, data_dir / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": broker_epoch}).encode())
+        atomic_write(fs, metadata_dir / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": broker_epoch}).encode())
 
 
 class BrokerLifecycle:

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import enum
+from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 import structlog
 
@@ -88,7 +89,7 @@ class PartitionRead(NamedTuple):
 
 class Partition:
     __slots__ = ("topic", "index", "tp", "log", "state", "_waiters", "_clock", "_group_commit", "_verifying",
-                 "flush_wait")
+                 "flush_wait", "on_storage_error", "offline")
 
     def __init__(self, topic: str, index: int, log: PartitionLog, local_id: int,
                  clock: Clock, group_commit: GroupCommit | None = None,
@@ -107,13 +108,16 @@ class Partition:
         # The flush the log's flush policy asked for after the last append (None: it asked for
         # none). It runs on group commit's I/O thread; a produce answer waits for it.
         self.flush_wait: asyncio.Future[None] | None = None
+        # Told of an I/O error of the log's disk (the topic table takes the log directory offline).
+        self.on_storage_error: Callable[[Partition, OSError], None] | None = None
+        self.offline = False  # the log directory failed: closed, answering KAFKA_STORAGE_ERROR
 
     @classmethod
-    def open(cls, data_dir: Path, topic: str, index: int, config: LogConfig, local_id: int,
+    def open(cls, log_dir: Path, topic: str, index: int, config: LogConfig, local_id: int,
              clock: Clock, group_commit: GroupCommit | None = None,
              replica_lag_time_max_ms: int = 30_000, *, fs: FileSystem = OS_FS,
              offload: Offload = INLINE) -> Partition:
-        plog = PartitionLog.open(data_dir / f"{topic}-{index}", config, now_ms=clock.now_ms, fs=fs, offload=offload)
+        plog = PartitionLog.open(log_dir / f"{topic}-{index}", config, now_ms=clock.now_ms, fs=fs, offload=offload)
         return cls(topic, index, plog, local_id, clock, group_commit, replica_lag_time_max_ms)
 
     # ---- leadership (given) -----------------------------------------------------------------
@@ -225,7 +229,10 @@ class Partition:
             if self.state.role != Role.FOLLOWER:
                 raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                  f"{self.topic}-{self.index}: replication append on a non-follower")
-            res = self.log.append(records, leader_epoch=-1, assign_offsets=False)
+            try:
+                res = self.log.append(records, leader_epoch=-1, assign_offsets=False)
+            except (OSError, KafkaError) as e:
+                self._reraise(e)
             self._apply_flush_policy()  # in the background: a follower acknowledges nothing itself
             return res
         if not self.is_leader:
@@ -241,7 +248,10 @@ class Partition:
                 raise KafkaError(code, f"The size of the current ISR {sorted(self.state.isr)} is insufficient "
                                        f"to satisfy the min.isr requirement of {min_insync_replicas} for "
                                        f"partition {self.topic}-{self.index}")
-        res = self.log.append(records, leader_epoch=self.leader_epoch)
+        try:
+            res = self.log.append(records, leader_epoch=self.leader_epoch)
+        except (OSError, KafkaError) as e:
+            self._reraise(e)
         self._apply_flush_policy()
         if guarded >= 0:
             del self._verifying[guarded]  # the transaction is open here now
@@ -253,6 +263,32 @@ class Partition:
             self._advance_high_watermark()
         self.notify()
         return res
+
+    def _reraise(self, e: OSError | KafkaError) -> NoReturn:
+        """Raise what `_storage_error` makes of an error out of the log (in its except block)."""
+        failure = self._storage_error(e)
+        if failure is e:
+            raise e
+        raise failure from e
+
+    def _storage_error(self, e: OSError | KafkaError) -> KafkaError:
+        """What to raise for an error out of the log: a disk's I/O error (an OSError, or the
+        KAFKA_STORAGE_ERROR a segment raises for one) is reported, so the log directory goes
+        offline with every partition in it (Kafka's LogDirFailureChannel); anything else as it is."""
+        cause = e if isinstance(e, OSError) else e.__cause__
+        if not isinstance(cause, OSError):
+            assert isinstance(e, KafkaError)
+            return e
+        if self.on_storage_error is not None:
+            self.on_storage_error(self, cause)
+        return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                          f"Error while writing to or reading from partition {self.topic}-{self.index}: {cause}")
+
+    def go_offline(self) -> None:
+        """The log directory failed: close the log without writing to it; waiters answer."""
+        self.offline = True
+        self.log.release()
+        self.notify()
 
     def _apply_flush_policy(self) -> None:
         """flush_messages / flush_ms: the flush runs off the loop (group commit's thread, shared
@@ -270,6 +306,8 @@ class Partition:
         """Wait until the ISR has everything before `end_offset` (acks=all); the error to answer."""
         deadline = self._clock.monotonic() + timeout_s
         while True:
+            if self.offline:
+                return ErrorCode.KAFKA_STORAGE_ERROR
             outcome = self.state.acks_all_outcome(end_offset, self.log.config.min_insync_replicas)
             if outcome is not None:
                 return outcome
@@ -406,7 +444,11 @@ class Partition:
             self.log.high_watermark = self.state.high_watermark
         if leader_log_start > self.log.log_start_offset:
             # may raise our high watermark with it (storage/log.py follow_log_start)
-            self.state.on_log_start(self.log.follow_log_start(leader_log_start))
+            try:
+                start = self.log.follow_log_start(leader_log_start)
+            except (OSError, KafkaError) as e:
+                self._reraise(e)
+            self.state.on_log_start(start)
 
     def truncate_to_divergence(self, epoch: int, end_offset: int) -> int:
         """The leader says our log parts from its at `epoch` ending at `end_offset`: cut ours back
@@ -421,7 +463,10 @@ class Partition:
         if target < self.log.log_end_offset:
             logger.info("truncating follower log after divergence", topic=self.topic, partition=self.index,
                         to=target, was=self.log.log_end_offset, leader_epoch=epoch)
-            self.log.truncate_to(target)
+            try:
+                self.log.truncate_to(target)
+            except (OSError, KafkaError) as e:
+                self._reraise(e)
             self.state.on_truncate(target)
         return self.log.log_end_offset
 
@@ -429,7 +474,10 @@ class Partition:
         """The leader has nothing from our log end on (its log starts later): start over there."""
         logger.info("follower log restarts at the leader's log start", topic=self.topic, partition=self.index,
                     offset=offset)
-        self.log.truncate_fully_and_start_at(offset)
+        try:
+            self.log.truncate_fully_and_start_at(offset)
+        except (OSError, KafkaError) as e:
+            self._reraise(e)
         self.state.on_truncate(offset)
 
     # ---- reads ------------------------------------------------------------------------------
@@ -474,11 +522,12 @@ class Partition:
             else:
                 r = plog.read(offset, max_bytes, upper_bound=upper)
                 data, next_offset = r.data, r.next_offset
-        except KafkaError as e:
-            return PartitionRead(e.code, b"", hw, lso, start, leo, None, offset)
-        aborted = None
-        if isolation is Isolation.READ_COMMITTED:
-            aborted = plog.aborted_transactions(offset, next_offset) if data else []
+            aborted = None
+            if isolation is Isolation.READ_COMMITTED:
+                aborted = plog.aborted_transactions(offset, next_offset) if data else []
+        except (OSError, KafkaError) as e:
+            code = self._storage_error(e).code
+            return PartitionRead(code, b"", hw, lso, start, leo, None, offset)
         return PartitionRead(ErrorCode.NONE, data, hw, lso, start, leo, aborted, next_offset)
 
     def offset_for(self, timestamp: int, isolation: Isolation, current_leader_epoch: int = -1) -> tuple[int, int]:
@@ -559,6 +608,12 @@ class Partition:
     @property
     def segment_count(self) -> int:
         return self.log.segment_count
+
+    def replace_log(self, log: PartitionLog) -> None:
+        """The replica's log moved to another log directory (broker/replica_move.py): `log` holds
+        every batch, offset and the high watermark of the one it replaces."""
+        self.log = log
+        self.notify()
 
     def update_config(self, config: LogConfig) -> None:
         self.log.update_config(config)

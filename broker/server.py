@@ -270,9 +270,10 @@ class BrokerServer:
         self.metrics = BrokerMetrics()
         self.loop_watch = LoopWatch(self.metrics)
         self.topics = TopicTable(cfg, clock, fs)
-        self.controller = QuorumController(legacy_producer_id_floor(Path(cfg.data_dir)), cfg.broker_session_timeout_ms,
-                                           cfg.min_insync_replicas)
-        self.quorum = QuorumShell(cfg.node_id, cfg.voter_map(), Path(cfg.data_dir) / METADATA_DIR, cfg.cluster_id,
+        self.topics.on_metadata_dir_failure = self._metadata_dir_failed
+        self.controller = QuorumController(legacy_producer_id_floor(Path(cfg.metadata_dir)),
+                                           cfg.broker_session_timeout_ms, cfg.min_insync_replicas)
+        self.quorum = QuorumShell(cfg.node_id, cfg.voter_map(), Path(cfg.metadata_dir) / METADATA_DIR, cfg.cluster_id,
                                   on_commit=self._on_metadata, on_restore=self._on_metadata_snapshot,
                                   snapshot_every=cfg.metadata_snapshot_records,
                                   snapshot_state=lambda: self.controller.image.to_snapshot(), fs=fs, clock=clock)
@@ -318,6 +319,12 @@ class BrokerServer:
     def node_id(self) -> int:
         return self.cfg.node_id
 
+    def _metadata_dir_failed(self) -> None:
+        """The log directory holding the metadata log failed: Kafka halts the broker, since it can
+        neither follow the metadata nor be sure of what it wrote; the other brokers take over."""
+        log.critical("the metadata log's directory failed: stopping the broker", log_dir=self.cfg.metadata_dir)
+        os._exit(1)
+
     def _broker_address(self, node: int) -> tuple[str, int] | None:
         """Where broker `node` takes inter-broker requests (markers, verification): its BROKER
         listener as registered in the metadata image; ourselves, the bound listener."""
@@ -348,19 +355,23 @@ class BrokerServer:
     async def start(self) -> None:
         self.loop_watch.start()  # start-up (log recovery, metadata replay) is where stalls were seen
         await self._bind()
-        data_dir = Path(self.cfg.data_dir)
+        # The metadata log's directory must be usable (Kafka stops too); another log directory
+        # that is not is only offline (broker/log_dirs.py).
+        cfg = self.cfg
+        setting = "metadata_log_dir" if cfg.metadata_log_dir else "log_dirs" if cfg.log_dirs else "data_dir"
+        metadata_dir = Path(cfg.metadata_dir)
         try:
-            data_dir.mkdir(parents=True, exist_ok=True)
+            metadata_dir.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise ConfigError("data_dir", self.cfg.data_dir, f"cannot create the directory: {e.strerror}") from None
-        if not os.access(data_dir, os.W_OK | os.X_OK):
-            raise ConfigError("data_dir", self.cfg.data_dir, "the directory is not writable")
+            raise ConfigError(setting, cfg.metadata_dir, f"cannot create the directory: {e.strerror}") from None
+        if not os.access(metadata_dir, os.W_OK | os.X_OK):
+            raise ConfigError(setting, cfg.metadata_dir, "the directory is not writable")
         # Recovering a large log after a crash is long work: keep it off the loop (nothing else
         # touches the table before start() returns).
         await asyncio.to_thread(self.topics.load)  # refuses an unreadable data directory first
         legacy = self.topics.legacy_topics()
         if legacy and self.cfg.voter_map():
-            raise ConfigError("data_dir", self.cfg.data_dir,
+            raise ConfigError("data_dir", self.cfg.metadata_dir,
                               "topics.json of a single-node Ketch: start this data directory once without "
                               "voters so that its topics move into the metadata log")
         self.topics.may_lead = False  # until our registration applies: see _when_registered
@@ -375,7 +386,7 @@ class BrokerServer:
         await self._inter_broker_server.start_serving()  # the marker sender talks to it
         assert self._controller_server is not None
         await self._controller_server.start_serving()
-        self.lifecycle.previous_epoch = take_clean_shutdown_epoch(self.fs, Path(self.cfg.data_dir))
+        self.lifecycle.previous_epoch = take_clean_shutdown_epoch(self.fs, Path(self.cfg.metadata_dir))
         self.lifecycle.start()
         self.replication.start()
         self._controller_task = asyncio.get_running_loop().create_task(self._fence_silent_brokers())
@@ -402,7 +413,8 @@ class BrokerServer:
         host, port = self.cfg.advertised_host_port
         ib_host, ib_port = self._inter_broker_advertised()
         log.info("broker started", node_id=self.cfg.node_id, listen=self.cfg.listen, advertise=f"{host}:{port}",
-                 inter_broker=f"{ib_host}:{ib_port}", data_dir=str(Path(self.cfg.data_dir).resolve()),
+                 inter_broker=f"{ib_host}:{ib_port}",
+                 log_dirs=[str(d.path) for d in self.topics.log_dirs.dirs],
                  metrics=self.cfg.metrics_listen or None)
 
     def _throttled(self, part: Partition) -> bool:
@@ -580,6 +592,6 @@ class BrokerServer:
         self.forwarder.close()
         await self.groups.stop()
         self.topics.close()
-        mark_clean_shutdown(self.fs, Path(self.cfg.data_dir), self.lifecycle.epoch)  # every log flushed and closed
+        mark_clean_shutdown(self.fs, Path(self.cfg.metadata_dir), self.lifecycle.epoch)  # every log flushed and closed
         self.loop_watch.stop()
         log.info("broker stopped", node_id=self.cfg.node_id)

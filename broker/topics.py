@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -26,16 +27,18 @@ from protocol.clock import Clock
 from protocol.errors import ErrorCode, KafkaError
 from storage.config import LogConfig
 from storage.fs import OS_FS, FileSystem
+from storage.log import PartitionLog
 
 from .config import BrokerConfig, ConfigError
 from .config_catalog import TOPIC_CONFIGS, check_value
 from .controller.placement import check_assignment
 from .group_commit import GroupCommit
+from .log_dirs import Key, LogDir, LogDirs, partition_key
 from .log_io import LogIO
 from .metadata import dynamic_configs
 from .metadata.image import MetadataImage, PartitionInfo, TopicInfo
 from .partition import Partition
-from .quorum.wire_codec import METADATA_TOPIC
+from .replica_move import ReplicaMove
 from .replication.replica_state import NO_LEADER, Assignment
 
 log = structlog.get_logger()
@@ -111,11 +114,19 @@ class TopicTable:
         self.cfg = cfg
         self.clock = clock
         self.fs = fs  # every partition log's files go through it
-        self.data_dir = Path(cfg.data_dir)
-        self.meta_file = self.data_dir / "topics.json"
+        self.log_dirs = LogDirs([os.path.abspath(p) for p in cfg.log_dir_paths], os.path.abspath(cfg.metadata_dir),
+                                cfg.node_id, cfg.cluster_id, fs, "log_dirs" if cfg.log_dirs else "data_dir")
+        self.meta_file = Path(cfg.metadata_dir) / "topics.json"
+        self.moves: dict[Key, ReplicaMove] = {}  # replicas moving to another log directory
+        self.offline: set[Key] = set()  # replicas assigned here whose log directory failed
+        # False until this broker is registered: a replica not found while a log directory is
+        # unreadable since the start may be in it, and is not created elsewhere (log_dirs.holds_unknown).
+        self.started = False
+        self.on_metadata_dir_failure: Callable[[], None] | None = None  # the server stops the broker
         self.by_name: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}
         self.group_commit = GroupCommit()  # shared by every partition: one sync of each log at a time
+        self.group_commit.on_error = self._sync_failed
         self.log_io = LogIO()  # the logs' checkpoints, snapshots and sealed indexes, off the loop
         self.image = MetadataImage()
         # False from a restart until this broker has applied its own registration (server.py): the
@@ -182,14 +193,117 @@ class TopicTable:
         )
 
     def _open_partition(self, topic: str, index: int, config: LogConfig) -> Partition:
-        return Partition.open(self.data_dir, topic, index, config, self.cfg.node_id, self.clock,
-                              self.group_commit, self.cfg.replica_lag_time_max_ms, fs=self.fs,
-                              offload=self.log_io)
+        """The replica's log, in the log directory that holds it, else in the one placement
+        chooses (broker/log_dirs.py)."""
+        key = (topic, index)
+        d = self.log_dirs.locate(key) or self.log_dirs.place(key)
+        try:
+            part = Partition.open(d.path, topic, index, config, self.cfg.node_id, self.clock,
+                                  self.group_commit, self.cfg.replica_lag_time_max_ms, fs=self.fs,
+                                  offload=self.log_io)
+        except OSError as e:
+            self.fail_log_dir(d, f"opening {topic}-{index}: {e}")
+            raise
+        part.on_storage_error = self._storage_error
+        return part
+
+    # ---- a log directory whose disk fails (Kafka's LogDirFailureChannel) ---------------------------
+    def _storage_error(self, part: Partition, error: OSError) -> None:
+        d = self.log_dirs.locate((part.topic, part.index))
+        if d is not None and d.path == part.log.directory.parent:
+            self.fail_log_dir(d, f"{part.topic}-{part.index}: {error}")
+
+    def _sync_failed(self, plog: PartitionLog, error: BaseException) -> None:
+        """A sync or flush on group commit's thread failed."""
+        key = partition_key(plog.directory.name)
+        part = None if key is None else self.partition(*key)
+        if part is not None and part.log is plog and isinstance(error, OSError):
+            self._storage_error(part, error)
+
+    def fail_log_dir(self, d: LogDir, reason: str) -> None:
+        """Take `d` offline with every replica in it, as Kafka does on an I/O error there: their
+        logs are closed without another write, produce and fetch for them answer
+        KAFKA_STORAGE_ERROR, moves to or from `d` stop; the other directories go on. The metadata
+        log's directory failing stops the broker (Kafka halts too)."""
+        for key in self.log_dirs.fail(d, reason):
+            self._stop_move(key)
+            if self.log_dirs.locate(key) is d:
+                self._take_offline(key)
+        for key, move in list(self.moves.items()):
+            if move.destination is d or move.part.log.directory.parent == d.path:
+                self._stop_move(key)
+        if d.path == self.log_dirs.metadata_dir and self.on_metadata_dir_failure is not None:
+            self.on_metadata_dir_failure()
+
+    def _take_offline(self, key: Key) -> None:
+        self.offline.add(key)
+        topic = self.by_name.get(key[0])
+        part = None if topic is None else topic.local.pop(key[1], None)
+        if part is None:
+            return
+        part.go_offline()
+        log.error("partition offline: its log directory failed", topic=part.topic, partition=part.index,
+                  log_dir=str(part.log.directory.parent))
+        for listener in self.listeners:
+            listener(part.topic, part, False)  # coordinators unload it; nothing fetches it
+
+    def _remove_replica(self, topic: Topic, index: int) -> None:
+        """Close and delete the replica's log here (its topic deleted, or moved to other brokers)."""
+        self._stop_move((topic.name, index))
+        part = topic.local.pop(index, None)
+        if part is not None:
+            part.close()
+            self.fs.remove_tree(part.log.directory)
+        self.log_dirs.forget((topic.name, index))
+
+    # ---- moving replicas between log directories (AlterReplicaLogDirs) --------------------------------
+    def alter_log_dir(self, topic: str, index: int, path: str) -> ErrorCode:
+        """Move the replica to the log directory `path` (Kafka's ReplicaManager.alterReplicaLogDirs):
+        a directory not configured is LOG_DIR_NOT_FOUND, an offline one (or a move while any is
+        offline: the replica might have a copy there) KAFKA_STORAGE_ERROR. A replica not here yet is
+        created there later, answering REPLICA_NOT_AVAILABLE now. Asking for another destination
+        stops a move under way; asking for the directory the replica is in ends the matter."""
+        key = (topic, index)
+        d = self.log_dirs.by_path(path)
+        if d is None:
+            return ErrorCode.LOG_DIR_NOT_FOUND
+        if not d.online:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        move = self.moves.get(key)
+        if move is not None and move.destination is not d:
+            self._stop_move(key)
+        part = self.partition(topic, index)
+        if part is None:
+            if not self.exists(topic, index):
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            self.log_dirs.prefer(key, d)
+            return ErrorCode.REPLICA_NOT_AVAILABLE
+        if part.log.directory.parent == d.path or key in self.moves:
+            return ErrorCode.NONE
+        if any(not x.online for x in self.log_dirs.dirs):
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        self._start_move(part, d)
+        return ErrorCode.NONE
+
+    def _start_move(self, part: Partition, d: LogDir) -> None:
+        self.moves[(part.topic, part.index)] = ReplicaMove(
+            part, d, self.log_dirs, self.fs, self.log_io, self.group_commit, self.clock.now_ms, self._move_done,
+            self.fail_log_dir)
+
+    def _move_done(self, move: ReplicaMove) -> None:
+        if self.moves.get(move.key) is move:
+            del self.moves[move.key]
+
+    def _stop_move(self, key: Key) -> None:
+        move = self.moves.pop(key, None)
+        if move is not None:
+            move.cancel()
 
     # ---- following the metadata image ---------------------------------------------------------------
     def load(self) -> None:
-        """Prepare the data directory (the logs open as the metadata image names them)."""
-        self.fs.mkdir(self.data_dir)
+        """Prepare the log directories and find the partitions each holds (the logs open as the
+        metadata image names them). Blocking: run in a thread at start."""
+        self.log_dirs.prepare()
 
     def legacy_topics(self) -> list[dict[str, Any]]:
         """The topics of a topics.json written before the metadata quorum (to be migrated)."""
@@ -229,13 +343,26 @@ class TopicTable:
                     continue
                 part = topic.local.get(i)
                 if node not in pinfo.replicas:
+                    self.offline.discard((name, i))
                     if part is not None:  # moved away (reassignment): the data is the new replicas'
-                        part.close()
-                        del topic.local[i]
-                        self.fs.remove_tree(self.data_dir / f"{name}-{i}")
+                        self._remove_replica(topic, i)
+                    continue
+                if (name, i) in self.offline:
                     continue
                 if part is None:
-                    part = topic.local[i] = self._open_partition(name, i, lc)
+                    if not self.started and self.log_dirs.holds_unknown((name, i)):
+                        self._take_offline((name, i))
+                        log.error("partition offline: not found, and a log directory unreadable since the start "
+                                  "may hold it", topic=name, partition=i)
+                        continue
+                    try:
+                        part = self._open_partition(name, i, lc)
+                    except OSError:
+                        continue  # its log directory failed (and was taken offline)
+                    topic.local[i] = part
+                    resume = self.log_dirs.resume.pop((name, i), None)
+                    if resume is not None and resume.online and part.log.directory.parent != resume.path:
+                        self._start_move(part, resume)  # a move a stop interrupted starts over
                 self._lead_or_follow(part, pinfo)
         if old.brokers != image.brokers or old.topics is not image.topics:
             # fenced or stopping brokers may not (re)join an ISR (KIP-841)
@@ -260,6 +387,7 @@ class TopicTable:
 
     def allow_leading(self) -> None:
         """The broker has applied its registration: take up the leaderships the image gives it."""
+        self.started = True
         if self.may_lead:
             return
         self.may_lead = True
@@ -272,9 +400,9 @@ class TopicTable:
     def _drop(self, topic: Topic) -> None:
         del self.by_name[topic.name]
         self.by_id.pop(topic.topic_id, None)
-        for i, p in topic.local.items():
-            p.close()
-            self.fs.remove_tree(self.data_dir / f"{topic.name}-{i}")
+        self.offline = {k for k in self.offline if k[0] != topic.name}
+        for i in list(topic.local):
+            self._remove_replica(topic, i)
         log.info("topic deleted", topic=topic.name)
 
     def remove_orphans(self) -> None:
@@ -282,18 +410,23 @@ class TopicTable:
         this broker was down, or a delete that crashed between the record and the directories —
         a topic created later under the same name must not find that data."""
         node = self.cfg.node_id
-        for entry in sorted(self.fs.listdir(self.data_dir)):
-            name, _, index = entry.rpartition("-")
-            if not (name and index.isdigit()) or name == METADATA_TOPIC:
-                continue  # not a partition directory (the files here have no such names)
-            info = self.image.topics.get(name)
-            i = int(index)
-            if info is None or i >= len(info.partitions) or node not in info.partitions[i].replicas:
-                log.warning("removing the directory of a partition not assigned here", directory=entry)
-                topic = self.by_name.get(name)
-                if topic is not None and i in topic.local:
-                    topic.local.pop(i).close()
-                self.fs.remove_tree(self.data_dir / entry)
+        for d in self.log_dirs.dirs:
+            if not d.online:
+                continue
+            for entry in sorted(self.fs.listdir(d.path)):
+                key = partition_key(entry)
+                if key is None:
+                    continue  # not a partition directory (the files here have no such names)
+                name, i = key
+                info = self.image.topics.get(name)
+                if info is None or i >= len(info.partitions) or node not in info.partitions[i].replicas:
+                    log.warning("removing the directory of a partition not assigned here", directory=entry,
+                                log_dir=str(d.path))
+                    topic = self.by_name.get(name)
+                    if topic is not None and i in topic.local:
+                        topic.local.pop(i).close()
+                    self.log_dirs.forget(key)
+                    self.fs.remove_tree(d.path / entry)
 
     async def wait_for(self, done: Callable[[], bool], what: str, timeout: float = WAIT_FOR_IMAGE_S) -> None:
         """Until the local image satisfies `done` (a change the controller committed reaches this
@@ -317,7 +450,7 @@ class TopicTable:
         for t in data["topics"]:
             if t["name"] in INTERNAL_TOPICS:
                 raise ConfigError(
-                    "data_dir", str(self.data_dir),
+                    "data_dir", str(self.meta_file.parent),
                     f"topic {t['name']} holds records in the layout of Ketch before Kafka's internal-topic "
                     "formats (docs/transactions.md); start with an empty data directory, or delete the "
                     f"{t['name']}-* directories and its entry in topics.json to drop committed offsets "
@@ -354,8 +487,11 @@ class TopicTable:
         return rf
 
     def missing(self, name: str, index: int) -> ErrorCode:
-        """Why a partition has no log here: another broker's (NOT_LEADER_OR_FOLLOWER: the client
-        refreshes its metadata and goes there) or nobody's."""
+        """Why a partition has no log here: its log directory failed (KAFKA_STORAGE_ERROR),
+        another broker's (NOT_LEADER_OR_FOLLOWER: the client refreshes its metadata and goes
+        there) or nobody's."""
+        if (name, index) in self.offline:
+            return ErrorCode.KAFKA_STORAGE_ERROR
         return ErrorCode.NOT_LEADER_OR_FOLLOWER if self.exists(name, index) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     # ---- changes (through the controller) -----------------------------------------------------
@@ -498,6 +634,8 @@ class TopicTable:
         return topic
 
     def close(self) -> None:
+        for key in list(self.moves):
+            self._stop_move(key)
         for t in self.by_name.values():
             for p in t.local.values():
                 p.close()

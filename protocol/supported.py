@@ -35,6 +35,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     28: (0, 4),   # TxnOffsetCommit
     32: (0, 4),   # DescribeConfigs
     33: (0, 2),   # AlterConfigs (topics; broker configs are static)
+    34: (0, 2),   # AlterReplicaLogDirs (a replica moves to another log directory: broker/replica_move.py)
     35: (0, 4),   # DescribeLogDirs (the schema reaches v5: is_cordoned, KIP-1066)
     37: (0, 3),   # CreatePartitions
     42: (0, 2),   # DeleteGroups
@@ -80,7 +81,7 @@ API_NAMES: dict[int, str] = {
     20: "DeleteTopics", 21: "DeleteRecords", 22: "InitProducerId",
     23: "OffsetForLeaderEpoch", 24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn",
     26: "EndTxn", 27: "WriteTxnMarkers", 28: "TxnOffsetCommit", 32: "DescribeConfigs", 33: "AlterConfigs",
-    35: "DescribeLogDirs",
+    34: "AlterReplicaLogDirs", 35: "DescribeLogDirs",
     37: "CreatePartitions", 42: "DeleteGroups", 43: "ElectLeaders", 45: "AlterPartitionReassignments", 46: "ListPartitionReassignments", 44: "IncrementalAlterConfigs", 56: "AlterPartition",
     47: "OffsetDelete", 60: "DescribeCluster",
     61: "DescribeProducers", 65: "DescribeTransactions", 66: "ListTransactions", 75: "DescribeTopicPartitions", 52: "Vote", 53: "BeginQuorumEpoch", 54: "EndQuorumEpoch",

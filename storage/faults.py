@@ -3,9 +3,10 @@ either in production.
 
 * `KETCH_TEST_BREAK=<name>[,<name>...]` breaks guarantees on purpose (GUARANTEES says what breaking
   each does), so the chaos suite proves its checker notices.
-* `KETCH_TEST_CRASH_AT=<point>` makes the broker SIGKILL itself the first time a *commit* reaches
-  that point of the transaction protocol (POINTS says where each is), so a test can stop it exactly
-  between two durable steps and check that recovery finishes the transaction. SIGKILL, not an
+* `KETCH_TEST_CRASH_AT=<point>` makes the broker SIGKILL itself the first time a *commit* (or a
+  move to another log directory) reaches that point (POINTS says where each is), so a test can stop
+  it exactly between two durable steps and check that recovery finishes the transaction, or keeps
+  the replica whole. SIGKILL, not an
   exception or a clean exit, because that is the failure simulated: no `finally`, flush or
   shutdown hook runs.
 
@@ -57,6 +58,9 @@ POINTS = {
     "markers_half_sent": "the coordinator heard from one partition leader that its commit markers are written "
                          "while other partitions' are still owed",
     "before_complete": "every marker is written, CompleteCommit is not",
+    "move_copying": "a replica moving to another log directory: the future log took its first batches",
+    "move_swapping": "a replica moving to another log directory: the current directory is retired, the "
+                     "future one is still marked future",
 }
 CRASH_AT = os.environ.get(CRASH_ENV) or None
 if CRASH_AT is not None and CRASH_AT not in POINTS:

@@ -223,6 +223,9 @@ class PartitionLog:
         self._closed = False
         self._retired_files: list[Path] = []
         self.recovery_stats = RecoveryStats(0, 0, 0, 0, 0, None, 0)
+        # Called with the new log end after every truncation: a copy of this log being made
+        # elsewhere (a replica moving to another log directory) must drop what it took beyond.
+        self.on_truncate: Callable[[int], None] | None = None
 
     # ==========================================================================================
     # opening and recovery
@@ -741,6 +744,18 @@ class PartitionLog:
             unlink_all(self.fs, self.take_retired_files())
             self._closed = True
 
+    def release(self) -> None:
+        """Close the files without flushing or writing anything: the directory is being thrown
+        away (a copy abandoned) or was replaced (a replica moved to another log directory, or on
+        a disk that failed). Background writes still queued for this log are dropped."""
+        with self._guard.changing():
+            for seg in self._segments:
+                try:
+                    seg.release()
+                except OSError:
+                    pass
+            self._closed = True
+
     def delete(self) -> None:
         """Remove the partition's directory and everything in it."""
         with self._guard.changing():
@@ -894,6 +909,8 @@ class PartitionLog:
             self._rp_file.write(self._recovery_point, durable=True)
             self._written[RECOVERY_POINT_FILE] = self._recovery_point
         self._epochs.write()
+        if self.on_truncate is not None:
+            self.on_truncate(leo)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start an empty log at `offset` (a follower far behind)."""
@@ -913,6 +930,8 @@ class PartitionLog:
             self._mark_dir_dirty()
             self.flush()
             self.checkpoint()
+        if self.on_truncate is not None:
+            self.on_truncate(offset)
 
     def apply_retention(self, now_ms: int | None = None) -> int:
         """Delete old segments by age and total size; returns how many were deleted.

@@ -12,6 +12,7 @@ from . import (
     add_offsets_to_txn,
     add_partitions_to_txn,
     alter_configs,
+    alter_replica_log_dirs,
     api_versions,
     controller_topics,
     create_partitions,
@@ -59,7 +60,7 @@ HANDLERS: dict[int, Handler] = {
               incremental_alter_configs, describe_cluster, offset_for_leader_epoch, describe_topic_partitions,
               elect_leaders, partition_reassignments,
               # logs: record deletion, log directories
-              delete_records, describe_log_dirs,
+              delete_records, describe_log_dirs, alter_replica_log_dirs,
               # consumer groups (broker/group)
               join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch, describe_groups,
               list_groups, delete_groups, offset_delete,

@@ -42,3 +42,15 @@ def test_ratios_come_from_figures_of_the_same_file_and_missing_ones_say_not_run(
     text = render(list(table.values()))
     assert "not run" in text
     assert "0.50" in text and "0.80" in text
+
+
+def test_two_log_dirs_are_reported_against_one_in_the_same_run_without_a_goal(tmp_path: Path) -> None:
+    _write(tmp_path, "results.json", {"scenarios": {"produce": {
+        "ketch": {"msgs_per_s": 200_000.0}, "ketch-2dirs": {"msgs_per_s": 190_000.0}}}})
+    table = {r.scenario: r for r in rows(tmp_path)}
+    two = table["produce acks=all, 1 broker, 2 log dirs (one disk)"]
+    assert (two.ketch, two.reference, two.ratio, two.met) == (190_000.0, 200_000.0, 0.95, None)
+    line = next(x for x in render([two]).splitlines() if x.startswith("produce"))
+    assert "0.95" in line and "1 log dir" in line and line.split()[-1] == "-"  # no goal, nothing met or missed
+    assert "produce acks=all, 1 broker, 2 log dirs (one disk)" not in {
+        r.scenario for r in rows(tmp_path / "nothing")}  # not run: no row at all

@@ -59,3 +59,36 @@ def test_the_quorum_voters_from_file_environment_and_their_errors(tmp_path: Path
                                   ("1@h:1,1@h:2", 1, "named twice"), ("1@h", 1, "HOST:PORT")]:
         with pytest.raises(ConfigError, match=problem):
             load_config(None, env={"KETCH_VOTERS": voters, "KETCH_NODE_ID": str(node)})
+
+
+def test_log_dirs_take_precedence_over_the_one_data_dir_and_hold_the_metadata_first(tmp_path: Path) -> None:
+    """Kafka's rule: log.dirs over log.dir (ours: data_dir, --data-dir); metadata.log.dir defaults
+    to the first log directory."""
+    from broker.config import ConfigError  # noqa: PLC0415
+
+    one = load_config(env={}, overrides={"data_dir": "/srv/one"})
+    assert one.log_dir_paths == ["/srv/one"] and one.metadata_dir == "/srv/one"
+    both = load_config(env={"KETCH_LOG_DIRS": "/srv/a, /srv/b,"}, overrides={"data_dir": "/srv/one"})
+    assert both.log_dir_paths == ["/srv/a", "/srv/b"] and both.metadata_dir == "/srv/a"
+    f = tmp_path / "k.toml"
+    f.write_text('"log.dirs" = "/x,/y"\n"metadata.log.dir" = "/y"\n')  # Kafka's names work in the file
+    from_file = load_config(f, env={})
+    assert from_file.log_dir_paths == ["/x", "/y"] and from_file.metadata_dir == "/y"
+    with pytest.raises(ConfigError, match="log_dirs.*twice"):
+        load_config(env={"KETCH_LOG_DIRS": "/srv/a,/srv/b/../a"})
+    with pytest.raises(ConfigError, match="log_dirs.*nested"):
+        load_config(env={"KETCH_LOG_DIRS": "/srv/a,/srv/a/b"})
+
+
+def test_describe_configs_names_the_log_directories_as_kafka_does() -> None:
+    from broker.config import BrokerConfig  # noqa: PLC0415
+    from broker.config_catalog import broker_entries  # noqa: PLC0415
+
+    def entries(cfg: BrokerConfig) -> dict[str, tuple[str | None, bool]]:
+        return {e.name: (e.value, e.is_default) for e in broker_entries(cfg, BrokerConfig(), "h:1", "h:2", {})
+                if e.name in ("log.dirs", "log.dir", "metadata.log.dir")}
+
+    assert entries(BrokerConfig(data_dir="/d")) == {"log.dirs": ("/d", True), "log.dir": ("/d", False),
+                                                   "metadata.log.dir": (None, True)}
+    assert entries(BrokerConfig(log_dirs="/a,/b", metadata_log_dir="/m")) == {
+        "log.dirs": ("/a,/b", False), "log.dir": ("./data", True), "metadata.log.dir": ("/m", False)}

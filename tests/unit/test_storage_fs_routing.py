@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCANNED = sorted(p for p in (ROOT / "storage").glob("*.py") if p.name != "fs.py") + [
     ROOT / "broker" / "quorum" / "store.py",
     ROOT / "broker" / "lifecycle.py",
+    ROOT / "broker" / "log_dirs.py",
 ]
 # os attributes that are not file operations.
 OS_ALLOWED = {"environ", "getenv", "PathLike", "fspath", "sep", "linesep"}

@@ -1,0 +1,181 @@
+"""Moving a replica between log directories (broker/replica_move.py), on real files without a
+broker: a future log copying the current one while it takes appends, truncations and a moved
+log start, and the directory swap interrupted at every step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _batches import make_batch
+from helpers.recording_fs import RecordingFileSystem
+
+from broker.log_dirs import FUTURE_MARKER, LogDirs
+from broker.replica_move import FutureCopy, commit_swap, create_future_dir
+from protocol.batch import iter_batches
+from storage import LogConfig, PartitionLog
+from storage.fs import OS_FS
+
+
+def open_log(path: Path, **cfg: object) -> PartitionLog:
+    return PartitionLog.open(path, LogConfig(**cfg))  # type: ignore[arg-type]
+
+
+def everything(log: PartitionLog) -> list[tuple[int, int, bytes]]:
+    """(base offset, leader epoch, the batch's bytes) of every readable batch."""
+    out = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        r = log.read(offset, 1 << 20)
+        for pos, h in iter_batches(r.data):
+            out.append((h.base_offset, h.partition_leader_epoch, bytes(r.data[pos:pos + h.size])))
+        offset = r.next_offset
+    return out
+
+
+def produce(log: PartitionLog, n: int, *, epoch: int = 0, pid: int = 7, seq: list[int] | None = None) -> None:
+    for _ in range(n):
+        s = seq[0] if seq is not None else -1
+        log.append(make_batch(3, value_size=200, producer_id=pid if seq is not None else -1,
+                              producer_epoch=0 if seq is not None else -1, base_sequence=s), leader_epoch=epoch)
+        if seq is not None:
+            seq[0] += 3
+    log.high_watermark = log.log_end_offset
+
+
+def copy_until_caught_up(copy: FutureCopy, max_bytes: int = 1500) -> int:
+    steps = 0
+    while (chunk := copy.plan(max_bytes)) is not None:
+        copy.apply(chunk)
+        steps += 1
+    return steps
+
+
+def test_the_future_log_catches_up_through_appends_truncation_and_a_moved_log_start(tmp_path: Path) -> None:
+    cur = open_log(tmp_path / "a" / "t-0", segment_bytes=4000)
+    seq = [0]
+    produce(cur, 30, seq=seq)
+    fut = open_log(tmp_path / "b" / "t-0", segment_bytes=4000)
+    copy = FutureCopy(cur, fut)
+    # part of the way, then the current log moves on while the copy is behind
+    for _ in range(5):
+        chunk = copy.plan(1500)
+        assert chunk is not None
+        copy.apply(chunk)
+    assert 0 < fut.log_end_offset < cur.log_end_offset
+    produce(cur, 10, seq=seq)
+    assert copy_until_caught_up(copy) > 0
+    assert everything(fut) == everything(cur)
+    # a follower's truncation of the current log, then other batches under a new epoch: the copy
+    # drops what it took from beyond the cut
+    cut = cur.log_end_offset - 9
+    cur.truncate_to(cut)
+    produce(cur, 4, epoch=3)
+    copy_until_caught_up(copy)
+    assert everything(fut) == everything(cur)
+    assert fut.leader_epochs == cur.leader_epochs
+    # DeleteRecords moves the log start: the swap's finish takes it over
+    cur.delete_records_before(cur.log_end_offset - 20)
+    copy.finish()
+    assert (fut.log_start_offset, fut.high_watermark, fut.log_end_offset) == (
+        cur.log_start_offset, cur.high_watermark, cur.log_end_offset)
+    assert everything(fut) == everything(cur)
+    assert fut.producer_state.get(7) is not None
+    assert fut.producer_state.get(7).last_seq == cur.producer_state.get(7).last_seq  # type: ignore[union-attr]
+    copy.detach()
+    assert cur.on_truncate is None
+
+
+def test_a_copy_that_falls_below_the_log_start_starts_over_there(tmp_path: Path) -> None:
+    cur = open_log(tmp_path / "a" / "t-0", segment_bytes=2000)
+    produce(cur, 20)
+    fut = open_log(tmp_path / "b" / "t-0", segment_bytes=2000)
+    copy = FutureCopy(cur, fut)
+    chunk = copy.plan(800)
+    assert chunk is not None
+    copy.apply(chunk)
+    cur.delete_records_before(cur.log_end_offset - 5)
+    cur.apply_retention()
+    copy_until_caught_up(copy)
+    copy.finish()
+    assert everything(fut) == everything(cur)
+    assert fut.log_start_offset == cur.log_start_offset
+
+
+def test_a_future_of_an_empty_log_with_a_later_start(tmp_path: Path) -> None:
+    cur = open_log(tmp_path / "a" / "t-0")
+    cur.truncate_fully_and_start_at(42)
+    fut = open_log(tmp_path / "b" / "t-0")
+    copy = FutureCopy(cur, fut)
+    copy_until_caught_up(copy)
+    copy.finish()
+    assert (fut.log_start_offset, fut.log_end_offset) == (42, 42)
+    produce(cur, 2)
+    copy_until_caught_up(copy)
+    assert everything(fut) == everything(cur)
+
+
+STEPS = ["rename", "fsync_dir", "unlink", "fsync_dir"]
+
+
+@pytest.mark.parametrize("fail_at", range(len(STEPS) + 1))
+def test_the_swap_interrupted_at_any_step_leaves_one_whole_replica(tmp_path: Path, fail_at: int) -> None:
+    """The swap retires the current directory, then takes the marker off the future one, each
+    made durable before the next; stopped anywhere, the next start finds exactly one replica of
+    the partition, holding everything."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    ld = LogDirs([str(a), str(b)], str(a), 1, "c", OS_FS)
+    ld.prepare()
+    cur = PartitionLog.open(a / "t-0", LogConfig())
+    produce(cur, 12)
+    future_dir = create_future_dir(OS_FS, b, "t", 0)
+    assert (future_dir / FUTURE_MARKER).exists() and future_dir == b / "t-0"
+    fut = PartitionLog.open(future_dir, LogConfig())
+    copy = FutureCopy(cur, fut)
+    copy_until_caught_up(copy)
+    copy.finish()
+    fut.flush()
+    want = everything(cur)
+    seen: list[str] = []
+
+    def fault(op: str, path: Path) -> None:
+        if op in STEPS:
+            seen.append(op)
+            if len(seen) == fail_at + 1:
+                raise OSError("stopped here")
+
+    fs = RecordingFileSystem(OS_FS, fault)
+    if fail_at < len(STEPS):
+        with pytest.raises(OSError):
+            commit_swap(fs, cur.directory, future_dir, "abc")
+    else:
+        commit_swap(fs, cur.directory, future_dir, "abc")
+    cur.release()
+    fut.release()
+    after = LogDirs([str(a), str(b)], str(a), 1, "c", OS_FS)
+    after.prepare()
+    where = after.where[("t", 0)]
+    swapped = fail_at >= 1  # the current directory was retired: the future one is the replica
+    assert where.path == (b if swapped else a)
+    assert [p.name for p in (a, b) for p in p.iterdir() if p.name.startswith("t-")] == ["t-0"]
+    assert after.resume == ({} if swapped else {("t", 0): after.dirs[1]})
+    reopened = PartitionLog.open(where.path / "t-0", LogConfig())
+    assert everything(reopened) == want
+    reopened.close()
+
+
+def test_a_future_directory_whose_creation_was_interrupted_is_removed_at_start(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    (a / "t-0").mkdir(parents=True)
+
+    def fault(op: str, path: Path) -> None:
+        if op == "rename":
+            raise OSError("stopped here")
+
+    with pytest.raises(OSError):
+        create_future_dir(RecordingFileSystem(OS_FS, fault), b, "t", 0)
+    assert [p.name.endswith("-delete") for p in b.iterdir()] == [True]
+    ld = LogDirs([str(a), str(b)], str(a), 1, "c", OS_FS)
+    ld.prepare()
+    assert ld.where[("t", 0)].path == a and ld.resume == {}
+    assert [p.name for p in b.iterdir()] == ["meta.properties"]
