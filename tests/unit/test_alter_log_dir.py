@@ -8,12 +8,12 @@ import uuid
 from pathlib import Path
 
 from helpers.wait import wait_until_async
-from protocol.clock import SystemClock
 
 from broker.config import BrokerConfig
 from broker.log_dirs import FUTURE_MARKER
 from broker.metadata.image import MetadataImage
 from broker.topics import TopicTable
+from protocol.clock import SystemClock
 from protocol.errors import ErrorCode
 from protocol.messages.metadata_records import PartitionChangeRecord, PartitionRecord, TopicRecord
 from protocol.records import build_batch_from_messages
