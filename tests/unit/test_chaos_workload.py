@@ -9,7 +9,8 @@ def test_plain_idempotent_producers_keep_one_request_in_flight() -> None:
     """Seed 2612 stored one plain send twice: librdkafka bumped the producer epoch on an
     OUT_OF_ORDER_SEQUENCE_NUMBER for a request queued behind a failed one (librdkafka#4953) and
     re-sent, under the new epoch, another partition's batch that the new leader already held. With
-    one request in flight no request is ever queued behind a failed one, so a value stored twice
-    is the broker's doing again, as the checker counts it."""
+    one request in flight a connection never queues a request behind a failed one, which leaves
+    such bumps rare (docs/chaos.md, seed 2613), so a value stored twice is the broker's doing
+    again, as the checker counts it."""
     assert IDEMPOTENT_SETTINGS["max.in.flight.requests.per.connection"] == 1
     assert IDEMPOTENT_SETTINGS["enable.idempotence"] is True and IDEMPOTENT_SETTINGS["acks"] == "all"

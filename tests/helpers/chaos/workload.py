@@ -67,7 +67,8 @@ class History:
 # OUT_OF_ORDER_SEQUENCE_NUMBER on a request queued behind a failed one by bumping the producer's
 # epoch for every partition, and re-sends under the new epoch a batch of another partition that a
 # leader may already have stored: a duplicate an Apache Kafka broker cannot prevent either (seed
-# 2612, docs/chaos.md). The transactional producers keep five in flight: there the bump aborts the
+# 2612, docs/chaos.md). One in flight makes such bumps rare (seed 2613: two in an hour, across
+# leader moves), not impossible. The transactional producers keep five in flight: there the bump aborts the
 # transaction, so the broker's deduplication of pipelined retries stays under test.
 IDEMPOTENT_SETTINGS: dict[str, Any] = {"acks": "all", "enable.idempotence": True, "linger.ms": 5,
                                        "message.timeout.ms": 60_000, "max.in.flight.requests.per.connection": 1}
