@@ -284,7 +284,7 @@ class BrokerServer:
         self.clock = clock
         self.fs = fs  # the partition logs', the metadata log's and the shutdown marker's files
         self.metrics = BrokerMetrics()
-        self.loop_watch = LoopWatch(self.metrics)
+        self.loop_watch = LoopWatch(self.metrics, clock=clock)
         self.topics = TopicTable(cfg, clock, fs)
         self.controller = QuorumController(legacy_producer_id_floor(Path(cfg.data_dir)), cfg.broker_session_timeout_ms,
                                            cfg.min_insync_replicas)
