@@ -30,8 +30,12 @@ lint: install
 	$(BIN)/ruff check protocol storage broker client pipeline tests bench
 	$(BIN)/mypy
 
+# The suite mostly waits (brokers starting, elections, timeouts), so TEST_WORKERS pytest-xdist
+# workers share the cores; tests sharing a module's broker or the Spark session stay on one worker
+# (--dist loadgroup). TEST_WORKERS=0 runs it in one process. docs/testing.md has the timings.
+TEST_WORKERS ?= 4
 test: install system-deps lint
-	$(BIN)/pytest -q -m "not slow and not chaos_selftest" tests
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not slow and not chaos_selftest" tests
 
 unit: install
 	$(BIN)/pytest -q tests/unit

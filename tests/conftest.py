@@ -5,6 +5,7 @@ Layout and conventions: docs/testing.md.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -34,8 +35,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cluster: several real broker processes in one quorum (tests/cluster)")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test is marked with the suite (directory) it lives in, so `-m integration` etc. work."""
+    """Every test is marked with the suite (directory) it lives in, so `-m integration` etc. work,
+    and with the xdist group of the fixture it shares with other tests, if any."""
     for item in items:
         try:
             rel = Path(str(item.path)).resolve().relative_to(TESTS_DIR)
@@ -43,6 +46,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         if rel.parts and rel.parts[0] in SUITES:
             item.add_marker(getattr(pytest.mark, rel.parts[0]))
+        group = _shared_fixture_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _shared_fixture_group(item: pytest.Item) -> str | None:
+    """Tests that share one of our fixtures wider than a test (a module's broker or cluster, the
+    run's Spark session) go to one pytest-xdist worker together (`--dist loadgroup`): spread over
+    the workers, each worker would start the broker, cluster or JVM again. A session fixture groups
+    every test that uses it; a module fixture, its module's tests."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    module_wide = None
+    for name in item.fixturenames:
+        defs = info.name2fixturedefs.get(name)
+        if not defs or defs[-1].scope == "function":
+            continue
+        source = inspect.getsourcefile(inspect.unwrap(defs[-1].func))
+        if source is None or not Path(source).resolve().is_relative_to(TESTS_DIR):
+            continue  # pytest's own (tmp_path_factory) and plugins' session fixtures
+        if defs[-1].scope == "session":
+            return f"session-fixture-{name}"
+        module_wide = item.nodeid.split("::")[0]
+    return module_wide
 
 
 @pytest.hookimpl(hookwrapper=True)
