@@ -5,7 +5,6 @@ Layout and conventions: docs/testing.md.
 
 from __future__ import annotations
 
-import inspect
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -22,6 +21,11 @@ from helpers import BrokerError, BrokerProcess, Cluster, unique_topic  # noqa: E
 from helpers.raw import Raw  # noqa: E402
 
 SUITES = ("unit", "integration", "compat", "chaos", "sim", "cluster")
+# `make test` hands whole modules to pytest-xdist workers (`--dist loadfile`: a module's shared
+# broker, cluster or Spark session starts once) in collection order (`--no-loadscope-reorder`): the
+# suites whose modules take longest first (a Spark driver-kill job alone takes about 4 minutes,
+# tests/cluster/test_replication.py 5), the many short unit modules last, to fill the gaps at the end.
+XDIST_ORDER = ("spark", "chaos", "cluster", "compat", "integration", "sim", "unit")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -35,10 +39,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cluster: several real broker processes in one quorum (tests/cluster)")
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test is marked with the suite (directory) it lives in, so `-m integration` etc. work,
-    and with the xdist group of the fixture it shares with other tests, if any."""
+    """Every test is marked with the suite (directory) it lives in, so `-m integration` etc. work.
+    A pytest-xdist worker also puts the suites in the order work is handed out in."""
     for item in items:
         try:
             rel = Path(str(item.path)).resolve().relative_to(TESTS_DIR)
@@ -46,31 +49,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         if rel.parts and rel.parts[0] in SUITES:
             item.add_marker(getattr(pytest.mark, rel.parts[0]))
-        group = _shared_fixture_group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker; every worker sorts alike
+        items.sort(key=_xdist_rank)
 
 
-def _shared_fixture_group(item: pytest.Item) -> str | None:
-    """Tests that share one of our fixtures wider than a test (a module's broker or cluster, the
-    run's Spark session) go to one pytest-xdist worker together (`--dist loadgroup`): spread over
-    the workers, each worker would start the broker, cluster or JVM again. A session fixture groups
-    every test that uses it; a module fixture, its module's tests."""
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
-        return None
-    module_wide = None
-    for name in item.fixturenames:
-        defs = info.name2fixturedefs.get(name)
-        if not defs or defs[-1].scope == "function":
-            continue
-        source = inspect.getsourcefile(inspect.unwrap(defs[-1].func))
-        if source is None or not Path(source).resolve().is_relative_to(TESTS_DIR):
-            continue  # pytest's own (tmp_path_factory) and plugins' session fixtures
-        if defs[-1].scope == "session":
-            return f"session-fixture-{name}"
-        module_wide = item.nodeid.split("::")[0]
-    return module_wide
+def _xdist_rank(item: pytest.Item) -> int:
+    try:
+        suite = Path(str(item.path)).resolve().relative_to(TESTS_DIR).parts[0]
+    except (ValueError, IndexError):
+        return len(XDIST_ORDER)
+    return XDIST_ORDER.index(suite) if suite in XDIST_ORDER else len(XDIST_ORDER)
 
 
 @pytest.hookimpl(hookwrapper=True)
