@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,9 +23,10 @@ from helpers.raw import Raw  # noqa: E402
 
 SUITES = ("unit", "integration", "compat", "chaos", "sim", "cluster")
 # `make test` hands whole modules to pytest-xdist workers (`--dist loadfile`: a module's shared
-# broker, cluster or Spark session starts once) in collection order (`--no-loadscope-reorder`): the
-# suites whose modules take longest first (a Spark driver-kill job alone takes about 4 minutes,
-# tests/cluster/test_replication.py 5), the many short unit modules last, to fill the gaps at the end.
+# broker or cluster starts once; tests/spark goes whole, see pytest_xdist_make_scheduler) in
+# collection order (`--no-loadscope-reorder`): the suites whose modules take longest first (a Spark
+# driver-kill job alone takes about 4 minutes, tests/cluster/test_replication.py 5), the many short
+# unit modules last, to fill the gaps at the end.
 XDIST_ORDER = ("spark", "chaos", "cluster", "compat", "integration", "sim", "unit")
 
 
@@ -51,6 +53,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(getattr(pytest.mark, rel.parts[0]))
     if hasattr(config, "workerinput"):  # a pytest-xdist worker; every worker sorts alike
         items.sort(key=_xdist_rank)
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: unknown when xdist is not installed
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile`, with tests/spark as one unit: its in-process tests share one SparkSession
+    per worker process (tests/spark/conftest.py), and a JVM that takes 30 s to start alone took
+    2-3 minutes when four workers started one each."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling  # noqa: PLC0415 - only under pytest-xdist
+
+    class Scheduling(LoadFileScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return "tests/spark" if nodeid.startswith("tests/spark/") else str(super()._split_scope(nodeid))
+
+    return Scheduling(config, log)
 
 
 def _xdist_rank(item: pytest.Item) -> int:

@@ -241,9 +241,10 @@ class BrokerProcess:
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
+                stacks = _stacks(self.pid)
                 self.kill()
                 raise BrokerError(
-                    f"broker pid {self.pid} did not exit within {timeout}s of SIGTERM\n{self.log_tail()}"
+                    f"broker pid {self.pid} did not exit within {timeout}s of SIGTERM\n{stacks}{self.log_tail()}"
                 ) from None
         return self._reap()
 
@@ -339,6 +340,19 @@ class BrokerProcess:
     def __repr__(self) -> str:
         state = f"pid {self.proc.pid}" if self.is_running() and self.proc else "stopped"
         return f"<BrokerProcess {self.bootstrap} {state} data={self.data_dir}>"
+
+
+def _stacks(pid: int) -> str:
+    """Every thread's Python stack in a broker that will not stop (py-spy, from the bench extra),
+    for the report; empty when py-spy is not there or cannot attach."""
+    spy = Path(sys.executable).with_name("py-spy")
+    if not spy.exists():
+        return ""
+    try:
+        out = subprocess.run([str(spy), "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return f"--- py-spy dump of pid {pid} ---\n{out.stdout}{out.stderr}\n"
 
 
 @atexit.register
