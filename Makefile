@@ -30,8 +30,13 @@ lint: install
 	$(BIN)/ruff check protocol storage broker client pipeline tests bench
 	$(BIN)/mypy
 
+# The suite mostly waits (brokers starting, elections, timeouts), so TEST_WORKERS pytest-xdist
+# workers share the cores. Each module runs whole on one worker (--dist loadfile: a module's
+# shared broker or cluster starts once), modules handed out in the order tests/conftest.py sorts
+# them in (--no-loadscope-reorder). TEST_WORKERS=0 runs it in one process. Timings: docs/testing.md.
+TEST_WORKERS ?= 4
 test: install system-deps lint
-	$(BIN)/pytest -q -m "not slow and not chaos_selftest" tests
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not slow and not chaos_selftest" tests
 
 unit: install
 	$(BIN)/pytest -q tests/unit

@@ -268,7 +268,7 @@ class BrokerServer:
         self.clock = clock
         self.fs = fs  # the partition logs', the metadata log's and the shutdown marker's files
         self.metrics = BrokerMetrics()
-        self.loop_watch = LoopWatch(self.metrics)
+        self.loop_watch = LoopWatch(self.metrics, clock=clock)
         self.topics = TopicTable(cfg, clock, fs)
         self.topics.on_metadata_dir_failure = self._metadata_dir_failed
         self.controller = QuorumController(legacy_producer_id_floor(Path(cfg.metadata_dir)),

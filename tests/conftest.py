@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,12 @@ from helpers import BrokerError, BrokerProcess, Cluster, unique_topic  # noqa: E
 from helpers.raw import Raw  # noqa: E402
 
 SUITES = ("unit", "integration", "compat", "chaos", "sim", "cluster")
+# `make test` hands whole modules to pytest-xdist workers (`--dist loadfile`: a module's shared
+# broker or cluster starts once; tests/spark goes whole, see pytest_xdist_make_scheduler) in
+# collection order (`--no-loadscope-reorder`): the suites whose modules take longest first (a Spark
+# driver-kill job alone takes about 4 minutes, tests/cluster/test_replication.py 5), the many short
+# unit modules last, to fill the gaps at the end.
+XDIST_ORDER = ("spark", "chaos", "cluster", "compat", "integration", "sim", "unit")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -35,7 +42,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test is marked with the suite (directory) it lives in, so `-m integration` etc. work."""
+    """Every test is marked with the suite (directory) it lives in, so `-m integration` etc. work.
+    A pytest-xdist worker also puts the suites in the order work is handed out in."""
     for item in items:
         try:
             rel = Path(str(item.path)).resolve().relative_to(TESTS_DIR)
@@ -43,6 +51,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         if rel.parts and rel.parts[0] in SUITES:
             item.add_marker(getattr(pytest.mark, rel.parts[0]))
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker; every worker sorts alike
+        items.sort(key=_xdist_rank)
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: unknown when xdist is not installed
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile`, with tests/spark as one unit: its in-process tests share one SparkSession
+    per worker process (tests/spark/conftest.py), and a JVM that takes 30 s to start alone took
+    2-3 minutes when four workers started one each."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling  # noqa: PLC0415 - only under pytest-xdist
+
+    class Scheduling(LoadFileScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return "tests/spark" if nodeid.startswith("tests/spark/") else str(super()._split_scope(nodeid))
+
+    return Scheduling(config, log)
+
+
+def _xdist_rank(item: pytest.Item) -> int:
+    try:
+        suite = Path(str(item.path)).resolve().relative_to(TESTS_DIR).parts[0]
+    except (ValueError, IndexError):
+        return len(XDIST_ORDER)
+    return XDIST_ORDER.index(suite) if suite in XDIST_ORDER else len(XDIST_ORDER)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -75,6 +75,10 @@ class ReplicaFetcher:
         self._following: dict[int, dict[TopicPartition, Partition]] = {}  # leader -> partitions
         self._loops: dict[int, asyncio.Task[None]] = {}
         self._wake: dict[int, asyncio.Event] = {}
+        # Cancelling a loop is not enough to end it: on Python 3.11 asyncio.wait_for returns
+        # what it waited for when that completes in the turn the cancellation comes, and the
+        # cancellation is lost (a partition joining a loop as the broker stops wakes its wait).
+        self._stopping = False
         self.fetched_bytes = 0
         self.fetches: Counter[str] = Counter()  # "full" / "incremental" -> sent
 
@@ -82,7 +86,7 @@ class ReplicaFetcher:
         """Fetch `part` from the leader its replica state names (from any other loop first)."""
         self.unfollow(part)
         leader = part.leader
-        if leader < 0 or leader == self.node_id:
+        if leader < 0 or leader == self.node_id or self._stopping:
             return
         self._following.setdefault(leader, {})[part.tp] = part
         if leader not in self._loops or self._loops[leader].done():
@@ -96,6 +100,7 @@ class ReplicaFetcher:
             parts.pop(part.tp, None)
 
     async def stop(self) -> None:
+        self._stopping = True
         for t in self._loops.values():
             t.cancel()
         for t in self._loops.values():
@@ -110,7 +115,7 @@ class ReplicaFetcher:
         conn: BrokerConnection | None = None
         session = FollowerSession()
         try:
-            while True:
+            while not self._stopping:
                 parts = [p for p in self._following.get(leader, {}).values()
                          if p.state.role == Role.FOLLOWER and p.leader == leader and not p.log.closed]
                 if not parts:

@@ -5,42 +5,18 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
 from helpers import REPO_ROOT, wait_until
+from helpers.broker import free_port_run
 from test_quorum import _cluster_describe, _describe_cluster
 
 
-def _free_base() -> int:
-    """A base port with base..base+2 and base+100..base+102 all free."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + 102 > 65535:
-            continue
-        ports = [base + i for i in range(3)] + [base + 100 + i for i in range(3)]
-        socks = []
-        try:
-            for p in ports:
-                s = socket.socket()
-                s.bind(("127.0.0.1", p))
-                socks.append(s)
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise AssertionError("no free port range")
-
-
 def test_cluster_up_starts_three_brokers_in_one_quorum_and_stops_them(tmp_path: Path) -> None:
-    base = _free_base()
+    base = free_port_run((0, 1, 2, 100, 101, 102))  # clients at base + i - 1, quorum at base + 100 + i - 1
     proc = subprocess.Popen([sys.executable, "-m", "broker", "cluster", "up", "-n", "3", "--base-port", str(base),
                              "--data-dir", str(tmp_path / "cluster")], cwd=REPO_ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)

@@ -8,6 +8,7 @@ address with the same on-disk state.
 from __future__ import annotations
 
 import atexit
+import itertools
 import os
 import random
 import signal
@@ -29,26 +30,59 @@ HOST = "127.0.0.1"
 # there by bind(0) and released can be handed to any outgoing connection (a broker's own fetcher,
 # a client) before the broker binds it, or while a killed broker is down. CI lost a cluster test
 # to exactly that ("address already in use"). Ports below the range are only ever taken by bind.
-_PORT_RANGE = (20000, 32000)
+_TEST_PORTS = (20000, 32000)
+
+
+def _port_range() -> tuple[int, int]:
+    """This process's share of the test ports. Under pytest-xdist each worker draws from a slice
+    of its own: a port one worker has handed out but that nothing listens on yet (a broker still
+    starting, or down between a SIGKILL and its restart) is bindable, so another worker drawing
+    from the same ports could take it, and its broker would answer the first worker's cluster."""
+    lo, hi = _TEST_PORTS
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw0", "gw1", ...; unset when serial
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker.startswith("gw") or count <= 1:
+        return lo, hi
+    size = (hi - lo) // count
+    index = int(worker[2:])
+    return lo + index * size, lo + (index + 1) * size
+
+
+_PORT_RANGE = _port_range()
 _handed_out: set[int] = set()
 _rng = random.Random(os.getpid() ^ time.monotonic_ns())
 
 
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port_run(offsets: Sequence[int] = (0,), host: str = HOST) -> int:
+    """A base port such that base + o is free for every o in `offsets`, all of them handed out: for
+    a command that derives its ports from one base (`ketch cluster up --base-port`). Outside the
+    ephemeral range, in this process's share, never one handed out before in this process (so a
+    stopped broker's port is not given to another while it is down)."""
+    lo, hi = _PORT_RANGE
+    top = hi - max(offsets)
+    # random bases first (a fresh process does not retry the ports a previous run just used), then
+    # every base in order, so a share that is mostly handed out still yields one when one is left
+    for base in itertools.chain((_rng.randrange(lo, top) for _ in range(200)), range(lo, top)):
+        ports = [base + o for o in offsets]
+        if not _handed_out.intersection(ports) and all(_bindable(host, p) for p in ports):
+            _handed_out.update(ports)
+            return base
+    raise OSError(f"no free ports {list(offsets)} from a base in {_PORT_RANGE} on {host}")
+
+
 def free_port(host: str = HOST) -> int:
-    """A TCP port outside the ephemeral range, bindable now and not handed out before in this
-    process (so a stopped broker's port is not given to another while it is down)."""
-    for _ in range(1000):
-        port = _rng.randrange(*_PORT_RANGE)
-        if port in _handed_out:
-            continue
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind((host, port))
-            except OSError:
-                continue
-        _handed_out.add(port)
-        return port
-    raise OSError(f"no free port in {_PORT_RANGE} on {host}")
+    """A TCP port outside the ephemeral range, in this process's share of the test ports, bindable
+    now and not handed out before in this process."""
+    return free_port_run((0,), host)
 
 
 def port_accepts(host: str, port: int, timeout: float = 0.5) -> bool:
@@ -207,9 +241,10 @@ class BrokerProcess:
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
+                stacks = _stacks(self.pid)
                 self.kill()
                 raise BrokerError(
-                    f"broker pid {self.pid} did not exit within {timeout}s of SIGTERM\n{self.log_tail()}"
+                    f"broker pid {self.pid} did not exit within {timeout}s of SIGTERM\n{stacks}{self.log_tail()}"
                 ) from None
         return self._reap()
 
@@ -305,6 +340,19 @@ class BrokerProcess:
     def __repr__(self) -> str:
         state = f"pid {self.proc.pid}" if self.is_running() and self.proc else "stopped"
         return f"<BrokerProcess {self.bootstrap} {state} data={self.data_dir}>"
+
+
+def _stacks(pid: int) -> str:
+    """Every thread's Python stack in a broker that will not stop (py-spy, from the bench extra),
+    for the report; empty when py-spy is not there or cannot attach."""
+    spy = Path(sys.executable).with_name("py-spy")
+    if not spy.exists():
+        return ""
+    try:
+        out = subprocess.run([str(spy), "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return f"--- py-spy dump of pid {pid} ---\n{out.stdout}{out.stderr}\n"
 
 
 @atexit.register

@@ -5,11 +5,13 @@ leader answers without waiting, make the follower pause before the next fetch.""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.wait import wait_until_async
 
 from broker.partition import Partition
 from broker.replication.fetcher import ReplicaFetcher
@@ -75,3 +77,30 @@ def test_every_fetch_states_the_follower_brokers_registration_epoch() -> None:
     epoch[0] = 42
     req = fetcher._request(plan, _Leader())  # type: ignore[arg-type]
     assert (req.replica_state.replica_id, req.replica_state.replica_epoch) == (2, 42)
+
+
+async def test_stop_ends_a_loop_woken_in_the_same_turn(follower: Partition, tmp_path: Path) -> None:
+    """A partition joins a leader's loop (metadata applied while the broker stops) in the same turn
+    of the event loop as stop() cancels it: on Python 3.11 asyncio.wait_for returns the woken wait
+    and the cancellation is lost, so a loop that only ends by being cancelled fetched on and stop()
+    never returned (brokers SIGKILLed 20 s after SIGTERM in the parallel suite)."""
+    asked: list[int] = []
+
+    def address_of(node: int) -> None:  # the leader cannot be reached: the loop waits to retry
+        asked.append(node)
+
+    fetcher = ReplicaFetcher(2, address_of, lambda t: TOPIC_ID)
+    fetcher.follow(follower)
+    await wait_until_async(lambda: asked, message="the loop to look for its leader")
+    second = Partition.open(tmp_path / "second", "t", 1, LogConfig(), 2, ManualClock(1_000_000))
+    stopping: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    try:
+        second.become_follower(Assignment((1, 2), frozenset((1, 2)), 1, 3, 0))
+        fetcher.follow(second)  # wakes the waiting loop ...
+        stopping = asyncio.ensure_future(fetcher.stop())  # ... in the turn that cancels it
+        done, _ = await asyncio.wait([stopping], timeout=5)  # (wait_for would cancel stop(), which ends it)
+        assert done, f"stop() still waits on a loop that fetches on ({len(asked)} tries)"
+        assert asked == [1], "the loop tried its leader again after stop()"
+    finally:
+        stopping.cancel()
+        second.close()

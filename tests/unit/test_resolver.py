@@ -9,30 +9,38 @@ import socket
 from typing import Any
 
 import pytest
+from helpers.wait import wait_until_async
 
 from broker import resolver
 
 
-class SlowDns:
-    """getaddrinfo that answers after `delay`, failing for names in `dead`."""
+class GatedDns:
+    """getaddrinfo that answers once `gate` is open (failing for names in `dead`), so a test decides
+    when a lookup finishes instead of racing a delay against its own callers' timeouts."""
 
-    def __init__(self, delay: float, dead: set[str]) -> None:
-        self.delay, self.dead, self.calls = delay, dead, 0
+    def __init__(self, dead: set[str]) -> None:
+        self.dead, self.calls, self.finished = dead, 0, 0
+        self.gate = asyncio.Event()
 
     async def __call__(self, host: str, port: int, **_: Any) -> list[Any]:
         self.calls += 1
-        await asyncio.sleep(self.delay)
-        if host in self.dead:
-            raise socket.gaierror(-3, "Temporary failure in name resolution")
-        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.7", port)),
-                (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.7", port))]
+        try:
+            await self.gate.wait()
+            if host in self.dead:
+                raise socket.gaierror(-3, "Temporary failure in name resolution")
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.7", port)),
+                    (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.7", port))]
+        finally:
+            self.finished += 1
 
 
 async def test_concurrent_lookups_of_one_name_share_one_and_literals_need_none(monkeypatch: pytest.MonkeyPatch) -> None:
-    dns = SlowDns(0.05, set())
+    dns = GatedDns(set())
     monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", dns)
-    answers = await asyncio.gather(*(resolver.resolve("ketch-2", 9094) for _ in range(8)))
-    assert answers == [["10.0.0.7"]] * 8 and dns.calls == 1
+    callers = asyncio.gather(*(resolver.resolve("ketch-2", 9094) for _ in range(8)))
+    await wait_until_async(lambda: dns.calls, message="the lookup to start")
+    dns.gate.set()
+    assert await callers == [["10.0.0.7"]] * 8 and dns.calls == 1
     assert await resolver.resolve("127.0.0.1", 9094) == ["127.0.0.1"]
     assert await resolver.resolve("::1", 9094) == ["::1"]
     assert dns.calls == 1
@@ -42,7 +50,7 @@ async def test_concurrent_lookups_of_one_name_share_one_and_literals_need_none(m
 
 async def test_a_caller_that_gives_up_leaves_the_lookup_to_finish_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
     loop = asyncio.get_running_loop()
-    dns = SlowDns(0.2, {"gone"})
+    dns = GatedDns({"gone"})
     monkeypatch.setattr(loop, "getaddrinfo", dns)
     reported: list[dict[str, Any]] = []
     loop.set_exception_handler(lambda _loop, ctx: reported.append(ctx))
@@ -51,7 +59,9 @@ async def test_a_caller_that_gives_up_leaves_the_lookup_to_finish_quietly(monkey
             with pytest.raises(TimeoutError):
                 await asyncio.wait_for(resolver.resolve("gone", 9094), 0.05)
         assert dns.calls == 1  # the three callers waited on the same lookup
-        await asyncio.sleep(0.3)  # it fails with nobody waiting
+        dns.gate.set()  # it fails with nobody waiting
+        await wait_until_async(lambda: dns.finished and "gone" not in resolver._inflight.get(loop, {}),
+                               message="the abandoned lookup to fail and be settled")
         gc.collect()
         await asyncio.sleep(0)
         assert reported == []  # no "exception was never retrieved"
