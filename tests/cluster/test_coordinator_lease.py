@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from helpers.cluster import Cluster
 from helpers.cluster_metadata import coordinator
+from helpers.raw import Raw
 from helpers.txn import RawTxn, create_topic_at, offset_at
 
+from protocol.messages.metadata import MetadataRequest, MetadataResponse
 from protocol.messages.offset_commit import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
@@ -25,10 +27,30 @@ NOT_COORDINATOR = 16
 SESSION_S = 3.0  # KETCH_BROKER_SESSION_TIMEOUT_MS of the shared fixture (tests/cluster/conftest.py)
 
 
+def _controller(c: Cluster) -> int:
+    raw = Raw(c.ports[1])
+    try:
+        resp = raw.request(MetadataRequest(topics=[], allow_auto_topic_creation=False), 12)
+    finally:
+        raw.close()
+    assert isinstance(resp, MetadataResponse)
+    return resp.controller_id
+
+
 def test_a_coordinator_that_cannot_reach_the_controller_answers_not_coordinator(cluster: Cluster) -> None:
     c = cluster
-    group, topic = "leased-group", "leased-input"
+    topic = "leased-input"
     create_topic_at(c.ports[1], topic, 1)
+    # A group whose coordinator is not the active controller: cut off from its peers, the active
+    # controller still acknowledges its own heartbeats until it gives up the quorum's leadership,
+    # and its lease ends later (3.4 s after the cut, measured once) — no other controller can fence
+    # it before one is elected and a session timeout has passed. The deadline below is for a
+    # coordinator that heartbeats to another broker; the fixed group name put the coordinator on
+    # the controller in one of four suite runs, and the test failed for its placement.
+    c.wait_until(lambda: coordinator(c.ports[1], "probe", 0) in c.node_ids, timeout=30, message="__consumer_offsets")
+    controller = _controller(c)
+    group = next(g for g in (f"leased-group-{i}" for i in range(300))
+                 if coordinator(c.ports[1], g, 0) not in (controller, -1))
 
     def fetch(node: int) -> tuple[int, int]:
         top, _, offset = offset_at(c.ports[node], group, topic, 0)

@@ -25,8 +25,11 @@ def test_abandoned_transaction_is_aborted_after_its_timeout(broker_factory) -> N
         wait_until(lambda: c.latest("t", 0, committed=True) == c.latest("t", 0, committed=False), timeout=15,
                    message="timed-out transaction aborted")
         assert c.latest("t", 0, committed=True) == 6  # 3 + 2 data, and the abort marker
-        desc = c.describe("zombie")
-        assert desc.transaction_state == "CompleteAbort" and desc.producer_epoch == epoch + 2  # fence + abort
+        # The coordinator completes the abort once the marker is written: a moment after it shows
+        # in the partition (longer on a busy machine), so that is waited for, not assumed.
+        desc = wait_until(lambda: (d := c.describe("zombie")).transaction_state == "CompleteAbort" and d,
+                          timeout=15, message="the coordinator to complete the abort")
+        assert desc.producer_epoch == epoch + 2  # fence + abort
         # If it comes back it finds itself fenced, everywhere.
         assert c.end("zombie", pid, epoch, True).error_code == E.PRODUCER_FENCED
         assert c.produce("t", 0, txn_batch(pid, epoch, 3, 1), "zombie")[0] == E.INVALID_PRODUCER_EPOCH
