@@ -196,7 +196,9 @@ class GroupCoordinator:
 
     # ---- timers and effects ------------------------------------------------------------------
     async def _timer_loop(self) -> None:
-        while True:
+        # Ends when stop() clears `active`, not only by being cancelled: on Python 3.11 a
+        # cancellation that comes in the turn the wake event fires is lost by asyncio.wait_for.
+        while self.sm.active:
             self._wake.clear()
             deadline = self.sm.next_deadline()
             if deadline is None or deadline > self.clock.now_ms():

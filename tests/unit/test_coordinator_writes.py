@@ -186,3 +186,23 @@ async def test_groups_are_placed_by_the_offsets_topics_partition_count_not_the_c
         await b.ctx.txn.stop()
         await b.ctx.groups.stop()
         b.cluster.close()
+
+
+async def test_stop_ends_a_timer_loop_woken_in_the_turn_that_cancels_it(tmp_path: Path) -> None:
+    """The group coordinator's timer loop waits on its wake event; woken in the same turn of the
+    event loop as stop() cancels it, asyncio.wait_for on Python 3.11 returns the wait and loses the
+    cancellation (as the replica fetcher's loop did): a loop that ends only by being cancelled then
+    waits on, and stop() never returns."""
+    b = await _broker(tmp_path)
+    groups = b.ctx.groups
+    stopping: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    try:
+        await asyncio.sleep(0.05)  # the timer loop is parked on its wake event
+        groups._wake.set()  # noqa: SLF001 - wakes the waiting loop ...
+        stopping = asyncio.ensure_future(groups.stop())  # ... in the turn that cancels it
+        done, _ = await asyncio.wait([stopping], timeout=5)
+        assert done, "stop() still waits on a timer loop that lost its cancellation"
+    finally:
+        stopping.cancel()
+        await b.ctx.txn.stop()
+        b.cluster.close()
