@@ -44,7 +44,7 @@ from .errors import (
     error_from_code,
 )
 from .partitioner import DefaultPartitioner
-from .structs import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata, TopicPartition
+from .structs import ConsumerGroupMetadata, EncodedRecords, OffsetAndMetadata, RecordMetadata, TopicPartition
 from .transactions import Outcome, ProducerTxnState, Step, TransactionManager
 
 _ACKS = {"all": -1, "-1": -1, -1: -1, 1: 1, "1": 1, 0: 0, "0": 0}
@@ -247,6 +247,36 @@ class Producer:
             self._wake.set()
         elif new or (self.txn is not None and self.txn.has_partitions_to_add):
             self._wake.set()  # a new batch: the sender must start its linger timer
+        return fut
+
+    async def send_batch(self, topic: str, partition: int, records: EncodedRecords) -> asyncio.Future[RecordMetadata]:
+        """Queue records the caller framed already (client/arrow.py builds them from Arrow columns)
+        as one batch of their own; returns one future, for where the first of them was written.
+
+        Everything else is as for send(): the same sequences, retries, transaction and buffer
+        limit. The caller chooses the partition (client/arrow.py partitions keys as send() does)
+        and keeps the section under max_request_size.
+        """
+        if not self._started or self._closing or self._fatal is not None:
+            self._check_usable()
+        cached = self._topics.get(topic)
+        if cached is None or cached[0] != self._cluster.metadata_version:
+            cached = await self._topic_partitions(topic)
+        tps = cached[1]
+        if not 0 <= partition < len(tps):
+            raise ValueError(f"partition {partition} out of range for {topic} ({len(tps)} partitions)")
+        size = len(records.section)
+        if size + BATCH_OVERHEAD > self.max_request_size:
+            raise error_from_code(ErrorCode.MESSAGE_TOO_LARGE, f"batch of {size} bytes > max_request_size")
+        tp = tps[partition]
+        if self.txn is not None:
+            self.txn.add_partition(tp)
+        if self._acc.buffered_bytes + size > self.buffer_memory:
+            await self._wait_for_space(size)
+        loop = self._loop
+        assert loop is not None
+        fut = self._acc.append_framed(tp, records, size, loop)
+        self._wake.set()
         return fut
 
     async def _topic_partitions(self, topic: str) -> tuple[int, list[TopicPartition]]:
