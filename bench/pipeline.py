@@ -36,7 +36,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from client import Admin, Consumer, TopicPartition
+from client import Admin, Consumer, KafkaClientError, TopicPartition
 from pipeline import local_session
 from pipeline.jobs.generate_orders import generate
 from pipeline.jobs.model import customers
@@ -83,14 +83,19 @@ def make_target(name: str) -> Target:
     return KetchCluster(PARTITIONS, size=3, min_insync=2)
 
 
-async def _committed_count(bootstrap: str, topic: str) -> int:
+async def _committed_count(bootstrap: str, topic: str, settle_s: float = 60.0) -> int:
+    """Records visible at read_committed once every transaction on the topic is decided and its
+    markers written: a commit returns before the markers land (on three brokers, visibly later)."""
     async with Admin(bootstrap) as a:
         desc = await a.describe_topics([topic])
     tps = [TopicPartition(topic, p.partition) for p in desc[topic].partitions]
-    async with Consumer(bootstrap, isolation_level="read_committed", enable_auto_commit=False,
-                        auto_offset_reset="earliest") as c:
+    async with Consumer(bootstrap, isolation_level="read_uncommitted", enable_auto_commit=False) as raw, \
+            Consumer(bootstrap, isolation_level="read_committed", enable_auto_commit=False,
+                     auto_offset_reset="earliest") as c:
         c.assign(tps)
-        end = await c.end_offsets(tps)
+        deadline = time.monotonic() + settle_s
+        while (end := await c.end_offsets(tps)) != await raw.end_offsets(tps) and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)  # polling interval while the last markers are written
         for tp in tps:
             c.seek(tp, 0)
         n = 0
@@ -136,24 +141,37 @@ def run_once(spark: SparkSession, target: Target, source: str, orders: int, tran
             "seconds": round(elapsed, 2), "rows_per_s": round(orders / elapsed), "load_1m": round(load, 2)}
 
 
-def _source(target: Target, orders: int) -> str:
-    source = f"bench-orders-{uuid.uuid4().hex[:8]}"
-    target.prepare_topic(source)
-    t0 = time.perf_counter()
-    asyncio.run(generate(target.bootstrap, source, seed=3, start=0, count=orders, txn_size=5000, abort_every=4,
-                         txn_id=f"{source}-gen"))
-    log(f"{target.name}: generated {orders} orders in {time.perf_counter() - t0:.1f}s")
-    return source
+def _source(target: Target, orders: int, failures: list[str], attempts: int = 3) -> str:
+    """A new topic holding the orders; a generation that fails is recorded and done again in a new
+    topic (a half-written input would not be the same input)."""
+    for attempt in range(1, attempts + 1):
+        source = f"bench-orders-{uuid.uuid4().hex[:8]}"
+        target.prepare_topic(source)
+        t0 = time.perf_counter()
+        try:
+            asyncio.run(generate(target.bootstrap, source, seed=3, start=0, count=orders, txn_size=5000,
+                                 abort_every=4, txn_id=f"{source}-gen"))
+        except KafkaClientError as exc:
+            failures.append(f"generating the input: {exc!r}"[:300])
+            log(f"{target.name}: generating {orders} orders failed (attempt {attempt}): {exc!r}")
+            if attempt == attempts:
+                raise
+            continue
+        log(f"{target.name}: generated {orders} orders in {time.perf_counter() - t0:.1f}s")
+        return source
+    raise AssertionError("unreachable")
 
 
-def measure(spark: SparkSession, target: Target, args: argparse.Namespace) -> tuple[list[dict[str, Any]], Any]:
-    """Every configuration on one target: (results, overhead_s)."""
-    source = _source(target, args.orders)
+def measure(spark: SparkSession, target: Target, args: argparse.Namespace
+            ) -> tuple[list[dict[str, Any]], Any, list[str]]:
+    """Every configuration on one target: (results, overhead_s, input generation failures)."""
+    failures: list[str] = []
+    source = _source(target, args.orders, failures)
     # warm-up: JIT, Python worker pool, first-query planning, the workers' kept clients
     run_once(spark, target, source, args.orders, "passthrough", True)
     overhead = None
     if args.overhead_orders:
-        small = _source(target, args.overhead_orders)
+        small = _source(target, args.overhead_orders, failures)
         times = [run_once(spark, target, small, args.overhead_orders, "passthrough", True)["seconds"]
                  for _ in range(args.repeat)]
         overhead = statistics.median(times)
@@ -177,7 +195,7 @@ def measure(spark: SparkSession, target: Target, args: argparse.Namespace) -> tu
                 entry["failed_runs"] = len(errors)
                 entry["errors"] = errors
             results.append(entry)
-    return results, overhead
+    return results, overhead, failures
 
 
 def _first_error(exc: BaseException) -> str:
@@ -207,9 +225,10 @@ def main(argv: list[str] | None = None) -> None:
         for name in names:
             target = External(args.bootstrap) if args.bootstrap else make_target(name)
             try:
-                got, overhead = measure(spark, target, args)
+                got, overhead, failures = measure(spark, target, args)
                 results += got
-                per_target[name] = {"overhead_s": overhead, **target.replication_report()}
+                per_target[name] = {"overhead_s": overhead, "input_failures": failures,
+                                    **target.replication_report()}
             finally:
                 target.close()
     finally:
