@@ -12,8 +12,6 @@ Needs pyarrow (the `pipeline` extra); nothing else in client/ imports this modul
 
 from __future__ import annotations
 
-import random
-
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -24,7 +22,7 @@ from protocol.primitives import DecodeError, decode_varint, encode_varint
 from protocol.records import now_ms
 
 from .isolation import FetchedBatches
-from .partitioner import murmur2
+from .partitioner import MURMUR2_M, MURMUR2_SEED, murmur2
 from .structs import EncodedRecords
 
 HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
@@ -41,8 +39,6 @@ RECORD_SCHEMA = pa.schema([
 BATCH_OVERHEAD = 61  # a batch's header
 _MIN_RECORD = 7  # length, attributes, two deltas, key and value lengths, header count: one byte each
 _VARINT_TABLE_SIZE = 1 << 15
-_M = 0x5BD1E995
-_SEED = 0x9747B28C
 _LONG_KEY = 64  # longer keys are hashed one by one (rare; keeps the word loop short)
 
 # Arrow converts a Python int argument to a scalar through a lookup that tries to import numpy,
@@ -359,7 +355,7 @@ def _murmur2(keys: pa.Array) -> pa.Array:
         u = pa.Array.from_buffers(pa.uint8(), size, [None, data])
     start = _offsets(keys).slice(0, n).cast(pa.int64())
     last = _s(max(size - 1, 0))
-    m = _s(_M, u32)
+    m = _s(MURMUR2_M, u32)
 
     def byte(at: pa.Array) -> pa.Array:
         return pc.take(u, pc.min_element_wise(at, last)).cast(u32)
@@ -367,7 +363,7 @@ def _murmur2(keys: pa.Array) -> pa.Array:
     def mul(x: pa.Array) -> pa.Array:
         return pc.multiply(x, m)  # wraps modulo 2**32, as murmur2 wants
 
-    h = pc.bit_wise_xor(_s(_SEED, u32), lengths.cast(u32))
+    h = pc.bit_wise_xor(_s(MURMUR2_SEED, u32), lengths.cast(u32))
     n4 = pc.bit_wise_and(lengths, _s(~3))
     for w in range(0, longest & ~3, 4):
         at = pc.add(start, _s(w))
@@ -392,9 +388,4 @@ def _murmur2(keys: pa.Array) -> pa.Array:
     return pc.bit_wise_xor(h, pc.shift_right(h, _s(15, u32)))
 
 
-def sticky_partition(num_partitions: int, rng: random.Random | None = None) -> int:
-    """Where a run of null-keyed records goes (KIP-480: one partition per batch, not per record)."""
-    return (rng or random).randrange(num_partitions)
-
-
-__all__ = ["RECORD_SCHEMA", "encode", "partitions_for_keys", "sticky_partition", "to_arrow"]
+__all__ = ["RECORD_SCHEMA", "encode", "partitions_for_keys", "to_arrow"]
