@@ -304,21 +304,12 @@ def reference_checkout(rev: str) -> Iterator[Path]:
 
 
 def _git_head() -> str | None:
-    """The checked-out commit, read from .git without running git."""
-    git = REPO_ROOT / ".git"
+    """The checked-out commit, as git says (a worktree's .git is a file naming the real one)."""
     try:
-        head = (git / "HEAD").read_text().strip()
-        if not head.startswith("ref: "):
-            return head
-        ref = head[5:]
-        if (git / ref).exists():
-            return (git / ref).read_text().strip()
-        for line in (git / "packed-refs").read_text().splitlines():
-            if line.endswith(" " + ref):
-                return line.split()[0]
-    except OSError:
+        return subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], check=True, capture_output=True,
+                              text=True).stdout.strip() or None
+    except (OSError, subprocess.CalledProcessError):
         return None
-    return None
 
 
 def _ratios(a: dict[str, Any], b: dict[str, Any]) -> dict[str, float] | None:
