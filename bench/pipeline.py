@@ -16,9 +16,10 @@ Each configuration runs --repeat times and the median is reported; the spread is
 `runs_rows_per_s` and the 1-minute load average at the start of each run in `load_1m` (a busy
 machine shows there). Correctness is checked after each run (output count at read_committed
 equals input count); a run that fails is counted in `failed_runs` with its error in `errors`, and
-the median is of the runs that finished (`rows_per_s` null if none did). Per target, `overhead_s` is the median time of the same passthrough query
-over --overhead-orders orders: what a query costs whatever its size (Spark's query start-up,
-planning, the micro-batch's commit), which the 400,000-order figure includes.
+the median is of the runs that finished (`rows_per_s` null if none did). Per target, `overhead_s`
+is the median time of the same passthrough query over --overhead-orders orders: what a query
+costs whatever its size (Spark's query start-up, planning, the micro-batch's commit), which the
+400,000-order figure includes.
 """
 
 from __future__ import annotations
