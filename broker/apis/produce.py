@@ -121,7 +121,7 @@ async def _verify_transactional(ctx: BrokerContext, req: ProduceRequest) -> Verd
                 continue  # check_batches rejects it with the right error
             if verification.needs_verification(part, h):
                 tp = TopicPartition(td.name, pd.index)
-                guards[tp] = part.start_verification(h.producer_id)
+                guards[tp] = part.start_verification(h.producer_id, h.producer_epoch, h.base_sequence)
                 by_producer.setdefault((h.producer_id, h.producer_epoch), []).append(tp)
     verdicts: Verdicts = {}
     assert req.transactional_id is not None
