@@ -184,7 +184,7 @@ def measure(spark: SparkSession, target: Target, args: argparse.Namespace
                 try:
                     runs.append(run_once(spark, target, source, args.orders, t, arrow))
                 except RuntimeError as exc:  # reported with the figures, not hidden: see `errors`
-                    log(f"{target.name} {t} arrow={arrow} FAILED: {exc.__cause__ or exc}"[:2000])
+                    log(f"{target.name} {t} arrow={arrow} FAILED: {_first_error(exc)}\n{exc}"[:6000])
                     errors.append(_first_error(exc))
             entry: dict[str, Any] = {"target": target.name, "transform": t, "arrow": arrow, "rows": args.orders,
                                      "rows_per_s": None}
