@@ -123,6 +123,10 @@ class Producer:
         # the (producer id, epoch) each partition's sequences belong to: a partition moves to a new
         # epoch (and restarts at sequence 0) only once nothing of the old one is in flight
         self._seq_owner: dict[TopicPartition, tuple[int, int]] = {}
+        # the (producer id, epoch) of which each partition has acknowledged a batch: until it has,
+        # its leader may not know the producer and would take any sequence as its first (KIP-360),
+        # so a later batch must not overtake the first one, which goes alone
+        self._acked_owner: dict[TopicPartition, tuple[int, int]] = {}
         # KIP-360 recovery of the idempotent producer: partitions whose unacknowledged batches must
         # be re-sequenced under a new epoch, and whether that epoch is still to be fetched
         self._rewrite: set[TopicPartition] = set()
@@ -398,6 +402,8 @@ class Producer:
                 continue
             elif inflight and self.idempotent and self._seq_owner.get(tp, owner) != owner:
                 continue  # the first batch of a new epoch waits for the old epoch's batches
+            elif inflight and self.idempotent and self._acked_owner.get(tp) != owner:
+                continue  # the epoch's first batch here is unanswered: nothing may overtake it
             elif not (first.closed or len(q) > 1 or urgent or now - first.created >= linger):
                 due = first.created + linger - now
                 wake = due if wake is None else min(wake, due)
@@ -550,6 +556,8 @@ class Producer:
 
     def _finish_ok(self, b: ProducerBatch, base_offset: int, log_append_time: int) -> None:
         self._in_flight[b.tp] -= 1
+        if b.base_sequence >= 0:
+            self._acked_owner[b.tp] = (b.producer_id, b.producer_epoch)
         b.complete(base_offset, log_append_time)
         self._acc.released(b)
         self._space.set()
