@@ -12,9 +12,10 @@ streaming query with trigger availableNow over the whole input, from start() to 
 with Arrow (source yields Arrow batches, sink is a DataSourceStreamArrowWriter) and once without
 (tuples in, Rows out). Two transforms: `passthrough` (key, value unchanged: the cost of the
 connector itself) and `enrich` (the orders job's JSON parse + broadcast join + to_json).
-Each configuration runs --repeat times and the median is reported; the spread is kept in
-`runs_rows_per_s` and the 1-minute load average at the start of each run in `load_1m` (a busy
-machine shows there). Correctness is checked after each run (output count at read_committed
+Each target first runs --warmup unmeasured passthrough queries (the JVM's JIT keeps speeding
+queries up for several). Each configuration runs --repeat times and the median is reported; the
+spread is kept in `runs_rows_per_s` and the 1-minute load average at the start of each run in
+`load_1m` (a busy machine shows there). Correctness is checked after each run (output count at read_committed
 equals input count); a run that fails is counted in `failed_runs` with its error in `errors`, and
 the median is of the runs that finished (`rows_per_s` null if none did). Per target, `overhead_s`
 is the median time of the same passthrough query over --overhead-orders orders: what a query
@@ -168,8 +169,11 @@ def measure(spark: SparkSession, target: Target, args: argparse.Namespace
     """Every configuration on one target: (results, overhead_s, input generation failures)."""
     failures: list[str] = []
     source = _source(target, args.orders, failures)
-    # warm-up: JIT, Python worker pool, first-query planning, the workers' kept clients
-    run_once(spark, target, source, args.orders, "passthrough", True)
+    # warm-up: the Python worker pool, first-query planning, the workers' kept clients, and the
+    # JVM's JIT, which goes on speeding queries up for several more (one warm-up run left the
+    # first measured runs of a target 1.5x slower than its fifth)
+    for _ in range(args.warmup):
+        run_once(spark, target, source, args.orders, "passthrough", True)
     overhead = None
     if args.overhead_orders:
         small = _source(target, args.overhead_orders, failures)
@@ -214,6 +218,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--bootstrap", default=None, help="use this broker or cluster instead (target 'external')")
     ap.add_argument("--transforms", default="passthrough,enrich")
     ap.add_argument("--repeat", type=int, default=3, help="runs per configuration; the median is reported")
+    ap.add_argument("--warmup", type=int, default=3, help="unmeasured passthrough runs per target first")
     ap.add_argument("--overhead-orders", type=int, default=1_000,
                     help="orders for the per-query overhead runs (0: skip them)")
     ap.add_argument("--out", type=Path, default=Path("bench/results-pipeline.json"))
@@ -234,7 +239,8 @@ def main(argv: list[str] | None = None) -> None:
                 target.close()
     finally:
         spark.stop()
-    report = {"machine": machine_info(), "master": "local[2]", "orders": args.orders, "targets": per_target,
+    report = {"machine": machine_info(), "master": "local[2]", "orders": args.orders, "warmup_runs": args.warmup,
+              "targets": per_target,
               "results": results}
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     log(f"wrote {args.out}")
