@@ -46,7 +46,7 @@ bench: install system-deps
 	$(BIN)/python -m bench.throughput --out bench/results.json
 	$(BIN)/python -m bench.transactions --targets mock,ketch,ketch-3 --out bench/results-transactions.json
 	$(BIN)/python -m bench.client --out bench/client-results.json
-	$(BIN)/python -m bench.pipeline --orders 400000 --out bench/results-pipeline.json
+	$(BIN)/python -m bench.pipeline --orders 400000 --targets ketch,ketch-3 --out bench/results-pipeline.json
 	$(BIN)/python -m bench.compaction --out bench/results-compaction.json
 	$(BIN)/python -m bench.stalls --out bench/results-stalls.json
 	$(BIN)/python -m bench.summary --json bench/summary.json

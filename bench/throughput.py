@@ -307,26 +307,12 @@ def reference_checkout(rev: str) -> Iterator[Path]:
 
 
 def _git_head() -> str | None:
-    """The checked-out commit, read from .git without running git (a worktree's .git is a file
-    naming its own directory, whose `commondir` holds the refs)."""
-    git = REPO_ROOT / ".git"
+    """The checked-out commit, as git says (a worktree's .git is a file naming the real one)."""
     try:
-        if git.is_file():
-            git = (REPO_ROOT / git.read_text().strip().removeprefix("gitdir: ")).resolve()
-        common = (git / (git / "commondir").read_text().strip()).resolve() if (git / "commondir").exists() else git
-        head = (git / "HEAD").read_text().strip()
-        if not head.startswith("ref: "):
-            return head
-        ref = head[5:]
-        for d in (git, common):
-            if (d / ref).exists():
-                return (d / ref).read_text().strip()
-        for line in (common / "packed-refs").read_text().splitlines():
-            if line.endswith(" " + ref):
-                return line.split()[0]
-    except OSError:
+        return subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], check=True, capture_output=True,
+                              text=True).stdout.strip() or None
+    except (OSError, subprocess.CalledProcessError):
         return None
-    return None
 
 
 def _ratios(a: dict[str, Any], b: dict[str, Any]) -> dict[str, float] | None:

@@ -10,6 +10,7 @@ context at start and passes it to every call.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -49,6 +50,9 @@ class ClientInfo:
     inter_broker: bool = False
     client_id: str | None = None
     controller: bool = False  # the controller listener: the metadata quorum's protocol only
+    # Done once the latest produce request of this connection has appended: the next one appends
+    # only after it (broker/apis/produce.py), whatever either waited for before appending.
+    produce_appended: asyncio.Future[None] | None = None
 
 
 @dataclass(frozen=True, slots=True)

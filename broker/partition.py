@@ -71,9 +71,24 @@ class VerificationGuard:
     the transaction may end and its marker land here; the batch would then open a transaction
     nobody will ever close. A marker for the producer discards its guard, so that late append finds
     the guard gone and is refused.
+
+    It also keeps the lowest sequence (of the newest epoch) among the batches checked under it
+    (Kafka's VerificationStateEntry): a batch whose check failed retriably comes back, and a later
+    batch of the producer must not open the transaction before it, or the retry would be refused
+    OUT_OF_ORDER_SEQUENCE_NUMBER (an unknown producer may start at any sequence).
     """
 
-    __slots__ = ()
+    __slots__ = ("epoch", "lowest_sequence")
+
+    def __init__(self) -> None:
+        self.epoch = -1
+        self.lowest_sequence: int | None = None
+
+    def saw(self, epoch: int, sequence: int) -> None:
+        if epoch > self.epoch or self.lowest_sequence is None:
+            self.epoch, self.lowest_sequence = epoch, sequence
+        elif epoch == self.epoch:
+            self.lowest_sequence = min(self.lowest_sequence, sequence)
 
 
 class PartitionRead(NamedTuple):
@@ -184,12 +199,15 @@ class Partition:
             self.log.high_watermark = min(hw, self.log.log_end_offset)
 
     # ---- writes -----------------------------------------------------------------------------
-    def start_verification(self, producer_id: int) -> VerificationGuard:
+    def start_verification(self, producer_id: int, epoch: int = -1, sequence: int = -1) -> VerificationGuard:
         """The guard a transactional batch of `producer_id` must still hold when it is appended;
-        checks running at once for one producer share it."""
+        checks running at once for one producer share it. A batch's `epoch` and first `sequence`
+        (none for an offset commit) count towards the guard's lowest sequence."""
         guard = self._verifying.get(producer_id)
         if guard is None:
             guard = self._verifying[producer_id] = VerificationGuard()
+        if sequence >= 0:
+            guard.saw(epoch, sequence)
         return guard
 
     def needs_verification(self, h: BatchHeader) -> bool:
@@ -212,6 +230,11 @@ class Partition:
             raise KafkaError(ErrorCode.INVALID_TXN_STATE,
                              f"the transaction of producer {h.producer_id} ended in {self.topic}-{self.index} "
                              "while its verification was in flight")
+        lowest = guard.lowest_sequence
+        if lowest is not None and h.producer_epoch == guard.epoch and h.base_sequence > lowest:
+            raise KafkaError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                             f"producer {h.producer_id} sequence {h.base_sequence} cannot open its transaction in "
+                             f"{self.topic}-{self.index} before sequence {lowest}, which is being verified")
         return h.producer_id
 
     def append(self, records: bytes | bytearray | memoryview, origin: AppendOrigin,

@@ -40,14 +40,23 @@ from .errors import (
     UnsupportedVersionError,
 )
 from .group import RebalanceListener
+from .isolation import FetchedBatches
 from .partitioner import DefaultPartitioner, murmur2
 from .producer import Producer
-from .structs import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, RecordMetadata, TopicPartition
+from .structs import (
+    ConsumerGroupMetadata,
+    ConsumerRecord,
+    EncodedRecords,
+    OffsetAndMetadata,
+    RecordMetadata,
+    TopicPartition,
+)
 from .transactions import ProducerTxnState
 
 __all__ = [
     "Admin", "BrokerResponseError", "ClusterDescription", "CommitFailedError", "ConnectionLostError", "Consumer",
-    "ConsumerGroupMetadata", "ConsumerRecord", "ConsumerStoppedError", "DefaultPartitioner", "FatalError",
+    "ConsumerGroupMetadata", "ConsumerRecord", "ConsumerStoppedError", "DefaultPartitioner", "EncodedRecords",
+    "FatalError", "FetchedBatches",
     "GroupDescription", "GroupListing", "GroupMaxSizeReachedError", "IllegalStateError", "KafkaClientError",
     "KafkaTimeoutError", "LogDirDescription", "MemberDescription", "NewTopic", "NoBrokersAvailableError", "OffsetAndMetadata",
     "PartitionDescription", "Producer", "ProducerFencedError", "ProducerStateDescription",

@@ -18,9 +18,9 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from protocol.records import RecordFields, build_batch_from_messages
+from protocol.records import RecordFields, build_batch_from_messages, build_batch_from_section
 
-from .structs import RecordMetadata, TopicPartition
+from .structs import EncodedRecords, RecordMetadata, TopicPartition
 
 RECORD_OVERHEAD = 22  # length, attributes, deltas, key/value lengths, header count: a fair upper estimate
 BATCH_OVERHEAD = 61
@@ -44,10 +44,11 @@ class ProducerBatch:
     retry_at: float = 0.0
     done: asyncio.Future[None] | None = None
     finished: bool = False
+    framed: EncodedRecords | None = None  # records the caller framed itself (send_batch): one future
 
     @property
     def count(self) -> int:
-        return len(self.messages)
+        return len(self.messages) if self.framed is None else self.framed.record_count
 
     @property
     def is_retry(self) -> bool:
@@ -57,9 +58,16 @@ class ProducerBatch:
                compression: int) -> bytes:
         if self.encoded is None:
             self.producer_id, self.producer_epoch, self.base_sequence = producer_id, producer_epoch, base_sequence
-            self.encoded = build_batch_from_messages(
-                self.messages, producer_id=producer_id, producer_epoch=producer_epoch,
-                base_sequence=base_sequence, transactional=transactional, compression=compression)
+            if self.framed is not None:
+                f = self.framed
+                self.encoded = build_batch_from_section(
+                    f.section, f.record_count, base_timestamp=f.base_timestamp, max_timestamp=f.max_timestamp,
+                    producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+                    transactional=transactional, compression=compression)
+            else:
+                self.encoded = build_batch_from_messages(
+                    self.messages, producer_id=producer_id, producer_epoch=producer_epoch,
+                    base_sequence=base_sequence, transactional=transactional, compression=compression)
         return self.encoded
 
     def reset_sequence(self) -> None:
@@ -79,6 +87,13 @@ class ProducerBatch:
         topic, partition = self.tp
         new, rm = tuple.__new__, RecordMetadata
         offset = base_offset if base_offset >= 0 else -1
+        if self.framed is not None:  # one future for the whole batch: where its first record went
+            first_ts = log_append_time if log_append_time >= 0 else self.framed.base_timestamp
+            for fut in self.futures:
+                if not fut.done():
+                    fut.set_result(new(rm, (topic, partition, offset, first_ts, log_append_time)))
+            self._finish()
+            return
         step = 1 if base_offset >= 0 else 0
         for fut, msg in zip(self.futures, self.messages, strict=True):
             if not fut.done():  # the caller may have cancelled it: the record is delivered anyway
@@ -102,6 +117,7 @@ class ProducerBatch:
         self.messages = []
         self.futures = []
         self.encoded = None
+        self.framed = None
         if self.done is not None and not self.done.done():
             self.done.set_result(None)
 
@@ -142,6 +158,25 @@ class Accumulator:
         if full:
             batch.closed = True
         return fut, new, full
+
+    def append_framed(self, tp: TopicPartition, records: EncodedRecords, size: int,
+                      loop: asyncio.AbstractEventLoop) -> asyncio.Future[RecordMetadata]:
+        """Queue records framed by the caller as a batch of their own, closed at once; the open
+        batch of the partition (records sent one by one before) is closed first, so order is kept."""
+        q = self.queues.get(tp)
+        if q is None:
+            q = self.queues[tp] = deque()
+        if q:
+            q[-1].closed = True
+        now = time.monotonic()
+        batch = ProducerBatch(tp, now, now + self.delivery_timeout, loop, size=size, closed=True, framed=records)
+        batch.done = loop.create_future()
+        fut: asyncio.Future[RecordMetadata] = loop.create_future()
+        batch.futures.append(fut)
+        q.append(batch)
+        self.incomplete.add(batch)
+        self.buffered_bytes += size
+        return fut
 
     def pop(self, tp: TopicPartition) -> ProducerBatch:
         batch = self.queues[tp].popleft()

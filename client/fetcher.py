@@ -4,7 +4,8 @@ The fetcher keeps the next fetch ready while the application processes the previ
 is where a consumer's throughput comes from. A buffered result is only handed out if the
 partition's position has not moved since the fetch was sent (a seek, a reset or a rebalance in
 between makes it stale); filtering of aborted transactions happens here, when the response arrives
-(isolation.py).
+(isolation.py). Records are decoded when they are first handed out, so a consumer that takes the
+batches whole (`take_batches`, for a columnar decoder) never pays for a record object.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse,
 
 from .cluster import Cluster
 from .errors import KafkaClientError, RetriableError, error_from_code
-from .isolation import filter_fetched
+from .isolation import FetchedBatches, select_batches
 from .structs import ConsumerRecord, TopicPartition
 from .subscription import EARLIEST, LATEST, SubscriptionState
 
@@ -30,12 +31,13 @@ EARLIEST_TIMESTAMP = -2
 
 @dataclass(slots=True)
 class Completed:
-    """Records of one partition from one fetch, handed out from `index` on."""
+    """Batches of one partition from one fetch; once decoded, its records are handed out from `index` on."""
 
     fetch_offset: int
     epoch: int
-    records: list[ConsumerRecord]
+    batches: FetchedBatches
     next_offset: int
+    records: list[ConsumerRecord] | None = None
     index: int = 0
 
 
@@ -102,12 +104,23 @@ class Fetcher:
                 continue
             c = self.buffer[tp]
             s = self._subs.partitions.get(tp)
-            expected = c.records[c.index].offset if c.index else c.fetch_offset
-            if s is None or s.epoch != c.epoch or s.position != expected:
-                del self.buffer[tp]  # stale: the partition was sought, reset or reassigned meanwhile
+            if not self._current(tp, c, s):
                 continue
+            assert s is not None
             if s.paused:
                 continue
+            if c.records is None:
+                try:
+                    c.records = c.batches.records()
+                except KafkaError as e:  # a batch that does not decode (CRC, truncation): the caller must know
+                    del self.buffer[tp]
+                    self.errors.append(error_from_code(e.code, e.message))
+                    self.data_ready.set()
+                    continue
+                if not c.records:  # every record lay below the fetch offset
+                    s.position = c.next_offset
+                    del self.buffer[tp]
+                    continue
             recs = c.records[c.index:c.index + budget]
             c.index += len(recs)
             budget -= len(recs)
@@ -118,10 +131,44 @@ class Fetcher:
                 del self.buffer[tp]
             else:
                 s.position = c.records[c.index].offset
-        if not self.buffer:
+        if not self.buffer and not self.errors:
             self.data_ready.clear()
         self._wake.set()
         return out
+
+    def take_batches(self, only: set[TopicPartition] | None = None) -> dict[TopicPartition, FetchedBatches]:
+        """Everything buffered, per partition, as the still-encoded batches of one fetch each; the
+        position moves past them."""
+        out: dict[TopicPartition, FetchedBatches] = {}
+        for tp in list(self.buffer):
+            if only is not None and tp not in only:
+                continue
+            c = self.buffer[tp]
+            s = self._subs.partitions.get(tp)
+            if not self._current(tp, c, s):
+                continue
+            assert s is not None
+            if s.paused:
+                continue
+            if c.records is None or c.index == 0:
+                out[tp] = c.batches
+            elif c.index < len(c.records):  # records were handed out one by one before
+                out[tp] = c.batches.starting_at(c.records[c.index].offset)
+            s.position = c.next_offset
+            del self.buffer[tp]
+        if not self.buffer and not self.errors:
+            self.data_ready.clear()
+        self._wake.set()
+        return out
+
+    def _current(self, tp: TopicPartition, c: Completed, s: Any) -> bool:
+        """Is `c` still what the partition reads next? Drops it if not: the partition was sought,
+        reset or reassigned since the fetch."""
+        expected = c.records[c.index].offset if c.records is not None and c.index else c.fetch_offset
+        if s is None or s.epoch != c.epoch or s.position != expected:
+            del self.buffer[tp]
+            return False
+        return True
 
     # ------------------------------------------------------------------ fetching
     async def _loop(self) -> None:
@@ -230,17 +277,17 @@ class Fetcher:
                 s.high_watermark = p.high_watermark
                 s.last_stable_offset = p.last_stable_offset
                 aborted = [(a.producer_id, a.first_offset) for a in p.aborted_transactions or ()]
-                records, next_offset = filter_fetched(tp, p.records, offset, aborted,
+                fetched, next_offset = select_batches(tp, p.records, offset, aborted,
                                                       read_committed=self.read_committed, check_crc=self.check_crcs)
-                if next_offset is None:
+                if fetched is None or next_offset is None:
                     if p.records and len(p.records):
                         s.max_bytes = min(s.max_bytes * 2, 64 * 1024 * 1024)  # one batch bigger than asked
                     continue
                 s.max_bytes = self.max_partition_bytes
-                if not records:
+                if not fetched.batches:
                     s.position = next_offset  # only markers / aborted data: step over them
                     continue
-                self.buffer[tp] = Completed(offset, epoch, records, next_offset)
+                self.buffer[tp] = Completed(offset, epoch, fetched, next_offset)
                 self.data_ready.set()
         if refresh:
             await self._cluster.refresh_metadata()

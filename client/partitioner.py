@@ -12,22 +12,23 @@ from __future__ import annotations
 
 import random
 
-_M = 0x5BD1E995
-_SEED = 0x9747B28C
+# murmur2's multiplier and seed (also used by client/arrow.py's column-wise murmur2)
+MURMUR2_M = 0x5BD1E995
+MURMUR2_SEED = 0x9747B28C
 _MASK = 0xFFFFFFFF
 
 
 def murmur2(data: bytes) -> int:
     """Kafka's murmur2 (Utils.murmur2 in Java) as a signed 32-bit int."""
     length = len(data)
-    h = (_SEED ^ length) & _MASK
+    h = (MURMUR2_SEED ^ length) & _MASK
     n4 = length & ~3
     for i in range(0, n4, 4):
         k = data[i] | (data[i + 1] << 8) | (data[i + 2] << 16) | (data[i + 3] << 24)
-        k = (k * _M) & _MASK
+        k = (k * MURMUR2_M) & _MASK
         k ^= k >> 24
-        k = (k * _M) & _MASK
-        h = (h * _M) & _MASK
+        k = (k * MURMUR2_M) & _MASK
+        h = (h * MURMUR2_M) & _MASK
         h ^= k
     rest = length & 3
     if rest == 3:
@@ -36,9 +37,9 @@ def murmur2(data: bytes) -> int:
         h ^= data[n4 + 1] << 8
     if rest >= 1:
         h ^= data[n4]
-        h = (h * _M) & _MASK
+        h = (h * MURMUR2_M) & _MASK
     h ^= h >> 13
-    h = (h * _M) & _MASK
+    h = (h * MURMUR2_M) & _MASK
     h ^= h >> 15
     return h - (1 << 32) if h & 0x80000000 else h
 

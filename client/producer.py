@@ -44,7 +44,7 @@ from .errors import (
     error_from_code,
 )
 from .partitioner import DefaultPartitioner
-from .structs import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata, TopicPartition
+from .structs import ConsumerGroupMetadata, EncodedRecords, OffsetAndMetadata, RecordMetadata, TopicPartition
 from .transactions import Outcome, ProducerTxnState, Step, TransactionManager
 
 _ACKS = {"all": -1, "-1": -1, -1: -1, 1: 1, "1": 1, 0: 0, "0": 0}
@@ -123,6 +123,10 @@ class Producer:
         # the (producer id, epoch) each partition's sequences belong to: a partition moves to a new
         # epoch (and restarts at sequence 0) only once nothing of the old one is in flight
         self._seq_owner: dict[TopicPartition, tuple[int, int]] = {}
+        # the (producer id, epoch) of which each partition has acknowledged a batch: until it has,
+        # its leader may not know the producer and would take any sequence as its first (KIP-360),
+        # so a later batch must not overtake the first one, which goes alone
+        self._acked_owner: dict[TopicPartition, tuple[int, int]] = {}
         # KIP-360 recovery of the idempotent producer: partitions whose unacknowledged batches must
         # be re-sequenced under a new epoch, and whether that epoch is still to be fetched
         self._rewrite: set[TopicPartition] = set()
@@ -249,6 +253,36 @@ class Producer:
             self._wake.set()  # a new batch: the sender must start its linger timer
         return fut
 
+    async def send_batch(self, topic: str, partition: int, records: EncodedRecords) -> asyncio.Future[RecordMetadata]:
+        """Queue records the caller framed already (client/arrow.py builds them from Arrow columns)
+        as one batch of their own; returns one future, for where the first of them was written.
+
+        Everything else is as for send(): the same sequences, retries, transaction and buffer
+        limit. The caller chooses the partition (client/arrow.py partitions keys as send() does)
+        and keeps the section under max_request_size.
+        """
+        if not self._started or self._closing or self._fatal is not None:
+            self._check_usable()
+        cached = self._topics.get(topic)
+        if cached is None or cached[0] != self._cluster.metadata_version:
+            cached = await self._topic_partitions(topic)
+        tps = cached[1]
+        if not 0 <= partition < len(tps):
+            raise ValueError(f"partition {partition} out of range for {topic} ({len(tps)} partitions)")
+        size = len(records.section)
+        if size + BATCH_OVERHEAD > self.max_request_size:
+            raise error_from_code(ErrorCode.MESSAGE_TOO_LARGE, f"batch of {size} bytes > max_request_size")
+        tp = tps[partition]
+        if self.txn is not None:
+            self.txn.add_partition(tp)
+        if self._acc.buffered_bytes + size > self.buffer_memory:
+            await self._wait_for_space(size)
+        loop = self._loop
+        assert loop is not None
+        fut = self._acc.append_framed(tp, records, size, loop)
+        self._wake.set()
+        return fut
+
     async def _topic_partitions(self, topic: str) -> tuple[int, list[TopicPartition]]:
         """(metadata version, one TopicPartition per partition) of `topic`, waiting for its metadata."""
         n = self._cluster.partitions_for(topic)
@@ -368,6 +402,8 @@ class Producer:
                 continue
             elif inflight and self.idempotent and self._seq_owner.get(tp, owner) != owner:
                 continue  # the first batch of a new epoch waits for the old epoch's batches
+            elif inflight and self.idempotent and self._acked_owner.get(tp) != owner:
+                continue  # the epoch's first batch here is unanswered: nothing may overtake it
             elif not (first.closed or len(q) > 1 or urgent or now - first.created >= linger):
                 due = first.created + linger - now
                 wake = due if wake is None else min(wake, due)
@@ -520,6 +556,8 @@ class Producer:
 
     def _finish_ok(self, b: ProducerBatch, base_offset: int, log_append_time: int) -> None:
         self._in_flight[b.tp] -= 1
+        if b.base_sequence >= 0:
+            self._acked_owner[b.tp] = (b.producer_id, b.producer_epoch)
         b.complete(base_offset, log_append_time)
         self._acc.released(b)
         self._space.set()

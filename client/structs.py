@@ -6,7 +6,8 @@ from typing import NamedTuple
 
 from protocol.topic_partition import TopicPartition
 
-__all__ = ["ConsumerGroupMetadata", "ConsumerRecord", "OffsetAndMetadata", "RecordMetadata", "TopicPartition"]
+__all__ = ["ConsumerGroupMetadata", "ConsumerRecord", "EncodedRecords", "OffsetAndMetadata", "RecordMetadata",
+           "TopicPartition"]
 
 
 class OffsetAndMetadata(NamedTuple):
@@ -48,3 +49,14 @@ class ConsumerRecord(NamedTuple):
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...]
     timestamp_type: int = 0
+
+
+class EncodedRecords(NamedTuple):
+    """Records already framed back to back as in a batch (offset deltas 0..record_count-1, timestamp
+    deltas from `base_timestamp`), waiting for their batch header: Producer.send_batch() sends them
+    as one batch. Built by client/arrow.py from Arrow columns, without a Python object per record."""
+
+    section: bytes | bytearray | memoryview
+    record_count: int
+    base_timestamp: int
+    max_timestamp: int

@@ -1,37 +1,87 @@
 """The source's conversations with the broker, through Ketch's own asyncio client.
 
 Spark calls data sources synchronously, from Python worker processes that each run one task at a
-time, so every entry point here is a plain function that runs its own event loop
-(`asyncio.run`) for the duration of one call: nothing asynchronous outlives a call, and no loop
-is shared between the driver's planner and the tasks.
+time; every entry point here is a plain function that runs its coroutine on the process's loop
+(runtime.py), where the clients stay connected from one call to the next: the planner's admin
+client and offsets consumer, and the tasks' consumer (each task assigns its own partition, and
+leaves the assignment empty when it is done, so nothing is fetched between tasks).
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from client import Admin, Consumer, ConsumerRecord, TopicPartition
+from client import Admin, Consumer, FetchedBatches, TopicDescription, TopicPartition
 
+from . import runtime
 from .offsets import Offsets
 from .options import SourceOptions
 
 T = TypeVar("T")
 
-# Records handed to Spark per Arrow batch / per chunk: large enough to amortise per-batch costs,
-# small enough that a task's memory stays flat whatever the partition's size.
+# Records handed to Spark per chunk on the row path: large enough to amortise per-chunk costs,
+# small enough that a task's memory stays flat whatever the partition's size. (The Arrow path
+# hands over one batch per fetch, at most MAX_FETCH_BYTES of records.)
 CHUNK = 8192
+MAX_FETCH_BYTES = 4 * 1024 * 1024
 
 
 class ReadTimeout(TimeoutError):
     """A partition range that the broker said exists could not be read to its end in time."""
 
 
+async def _close(client: Any) -> None:
+    await client.close()
+
+
+async def _kept(name: str, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+    """The process's client `name` for `key`, started on first use. Planner clients are shared by
+    every call (never taken out of the cache); a failing one is closed and made again next time."""
+    cache = runtime.runtime().cache(name, _close)
+    client = cache.take(key)
+    if client is None:
+        client = make()
+        try:
+            await client.start()
+        except BaseException:
+            await cache.discard(client)
+            raise
+    await cache.give_back(key, client)
+    return client
+
+
+async def _drop(name: str, key: tuple[Any, ...]) -> None:
+    cache = runtime.runtime().cache(name, _close)
+    client = cache.take(key)
+    if client is not None:
+        await cache.discard(client)
+
+
+async def _planner_call(name: str, key: tuple[Any, ...], make: Callable[[], Any], call: Callable[[Any], Any]) -> Any:
+    client = await _kept(name, key, make)
+    try:
+        return await call(client)
+    except BaseException:
+        await _drop(name, key)
+        raise
+
+
+async def describe_topics(bootstrap: str, topics: Iterable[str]) -> dict[str, TopicDescription]:
+    """Admin.describe_topics on the process's kept admin client."""
+    names = list(topics)
+
+    async def describe(admin: Admin) -> Any:
+        return await admin.describe_topics(names)
+
+    described: dict[str, TopicDescription] = await _planner_call("admin", (bootstrap,), lambda: Admin(bootstrap),
+                                                                  describe)
+    return described
+
+
 async def _partitions(bootstrap: str, topics: Iterable[str]) -> list[TopicPartition]:
-    async with Admin(bootstrap) as admin:
-        described = await admin.describe_topics(list(topics))
+    described = await describe_topics(bootstrap, topics)
     return sorted(TopicPartition(name, p.partition) for name, d in described.items() for p in d.partitions)
 
 
@@ -41,69 +91,104 @@ async def _bounds(bootstrap: str, tps: list[TopicPartition], read_committed: boo
     if not tps:
         return {}, {}
     isolation = "read_committed" if read_committed else "read_uncommitted"
-    async with Consumer(bootstrap, isolation_level=isolation, enable_auto_commit=False) as c:
-        keys = [TopicPartition(t, p) for t, p in tps]
-        first = await c.beginning_offsets(keys)
-        last = await c.end_offsets(keys)
-    return (dict(first),
-            dict(last))
+    keys = [TopicPartition(t, p) for t, p in tps]
+
+    async def ask(c: Consumer) -> tuple[Offsets, Offsets]:
+        return dict(await c.beginning_offsets(keys)), dict(await c.end_offsets(keys))
+
+    result: tuple[Offsets, Offsets] = await _planner_call(
+        "offsets", (bootstrap, isolation),
+        lambda: Consumer(bootstrap, isolation_level=isolation, enable_auto_commit=False), ask)
+    return result
 
 
 def discover(opts: SourceOptions) -> list[TopicPartition]:
     """Partitions the source reads now (subscribed topics can grow partitions between calls)."""
     if opts.assign:
         return list(opts.assign)
-    return asyncio.run(_partitions(opts.bootstrap, opts.topics))
+    return runtime.run(_partitions(opts.bootstrap, opts.topics))
 
 
 def bounds(opts: SourceOptions, tps: list[TopicPartition]) -> tuple[Offsets, Offsets]:
-    return asyncio.run(_bounds(opts.bootstrap, tps, opts.read_committed))
+    return runtime.run(_bounds(opts.bootstrap, tps, opts.read_committed))
 
 
-async def _read_range(opts: SourceOptions, tp: TopicPartition, start: int, end: int
-                      ) -> AsyncGenerator[list[ConsumerRecord], None]:
-    """Chunks of the records at offsets [start, end) of one partition, in offset order.
+def _reader(opts: SourceOptions) -> Consumer:
+    return Consumer(opts.bootstrap, isolation_level=opts.isolation_level, enable_auto_commit=False,
+                    auto_offset_reset="earliest", fetch_max_wait_ms=100, max_partition_fetch_bytes=MAX_FETCH_BYTES)
+
+
+async def _read_range(opts: SourceOptions, tp: TopicPartition, start: int, end: int, whole: bool
+                      ) -> AsyncGenerator[Any, None]:
+    """What offsets [start, end) of one partition hold, in offset order: FetchedBatches (`whole`)
+    or lists of ConsumerRecords, all from the process's kept consumer.
 
     At read_committed, aborted records and transaction markers are never handed out but still
     occupy offsets, so the loop ends when the consumer's *position* reaches `end`, not when it has
-    seen a record at end - 1 (which may not exist).
+    seen a record at end - 1 (which may not exist). A batch may reach past `end`: the caller cuts.
     """
     key = TopicPartition(*tp)
-    async with Consumer(opts.bootstrap, isolation_level=opts.isolation_level, enable_auto_commit=False,
-                        auto_offset_reset="earliest", fetch_max_wait_ms=100,
-                        max_partition_fetch_bytes=4 * 1024 * 1024) as c:
+    cache = runtime.runtime().cache("reader", _close)
+    ckey = (opts.bootstrap, opts.isolation_level)
+    c: Consumer | None = cache.take(ckey)
+    if c is None:
+        c = _reader(opts)
+        await c.start()
+    ok = False
+    try:
         c.assign([key])
         c.seek(key, start)
         deadline = time.monotonic() + opts.poll_timeout_ms / 1000
         while await c.position(key) < end:
-            got = await c.getmany(key, timeout_ms=200, max_records=CHUNK)
-            chunk = [r for r in got.get(key, ()) if r.offset < end]
-            if chunk:
+            got: Any
+            if whole:
+                got = (await c.getmany_batches(key, timeout_ms=200)).get(key)
+            else:
+                got = [r for r in (await c.getmany(key, timeout_ms=200, max_records=CHUNK)).get(key, ())
+                       if r.offset < end]
+            if got:
                 deadline = time.monotonic() + opts.poll_timeout_ms / 1000
-                yield chunk
+                yield got
             elif time.monotonic() > deadline:
                 raise ReadTimeout(f"{tp[0]}-{tp[1]}: stuck at offset {await c.position(key)}, "
                                   f"range ends at {end}")
+        ok = True
+    finally:
+        if ok:
+            c.assign([])  # stop fetching until the next task
+            await cache.give_back(ckey, c)
+        else:
+            await cache.discard(c)
 
 
 def read_range(opts: SourceOptions, tp: TopicPartition, start: int, end: int,
-               convert: Callable[[list[ConsumerRecord]], Iterable[T]]) -> Iterator[T]:
-    """The synchronous face of `_read_range` that Spark's read() can return from.
+               convert: Callable[[list[Any]], Iterable[T]]) -> Iterator[T]:
+    """Records [start, end) of one partition, converted chunk by chunk: the synchronous face of
+    `_read_range` that Spark's read() can return from."""
+    return _step(opts, tp, start, end, False, convert)
 
-    Spark pulls rows from the iterator we return, so the async generator is stepped from a private
-    event loop, one chunk per step; the loop is closed when the iterator is exhausted or dropped.
-    """
+
+def read_batches(opts: SourceOptions, tp: TopicPartition, start: int, end: int,
+                 convert: Callable[[FetchedBatches], Iterable[T]]) -> Iterator[T]:
+    """As read_range, one fetch's batches at a time (for client.arrow.to_arrow)."""
+    return _step(opts, tp, start, end, True, convert)
+
+
+def _step(opts: SourceOptions, tp: TopicPartition, start: int, end: int, whole: bool,
+          convert: Callable[[Any], Iterable[T]]) -> Iterator[T]:
+    """Spark pulls rows from the iterator we return: the async generator is stepped on the loop
+    one fetch at a time, and `convert` runs here, in the task's thread, while the consumer already
+    fetches the next one."""
     if start >= end:
         return
-    loop = asyncio.new_event_loop()
-    agen = _read_range(opts, tp, start, end)
+    rt = runtime.runtime()
+    agen = _read_range(opts, tp, start, end, whole)
     try:
         while True:
             try:
-                chunk = loop.run_until_complete(agen.__anext__())
+                got = rt.run(agen.__anext__())
             except StopAsyncIteration:
                 break
-            yield from convert(chunk)
+            yield from convert(got)
     finally:
-        loop.run_until_complete(agen.aclose())
-        loop.close()
+        rt.run(agen.aclose())

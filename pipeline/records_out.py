@@ -3,16 +3,25 @@
 The input columns are those of Spark's Kafka sink: `value` (required), `key`, `topic` (else the
 `topic` option), `partition` (else the producer's partitioner on the key) and `headers`. Keys and
 values may be binary or string (strings are sent as UTF-8).
+
+Arrow batches without per-row topics or headers (the usual case) become framed runs of records,
+one batch per run (`arrow_runs`, client/arrow.py): no Python object per record. Others go record
+by record (`from_arrow`), as rows do.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import random
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Row
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
+
+from client.arrow import encode, partitions_for_keys
+from client.structs import EncodedRecords
 
 from .options import OptionError
 
@@ -91,3 +100,50 @@ def from_arrow(batches: Iterable[pa.RecordBatch], default_topic: str | None) -> 
         for i in range(n):
             yield OutRecord(_topic(topics[i], default_topic), _bytes(keys[i]), _bytes(values[i]), parts[i],
                             _headers(hdrs[i]))
+
+
+def _all_null_or_empty(col: pa.Array | pa.ChunkedArray, lists: bool) -> bool:
+    if col.null_count == len(col):
+        return True
+    if lists:
+        return bool(pc.max(pc.fill_null(pc.list_value_length(col), 0)).as_py() == 0)
+    return False
+
+
+def arrow_runs(batch: pa.RecordBatch, default_topic: str | None, partitions_of: Callable[[str], int],
+               max_bytes: int, rng: random.Random | None = None) -> list[tuple[str, int, EncodedRecords]] | None:
+    """The batch as (topic, partition, framed run) in record order per partition, partitioned as
+    the producer would (murmur2 of the key; null keys: one partition for the batch, KIP-480), or
+    None when it needs the record-by-record path (per-row topics or headers)."""
+    names = batch.schema.names
+    if "topic" in names and not _all_null_or_empty(batch.column("topic"), lists=False):
+        return None
+    if "headers" in names and not _all_null_or_empty(batch.column("headers"), lists=True):
+        return None
+    n = batch.num_rows
+    if n == 0:
+        return []
+    topic = _topic(None, default_topic)
+    count = partitions_of(topic)
+    keys = batch.column("key") if "key" in names else None
+    values = batch.column("value")
+    parts = batch.column("partition") if "partition" in names else pa.nulls(n, pa.int32())
+    if parts.null_count and keys is not None:
+        parts = pc.coalesce(parts, partitions_for_keys(keys, count))
+    if parts.null_count:
+        parts = pc.fill_null(parts, pa.scalar((rng or random).randrange(count), pa.int32()))
+    low, high = pc.min_max(parts).values()
+    if low.as_py() < 0 or high.as_py() >= count:
+        raise ValueError(f"partition out of range for {topic} ({count} partitions): {low}..{high}")
+    order = pc.sort_indices(parts)  # stable: each partition's records keep their order
+    parts = parts.take(order)
+    keys = keys.take(order) if keys is not None else None
+    values = values.take(order)
+    out: list[tuple[str, int, EncodedRecords]] = []
+    runs = pc.run_end_encode(parts)
+    start = 0
+    for end, p in zip(runs.run_ends.to_pylist(), runs.values.to_pylist(), strict=True):
+        k = keys.slice(start, end - start) if keys is not None else None
+        out += [(topic, p, r) for r in encode(k, values.slice(start, end - start), max_bytes=max_bytes)]
+        start = end
+    return out

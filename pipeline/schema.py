@@ -1,4 +1,4 @@
-"""The row shape of the `ketch` source and how client records become Spark rows or Arrow batches.
+"""The row shape of the `ketch` source and how fetched records become Spark rows or Arrow batches.
 
 The columns and their order are those of Spark's own Kafka source (with `includeHeaders`), so a job
 written against `format("kafka")` reads the same DataFrame from `format("ketch")`.
@@ -7,10 +7,10 @@ written against `format("kafka")` reads the same DataFrame from `format("ketch")
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
@@ -23,7 +23,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from client import ConsumerRecord
+from client import ConsumerRecord, FetchedBatches
+from client.arrow import to_arrow
 
 HEADER_TYPE = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 
@@ -45,22 +46,28 @@ SOURCE_ARROW_SCHEMA: pa.Schema = to_arrow_schema(SOURCE_SCHEMA, timezone="UTC")
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
-def records_to_arrow(records: Sequence[ConsumerRecord]) -> pa.RecordBatch:
-    """One Arrow batch for a run of records: the JVM takes it as is, no per-row Python conversion."""
-    n = len(records)
-    topic = records[0].topic if n else ""
-    partition = records[0].partition if n else 0
+_MICROS_PER_MILLI = pa.scalar(1000, pa.int64())
+
+
+def fetched_to_arrow(fetched: FetchedBatches, end: int) -> pa.RecordBatch:
+    """One Arrow batch for the records of one fetch below offset `end`, decoded column-wise
+    (client/arrow.py): the JVM takes it as is, no per-row Python conversion."""
+    cols = to_arrow(fetched)
+    offsets = cols.column("offset")
+    if cols.num_rows and offsets[-1].as_py() >= end:
+        cols = cols.filter(pc.less(offsets, pa.scalar(end, pa.int64())))
+    n = cols.num_rows
+    topic, partition = fetched.tp
     columns = [
-        pa.array([r.key for r in records], pa.binary()),
-        pa.array([r.value for r in records], pa.binary()),
-        pa.array([topic] * n, pa.string()),
-        pa.array([partition] * n, pa.int32()),
-        pa.array([r.offset for r in records], pa.int64()),
+        cols.column("key"),
+        cols.column("value"),
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        cols.column("offset"),
         # milliseconds -> the microseconds Spark's TimestampType carries
-        pa.array([r.timestamp * 1000 for r in records], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-        pa.array([r.timestamp_type for r in records], pa.int32()),
-        pa.array([[{"key": k, "value": v} for k, v in r.headers] for r in records],
-                 SOURCE_ARROW_SCHEMA.field("headers").type),
+        pc.multiply(cols.column("timestamp"), _MICROS_PER_MILLI).cast(pa.timestamp("us", tz="UTC")),
+        cols.column("timestamp_type"),
+        cols.column("headers").cast(SOURCE_ARROW_SCHEMA.field("headers").type),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=SOURCE_ARROW_SCHEMA)
 

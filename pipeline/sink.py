@@ -8,10 +8,11 @@ outputs are final, uncommitted ones are aborted by the broker (fencing or transa
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator
+from itertools import islice
+from typing import Any
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -25,11 +26,10 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from client import Admin
-
-from .exactly_once import TaskOutcome, TaskWrite, write_once_sync
+from . import broker_io, runtime
+from .exactly_once import TaskClients, TaskOutcome, TaskTransaction, TaskWrite, begin, close_clients
 from .options import OptionError, SinkOptions
-from .records_out import OutRecord, check_sink_schema, from_arrow, from_rows
+from .records_out import OutRecord, arrow_runs, check_sink_schema, from_arrow, from_rows
 
 log = logging.getLogger("ketch.pipeline.sink")
 
@@ -53,14 +53,64 @@ def prepare_sink(sink: SinkOptions, schema: StructType) -> None:
         raise OptionError("with a per-row 'topic' column, name an existing markerTopic for the sink's markers")
     marker = sink.marker_topic
 
-    async def check() -> None:
-        async with Admin(sink.bootstrap) as admin:
-            await admin.describe_topics([marker])
-
     try:
-        asyncio.run(check())
+        runtime.run(broker_io.describe_topics(sink.bootstrap, [marker]))
     except Exception as exc:
         raise OptionError(f"marker topic {marker!r} is not usable (create it first): {exc}") from exc
+
+
+ROWS_PER_HANDOFF = 2048  # records handed to the loop thread at once on the row path
+
+
+def _tasks_cache() -> runtime.ClientCache[TaskClients]:
+    return runtime.runtime().cache("sink", close_clients)
+
+
+def write_rows(sink: SinkOptions, who: TaskWrite, records: Iterable[OutRecord]) -> TaskOutcome:
+    """One task's records, exactly once (exactly_once.py), on this worker's loop with its kept
+    producers; Spark's iterator is read here, in the task's own thread."""
+    return _write(sink, who, lambda txn: _row_chunks(txn, records))
+
+
+def write_arrow(sink: SinkOptions, who: TaskWrite, batches: Iterable[pa.RecordBatch]) -> TaskOutcome:
+    """As write_rows, from Arrow batches: framed in this thread (Arrow compute, no per-record
+    Python), sent on the loop thread meanwhile."""
+    def steps(txn: TaskTransaction) -> Iterator[Coroutine[Any, Any, None]]:
+        partitions: dict[str, int] = {}
+
+        def partitions_of(topic: str) -> int:
+            if topic not in partitions:
+                partitions[topic] = runtime.run(txn.partitions(topic))
+            return partitions[topic]
+
+        for b in batches:
+            runs = arrow_runs(b, sink.topic, partitions_of, sink.batch_size)
+            if runs is None:
+                yield from _row_chunks(txn, from_arrow([b], sink.topic))
+            else:
+                yield txn.send_runs(runs)
+    return _write(sink, who, steps)
+
+
+def _row_chunks(txn: TaskTransaction, records: Iterable[OutRecord]) -> Iterator[Coroutine[Any, Any, None]]:
+    it = iter(records)
+    while chunk := list(islice(it, ROWS_PER_HANDOFF)):
+        yield txn.send_records(chunk)
+
+
+def _write(sink: SinkOptions, who: TaskWrite,
+           steps: Callable[[TaskTransaction], Iterable[Coroutine[Any, Any, None]]]) -> TaskOutcome:
+    rt = runtime.runtime()
+    txn = rt.run(begin(sink, who, _tasks_cache()))
+    if txn is None:
+        return TaskOutcome(rows=0, skipped=True)
+    try:
+        for step in steps(txn):
+            rt.run(step)
+    except BaseException:
+        rt.run(txn.fail())
+        raise
+    return rt.run(txn.commit())
 
 
 def _task() -> TaskContext:
@@ -94,10 +144,8 @@ class _BatchBase:
         self.sink = sink
         self.run_id = f"batch-{uuid.uuid4()}"
 
-    def _write(self, records: Iterator[OutRecord]) -> TaskCommit:
-        part = _task().partitionId()
-        outcome = write_once_sync(self.sink, TaskWrite(self.run_id, 0, part), records)
-        return TaskCommit(part, 0, outcome)
+    def _who(self) -> TaskWrite:
+        return TaskWrite(self.run_id, 0, _task().partitionId())
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         log.info("ketch batch write %s committed: %s", self.run_id, _summary(messages))
@@ -109,12 +157,14 @@ class _BatchBase:
 
 class KetchBatchWriter(_BatchBase, DataSourceWriter):
     def write(self, iterator: Iterator[Row]) -> TaskCommit:
-        return self._write(from_rows(iterator, self.sink.topic))
+        who = self._who()
+        return TaskCommit(who.partition_id, 0, write_rows(self.sink, who, from_rows(iterator, self.sink.topic)))
 
 
 class KetchBatchArrowWriter(_BatchBase, DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskCommit:  # type: ignore[override]
-        return self._write(from_arrow(iterator, self.sink.topic))
+        who = self._who()
+        return TaskCommit(who.partition_id, 0, write_arrow(self.sink, who, iterator))
 
 
 class _StreamBase:
@@ -124,11 +174,9 @@ class _StreamBase:
     def __init__(self, sink: SinkOptions) -> None:
         self.sink = sink
 
-    def _write(self, records: Iterator[OutRecord]) -> TaskCommit:
+    def _who(self) -> TaskWrite:
         ctx, query_id, batch = _stream_task()
-        part = ctx.partitionId()
-        outcome = write_once_sync(self.sink, TaskWrite(query_id, batch, part), records)
-        return TaskCommit(part, batch, outcome)
+        return TaskWrite(query_id, batch, ctx.partitionId())
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         log.info("ketch stream batch %d committed: %s", batchId, _summary(messages))
@@ -139,9 +187,12 @@ class _StreamBase:
 
 class KetchStreamWriter(_StreamBase, DataSourceStreamWriter):
     def write(self, iterator: Iterator[Row]) -> TaskCommit:
-        return self._write(from_rows(iterator, self.sink.topic))
+        who = self._who()
+        outcome = write_rows(self.sink, who, from_rows(iterator, self.sink.topic))
+        return TaskCommit(who.partition_id, who.batch_id, outcome)
 
 
 class KetchStreamArrowWriter(_StreamBase, DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskCommit:  # type: ignore[override]
-        return self._write(from_arrow(iterator, self.sink.topic))
+        who = self._who()
+        return TaskCommit(who.partition_id, who.batch_id, write_arrow(self.sink, who, iterator))

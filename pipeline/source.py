@@ -25,12 +25,12 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from client import ConsumerRecord
+from client import FetchedBatches
 
 from . import broker_io
 from .offsets import Offsets, TopicPartition, cap, from_json_dict, parse_spec, resolve, to_json_dict
 from .options import OptionError, SourceOptions
-from .schema import record_to_tuple, records_to_arrow
+from .schema import fetched_to_arrow, record_to_tuple
 
 
 class RangePartition(InputPartition):
@@ -45,9 +45,10 @@ def _read(opts: SourceOptions, part: InputPartition) -> Iterator[Any]:
     assert isinstance(part, RangePartition), part
     tp = TopicPartition(part.topic, part.partition)
     if opts.use_arrow:
-        def to_arrow(chunk: list[ConsumerRecord]) -> Iterable[Any]:
-            return (records_to_arrow(chunk),)
-        return broker_io.read_range(opts, tp, part.start, part.end, to_arrow)
+        def to_arrow(fetched: FetchedBatches) -> Iterable[Any]:
+            batch = fetched_to_arrow(fetched, part.end)
+            return (batch,) if batch.num_rows else ()
+        return broker_io.read_batches(opts, tp, part.start, part.end, to_arrow)
     return broker_io.read_range(opts, tp, part.start, part.end, lambda chunk: map(record_to_tuple, chunk))
 
 

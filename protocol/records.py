@@ -277,6 +277,26 @@ def build_batch_from_messages(
     )
 
 
+def build_batch_from_section(
+    section: BytesLike, count: int, *, base_timestamp: int, max_timestamp: int, base_offset: int = 0,
+    producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1, transactional: bool = False,
+    compression: int = 0, partition_leader_epoch: int = -1, timestamp_type: int = 0,
+) -> bytes:
+    """A batch around `count` records already encoded back to back (offset deltas 0..count-1,
+    timestamp deltas from `base_timestamp`).
+
+    For encoders that frame many records at once without a Python object per record (the client's
+    Arrow encoder, client/arrow.py): the section is built once and wrapped here, as late as the
+    producer id, epoch and sequence are known.
+    """
+    return _assemble(
+        [section], count, base_offset=base_offset, last_offset_delta=max(count - 1, 0),
+        base_timestamp=base_timestamp, max_timestamp=max_timestamp, producer_id=producer_id,
+        producer_epoch=producer_epoch, base_sequence=base_sequence, transactional=transactional, control=False,
+        compression_type=compression, partition_leader_epoch=partition_leader_epoch, timestamp_type=timestamp_type,
+    )
+
+
 # --- control records --------------------------------------------------------------------------------
 
 def build_control_batch(
@@ -492,7 +512,7 @@ def iter_records(
 
 __all__ = [
     "CREATE_TIME", "LOG_APPEND_TIME", "DecodedRecord", "Header",
-    "Record", "RecordFields", "build_batch", "build_batch_from_messages", "build_control_batch",
-    "decode_batch", "decode_batches", "iter_records",
+    "Record", "RecordFields", "build_batch", "build_batch_from_messages", "build_batch_from_section",
+    "build_control_batch", "decode_batch", "decode_batches", "iter_records",
     "now_ms",
 ]

@@ -16,6 +16,11 @@ mapping for clients that predate TRANSACTION_ABORTABLE (_FOR_PRODUCER):
     PRODUCER_FENCED                               -> INVALID_PRODUCER_EPOCH
     CONCURRENT_TRANSACTIONS, coordinator moving   -> NOT_ENOUGH_REPLICAS (retriable)
     not in the transaction, unknown producer id   -> INVALID_TXN_STATE
+
+The produce requests of one connection append in the order they came, as in Kafka (which handles
+a connection's requests one at a time): a request whose verification answers sooner than an
+earlier one's waits for the earlier one to append. Overtaking, it would put a producer's later
+sequence in the log first, and the earlier batch would be refused OUT_OF_ORDER_SEQUENCE_NUMBER.
 """
 
 from __future__ import annotations
@@ -134,7 +139,7 @@ async def _verify_transactional(ctx: BrokerContext, req: ProduceRequest) -> Verd
                 continue  # check_batches rejects it with the right error
             if part.needs_verification(h):
                 tp = TopicPartition(td.name, pd.index)
-                guards[tp] = part.start_verification(h.producer_id)
+                guards[tp] = part.start_verification(h.producer_id, h.producer_epoch, h.base_sequence)
                 by_producer.setdefault((h.producer_id, h.producer_epoch), []).append(tp)
     verdicts: Verdicts = {}
     assert req.transactional_id is not None
@@ -152,9 +157,34 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: ProduceRequest) -> ProduceResponse | None:
     bad_acks = req.acks not in (-1, 0, 1)
     transactional = req.transactional_id is not None
-    verdicts = await _verify_transactional(ctx, req) if transactional and not bad_acks else {}
+    earlier, appended = client.produce_appended, asyncio.get_running_loop().create_future()
+    client.produce_appended = appended
+    try:
+        verdicts = await _verify_transactional(ctx, req) if transactional and not bad_acks else {}
+        if earlier is not None and not earlier.done():
+            await earlier
+        responses, waits = _append_all(ctx, req, verdicts, transactional, bad_acks)
+    finally:
+        if not appended.done():
+            appended.set_result(None)
+    if waits:
+        done = await asyncio.gather(*(w for _, _, w in waits))
+        for (parts, i, _), resp in zip(waits, done, strict=True):
+            parts[i] = resp
+    if req.acks == 0:
+        return None
+    return ProduceResponse(responses=responses, throttle_time_ms=0)
+
+
+Waits = list[tuple[list[PartitionProduceResponse], int, Awaitable[PartitionProduceResponse]]]
+
+
+def _append_all(ctx: BrokerContext, req: ProduceRequest, verdicts: Verdicts, transactional: bool, bad_acks: bool
+                ) -> tuple[list[TopicProduceResponse], Waits]:
+    """Every partition's append (or refusal), without yielding to the loop: the answers, and what
+    each appended partition still waits for (replication, flush) before it is answered."""
     responses = []
-    waits: list[tuple[list[PartitionProduceResponse], int, Awaitable[PartitionProduceResponse]]] = []
+    waits: Waits = []
     for td in req.topic_data:
         name = td.name
         parts: list[PartitionProduceResponse] = []
@@ -191,10 +221,4 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                     waits.append((parts, len(parts), flushed(ctx, resp, flush)))
                 parts.append(resp)
         responses.append(TopicProduceResponse(name=name, partition_responses=parts))
-    if waits:
-        done = await asyncio.gather(*(w for _, _, w in waits))
-        for (parts, i, _), resp in zip(waits, done, strict=True):
-            parts[i] = resp
-    if req.acks == 0:
-        return None
-    return ProduceResponse(responses=responses, throttle_time_ms=0)
+    return responses, waits

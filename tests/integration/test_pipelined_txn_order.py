@@ -113,3 +113,69 @@ async def test_produce_behind_a_parked_add_partitions_waits_for_it(tmp_path: Pat
     finally:
         raw.close()
         await server.stop()
+
+
+async def test_pipelined_produces_append_in_request_order_whatever_their_verification_waits(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two transactional produces pipelined on one connection: the first opens the transaction in
+    partitions 0 and 1, the second carries partition 1's next batch. Both wait for the
+    coordinator's verification (KIP-890: nothing is appended for the producer there yet); the
+    first one's answer comes later (on a cluster: one verify round trip per partition, to another
+    broker). The second must still append after the first, as Kafka (one request of a connection
+    at a time) would: appended first, its later sequence would take partition 1 and the first
+    one's batch there would be refused OUT_OF_ORDER_SEQUENCE_NUMBER, ending the transaction."""
+    from broker.txn import verification
+
+    port = free_port()
+    server = BrokerServer(BrokerConfig(listen=f"127.0.0.1:{port}", data_dir=str(tmp_path / "data"),
+                                       inter_broker_listen=f"127.0.0.1:{free_port()}"))
+    await server.start()
+    raw = RawTxn(port)
+    gate, asked = asyncio.Event(), asyncio.Event()
+    verify = verification.verify
+    calls: list[list[Any]] = []
+
+    async def slow_for_the_first(coordinator: Any, tid: str, pid: int, epoch: int, tps: Any) -> Any:
+        tps = list(tps)
+        calls.append(tps)
+        if len(calls) == 1:
+            await gate.wait()  # the first produce's verification is slow
+        else:
+            asked.set()
+        return await verify(coordinator, tid, pid, epoch, tps)
+
+    monkeypatch.setattr(verification, "verify", slow_for_the_first)
+    try:
+        topic, tid = unique_topic("order"), "pipelined-produce"
+
+        def begin() -> tuple[int, int]:
+            raw.create_topic(topic, 2)
+            pid, epoch = raw.init_ok(tid)
+            assert raw.add_partitions(tid, pid, epoch, {topic: [0, 1]}) == {(topic, 0): 0, (topic, 1): 0}
+            return pid, epoch
+
+        pid, epoch = await asyncio.to_thread(begin)
+        first = ProduceRequest(transactional_id=tid, acks=-1, timeout_ms=5000, topic_data=[TopicProduceData(
+            name=topic, partition_data=[PartitionProduceData(index=0, records=txn_batch(pid, epoch, 0, 3)),
+                                        PartitionProduceData(index=1, records=txn_batch(pid, epoch, 0, 3))])])
+        second = ProduceRequest(transactional_id=tid, acks=-1, timeout_ms=5000, topic_data=[TopicProduceData(
+            name=topic, partition_data=[PartitionProduceData(index=1, records=txn_batch(pid, epoch, 3, 2))])])
+        raw.send_pipelined([(first, 7), (second, 7)])
+
+        await asyncio.wait_for(asked.wait(), 10)  # the second produce's verification has passed
+        for _ in range(5):  # ... and its handler had every chance to append (it needs no I/O to)
+            await asyncio.sleep(0)
+        gate.set()
+
+        def answers() -> list[Any]:
+            return [raw.receive(ProduceRequest, 7)[1] for _ in range(2)]
+
+        got = await asyncio.to_thread(answers)
+        codes = [[(p.index, p.error_code) for t in r.responses for p in t.partition_responses] for r in got]
+        assert codes == [[(0, 0), (1, 0)], [(1, 0)]], codes
+        offsets = [got[0].responses[0].partition_responses[1].base_offset,
+                   got[1].responses[0].partition_responses[0].base_offset]
+        assert offsets == [0, 3], f"partition 1: the first produce's batch first ({offsets})"
+    finally:
+        raw.close()
+        await server.stop()

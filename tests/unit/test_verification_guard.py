@@ -61,3 +61,29 @@ def test_a_new_check_after_the_marker_gets_a_new_guard(part: Partition) -> None:
     assert new is not old
     part.append(_txn_batch(0), AppendOrigin.CLIENT, transactional=True, guard=new)
     assert part.log_end_offset == 2
+
+
+def test_a_later_sequence_cannot_open_the_transaction_before_the_earliest_one_being_verified(part: Partition) -> None:
+    """Kafka's VerificationStateEntry.lowestSequence: batch 0's check failed retriably (the
+    coordinator was busy) and it will be sent again; batch 1, pipelined behind it, passed its
+    check. Appended first, batch 1 would be the producer's first batch here (any sequence goes),
+    and batch 0's retry would be refused OUT_OF_ORDER_SEQUENCE_NUMBER, which ends the
+    transaction. Refused instead, batch 1 is retried by the client once batch 0 has landed."""
+    part.start_verification(PID, EPOCH, 0)  # batch 0: checked, answered NOT_ENOUGH_REPLICAS, not appended
+    second = part.start_verification(PID, EPOCH, 1)
+    with pytest.raises(KafkaError) as e:
+        part.append(_txn_batch(1), AppendOrigin.CLIENT, transactional=True, guard=second)
+    assert e.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert part.log_end_offset == 0
+    retry = part.start_verification(PID, EPOCH, 0)
+    part.append(_txn_batch(0), AppendOrigin.CLIENT, transactional=True, guard=retry)
+    part.append(_txn_batch(1), AppendOrigin.CLIENT, transactional=True, guard=part.start_verification(PID, EPOCH, 1))
+    assert part.log_end_offset == 2
+
+
+def test_the_earliest_sequence_being_verified_starts_over_with_a_new_epoch(part: Partition) -> None:
+    part.start_verification(PID, EPOCH, 5)  # a check of the old epoch that never led to an append
+    guard = part.start_verification(PID, EPOCH + 1, 0)
+    part.append(build_batch([Record(0, 0, None, b"v")], producer_id=PID, producer_epoch=EPOCH + 1, base_sequence=0,
+                            transactional=True), AppendOrigin.CLIENT, transactional=True, guard=guard)
+    assert part.log_end_offset == 1
