@@ -124,27 +124,25 @@ async def test_pipelined_produces_append_in_request_order_whatever_their_verific
     broker). The second must still append after the first, as Kafka (one request of a connection
     at a time) would: appended first, its later sequence would take partition 1 and the first
     one's batch there would be refused OUT_OF_ORDER_SEQUENCE_NUMBER, ending the transaction."""
-    from broker.txn import verification
-
     port = free_port()
     server = BrokerServer(BrokerConfig(listen=f"127.0.0.1:{port}", data_dir=str(tmp_path / "data"),
                                        inter_broker_listen=f"127.0.0.1:{free_port()}"))
     await server.start()
     raw = RawTxn(port)
     gate, asked = asyncio.Event(), asyncio.Event()
-    verify = verification.verify
+    verify = server.txn.verify_anywhere
     calls: list[list[Any]] = []
 
-    async def slow_for_the_first(coordinator: Any, tid: str, pid: int, epoch: int, tps: Any) -> Any:
+    async def slow_for_the_first(tid: str, pid: int, epoch: int, tps: Any) -> Any:
         tps = list(tps)
         calls.append(tps)
         if len(calls) == 1:
             await gate.wait()  # the first produce's verification is slow
         else:
             asked.set()
-        return await verify(coordinator, tid, pid, epoch, tps)
+        return await verify(tid, pid, epoch, tps)
 
-    monkeypatch.setattr(verification, "verify", slow_for_the_first)
+    monkeypatch.setattr(server.txn, "verify_anywhere", slow_for_the_first)
     try:
         topic, tid = unique_topic("order"), "pipelined-produce"
 
