@@ -13,11 +13,11 @@ sent; the sender sends them one at a time until the queue is clean again (see pr
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from protocol.clock import SYSTEM_CLOCK, Clock
 from protocol.records import RecordFields, build_batch_from_messages, build_batch_from_section
 
 from .structs import EncodedRecords, RecordMetadata, TopicPartition
@@ -123,7 +123,8 @@ class ProducerBatch:
 
 
 class Accumulator:
-    def __init__(self, batch_size: int, linger: float, delivery_timeout: float) -> None:
+    def __init__(self, batch_size: int, linger: float, delivery_timeout: float, clock: Clock = SYSTEM_CLOCK) -> None:
+        self._clock = clock
         self.batch_size = batch_size
         self.linger = linger
         self.delivery_timeout = delivery_timeout
@@ -143,7 +144,7 @@ class Accumulator:
         if new:
             if batch is not None:
                 batch.closed = True
-            now = time.monotonic()
+            now = self._clock.monotonic()
             batch = ProducerBatch(tp, now, now + self.delivery_timeout, loop)
             batch.done = loop.create_future()
             q.append(batch)
@@ -168,7 +169,7 @@ class Accumulator:
             q = self.queues[tp] = deque()
         if q:
             q[-1].closed = True
-        now = time.monotonic()
+        now = self._clock.monotonic()
         batch = ProducerBatch(tp, now, now + self.delivery_timeout, loop, size=size, closed=True, framed=records)
         batch.done = loop.create_future()
         fut: asyncio.Future[RecordMetadata] = loop.create_future()

@@ -14,11 +14,11 @@ name in a batch should not hide what happened to the others; the single-name hel
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
+from protocol.clock import SYSTEM_CLOCK, Clock
 from protocol.errors import ErrorCode
 from protocol.messages import partition_reassignments as pr
 from protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsTopic
@@ -114,9 +114,9 @@ class Admin:
     """`async with Admin("localhost:9092") as admin: await admin.create_topic("t", 3)`."""
 
     def __init__(self, bootstrap_servers: str | Iterable[str], *, client_id: str = "ketch-admin",
-                 request_timeout: float = 30.0, retry_backoff: float = 0.1) -> None:
+                 request_timeout: float = 30.0, retry_backoff: float = 0.1, clock: Clock = SYSTEM_CLOCK) -> None:
         self._cluster = Cluster(bootstrap_servers, client_id=client_id, request_timeout=request_timeout,
-                                retry_backoff=retry_backoff, allow_auto_topic_creation=False)
+                                retry_backoff=retry_backoff, allow_auto_topic_creation=False, clock=clock)
         self.request_timeout = request_timeout
 
     async def start(self) -> None:
@@ -135,12 +135,12 @@ class Admin:
 
     async def _retrying(self, what: str, attempt: Any) -> Any:
         """Run `attempt()` until it does not raise a retriable error, within the request timeout."""
-        deadline = time.monotonic() + self.request_timeout
+        deadline = self._cluster.clock.monotonic() + self.request_timeout
         while True:
             try:
                 return await attempt()
             except RetriableError as e:
-                if time.monotonic() >= deadline:
+                if self._cluster.clock.monotonic() >= deadline:
                     raise KafkaTimeoutError(f"{what} did not succeed in {self.request_timeout}s: {e}") from e
                 await self._cluster.refresh_metadata(all_topics=True)
                 await asyncio.sleep(self._cluster.retry_backoff)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from protocol.clock import SYSTEM_CLOCK, Clock
 from protocol.errors import ErrorCode
 from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
@@ -88,10 +88,10 @@ class _Backoff:
         self.failures = 0
         self.not_before = 0.0
 
-    def failed(self) -> None:
+    def failed(self, now: float) -> None:
         delay = min(self.maximum, self.base * (2 ** self.failures))
         self.failures += 1
-        self.not_before = time.monotonic() + delay * random.uniform(0.8, 1.2)
+        self.not_before = now + delay * random.uniform(0.8, 1.2)
 
     def succeeded(self) -> None:
         self.failures = 0
@@ -104,8 +104,9 @@ class Cluster:
     def __init__(self, bootstrap_servers: str | Iterable[str], *, client_id: str = "ketch-client",
                  request_timeout: float = 30.0, retry_backoff: float = 0.1, reconnect_backoff: float = 0.05,
                  reconnect_backoff_max: float = 1.0, metadata_max_age: float = 300.0,
-                 allow_auto_topic_creation: bool = True) -> None:
+                 allow_auto_topic_creation: bool = True, clock: Clock = SYSTEM_CLOCK) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.clock = clock  # every timeout and backoff of this client object (producer, consumer, admin)
         self.client_id = client_id
         self.request_timeout = request_timeout
         self.retry_backoff = retry_backoff
@@ -157,14 +158,14 @@ class Cluster:
                     result: asyncio.Future[Connection]) -> None:
         backoff = self._backoff.setdefault(key, _Backoff(self.reconnect_backoff, self.reconnect_backoff_max))
         try:
-            wait = backoff.not_before - time.monotonic()
+            wait = backoff.not_before - self.clock.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
             conn = await Connection.open(host, port, node_id=key if isinstance(key, int) else -1,
                                          client_id=self.client_id, request_timeout=self.request_timeout,
                                          connect_timeout=min(10.0, self.request_timeout))
         except BaseException as e:
-            backoff.failed()
+            backoff.failed(self.clock.monotonic())
             if not result.done():
                 result.set_exception(e if isinstance(e, KafkaClientError)
                                      else ConnectionLostError(f"cannot connect to {host}:{port}: {e!r}"))
@@ -234,9 +235,9 @@ class Cluster:
                 self._refresh = None
 
     async def _do_refresh(self, topics: list[str] | None) -> None:
-        deadline = time.monotonic() + self.request_timeout
+        deadline = self.clock.monotonic() + self.request_timeout
         last: Exception | None = None
-        while time.monotonic() < deadline:
+        while self.clock.monotonic() < deadline:
             try:
                 conn = await self.any_connection()
                 v = conn.version_for(MetadataRequest)
@@ -273,12 +274,12 @@ class Cluster:
             }
             topics[t.name] = TopicInfo(t.name, t.error_code, t.is_internal, parts)
         self.topics = topics
-        self._last_refresh = time.monotonic()
+        self._last_refresh = self.clock.monotonic()
         self.metadata_version += 1
 
     @property
     def metadata_stale(self) -> bool:
-        return time.monotonic() - self._last_refresh > self.metadata_max_age
+        return self.clock.monotonic() - self._last_refresh > self.metadata_max_age
 
     def leader_for(self, tp: TopicPartition) -> int | None:
         t = self.topics.get(tp.topic)
@@ -301,7 +302,7 @@ class Cluster:
         n = self.partitions_for(topic)
         if n is not None:
             return n
-        deadline = time.monotonic() + (timeout if timeout is not None else self.request_timeout)
+        deadline = self.clock.monotonic() + (timeout if timeout is not None else self.request_timeout)
         while True:
             await self.refresh_metadata([topic])
             n = self.partitions_for(topic)
@@ -310,7 +311,7 @@ class Cluster:
             t = self.topics.get(topic)
             if t is not None and t.error and not ErrorCode(t.error).retriable:
                 raise error_from_code(t.error, f"topic {topic}")
-            if time.monotonic() >= deadline:
+            if self.clock.monotonic() >= deadline:
                 code = t.error if t is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 raise KafkaTimeoutError(f"topic {topic} not available: {ErrorCode(code or 3).name}")
             await asyncio.sleep(self.retry_backoff)
@@ -372,7 +373,7 @@ class Cluster:
             raise
 
     async def _find_coordinator(self, key: str, key_type: int, timeout: float | None) -> int:
-        deadline = time.monotonic() + (timeout if timeout is not None else self.request_timeout)
+        deadline = self.clock.monotonic() + (timeout if timeout is not None else self.request_timeout)
         last: Exception | None = None
         while True:
             try:
@@ -398,7 +399,7 @@ class Cluster:
                 return node_id
             except (RetriableError, OSError, TimeoutError) as e:
                 last = e
-            if time.monotonic() >= deadline:
+            if self.clock.monotonic() >= deadline:
                 raise KafkaTimeoutError(f"no coordinator for {key!r} within the deadline: {last}")
             await asyncio.sleep(self.retry_backoff)
 

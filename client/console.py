@@ -21,10 +21,10 @@ import os
 import signal
 import stat
 import sys
-import time
 from collections.abc import AsyncIterator, Callable
 from typing import IO, Any
 
+from protocol.clock import SYSTEM_CLOCK, Clock
 from protocol.errors import ErrorCode
 
 from .admin import Admin
@@ -87,13 +87,14 @@ def _headers(pairs: list[str]) -> tuple[tuple[str, bytes | None], ...]:
 class _Progress:
     """A line on stderr every few seconds while a long input is being produced."""
 
-    def __init__(self, topic: str) -> None:
+    def __init__(self, topic: str, clock: Clock = SYSTEM_CLOCK) -> None:
         self.topic = topic
-        self.start = self.last = time.monotonic()
+        self.clock = clock
+        self.start = self.last = clock.monotonic()
         self.tty = sys.stderr.isatty()
 
     def tick(self, sent: int, acked: int) -> None:
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if now - self.last < PROGRESS_EVERY_S:
             return
         self.last = now
@@ -105,7 +106,7 @@ class _Progress:
     def done(self, acked: int, extra: str = "") -> None:
         if self.tty and self.last != self.start:
             print(file=sys.stderr)
-        took = time.monotonic() - self.start
+        took = self.clock.monotonic() - self.start
         print(f"{self.topic}: {acked} lines acknowledged{extra} ({took:.1f}s)", file=sys.stderr)
 
 
@@ -263,14 +264,14 @@ async def consume(args: argparse.Namespace) -> int:
     out = sys.stdout
     count = 0
     printed: dict[TopicPartition, int] = {}
-    last_commit = time.monotonic()
+    last_commit = SYSTEM_CLOCK.monotonic()
 
     async def commit() -> None:
         nonlocal last_commit
         if args.group is not None and printed:
             await c.commit(dict(printed))
             printed.clear()
-        last_commit = time.monotonic()
+        last_commit = SYSTEM_CLOCK.monotonic()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -296,7 +297,7 @@ async def consume(args: argparse.Namespace) -> int:
                 c.seek_to_beginning(*tps)
             else:
                 c.seek_to_end(*tps)
-        idle_since = time.monotonic()
+        idle_since = SYSTEM_CLOCK.monotonic()
         while not stop.is_set() and (args.max_messages is None or count < args.max_messages):
             batches = await c.getmany(timeout_ms=200)
             got = False
@@ -311,10 +312,10 @@ async def consume(args: argparse.Namespace) -> int:
                     got = True
             if got:
                 out.flush()
-                idle_since = time.monotonic()
-            elif args.timeout_ms is not None and (time.monotonic() - idle_since) * 1000 >= args.timeout_ms:
+                idle_since = SYSTEM_CLOCK.monotonic()
+            elif args.timeout_ms is not None and (SYSTEM_CLOCK.monotonic() - idle_since) * 1000 >= args.timeout_ms:
                 break
-            if time.monotonic() - last_commit >= COMMIT_EVERY_S:
+            if SYSTEM_CLOCK.monotonic() - last_commit >= COMMIT_EVERY_S:
                 await commit()
         await commit()
     except KafkaClientError as e:

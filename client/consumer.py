@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TypeVar
+
+from protocol.clock import SYSTEM_CLOCK, Clock
 
 from .assignors import make_assignors
 from .cluster import Cluster
@@ -57,6 +58,7 @@ class Consumer:
         request_timeout_ms: int = 30_000,
         retry_backoff_ms: int = 100,
         check_crcs: bool = True,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         if isolation_level not in ("read_uncommitted", "read_committed"):
             raise ValueError(f"isolation_level must be read_uncommitted or read_committed, not {isolation_level!r}")
@@ -66,7 +68,8 @@ class Consumer:
         self.auto_commit_interval = auto_commit_interval_ms / 1000
         self.request_timeout = request_timeout_ms / 1000
         self._cluster = Cluster(bootstrap_servers, client_id=client_id, request_timeout=self.request_timeout,
-                                retry_backoff=retry_backoff_ms / 1000, allow_auto_topic_creation=False)
+                                retry_backoff=retry_backoff_ms / 1000, allow_auto_topic_creation=False, clock=clock)
+        self._clock = clock
         self._subs = SubscriptionState(auto_offset_reset)
         self._fetcher = Fetcher(self._cluster, self._subs, read_committed=self.read_committed,
                                 max_wait_ms=fetch_max_wait_ms, min_bytes=fetch_min_bytes, max_bytes=fetch_max_bytes,
@@ -95,7 +98,7 @@ class Consumer:
             return
         await self._cluster.refresh_metadata()
         self._started = True
-        self._next_auto_commit = time.monotonic() + self.auto_commit_interval
+        self._next_auto_commit = self._clock.monotonic() + self.auto_commit_interval
         self._fetcher.start()
 
     async def __aenter__(self) -> Consumer:
@@ -318,8 +321,8 @@ class Consumer:
         await g.handle_stale()
         if g.need_rejoin:
             await g.ensure_active(self._subs.topics, max(self.request_timeout, g.rebalance_timeout_ms / 1000))
-        if self.enable_auto_commit and time.monotonic() >= self._next_auto_commit:
-            self._next_auto_commit = time.monotonic() + self.auto_commit_interval
+        if self.enable_auto_commit and self._clock.monotonic() >= self._next_auto_commit:
+            self._next_auto_commit = self._clock.monotonic() + self.auto_commit_interval
             with contextlib.suppress(KafkaClientError):
                 await self.commit()
 
@@ -340,7 +343,7 @@ class Consumer:
 
     async def _wait_for(self, take: Callable[[], dict[TopicPartition, T]], timeout_ms: int) -> dict[TopicPartition, T]:
         self._check()
-        deadline = time.monotonic() + timeout_ms / 1000
+        deadline = self._clock.monotonic() + timeout_ms / 1000
         while True:
             await self._poll_group()
             if self._fetcher.errors:
@@ -348,7 +351,7 @@ class Consumer:
             out = take()
             if out:
                 return out
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self._clock.monotonic()
             if remaining <= 0:
                 return {}
             waiters = [asyncio.ensure_future(self._fetcher.data_ready.wait())]
@@ -368,15 +371,15 @@ class Consumer:
             rec = self._iter_buffer[self._iter_index]
             self._iter_index += 1
             return rec
-        deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
+        deadline = None if timeout_ms is None else self._clock.monotonic() + timeout_ms / 1000
         while True:
-            wait = 1000 if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
+            wait = 1000 if deadline is None else max(0, int((deadline - self._clock.monotonic()) * 1000))
             batches = await self.getmany(timeout_ms=wait)
             if batches:
                 self._iter_buffer = [r for recs in batches.values() for r in recs]
                 self._iter_index = 1
                 return self._iter_buffer[0]
-            if deadline is not None and time.monotonic() >= deadline:
+            if deadline is not None and self._clock.monotonic() >= deadline:
                 return None
 
     def __aiter__(self) -> AsyncIterator[ConsumerRecord]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol
 
@@ -117,9 +116,9 @@ class GroupMember:
     # ------------------------------------------------------------------ rebalancing
     async def ensure_active(self, topics: tuple[str, ...], timeout: float) -> None:
         """Join (or rejoin) the group if needed; returns once we hold a current assignment."""
-        deadline = time.monotonic() + timeout
+        deadline = self._cluster.clock.monotonic() + timeout
         while self.need_rejoin:
-            if time.monotonic() > deadline:
+            if self._cluster.clock.monotonic() > deadline:
                 raise KafkaTimeoutError(f"could not join group {self.group_id} within {timeout}s")
             try:
                 await self._rebalance(topics)
@@ -273,7 +272,7 @@ class GroupMember:
             by_topic.setdefault(tp.topic, []).append(OffsetCommitRequestPartition(
                 partition_index=tp.partition, committed_offset=om.offset, committed_leader_epoch=om.leader_epoch,
                 committed_metadata=om.metadata))
-        deadline = time.monotonic() + timeout
+        deadline = self._cluster.clock.monotonic() + timeout
         while True:
             req = OffsetCommitRequest(
                 group_id=self.group_id, generation_id_or_member_epoch=self.generation_id, member_id=self.member_id,
@@ -286,7 +285,7 @@ class GroupMember:
             except (RetriableError, OSError, TimeoutError) as e:
                 self._coordinator_gone()
                 codes = set()
-                if time.monotonic() > deadline:
+                if self._cluster.clock.monotonic() > deadline:
                     raise KafkaTimeoutError(f"offset commit did not complete: {e}") from e
                 await asyncio.sleep(self.retry_backoff)
                 continue
@@ -302,7 +301,7 @@ class GroupMember:
                 self._coordinator_gone()
             elif not all(E(c).retriable for c in codes):
                 raise error_from_code(next(iter(codes)), f"OffsetCommit {self.group_id}")
-            if time.monotonic() > deadline:
+            if self._cluster.clock.monotonic() > deadline:
                 raise KafkaTimeoutError(f"offset commit failed: {[E(c).name for c in codes]}")
             await asyncio.sleep(self.retry_backoff)
 
@@ -312,7 +311,7 @@ class GroupMember:
         by_topic: dict[str, list[int]] = {}
         for tp in tps:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
-        deadline = time.monotonic() + timeout
+        deadline = self._cluster.clock.monotonic() + timeout
         while True:
             try:
                 node = await self._coordinator()
@@ -338,7 +337,7 @@ class GroupMember:
                     raise error_from_code(next(iter(codes)), f"OffsetFetch {self.group_id}")
             except (RetriableError, OSError, TimeoutError):
                 self._coordinator_gone()
-            if time.monotonic() > deadline:
+            if self._cluster.clock.monotonic() > deadline:
                 raise KafkaTimeoutError(f"could not fetch committed offsets of {self.group_id}")
             await asyncio.sleep(self.retry_backoff)
 

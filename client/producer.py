@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
 from protocol import compression as codecs
+from protocol.clock import SYSTEM_CLOCK, Clock
 from protocol.errors import ErrorCode
 from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from protocol.messages.produce import PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData
@@ -80,6 +80,7 @@ class Producer:
         max_in_flight: int = 5,
         max_block_ms: int = 60_000,
         partitioner: DefaultPartitioner | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         if acks not in _ACKS:
             raise ValueError(f"acks must be 'all', 1 or 0, not {acks!r}")
@@ -112,8 +113,9 @@ class Producer:
         self.max_in_flight = max_in_flight
         self.max_block = max_block_ms / 1000
         self._cluster = Cluster(bootstrap_servers, client_id=client_id, request_timeout=self.request_timeout,
-                                retry_backoff=self.retry_backoff)
-        self._acc = Accumulator(batch_size, linger_ms / 1000, delivery_timeout_ms / 1000)
+                                retry_backoff=self.retry_backoff, clock=clock)
+        self._clock = clock
+        self._acc = Accumulator(batch_size, linger_ms / 1000, delivery_timeout_ms / 1000, clock)
         self._partitioner = partitioner or DefaultPartitioner()
         self.txn: TransactionManager | None = (
             TransactionManager(transactional_id, transaction_timeout_ms) if transactional_id is not None else None)
@@ -242,7 +244,7 @@ class Producer:
         if self._acc.buffered_bytes + size > self.buffer_memory:
             await self._wait_for_space(size)
         if timestamp_ms is None:
-            timestamp_ms = time.time_ns() // 1_000_000
+            timestamp_ms = self._clock.now_ms()
         loop = self._loop
         assert loop is not None  # set by start(), which _check_usable demanded
         fut, new, full = self._acc.append(tp, (key, value, headers, timestamp_ms), size, loop)
@@ -353,7 +355,7 @@ class Producer:
 
     def _run_once(self) -> float | None:
         """One pass of the sender; returns how long it may sleep (None: until woken)."""
-        now = time.monotonic()
+        now = self._clock.monotonic()
         txn = self.txn
         if self._needs_producer_id():
             if self._pid_task is None or self._pid_task.done():
@@ -538,18 +540,18 @@ class Producer:
         OUT_OF_ORDER_SEQUENCE_NUMBER). Nothing from `b` on was written, so it is safe to send it
         again under a new epoch, from sequence 0; the bump waits until nothing is in flight."""
         self._in_flight[b.tp] -= 1
-        if time.monotonic() >= b.deadline or self._fatal is not None:
+        if self._clock.monotonic() >= b.deadline or self._fatal is not None:
             self._fail_batch(b, err, code)
             return
         self._rewrite.add(b.tp)
         self._bump_needed = True
-        self._acc.reenqueue(b, time.monotonic())
+        self._acc.reenqueue(b, self._clock.monotonic())
 
     def _retry_or_fail(self, b: ProducerBatch, err: KafkaClientError, code: int | None) -> None:
         self._in_flight[b.tp] -= 1
-        if time.monotonic() < b.deadline and not self._fatal and not (
+        if self._clock.monotonic() < b.deadline and not self._fatal and not (
                 self.txn is not None and self.txn.state is ProducerTxnState.FATAL_ERROR):
-            self._acc.reenqueue(b, time.monotonic() + self.retry_backoff)
+            self._acc.reenqueue(b, self._clock.monotonic() + self.retry_backoff)
             return
         self._fail_batch(b, err if not isinstance(err, RetriableError) else KafkaTimeoutError(
             f"delivery to {b.tp.topic}-{b.tp.partition} timed out; last error: {err}"), code)
@@ -584,7 +586,7 @@ class Producer:
         both). Kafka and Ketch answer an idempotent producer with a fresh producer id, epoch 0.
         Then the partitions that lost their sequences are re-sequenced from 0; every other
         partition moves to the new id when its in-flight batches are done."""
-        deadline = time.monotonic() + self.max_block
+        deadline = self._clock.monotonic() + self.max_block
         while True:
             try:
                 conn = await self._cluster.any_connection()
@@ -601,7 +603,7 @@ class Producer:
                     return
             except (RetriableError, OSError, TimeoutError):
                 pass
-            if time.monotonic() > deadline:
+            if self._clock.monotonic() > deadline:
                 self._fail_all(KafkaTimeoutError("could not bump the producer epoch"))
                 return
             await asyncio.sleep(self.retry_backoff)
@@ -622,7 +624,7 @@ class Producer:
 
     async def _init_idempotent(self) -> None:
         """InitProducerId without a transactional id: any broker hands out a producer id."""
-        deadline = time.monotonic() + self.max_block
+        deadline = self._clock.monotonic() + self.max_block
         while True:
             try:
                 resp: InitProducerIdResponse = await self._cluster.request_any(
@@ -637,7 +639,7 @@ class Producer:
                     return
             except (RetriableError, OSError, TimeoutError):
                 pass
-            if time.monotonic() > deadline:
+            if self._clock.monotonic() > deadline:
                 self._fatal = KafkaTimeoutError("could not get a producer id")
                 self._acc.drop_undrained(self._fatal)
                 return
@@ -652,11 +654,11 @@ class Producer:
 
     async def _txn_call(self, key: str, key_type: int, build: Any, handle: Any, what: str) -> None:
         """Send a transactional request to its coordinator until the state machine says done."""
-        deadline = time.monotonic() + self.max_block
+        deadline = self._clock.monotonic() + self.max_block
         while True:
             decision: Step
             try:
-                node = await self._cluster.coordinator(key, key_type, timeout=max(0.1, deadline - time.monotonic()))
+                node = await self._cluster.coordinator(key, key_type, timeout=max(0.1, deadline - self._clock.monotonic()))
                 resp = await self._cluster.request(node, build())
                 decision = handle(resp)
             except (RetriableError, OSError, TimeoutError):
@@ -668,7 +670,7 @@ class Producer:
                 raise decision.error
             if decision.outcome is Outcome.FIND_COORDINATOR:
                 self._cluster.forget_coordinator(key, key_type)
-            if time.monotonic() >= deadline:
+            if self._clock.monotonic() >= deadline:
                 raise KafkaTimeoutError(f"{what} did not complete within {self.max_block}s")
             await asyncio.sleep(self.retry_backoff)
 

@@ -9,11 +9,11 @@ leaves the assignment empty when it is done, so nothing is fetched between tasks
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from client import Admin, Consumer, FetchedBatches, TopicDescription, TopicPartition
+from protocol.clock import SYSTEM_CLOCK
 
 from . import runtime
 from .offsets import Offsets
@@ -138,7 +138,7 @@ async def _read_range(opts: SourceOptions, tp: TopicPartition, start: int, end: 
     try:
         c.assign([key])
         c.seek(key, start)
-        deadline = time.monotonic() + opts.poll_timeout_ms / 1000
+        deadline = SYSTEM_CLOCK.monotonic() + opts.poll_timeout_ms / 1000
         while await c.position(key) < end:
             got: Any
             if whole:
@@ -147,9 +147,9 @@ async def _read_range(opts: SourceOptions, tp: TopicPartition, start: int, end: 
                 got = [r for r in (await c.getmany(key, timeout_ms=200, max_records=CHUNK)).get(key, ())
                        if r.offset < end]
             if got:
-                deadline = time.monotonic() + opts.poll_timeout_ms / 1000
+                deadline = SYSTEM_CLOCK.monotonic() + opts.poll_timeout_ms / 1000
                 yield got
-            elif time.monotonic() > deadline:
+            elif SYSTEM_CLOCK.monotonic() > deadline:
                 raise ReadTimeout(f"{tp[0]}-{tp[1]}: stuck at offset {await c.position(key)}, "
                                   f"range ends at {end}")
         ok = True

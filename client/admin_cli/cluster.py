@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from typing import Any
+
+from protocol.clock import SYSTEM_CLOCK
 
 from ..admin import Admin
 from ..structs import TopicPartition
@@ -53,7 +54,7 @@ async def cluster_describe(admin: Admin) -> dict[str, Any]:
     cluster = await admin.describe_cluster()
     brokers = sorted([(b, "alive") for b in cluster.brokers] + [(b, "fenced") for b in cluster.fenced_brokers],
                      key=lambda x: x[0].node_id)
-    now = int(time.time() * 1000)
+    now = SYSTEM_CLOCK.now_ms()
     return {
         "leader": quorum.leader_id, "epoch": quorum.leader_epoch, "high_watermark": quorum.high_watermark,
         "voters": [{"node": v.node_id, "log_end_offset": v.log_end_offset,

@@ -5,9 +5,9 @@ transactions are open in it) is the partition leader's."""
 from __future__ import annotations
 
 import argparse
-import time
 from typing import Any
 
+from protocol.clock import SYSTEM_CLOCK
 from protocol.errors import ErrorCode
 
 from ..admin import Admin
@@ -17,7 +17,7 @@ from .support import CommandError, print_rows, subcommands
 
 
 def _now_ms() -> int:
-    return int(time.time() * 1000)
+    return SYSTEM_CLOCK.now_ms()
 
 
 async def _list(admin: Admin, args: argparse.Namespace) -> None:

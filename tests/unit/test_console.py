@@ -9,19 +9,19 @@ import pytest
 
 from client import console
 from client.structs import ConsumerRecord
+from protocol.clock import ManualClock
 
 
 def test_progress_line_appears_every_few_seconds_on_long_input(monkeypatch: pytest.MonkeyPatch,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    now = [100.0]
-    monkeypatch.setattr(console.time, "monotonic", lambda: now[0])
-    p = console._Progress("t")
+    clock = ManualClock(100_000)
+    p = console._Progress("t", clock)
     p.tick(10, 5)
     assert capsys.readouterr().err == ""  # a short input prints no progress
-    now[0] += console.PROGRESS_EVERY_S
+    clock.advance(int(console.PROGRESS_EVERY_S * 1000))
     p.tick(5000, 4000)
     assert capsys.readouterr().err == "t: 5000 lines sent, 4000 acknowledged (2,000/s)\n"
-    now[0] += 0.5
+    clock.advance(500)
     p.tick(6000, 5000)
     assert capsys.readouterr().err == ""
     p.done(6000)

@@ -15,7 +15,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-LAYERS = ("protocol", "storage", "broker")  # client/ and pipeline/ next (issue 25 says what is left)
+LAYERS = ("protocol", "storage", "broker", "client", "pipeline")
 CLOCK = ROOT / "protocol" / "clock.py"
 TIME_FUNCS = {"time", "time_ns", "monotonic", "monotonic_ns"}
 
