@@ -28,8 +28,8 @@ from .throughput import (
     QUIET,
     REPO_ROOT,
     KetchBroker,
-    _git_head,
     _percentiles,
+    git_commit,
     log,
     machine_info,
     reference_checkout,
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {"generated_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "machine": machine_info(),
                            "settings": {"mb": args.mb, "value_bytes": VALUE_BYTES, "keys": KEYS,
                                         "probe_interval_ms": PROBE_INTERVAL_S * 1000, "reference": args.reference,
-                                        "ketch_commit": _git_head()}}
+                                        "ketch_commit": git_commit()}}
     failed = False
     with reference_checkout(args.reference) as ref_dir:
         for name, repo in (("ketch", REPO_ROOT), ("reference", ref_dir)):

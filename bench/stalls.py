@@ -32,7 +32,6 @@ import json
 import re
 import socket
 import struct
-import subprocess
 import sys
 import threading
 import time
@@ -46,7 +45,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from .cluster import HOST, KetchCluster
 from .targets import QUIET, REPO_ROOT, log
-from .throughput import LINGER_MS, MESSAGE_BYTES, _percentiles, machine_info, reference_checkout
+from .throughput import LINGER_MS, MESSAGE_BYTES, _percentiles, git_commit, machine_info, reference_checkout
 
 PARTITIONS = 4
 PROBE_EVERY_S = 0.05
@@ -97,15 +96,6 @@ def _stuck(broker_log: Path, since: str, limit: int = 10) -> list[str]:
 
 def _utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
-
-
-def _commit(repo: Path, rev: str = "HEAD") -> str | None:
-    """The commit a checkout (or a revision) is at; git's own answer works in a worktree too."""
-    try:
-        return subprocess.run(["git", "-C", str(repo), "rev-parse", rev], check=True, capture_output=True,
-                              text=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
 
 
 def loadavg() -> str:
@@ -276,7 +266,7 @@ def run_cluster(label: str, repo: Path, minutes: float, rate: int, txn_size: int
             row["stuck_logged"] = stuck[str(node_id)]  # where the loop was held a second or more, in the window
             brokers[str(node_id)] = row
         return {
-            "commit": _commit(repo),
+            "commit": git_commit(repo),
             "minutes": minutes,
             "warm_up_transactions_excluded": True,
             "loadavg_before": load_before,
@@ -314,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine_info(),
         "settings": {"minutes": args.minutes, "rate_per_s": args.rate, "txn_size": args.txn_size,
                      "message_bytes": MESSAGE_BYTES, "linger_ms": LINGER_MS, "partitions": PARTITIONS,
-                     "probe_every_ms": PROBE_EVERY_S * 1000, "ketch_commit": _commit(REPO_ROOT),
+                     "probe_every_ms": PROBE_EVERY_S * 1000, "ketch_commit": git_commit(REPO_ROOT),
                      "reference": args.reference},
     }
     failed = False

@@ -285,7 +285,7 @@ def machine_info() -> dict[str, Any]:
                 break
     except OSError:
         pass
-    info["ketch_commit"] = _git_head()
+    info["ketch_commit"] = git_commit()
     return info
 
 
@@ -306,10 +306,11 @@ def reference_checkout(rev: str) -> Iterator[Path]:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def _git_head() -> str | None:
-    """The checked-out commit, as git says (a worktree's .git is a file naming the real one)."""
+def git_commit(repo: Path = REPO_ROOT, rev: str = "HEAD") -> str | None:
+    """The commit a checkout (or a revision) is at, as git says (a worktree's .git is a file
+    naming the real one)."""
     try:
-        return subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], check=True, capture_output=True,
+        return subprocess.run(["git", "-C", str(repo), "rev-parse", rev], check=True, capture_output=True,
                               text=True).stdout.strip() or None
     except (OSError, subprocess.CalledProcessError):
         return None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +24,7 @@ from .cluster import Cluster
 from .errors import KafkaClientError, RetriableError, error_from_code
 from .isolation import FetchedBatches, select_batches
 from .structs import ConsumerRecord, TopicPartition
-from .subscription import EARLIEST, LATEST, SubscriptionState
+from .subscription import EARLIEST, LATEST, PartitionState, SubscriptionState
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -94,12 +95,10 @@ class Fetcher:
                 self.buffer.pop(tp, None)
 
     # ------------------------------------------------------------------ handing out
-    def take(self, max_records: int, only: set[TopicPartition] | None = None) -> dict[TopicPartition, list[ConsumerRecord]]:
-        out: dict[TopicPartition, list[ConsumerRecord]] = {}
-        budget = max_records
+    def _ready(self, only: set[TopicPartition] | None) -> Iterator[tuple[TopicPartition, Completed, PartitionState]]:
+        """The buffered partitions that may be handed out now (asked for, still current, not
+        paused), one at a time, so the caller may drop each from the buffer as it goes."""
         for tp in list(self.buffer):
-            if budget <= 0:
-                break
             if only is not None and tp not in only:
                 continue
             c = self.buffer[tp]
@@ -107,8 +106,15 @@ class Fetcher:
             if not self._current(tp, c, s):
                 continue
             assert s is not None
-            if s.paused:
-                continue
+            if not s.paused:
+                yield tp, c, s
+
+    def take(self, max_records: int, only: set[TopicPartition] | None = None) -> dict[TopicPartition, list[ConsumerRecord]]:
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        budget = max_records
+        for tp, c, s in self._ready(only):
+            if budget <= 0:
+                break
             if c.records is None:
                 try:
                     c.records = c.batches.records()
@@ -140,16 +146,7 @@ class Fetcher:
         """Everything buffered, per partition, as the still-encoded batches of one fetch each; the
         position moves past them."""
         out: dict[TopicPartition, FetchedBatches] = {}
-        for tp in list(self.buffer):
-            if only is not None and tp not in only:
-                continue
-            c = self.buffer[tp]
-            s = self._subs.partitions.get(tp)
-            if not self._current(tp, c, s):
-                continue
-            assert s is not None
-            if s.paused:
-                continue
+        for tp, c, s in self._ready(only):
             if c.records is None or c.index == 0:
                 out[tp] = c.batches
             elif c.index < len(c.records):  # records were handed out one by one before

@@ -239,10 +239,7 @@ class Producer:
         if size + BATCH_OVERHEAD > self.max_request_size:
             raise error_from_code(ErrorCode.MESSAGE_TOO_LARGE, f"record of {size} bytes > max_request_size")
         tp = tps[partition]
-        if self.txn is not None:
-            self.txn.add_partition(tp)
-        if self._acc.buffered_bytes + size > self.buffer_memory:
-            await self._wait_for_space(size)
+        await self._admit(tp, size)
         if timestamp_ms is None:
             timestamp_ms = self._clock.now_ms()
         loop = self._loop
@@ -254,6 +251,14 @@ class Producer:
         elif new or (self.txn is not None and self.txn.has_partitions_to_add):
             self._wake.set()  # a new batch: the sender must start its linger timer
         return fut
+
+    async def _admit(self, tp: TopicPartition, size: int) -> None:
+        """What a record (or a framed batch) must have before it is queued: its partition in the
+        transaction, and room in buffer_memory."""
+        if self.txn is not None:
+            self.txn.add_partition(tp)
+        if self._acc.buffered_bytes + size > self.buffer_memory:
+            await self._wait_for_space(size)
 
     async def send_batch(self, topic: str, partition: int, records: EncodedRecords) -> asyncio.Future[RecordMetadata]:
         """Queue records the caller framed already (client/arrow.py builds them from Arrow columns)
@@ -275,10 +280,7 @@ class Producer:
         if size + BATCH_OVERHEAD > self.max_request_size:
             raise error_from_code(ErrorCode.MESSAGE_TOO_LARGE, f"batch of {size} bytes > max_request_size")
         tp = tps[partition]
-        if self.txn is not None:
-            self.txn.add_partition(tp)
-        if self._acc.buffered_bytes + size > self.buffer_memory:
-            await self._wait_for_space(size)
+        await self._admit(tp, size)
         loop = self._loop
         assert loop is not None
         fut = self._acc.append_framed(tp, records, size, loop)
