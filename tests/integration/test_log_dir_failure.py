@@ -10,7 +10,9 @@ topic created afterwards goes to the directory still online.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from helpers import free_port, unique_topic
@@ -75,7 +77,9 @@ def describe(port: int) -> dict[str, tuple[int, set[tuple[str, int]]]]:
             for r in resp.results}
 
 
-async def test_a_failed_log_dir_takes_only_its_partitions_offline(tmp_path: Path) -> None:
+@contextlib.asynccontextmanager
+async def two_disks(tmp_path: Path) -> AsyncIterator[tuple[BrokerServer, int, Path, Path, DyingDisk]]:
+    """A broker with log directories a and b, b on a disk the test can make fail."""
     a, b = tmp_path / "disk-a", tmp_path / "disk-b"
     disk_b = DyingDisk(b)
     port = free_port()
@@ -84,6 +88,13 @@ async def test_a_failed_log_dir_takes_only_its_partitions_offline(tmp_path: Path
     server = BrokerServer(cfg, fs=RecordingFileSystem(fault=disk_b))
     await server.start()
     try:
+        yield server, port, a, b, disk_b
+    finally:
+        await server.stop()
+
+
+async def test_a_failed_log_dir_takes_only_its_partitions_offline(tmp_path: Path) -> None:
+    async with two_disks(tmp_path) as (server, port, a, b, disk_b):
         topic = unique_topic("dying")
         async with Admin(f"127.0.0.1:{port}") as admin:
             await admin.create_topics([NewTopic(topic, 2, 1)])
@@ -113,19 +124,10 @@ async def test_a_failed_log_dir_takes_only_its_partitions_offline(tmp_path: Path
             assert await asyncio.to_thread(produce, port, later, p) == 0
         disk_b.dead = False  # the disk answers again: the directory stays offline until a restart, as Kafka's
         assert await asyncio.to_thread(produce, port, topic, 1) == ErrorCode.KAFKA_STORAGE_ERROR
-    finally:
-        await server.stop()
 
 
 async def test_a_move_whose_destination_fails_stops_and_the_replica_stays_where_it_was(tmp_path: Path) -> None:
-    a, b = tmp_path / "disk-a", tmp_path / "disk-b"
-    disk_b = DyingDisk(b)
-    port = free_port()
-    cfg = BrokerConfig(listen=f"127.0.0.1:{port}", log_dirs=f"{a},{b}",
-                       inter_broker_listen=f"127.0.0.1:{free_port()}")
-    server = BrokerServer(cfg, fs=RecordingFileSystem(fault=disk_b))
-    await server.start()
-    try:
+    async with two_disks(tmp_path) as (server, port, a, b, disk_b):
         topic = unique_topic("move-to-dying")
         async with Admin(f"127.0.0.1:{port}") as admin:
             await admin.create_topics([NewTopic(topic, 1, 1)])
@@ -142,5 +144,3 @@ async def test_a_move_whose_destination_fails_stops_and_the_replica_stays_where_
         assert code == 0 and records
         # and a move to a failed directory is refused
         assert server.topics.alter_log_dir(topic, 0, str(b)) == ErrorCode.KAFKA_STORAGE_ERROR
-    finally:
-        await server.stop()
