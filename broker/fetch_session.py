@@ -124,7 +124,9 @@ class FetchSessionCache:
         self.slots = slots
         self.eviction_ms = eviction_ms
         self.evictions = 0
-        self._rng = rng or random.Random()  # noqa: S311 - ids need to be unique, not secret
+        # ids need to be unique, not secret; seeded from the module's generator so that one
+        # random.seed() (the simulation's, tests/helpers/dst) fixes them
+        self._rng = rng or random.Random(random.getrandbits(64))  # noqa: S311
         self._sessions: dict[int, FetchSession] = {}  # least recently used first
 
     def __len__(self) -> int:

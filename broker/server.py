@@ -257,6 +257,7 @@ class Connection(asyncio.Protocol):
             transport.resume_reading()
 
 
+WRITE_PROBE = ".ketch-write-probe"  # created and removed at start: can the broker write there?
 UNFENCE_LOG_S = 5.0  # how often a broker waiting to be unfenced says so
 
 
@@ -361,11 +362,15 @@ class BrokerServer:
         setting = "metadata_log_dir" if cfg.metadata_log_dir else "log_dirs" if cfg.log_dirs else "data_dir"
         metadata_dir = Path(cfg.metadata_dir)
         try:
-            metadata_dir.mkdir(parents=True, exist_ok=True)
+            self.fs.mkdir(metadata_dir)
         except OSError as e:
             raise ConfigError(setting, cfg.metadata_dir, f"cannot create the directory: {e.strerror}") from None
-        if not os.access(metadata_dir, os.W_OK | os.X_OK):
-            raise ConfigError(setting, cfg.metadata_dir, "the directory is not writable")
+        probe = metadata_dir / WRITE_PROBE
+        try:  # through the file system, not os.access: a simulated disk has no real directory
+            self.fs.open(probe, create=True, truncate=True).close()
+            self.fs.unlink(probe)
+        except OSError:
+            raise ConfigError(setting, cfg.metadata_dir, "the directory is not writable") from None
         # Recovering a large log after a crash is long work: keep it off the loop (nothing else
         # touches the table before start() returns).
         await asyncio.to_thread(self.topics.load)  # refuses an unreadable data directory first

@@ -72,6 +72,7 @@ __all__ = [
     "check",
     "load",
     "main",
+    "parse",
 ]
 
 ANOMALIES: dict[str, str] = {
@@ -251,24 +252,29 @@ def _pairs(d: Mapping[str, int]) -> str:
 def load(path: str | Path) -> list[Op]:
     """Parse and validate up front, so that the checks can trust field types and a malformed history
     is refused with its line number instead of failing half-way with a KeyError."""
-    ops: list[Op] = []
     try:
         with Path(path).open(encoding="utf-8") as f:
-            for n, text in enumerate(f, start=1):
-                if not text.strip():
-                    continue
-                try:
-                    data = json.loads(text)
-                except json.JSONDecodeError as exc:
-                    raise HistoryError(f"{path}:{n}: not JSON ({exc.msg})") from None
-                if not isinstance(data, dict) or not isinstance(data.get("f"), str):
-                    raise HistoryError(f"{path}:{n}: not an operation (an object with a string \"f\")")
-                problem = _invalid(data)
-                if problem:
-                    raise HistoryError(f"{path}:{n}: {data['f']}: {problem}")
-                ops.append(Op(n, data))
+            return parse(f, str(path))
     except UnicodeDecodeError as exc:
         raise HistoryError(f"{path}: not UTF-8 text ({exc.reason})") from None
+
+
+def parse(lines: Iterable[str], source: str = "history") -> list[Op]:
+    """`load` of lines already in memory (the simulator keeps its history there)."""
+    ops: list[Op] = []
+    for n, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise HistoryError(f"{source}:{n}: not JSON ({exc.msg})") from None
+        if not isinstance(data, dict) or not isinstance(data.get("f"), str):
+            raise HistoryError(f"{source}:{n}: not an operation (an object with a string \"f\")")
+        problem = _invalid(data)
+        if problem:
+            raise HistoryError(f"{source}:{n}: {data['f']}: {problem}")
+        ops.append(Op(n, data))
     return ops
 
 

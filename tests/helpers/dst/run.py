@@ -1,0 +1,212 @@
+"""One simulated run: a seed in, a verdict and a replayable trace out.
+
+`simulate(seed)` builds the world (a SimLoop, its network, N brokers on simulated disks), starts
+the workload, lets the nemesis break things for `seconds` of virtual time, heals, lets the cluster
+settle, and judges: the chaos checker on the history, the invariants on the brokers' state, and
+every unhandled exception of a live process. Everything random comes from the seed — the loop's
+choices, the workload's, the nemesis's, the ids the brokers draw (uuid4 and the random module are
+seeded for the run) — so the same seed gives the same trace, byte for byte, in any process with
+the same PYTHONHASHSEED (`python -m tests.helpers.dst` sets it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import random
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from storage.fs import OS_FS
+from tests.helpers.chaos import checker
+
+from .cluster import SimCluster
+from .invariants import Invariants
+from .loop import PROC, Deadlock, SimLoop
+from .net import SimNetwork
+from .nemesis import Nemesis
+from .workload import Workload
+
+INVARIANT_EVERY_S = 0.1
+START_TIMEOUT_S = 60.0
+HEAL_TIMEOUT_S = 120.0
+
+
+@dataclass
+class Result:
+    seed: int
+    seconds: float
+    history: list[str]
+    trace: list[str]
+    report: checker.Report | None
+    violations: list[str]
+    errors: list[str]
+    virtual_s: float = 0.0
+    steps: int = 0
+    faults: dict[str, int] = field(default_factory=dict)
+    progress: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return (self.report is not None and self.report.ok) and not self.violations and not self.errors
+
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for line in self.history + self.trace:
+            h.update(line.encode())
+            h.update(b"\n")
+        return h.hexdigest()[:16]
+
+    def summary(self) -> str:
+        anomalies = {k: v for k, v in self.report.counts.items() if v} if self.report is not None else {}
+        verdict = "ok" if self.ok else "FAIL"
+        problems = []
+        if self.report is not None and not self.report.ok:
+            problems.append(self.report.render().splitlines()[0] if self.report.render() else "anomalies")
+        problems += self.violations[:3] + self.errors[:3]
+        return (f"seed {self.seed}: {verdict} ({self.virtual_s:.0f} virtual s, {self.steps} steps, "
+                f"faults {self.faults}, progress {self.progress}{', ' + str(anomalies) if anomalies else ''})"
+                + ("".join(f"\n  {p}" for p in problems)))
+
+
+@contextmanager
+def seeded_ids(seed: int) -> Iterator[None]:
+    """uuid4 and the random module drawn from the seed for the run (topic ids, incarnations,
+    member ids, fetch session ids, the client's partitioner and backoff jitter)."""
+    rng = random.Random(seed ^ 0x5EED)
+    original = uuid.uuid4
+    state = random.getstate()
+    uuid.uuid4 = lambda: uuid.UUID(int=rng.getrandbits(128), version=4)  # type: ignore[assignment]
+    random.seed(seed)
+    try:
+        yield
+    finally:
+        uuid.uuid4 = original  # type: ignore[assignment]
+        random.setstate(state)
+
+
+def _quiet_logs(loop: SimLoop, trace: list[str] | None) -> None:
+    """The brokers' structlog output: dropped, or with `trace`, kept with virtual time and process."""
+    def to_trace(_: Any, method: str, event: dict[str, Any]) -> Any:
+        if trace is not None:
+            proc = PROC.get()
+            msg = event.pop("event", "")
+            rest = " ".join(f"{k}={v}" for k, v in sorted(event.items()) if k not in ("timestamp", "logger"))
+            trace.append(f"{loop.time():10.4f} {proc.name if proc else '-':<14} log {method}: {msg} {rest}")
+        raise structlog.DropEvent
+
+    level = logging.DEBUG if trace is not None else logging.ERROR
+    structlog.configure(processors=[to_trace], wrapper_class=structlog.make_filtering_bound_logger(level),
+                        cache_logger_on_first_use=False)
+
+
+def simulate(seed: int, seconds: float = 30.0, *, size: int = 3, logs: bool = False,
+             disk: str = "sim", breaks: str = "") -> Result:
+    history: list[str] = []
+    trace: list[str] = []
+    loop = SimLoop(random.Random(seed))
+    SimNetwork(loop)
+
+    def note(*what: Any) -> None:
+        trace.append(f"{loop.time():10.4f} {'sim':<14} " + " ".join(str(w) for w in what))
+
+    def write(op: dict[str, Any]) -> None:
+        history.append(json.dumps(op, sort_keys=True))
+
+    old_loop = None
+    with seeded_ids(seed), tempfile.TemporaryDirectory(prefix="ketch-sim-") as tmp:
+        _quiet_logs(loop, trace if logs else None)
+        make_fs, root = _disks(disk, Path(tmp))
+        cluster = SimCluster(loop, size, make_fs, trace=note, root=root)
+        invariants = Invariants()
+        workload = Workload(loop, cluster.bootstrap, seed, write)
+        nemesis = Nemesis(cluster, random.Random(seed * 7 + 1), note)
+        report = None
+        try:
+            asyncio.set_event_loop(loop)
+            cluster.start_all()
+            loop.run_until(cluster.all_serving, loop.time() + START_TIMEOUT_S)
+            if not cluster.all_serving():
+                raise RuntimeError(f"the cluster did not start in {START_TIMEOUT_S:.0f} virtual s")
+            note("cluster serving")
+            watch = loop.create_task(_watch(loop, cluster, invariants))
+            loop.run_until_complete(_create_topics(loop, cluster, workload))
+            workload.start()
+            loop.run_until_complete(nemesis.run(seconds))
+            nemesis.heal()
+            loop.run_until(cluster.all_serving, loop.time() + HEAL_TIMEOUT_S)
+            if not cluster.all_serving():
+                invariants.fail(loop.time(), f"not every broker serving {HEAL_TIMEOUT_S:.0f} s after healing: "
+                                f"{[n for n, node in cluster.nodes.items() if not node.serving]}")
+            loop.run_until_complete(workload.stop())
+            loop.run_until_complete(workload.settle())
+            watch.cancel()
+            report = checker.check(checker.parse(history))
+        except Deadlock as e:
+            loop.errors.append(f"deadlock: {e}")
+        finally:
+            for proc_node in cluster.nodes.values():
+                if proc_node.proc is not None and proc_node.proc.alive:
+                    loop.kill(proc_node.proc)
+            for proc in workload.procs:
+                loop.kill(proc)
+            asyncio.set_event_loop(old_loop)
+            loop.close()
+        result = Result(seed, seconds, history, trace, report, invariants.violations, list(loop.errors),
+                        virtual_s=loop.time() - 1000.0, steps=loop.steps, faults=dict(nemesis.counts),
+                        progress=_progress(history))
+    return result
+
+
+def _progress(history: list[str]) -> dict[str, int]:
+    out = {"acked": 0, "committed": 0, "aborted": 0}
+    for line in history:
+        op = json.loads(line)
+        if op["f"] == "send" and op.get("status") == "ok":
+            out["acked"] += 1
+        elif op["f"] == "txn":
+            if op.get("outcome") == "commit":
+                out["committed"] += 1
+            elif op.get("outcome") == "abort":
+                out["aborted"] += 1
+    return out
+
+
+def _disks(kind: str, tmp: Path) -> tuple[Callable[[int], Any], Path]:
+    if kind == "os":  # the real file system under a temporary directory (no power-loss model)
+        return (lambda n: OS_FS), tmp
+    from .disk import SimFileSystem
+    return (lambda n: SimFileSystem()), Path("/sim")
+
+
+async def _watch(loop: SimLoop, cluster: SimCluster, invariants: Invariants) -> None:
+    while True:
+        await asyncio.sleep(INVARIANT_EVERY_S)
+        invariants.check(loop.time(), [(n, node.incarnation, node.broker) for n, node in cluster.nodes.items()
+                                       if node.up and node.broker is not None])
+
+
+async def _create_topics(loop: SimLoop, cluster: SimCluster, workload: Workload) -> None:
+    from client.admin import Admin, NewTopic
+
+    from .loop import Process
+    proc = Process("client-admin", "10.0.1.200")
+
+    async def create() -> None:
+        admin = Admin(cluster.bootstrap, clock=workload.clock)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic("mixed", workload.partitions, min(3, cluster.size))])
+        finally:
+            await admin.close()
+
+    await loop.spawn(proc, create())
