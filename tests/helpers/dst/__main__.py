@@ -1,27 +1,62 @@
-"""python -m tests.helpers.dst --seed N [--seconds S] [--trace]: one simulated run, replayed from
-its seed (see docs/simulation.md)."""
+"""The simulator's command line (docs/simulation.md).
+
+    python -m tests.helpers.dst --seed N [--seconds S] [--trace]    one run, replayed from its seed
+    python -m tests.helpers.dst --seeds 1-10000 [--jobs J]          many, in parallel: the failing seeds
+
+A seed replays exactly only under the same PYTHONHASHSEED (set iteration order is part of a run),
+so this command re-executes itself with PYTHONHASHSEED=0 when it is not already set that way.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+import time
+from multiprocessing import Pool
+from typing import Any
+
+
+def _one(job: tuple[int, float, int, str, str]) -> tuple[int, bool, str, float]:
+    from .run import simulate
+    seed, seconds, size, disk, breaks = job
+    t0 = time.monotonic()
+    try:
+        result = simulate(seed, seconds, size=size, disk=disk, breaks=breaks)
+    except Exception as e:  # noqa: BLE001 - a harness error is a failing seed too, reported by number
+        return seed, False, f"seed {seed}: harness error {e!r}", time.monotonic() - t0
+    return seed, result.ok, f"{result.summary()} digest {result.digest()}", time.monotonic() - t0
+
+
+def _seeds(spec: str) -> list[int]:
+    out: list[int] = []
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        out += list(range(int(lo), int(hi) + 1)) if hi else [int(lo)]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tests.helpers.dst", description=__doc__)
-    ap.add_argument("--seed", type=int, required=True)
-    ap.add_argument("--seconds", type=float, default=30.0, help="virtual seconds of faults")
+    ap = argparse.ArgumentParser(prog="python -m tests.helpers.dst", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    which = ap.add_mutually_exclusive_group(required=True)
+    which.add_argument("--seed", type=int, help="one run, with its summary (and --trace)")
+    which.add_argument("--seeds", help="many runs: 1-100 or 1,5,9-12; prints the failing seeds")
+    ap.add_argument("--seconds", type=float, default=30.0, help="virtual seconds of faults per run")
     ap.add_argument("--size", type=int, default=3, help="brokers")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel processes (--seeds)")
     ap.add_argument("--trace", action="store_true", help="print the event trace with the brokers' logs")
     ap.add_argument("--disk", choices=("sim", "os"), default="sim")
+    ap.add_argument("--break", dest="breaks", default="", help="break switches (storage/faults.py), comma-separated")
     ap.add_argument("--history", help="write the history (JSON lines) here")
     args = ap.parse_args(argv)
-    if os.environ.get("PYTHONHASHSEED") != "0":  # set iteration order is part of the replay
+    if os.environ.get("PYTHONHASHSEED") != "0":
         os.environ["PYTHONHASHSEED"] = "0"
         os.execv(sys.executable, [sys.executable, "-m", "tests.helpers.dst", *(argv or sys.argv[1:])])
+    if args.seeds:
+        return _many(args)
     from .run import simulate
-    result = simulate(args.seed, args.seconds, size=args.size, logs=args.trace, disk=args.disk)
+    result = simulate(args.seed, args.seconds, size=args.size, logs=args.trace, disk=args.disk, breaks=args.breaks)
     if args.trace:
         print("\n".join(result.trace))
     if args.history:
@@ -31,6 +66,22 @@ def main(argv: list[str] | None = None) -> int:
         print(result.report.render())
     print(result.summary(), f"digest {result.digest()}")
     return 0 if result.ok else 1
+
+
+def _many(args: Any) -> int:
+    seeds = _seeds(args.seeds)
+    jobs = [(s, args.seconds, args.size, args.disk, args.breaks) for s in seeds]
+    failed: list[int] = []
+    t0 = time.monotonic()
+    with Pool(args.jobs, maxtasksperchild=20) as pool:
+        for seed, ok, summary, took in pool.imap_unordered(_one, jobs):
+            if not ok:
+                failed.append(seed)
+                print(summary, flush=True)
+    took = time.monotonic() - t0
+    print(f"{len(seeds)} seeds x {args.seconds:.0f} virtual s of faults in {took:.0f} s with {args.jobs} processes: "
+          f"{len(failed)} failed{': ' + ' '.join(map(str, sorted(failed))) if failed else ''}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

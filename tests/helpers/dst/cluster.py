@@ -100,8 +100,9 @@ class SimCluster:
     def kill(self, n: int, *, power_loss: bool = False) -> None:
         """SIGKILL (and with `power_loss`, the unsynced page cache is gone too)."""
         node = self.nodes[n]
-        assert node.proc is not None
+        assert node.proc is not None and node.broker is not None
         self.loop.kill(node.proc)
+        node.broker.loop_watch.stop()  # its watchdog thread dies with the process too
         node.crashes += 1
         crash = getattr(node.fs, "crash" if power_loss else "crash_process", None)
         if crash is not None:

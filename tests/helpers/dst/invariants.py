@@ -8,9 +8,14 @@ process) through Partition's read-only surface.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from broker.server import BrokerServer
+from protocol.batch import iter_batches
+from storage.fs import FileSystem
 
 
 @dataclass
@@ -51,3 +56,46 @@ class Invariants:
                     if hw > p.log_end_offset:
                         self.fail(now, f"HW {hw} above the log end {p.log_end_offset} on {topic.name}-{index} "
                                        f"(leader {node})")
+
+
+Batch = tuple[int, int, int, int, int, int, bool]
+
+
+def replica_batches(fs: FileSystem, partition_dir: Path) -> list[Batch]:
+    """(base offset, last offset, crc, producer id, epoch, base sequence, control) of every batch in a
+    replica's segment files, in offset order; a torn tail ends the list."""
+    try:
+        names = sorted(n for n in fs.listdir(partition_dir) if n.endswith(".log"))
+    except FileNotFoundError:
+        return []
+    out = []
+    for name in names:
+        for _, h in iter_batches(fs.read(partition_dir / name), strict=False):
+            out.append((h.base_offset, h.last_offset, h.crc, h.producer_id, h.producer_epoch, h.base_sequence,
+                        h.is_control))
+    return out
+
+
+def compare_replicas(topic: str, hws: dict[int, int], replicas: list[tuple[int, FileSystem, Path]],
+                     fail: Callable[[str], None]) -> dict[str, Any]:
+    """Every replica identical below the high watermark (after healing and settling, every
+    broker's copy of a committed offset is the same batch). `replicas`: (node, its disk, its
+    data dir); `hws`: partition -> its leader's high watermark. Returns the checker's
+    `batches` history line: who wrote each stored batch, from the fullest replica."""
+    best: dict[int, tuple[int, list[Batch]]] = {}
+    for p, hw in sorted(hws.items()):
+        copies = [(node, replica_batches(fs, data / f"{topic}-{p}")) for node, fs, data in replicas]
+        below = {node: [b for b in got if b[1] < hw] for node, got in copies}
+        reference = max(below.items(), key=lambda kv: len(kv[1]))
+        for node, got in below.items():
+            common = min(len(got), len(reference[1]))  # a replica still catching up has less
+            diverge = next((i for i in range(common) if got[i] != reference[1][i]), None)
+            if diverge is not None:
+                fail(f"replicas of {topic}-{p} differ below the HW {hw}: node {node} has {got[diverge]} where "
+                     f"node {reference[0]} has {reference[1][diverge]} (batch #{diverge})")
+        node, fullest = max(copies, key=lambda kv: kv[1][-1][1] if kv[1] else -1)
+        best[p] = (node, fullest)
+    return {"f": "batches", "topic": topic,
+            "partitions": {str(p): {"node": node, "batches": [[b[0], b[1], b[3], b[4], b[5]] for b in got
+                                                              if b[3] >= 0 and not b[6]]}
+                           for p, (node, got) in sorted(best.items())}}

@@ -23,12 +23,15 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
 import random
 import selectors
+import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+GC_EVERY_STEPS = 100_000
 
 
 class Deadlock(RuntimeError):
@@ -38,7 +41,7 @@ class Deadlock(RuntimeError):
 class Process:
     """One simulated OS process: a broker incarnation or a workload client."""
 
-    __slots__ = ("name", "host", "alive", "paused", "parked", "context", "disk_delay")
+    __slots__ = ("name", "host", "alive", "paused", "parked", "context", "disk_delay", "tasks")
 
     def __init__(self, name: str, host: str) -> None:
         self.name = name
@@ -49,6 +52,7 @@ class Process:
         self.disk_delay = (0.0, 0.002)  # seconds an executor job takes: (min, max), seeded
         self.context = contextvars.copy_context()
         self.context.run(PROC.set, self)
+        self.tasks: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
 
     def __repr__(self) -> str:
         state = "dead" if not self.alive else "paused" if self.paused else "up"
@@ -97,7 +101,11 @@ class SimLoop(asyncio.BaseEventLoop):
         self.net: Any = None  # set by the network when it attaches
         self.errors: list[str] = []  # unhandled exceptions of live processes' callbacks
         self.steps = 0
+        # Tasks of killed processes, kept referenced: a pending coroutine that is garbage collected
+        # is closed, which runs its `finally` blocks -- code a SIGKILLed process never runs.
+        self.graveyard: list[asyncio.Task[Any]] = []
         self.set_exception_handler(self._on_error)
+        self.set_task_factory(self._task)
 
     # ---- time -------------------------------------------------------------------------------------
     def time(self) -> float:
@@ -141,7 +149,17 @@ class SimLoop(asyncio.BaseEventLoop):
             proc.parked.append((callback, args, context))
             return
         self.steps += 1
+        if self.steps % GC_EVERY_STEPS == 0:
+            gc.collect()  # at a step the seed decides, not when allocation counts say (run.py disables it)
         callback(*args)
+
+    @staticmethod
+    def _task(loop: asyncio.AbstractEventLoop, coro: Any, **kw: Any) -> asyncio.Task[Any]:
+        task = asyncio.Task(coro, loop=loop, **kw)
+        proc = PROC.get() if kw.get("context") is None else kw["context"].get(PROC)
+        if proc is not None:
+            proc.tasks.add(task)
+        return task
 
     def spawn(self, proc: Process, coro: Coroutine[Any, Any, T], name: str | None = None) -> asyncio.Task[T]:
         """Start `coro` as a task of `proc` (everything it starts belongs to `proc` too)."""
@@ -160,6 +178,7 @@ class SimLoop(asyncio.BaseEventLoop):
         """SIGKILL: nothing of `proc` runs again; its connections reset (the network's job)."""
         proc.alive = False
         proc.parked.clear()
+        self.graveyard += [t for t in proc.tasks if not t.done()]
         if self.net is not None:
             self.net.process_died(proc)
 

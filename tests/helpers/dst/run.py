@@ -12,11 +12,14 @@ the same PYTHONHASHSEED (`python -m tests.helpers.dst` sets it).
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
 import json
 import logging
 import random
+import sys
 import tempfile
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,15 +29,16 @@ from typing import Any
 
 import structlog
 
+from storage import faults
 from storage.fs import OS_FS
 from tests.helpers.chaos import checker
 
 from .cluster import SimCluster
-from .invariants import Invariants
+from .invariants import Invariants, compare_replicas
 from .loop import PROC, Deadlock, SimLoop
 from .net import SimNetwork
 from .nemesis import Nemesis
-from .workload import Workload
+from .workload import TOPIC, Workload
 
 INVARIANT_EVERY_S = 0.1
 START_TIMEOUT_S = 60.0
@@ -94,10 +98,44 @@ def seeded_ids(seed: int) -> Iterator[None]:
         random.setstate(state)
 
 
+@contextmanager
+def collected() -> Iterator[None]:
+    """Garbage collection only at steps the seed decides (SimLoop), and the run's garbage gone
+    before the next run: a coroutine closed by the collector runs its `finally` blocks, which may
+    draw from the random module -- in the middle of another run, that would change its course."""
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        hook, sys.unraisablehook = sys.unraisablehook, lambda _: None  # closed loop complaints
+        try:
+            gc.collect()
+        finally:
+            sys.unraisablehook = hook
+            if enabled:
+                gc.enable()
+
+
+@contextmanager
+def broken(names: str) -> Iterator[None]:
+    """The chaos suite's break switches (storage/faults.py), set for this run only."""
+    wanted = frozenset(n for n in names.split(",") if n)
+    unknown = wanted - faults.GUARANTEES.keys()
+    if unknown:
+        raise ValueError(f"unknown break switch(es) {sorted(unknown)}; known: {sorted(faults.GUARANTEES)}")
+    before, faults.BROKEN = faults.BROKEN, wanted
+    try:
+        yield
+    finally:
+        faults.BROKEN = before
+
+
 def _quiet_logs(loop: SimLoop, trace: list[str] | None) -> None:
     """The brokers' structlog output: dropped, or with `trace`, kept with virtual time and process."""
     def to_trace(_: Any, method: str, event: dict[str, Any]) -> Any:
-        if trace is not None:
+        if trace is not None and threading.current_thread() is threading.main_thread():  # not a watchdog's
             proc = PROC.get()
             msg = event.pop("event", "")
             rest = " ".join(f"{k}={v}" for k, v in sorted(event.items()) if k not in ("timestamp", "logger"))
@@ -111,6 +149,11 @@ def _quiet_logs(loop: SimLoop, trace: list[str] | None) -> None:
 
 def simulate(seed: int, seconds: float = 30.0, *, size: int = 3, logs: bool = False,
              disk: str = "sim", breaks: str = "") -> Result:
+    with collected(), seeded_ids(seed), broken(breaks), tempfile.TemporaryDirectory(prefix="ketch-sim-") as tmp:
+        return _run(seed, seconds, size, logs, disk, Path(tmp))  # its frame, and the world, gone before collecting
+
+
+def _run(seed: int, seconds: float, size: int, logs: bool, disk: str, tmp: Path) -> Result:
     history: list[str] = []
     trace: list[str] = []
     loop = SimLoop(random.Random(seed))
@@ -122,49 +165,47 @@ def simulate(seed: int, seconds: float = 30.0, *, size: int = 3, logs: bool = Fa
     def write(op: dict[str, Any]) -> None:
         history.append(json.dumps(op, sort_keys=True))
 
-    old_loop = None
-    with seeded_ids(seed), tempfile.TemporaryDirectory(prefix="ketch-sim-") as tmp:
-        _quiet_logs(loop, trace if logs else None)
-        make_fs, root = _disks(disk, Path(tmp))
-        cluster = SimCluster(loop, size, make_fs, trace=note, root=root)
-        invariants = Invariants()
-        workload = Workload(loop, cluster.bootstrap, seed, write)
-        nemesis = Nemesis(cluster, random.Random(seed * 7 + 1), note)
-        report = None
-        try:
-            asyncio.set_event_loop(loop)
-            cluster.start_all()
-            loop.run_until(cluster.all_serving, loop.time() + START_TIMEOUT_S)
-            if not cluster.all_serving():
-                raise RuntimeError(f"the cluster did not start in {START_TIMEOUT_S:.0f} virtual s")
-            note("cluster serving")
-            watch = loop.create_task(_watch(loop, cluster, invariants))
-            loop.run_until_complete(_create_topics(loop, cluster, workload))
-            workload.start()
-            loop.run_until_complete(nemesis.run(seconds))
-            nemesis.heal()
-            loop.run_until(cluster.all_serving, loop.time() + HEAL_TIMEOUT_S)
-            if not cluster.all_serving():
-                invariants.fail(loop.time(), f"not every broker serving {HEAL_TIMEOUT_S:.0f} s after healing: "
-                                f"{[n for n, node in cluster.nodes.items() if not node.serving]}")
-            loop.run_until_complete(workload.stop())
-            loop.run_until_complete(workload.settle())
-            watch.cancel()
-            report = checker.check(checker.parse(history))
-        except Deadlock as e:
-            loop.errors.append(f"deadlock: {e}")
-        finally:
-            for proc_node in cluster.nodes.values():
-                if proc_node.proc is not None and proc_node.proc.alive:
-                    loop.kill(proc_node.proc)
-            for proc in workload.procs:
-                loop.kill(proc)
-            asyncio.set_event_loop(old_loop)
-            loop.close()
-        result = Result(seed, seconds, history, trace, report, invariants.violations, list(loop.errors),
-                        virtual_s=loop.time() - 1000.0, steps=loop.steps, faults=dict(nemesis.counts),
-                        progress=_progress(history))
-    return result
+    _quiet_logs(loop, trace if logs else None)
+    make_fs, root = _disks(disk, tmp)
+    cluster = SimCluster(loop, size, make_fs, trace=note, root=root)
+    invariants = Invariants()
+    workload = Workload(loop, cluster.bootstrap, seed, write)
+    nemesis = Nemesis(cluster, random.Random(seed * 7 + 1), note)
+    report = None
+    try:
+        asyncio.set_event_loop(loop)
+        cluster.start_all()
+        loop.run_until(cluster.all_serving, loop.time() + START_TIMEOUT_S)
+        if not cluster.all_serving():
+            raise RuntimeError(f"the cluster did not start in {START_TIMEOUT_S:.0f} virtual s")
+        note("cluster serving")
+        watch = loop.create_task(_watch(loop, cluster, invariants))
+        loop.run_until_complete(_create_topics(loop, cluster, workload))
+        workload.start()
+        loop.run_until_complete(nemesis.run(seconds))
+        nemesis.heal()
+        loop.run_until(cluster.all_serving, loop.time() + HEAL_TIMEOUT_S)
+        if not cluster.all_serving():
+            invariants.fail(loop.time(), f"not every broker serving {HEAL_TIMEOUT_S:.0f} s after healing: "
+                            f"{[n for n, node in cluster.nodes.items() if not node.serving]}")
+        loop.run_until_complete(workload.stop())
+        loop.run_until_complete(workload.settle())
+        watch.cancel()
+        write(_replicas(cluster, workload, invariants, loop.time()))
+        report = checker.check(checker.parse(history))
+    except Deadlock as e:
+        loop.errors.append(f"deadlock: {e}")
+    finally:
+        for n, node in cluster.nodes.items():
+            if node.up:
+                cluster.kill(n)
+        for proc in workload.procs:
+            loop.kill(proc)
+        asyncio.set_event_loop(None)
+        loop.close()
+    return Result(seed, seconds, history, trace, report, invariants.violations, list(loop.errors),
+                  virtual_s=loop.time() - 1000.0, steps=loop.steps, faults=dict(nemesis.counts),
+                  progress=_progress(history))
 
 
 def _progress(history: list[str]) -> dict[str, int]:
@@ -186,6 +227,18 @@ def _disks(kind: str, tmp: Path) -> tuple[Callable[[int], Any], Path]:
         return (lambda n: OS_FS), tmp
     from .disk import SimFileSystem
     return (lambda n: SimFileSystem()), Path("/sim")
+
+
+def _replicas(cluster: SimCluster, workload: Workload, invariants: Invariants, now: float) -> dict[str, Any]:
+    """The end-of-run comparison of every replica of the workload topic, as a history line."""
+    hws: dict[int, int] = {p: -1 for p in range(workload.partitions)}
+    for node in cluster.nodes.values():
+        t = node.broker.topics.get(TOPIC) if node.up and node.broker is not None else None
+        for index, part in (t.local.items() if t is not None else ()):
+            if part.is_leader:
+                hws[index] = part.high_watermark
+    replicas = [(n, node.fs, cluster.data_dir(n)) for n, node in cluster.nodes.items()]
+    return compare_replicas(TOPIC, hws, replicas, lambda what: invariants.fail(now, what))
 
 
 async def _watch(loop: SimLoop, cluster: SimCluster, invariants: Invariants) -> None:
