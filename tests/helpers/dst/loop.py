@@ -104,6 +104,7 @@ class SimLoop(asyncio.BaseEventLoop):
         # Tasks of killed processes, kept referenced: a pending coroutine that is garbage collected
         # is closed, which runs its `finally` blocks -- code a SIGKILLed process never runs.
         self.graveyard: list[asyncio.Task[Any]] = []
+        self._queues: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()  # executor -> last job's time
         self.set_exception_handler(self._on_error)
         self.set_task_factory(self._task)
 
@@ -187,6 +188,10 @@ class SimLoop(asyncio.BaseEventLoop):
         fut: asyncio.Future[T] = self.create_future()
         proc = PROC.get()
         low, high = proc.disk_delay if proc is not None else (0.0, 0.0)
+        when = self._now + low + (high - low) * self.rng.random()
+        if executor is not None:  # the product's own executors are single threads: first in, first done
+            when = max(when, self._queues.get(executor, 0.0) + 1e-7)
+            self._queues[executor] = when
 
         def work() -> None:
             if fut.cancelled():
@@ -198,7 +203,7 @@ class SimLoop(asyncio.BaseEventLoop):
             else:
                 fut.set_result(result)
 
-        self.call_later(low + (high - low) * self.rng.random(), work)
+        self.call_at(when, work)
         return fut
 
     def set_default_executor(self, executor: Any) -> None:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 CONNECT_TIMEOUT_S = 30.0  # a SYN across a cut link: the kernel gives up after about this long (roughly)
 EPHEMERAL_PORT = 40000
+ORDER_EPSILON = 1e-7  # seconds between two deliveries on one connection: keeps them in order
 
 
 class _Socket:
@@ -295,7 +296,9 @@ class SimNetwork:
                      ConnectionResetError(errno.ECONNRESET, "connection reset by peer"))
             return
         now = self.loop.time()
-        arrival = max(now + self.link_delay(src, dst), t.last_arrival)
+        # strictly later than the previous segment: timers due at the same instant are not run in
+        # the order they were set (the loop's heap is not stable), and TCP never reorders
+        arrival = max(now + self.link_delay(src, dst), t.last_arrival + ORDER_EPSILON)
         t.last_arrival = arrival
         self._in(peer.proc, arrival - now, peer._arrive, item)
 
@@ -307,7 +310,7 @@ class SimNetwork:
         if self.is_cut(src, dst):
             return  # the reset is lost: the peer finds out when it next writes
         now = self.loop.time()
-        arrival = max(now + self.link_delay(src, dst), t.last_arrival)
+        arrival = max(now + self.link_delay(src, dst), t.last_arrival + ORDER_EPSILON)
         self._in(peer.proc, arrival - now, peer._lost,
                  ConnectionResetError(errno.ECONNRESET, "connection reset by peer"))
 

@@ -150,7 +150,10 @@ def _quiet_logs(loop: SimLoop, trace: list[str] | None) -> None:
 def simulate(seed: int, seconds: float = 30.0, *, size: int = 3, logs: bool = False,
              disk: str = "sim", breaks: str = "") -> Result:
     with collected(), seeded_ids(seed), broken(breaks), tempfile.TemporaryDirectory(prefix="ketch-sim-") as tmp:
-        return _run(seed, seconds, size, logs, disk, Path(tmp))  # its frame, and the world, gone before collecting
+        try:
+            return _run(seed, seconds, size, logs, disk, Path(tmp))  # its frame, and the world, gone before collecting
+        finally:
+            structlog.reset_defaults()  # its processor holds the run's loop
 
 
 def _run(seed: int, seconds: float, size: int, logs: bool, disk: str, tmp: Path) -> Result:
