@@ -17,12 +17,12 @@ from multiprocessing import Pool
 from typing import Any
 
 
-def _one(job: tuple[int, float, int, str, str]) -> tuple[int, bool, str, float]:
+def _one(job: tuple[int, float, int, str, str, float]) -> tuple[int, bool, str, float]:
     from .run import simulate
-    seed, seconds, size, disk, breaks = job
+    seed, seconds, size, disk, breaks, intensity = job
     t0 = time.monotonic()
     try:
-        result = simulate(seed, seconds, size=size, disk=disk, breaks=breaks)
+        result = simulate(seed, seconds, size=size, disk=disk, breaks=breaks, intensity=intensity)
     except Exception as e:  # noqa: BLE001 - a harness error is a failing seed too, reported by number
         return seed, False, f"seed {seed}: harness error {e!r}", time.monotonic() - t0
     return seed, result.ok, f"{result.summary()} digest {result.digest()}", time.monotonic() - t0
@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trace", action="store_true", help="print the event trace with the brokers' logs")
     ap.add_argument("--disk", choices=("sim", "os"), default="sim")
     ap.add_argument("--break", dest="breaks", default="", help="break switches (storage/faults.py), comma-separated")
+    ap.add_argument("--intensity", type=float, default=1.0, help="workload rate (1: ~70 sends, ~20 transactions a second)")
     ap.add_argument("--history", help="write the history (JSON lines) here")
     args = ap.parse_args(argv)
     if os.environ.get("PYTHONHASHSEED") != "0":
@@ -56,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.seeds:
         return _many(args)
     from .run import simulate
-    result = simulate(args.seed, args.seconds, size=args.size, logs=args.trace, disk=args.disk, breaks=args.breaks)
+    result = simulate(args.seed, args.seconds, size=args.size, logs=args.trace, disk=args.disk, breaks=args.breaks,
+                      intensity=args.intensity)
     if args.trace:
         print("\n".join(result.trace))
     if args.history:
@@ -70,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _many(args: Any) -> int:
     seeds = _seeds(args.seeds)
-    jobs = [(s, args.seconds, args.size, args.disk, args.breaks) for s in seeds]
+    jobs = [(s, args.seconds, args.size, args.disk, args.breaks, args.intensity) for s in seeds]
     failed: list[int] = []
     t0 = time.monotonic()
     with Pool(args.jobs, maxtasksperchild=20) as pool:

@@ -148,15 +148,15 @@ def _quiet_logs(loop: SimLoop, trace: list[str] | None) -> None:
 
 
 def simulate(seed: int, seconds: float = 30.0, *, size: int = 3, logs: bool = False,
-             disk: str = "sim", breaks: str = "") -> Result:
+             disk: str = "sim", breaks: str = "", intensity: float = 1.0) -> Result:
     with collected(), seeded_ids(seed), broken(breaks), tempfile.TemporaryDirectory(prefix="ketch-sim-") as tmp:
         try:
-            return _run(seed, seconds, size, logs, disk, Path(tmp))  # its frame, and the world, gone before collecting
+            return _run(seed, seconds, size, logs, disk, Path(tmp), intensity)  # its frame, and the world, gone before collecting
         finally:
             structlog.reset_defaults()  # its processor holds the run's loop
 
 
-def _run(seed: int, seconds: float, size: int, logs: bool, disk: str, tmp: Path) -> Result:
+def _run(seed: int, seconds: float, size: int, logs: bool, disk: str, tmp: Path, intensity: float) -> Result:
     history: list[str] = []
     trace: list[str] = []
     loop = SimLoop(random.Random(seed))
@@ -172,7 +172,7 @@ def _run(seed: int, seconds: float, size: int, logs: bool, disk: str, tmp: Path)
     make_fs, root = _disks(disk, tmp)
     cluster = SimCluster(loop, size, make_fs, trace=note, root=root)
     invariants = Invariants()
-    workload = Workload(loop, cluster.bootstrap, seed, write)
+    workload = Workload(loop, cluster.bootstrap, seed, write, intensity=intensity)
     nemesis = Nemesis(cluster, random.Random(seed * 7 + 1), note)
     report = None
     try:

@@ -82,7 +82,7 @@ class PlainProducer(Worker):
                       "partition": part, "value": value, "t0": self.loop.time()}
                 fut = await p.send(TOPIC, value.encode(), partition=part)
                 pending.append(self.loop.create_task(self._ack(op, fut)))
-                await asyncio.sleep(self.rng.uniform(0.005, 0.05))
+                await asyncio.sleep(self.rng.uniform(0.005, 0.05) / sim.intensity)
         finally:
             try:
                 await asyncio.wait_for(p.flush(), 30)
@@ -120,7 +120,7 @@ class TxnProducer(Worker):
                 seq += 1
                 if not await self._transaction(p, inc, seq):
                     return
-                await asyncio.sleep(self.rng.uniform(0.01, 0.1))
+                await asyncio.sleep(self.rng.uniform(0.01, 0.1) / sim.intensity)
         finally:
             await p.close(timeout=5)
 
@@ -197,8 +197,9 @@ class Workload:
     """The clients of one simulated run, each a process of its own on a client host."""
 
     def __init__(self, loop: SimLoop, bootstrap: str, seed: int, history: History, *, partitions: int = 3,
-                 txn_timeout_ms: int = 10_000) -> None:
+                 txn_timeout_ms: int = 10_000, intensity: float = 1.0) -> None:
         self.loop = loop
+        self.intensity = intensity  # 1: about 70 sends and 20 transactions a second; the cost of a run scales with it
         self.bootstrap = bootstrap
         self.rng = random.Random(seed)
         self.write = history
