@@ -35,6 +35,7 @@ from .model import (
     GroupSummary,
     JoinRequest,
     JoinResult,
+    Now,
     OffsetCommitIn,
     SyncRequest,
     SyncResult,
@@ -189,7 +190,7 @@ class GroupCoordinator:
                 pos = r.next_offset
                 await asyncio.sleep(0)  # let requests for loaded partitions through meanwhile
             if self.sm.loads(p.index, epoch):
-                self.sm.finish_loading(p.index, self.clock.now_ms())
+                self.sm.finish_loading(p.index, Now.of(self.clock))
                 self._apply(None)
         log.info("consumer groups loaded", groups=len(self.sm.groups), records=records,
                  seconds=round(time.perf_counter() - started, 3))
@@ -201,12 +202,12 @@ class GroupCoordinator:
         while self.sm.active:
             self._wake.clear()
             deadline = self.sm.next_deadline()
-            if deadline is None or deadline > self.clock.now_ms():
-                timeout = None if deadline is None else (deadline - self.clock.now_ms()) / 1000
+            if deadline is None or deadline > self.clock.monotonic_ms():
+                timeout = None if deadline is None else (deadline - self.clock.monotonic_ms()) / 1000
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout)
             try:
-                self.sm.tick(self.clock.now_ms())
+                self.sm.tick(Now.of(self.clock))
                 self._apply(None)
             except Exception as e:  # a bug must not stop every group's timers for good
                 log.error("group coordinator timer failed", exc_info=e)
@@ -299,14 +300,14 @@ class GroupCoordinator:
         assert isinstance(result, SyncResult)
         return result
 
-    async def _parked(self, event: Callable[[int, int], None]) -> JoinResult | SyncResult:
+    async def _parked(self, event: Callable[[int, Now], None]) -> JoinResult | SyncResult:
         """Feed an event whose answer may come later (a JoinGroup, a SyncGroup): the machine replies
         to its token when it can."""
         await self.ensure_topic()
         token = next(self._tokens)
         fut: asyncio.Future[JoinResult | SyncResult] = asyncio.get_running_loop().create_future()
         self._waiters[token] = fut
-        event(token, self.clock.now_ms())
+        event(token, Now.of(self.clock))
         self._apply(None)
         try:
             return await fut
@@ -314,15 +315,15 @@ class GroupCoordinator:
             self._waiters.pop(token, None)
 
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int) -> int:
-        return self._apply(self.sm.heartbeat(group_id, member_id, group_instance_id, generation, self.clock.now_ms()))
+        return self._apply(self.sm.heartbeat(group_id, member_id, group_instance_id, generation, Now.of(self.clock)))
 
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
-        return self._apply(self.sm.leave_group(group_id, members, self.clock.now_ms()))
+        return self._apply(self.sm.leave_group(group_id, members, Now.of(self.clock)))
 
     async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
                        offsets: dict[TopicPartition, OffsetCommitIn],
                        retention_ms: int = -1) -> dict[TopicPartition, int]:
-        plan = self.sm.commit_offsets(group_id, member_id, group_instance_id, generation, offsets, self.clock.now_ms(),
+        plan = self.sm.commit_offsets(group_id, member_id, group_instance_id, generation, offsets, Now.of(self.clock),
                                       retention_ms)
         return await self._commit_and_apply(plan)
 
@@ -351,7 +352,7 @@ class GroupCoordinator:
         return self.sm.list_groups(states, types)
 
     def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
-        return self._apply(self.sm.delete_groups(group_ids, self.clock.now_ms()))
+        return self._apply(self.sm.delete_groups(group_ids, Now.of(self.clock)))
 
     def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> tuple[int, dict[TopicPartition, int]]:
         return self._apply(self.sm.delete_offsets(group_id, partitions))
@@ -374,7 +375,7 @@ class GroupCoordinator:
         start_verification); they stay pending (and OffsetFetch with require_stable answers
         UNSTABLE_OFFSET_COMMIT for them) until the transaction's marker is written to the group's
         partition, replicated, and complete_txn is called."""
-        plan = self.sm.prepare_txn_offsets(group_id, producer_id, producer_epoch, offsets, self.clock.now_ms(),
+        plan = self.sm.prepare_txn_offsets(group_id, producer_id, producer_epoch, offsets, Now.of(self.clock),
                                            member_id=member_id, group_instance_id=group_instance_id,
                                            generation=generation)
         return await self._commit_and_apply(plan, guard)

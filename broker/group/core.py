@@ -15,7 +15,7 @@ from protocol.errors import ErrorCode
 
 from ..partitioning import partition_for
 from . import records as rec
-from .model import Effects, Group, GroupState, JoinResult, Loading, SyncResult, Write
+from .model import Effects, Group, GroupState, JoinResult, Loading, Now, SyncResult, Write
 
 E = ErrorCode
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
@@ -39,7 +39,7 @@ class Settings:
 
 
 class Timers:
-    """Deadlines by key: scheduling a key again moves its deadline, and what that leaves behind in
+    """Deadlines by key, on the monotonic clock: scheduling a key again moves its deadline, and what that leaves behind in
     the heap is skipped when it comes up."""
 
     def __init__(self) -> None:
@@ -105,9 +105,9 @@ class GroupTable:
             return E.NOT_COORDINATOR
         return 0
 
-    def check_retention(self, now: int) -> None:
+    def check_retention(self, now: Now) -> None:
         """The next retention check comes one interval from `now`, if none comes sooner."""
-        self.timers.schedule(EXPIRE, now + self.settings.offsets_retention_check_interval_ms, earlier_only=True)
+        self.timers.schedule(EXPIRE, now.mono + self.settings.offsets_retention_check_interval_ms, earlier_only=True)
 
     def reply(self, token: int, result: JoinResult | SyncResult) -> None:
         self._fx.replies.append((token, result))

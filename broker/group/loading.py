@@ -8,14 +8,14 @@ from typing import Protocol
 
 from . import records as rec
 from .core import GroupTable
-from .model import Group, Loading, Member, OffsetEntry, TopicPartition
+from .model import Group, Loading, Member, Now, OffsetEntry, TopicPartition
 
 
 class Sessions(Protocol):
     """What loading needs of membership: the members of groups that arrive and leave with their
     partition (membership.Membership)."""
 
-    def resume(self, g: Group, now: int) -> None: ...
+    def resume(self, g: Group, now: Now) -> None: ...
 
     def unloaded(self, g: Group) -> None: ...
 
@@ -35,7 +35,7 @@ class PartitionLoading:
         self._sessions = sessions
         self._pending = pending
 
-    def own_partitions(self, partitions: Iterable[int], now: int) -> None:
+    def own_partitions(self, partitions: Iterable[int], now: Now) -> None:
         """Take over partitions that have nothing to load (the topic was just created)."""
         self.t.owned.update(partitions)
         self.t.check_retention(now)
@@ -101,7 +101,7 @@ class PartitionLoading:
                 if cur is None or cur.log_position < e.log_position:
                     dest[tp] = e
 
-    def finish_loading(self, partition: int, now: int) -> None:
+    def finish_loading(self, partition: int, now: Now) -> None:
         """Turn what was read into live groups: with members they come back Stable and their
         members must heartbeat within a session timeout, as after a coordinator move in Kafka."""
         ld = self.t.loading.pop(partition)
@@ -110,7 +110,7 @@ class PartitionLoading:
             offsets = {tp: e for tp, e in ld.offsets.get(gid, {}).items() if e is not None}
             if value is None and not offsets:
                 continue
-            g = Group(gid, partition, state_timestamp=now)
+            g = Group(gid, partition, state_timestamp=now.wall)
             g.offsets = offsets
             if value is not None:
                 g.protocol_type = value.protocol_type or None
@@ -133,7 +133,7 @@ class PartitionLoading:
             for gid, offs in by_group.items():
                 tg = self.t.groups.get(gid)
                 if tg is None:
-                    tg = self.t.groups[gid] = Group(gid, partition, state_timestamp=now)
+                    tg = self.t.groups[gid] = Group(gid, partition, state_timestamp=now.wall)
                 self._pending.restore_pending(tg, pid, offs)
         self.t.owned.add(partition)
         self.t.check_retention(now)

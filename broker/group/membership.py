@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from . import records as rec
 from .core import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, E, GroupTable, TimerKey
-from .model import Group, JoinedMember, JoinRequest, JoinResult, Member, SyncRequest, SyncResult
+from .model import Group, JoinedMember, JoinRequest, JoinResult, Member, Now, SyncRequest, SyncResult
 
 # A member's first JoinGroup may wait a whole rebalance; it cannot heartbeat meanwhile, so it gets
 # this long (Kafka's fixed value) instead of its session timeout before it is given up on.
@@ -25,7 +25,7 @@ class Membership:
         self.t = table
         self._new_member_id = new_member_id or (lambda prefix: f"{prefix}-{uuid.uuid4()}")
 
-    def join_group(self, token: int, req: JoinRequest, now: int) -> None:
+    def join_group(self, token: int, req: JoinRequest, now: Now) -> None:
         """The result arrives as a reply to `token` (at once, or when the join phase ends)."""
         def fail(error: int, member_id: str = req.member_id) -> None:
             self.t.reply(token, JoinResult(error, member_id=member_id))
@@ -43,7 +43,7 @@ class Membership:
         if g is None:
             if not unknown:
                 return fail(E.UNKNOWN_MEMBER_ID)
-            g = self.t.groups[req.group_id] = Group(req.group_id, self.t.partition_for(req.group_id), state_timestamp=now)
+            g = self.t.groups[req.group_id] = Group(req.group_id, self.t.partition_for(req.group_id), state_timestamp=now.wall)
         if g.state is DEAD:
             return fail(E.COORDINATOR_NOT_AVAILABLE)
         member = self._joining_member(g, req)
@@ -82,7 +82,7 @@ class Membership:
             return sum(1 for m in g.members.values() if m.join_token is not None) < limit
         return member is not None or len(g.members) < limit
 
-    def _turn_away(self, g: Group, member_id: str, member: Member | None, now: int) -> None:
+    def _turn_away(self, g: Group, member_id: str, member: Member | None, now: Now) -> None:
         """A member refused for the size limit gives up whatever place it had, so that it does not
         hold a slot (or the join phase) for a member that will not come back."""
         if member_id in g.pending_members:
@@ -99,7 +99,7 @@ class Membership:
         names = {n for n, _ in protocols}
         return any(all(any(n == pn for pn, _ in m.protocols) for m in g.members.values()) for n in names)
 
-    def _join_new_member(self, g: Group, token: int, req: JoinRequest, now: int) -> None:
+    def _join_new_member(self, g: Group, token: int, req: JoinRequest, now: Now) -> None:
         new_id = self._new_member_id(req.group_instance_id or req.client_id)
         if req.group_instance_id is not None:
             old_id = g.static_members.get(req.group_instance_id)
@@ -110,12 +110,12 @@ class Membership:
             return
         if req.require_known_member_id:
             g.pending_members.add(new_id)
-            self.t.timers.schedule(("pending", g.group_id, new_id), now + req.session_timeout_ms)
+            self.t.timers.schedule(("pending", g.group_id, new_id), now.mono + req.session_timeout_ms)
             self.t.reply(token, JoinResult(E.MEMBER_ID_REQUIRED, member_id=new_id))
             return
         self._add_member_and_rebalance(g, token, new_id, req, now)
 
-    def _join_known_member(self, g: Group, token: int, req: JoinRequest, now: int) -> None:
+    def _join_known_member(self, g: Group, token: int, req: JoinRequest, now: Now) -> None:
         mid = req.member_id
         if mid in g.pending_members:
             self._add_member_and_rebalance(g, token, mid, req, now)
@@ -145,7 +145,7 @@ class Membership:
         else:
             self.t.reply(token, JoinResult(E.UNKNOWN_MEMBER_ID, member_id=mid))
 
-    def _add_member_and_rebalance(self, g: Group, token: int, member_id: str, req: JoinRequest, now: int) -> None:
+    def _add_member_and_rebalance(self, g: Group, token: int, member_id: str, req: JoinRequest, now: Now) -> None:
         m = Member(member_id, req.group_instance_id, req.client_id, req.client_host, req.rebalance_timeout_ms,
                    req.session_timeout_ms, req.protocol_type, list(req.protocols), join_token=token, is_new=True)
         if g.state is PREPARING and g.generation == 0:
@@ -162,7 +162,7 @@ class Membership:
         self._heartbeat(g, m, now, NEW_MEMBER_JOIN_TIMEOUT_MS)
         self._maybe_prepare_rebalance(g, now)
 
-    def _update_member_and_rebalance(self, g: Group, m: Member, token: int, req: JoinRequest, now: int) -> None:
+    def _update_member_and_rebalance(self, g: Group, m: Member, token: int, req: JoinRequest, now: Now) -> None:
         self._update_member(m, token, req)
         self._maybe_prepare_rebalance(g, now)
 
@@ -176,7 +176,7 @@ class Membership:
         m.join_token = token
 
     def _replace_static_member(self, g: Group, token: int, old_id: str, new_id: str, req: JoinRequest,
-                               now: int) -> None:
+                               now: Now) -> None:
         """A static member came back with a new member id: it takes its old place, and whatever
         the old incarnation still waits for is fenced."""
         m = g.members.pop(old_id)
@@ -204,11 +204,11 @@ class Membership:
             self._prepare_rebalance(g, now)
         # PreparingRebalance: it simply takes part in the join phase under its new id
 
-    def _maybe_prepare_rebalance(self, g: Group, now: int) -> None:
+    def _maybe_prepare_rebalance(self, g: Group, now: Now) -> None:
         if g.state in (EMPTY, STABLE, COMPLETING):
             self._prepare_rebalance(g, now)
 
-    def _prepare_rebalance(self, g: Group, now: int) -> None:
+    def _prepare_rebalance(self, g: Group, now: Now) -> None:
         if g.state is COMPLETING:
             self._reset_and_propagate(g, E.REBALANCE_IN_PROGRESS, now)
         self.t.timers.cancel(("sync", g.group_id))
@@ -224,14 +224,14 @@ class Membership:
             delay = timeout
             g.in_initial_delay = False
         g.transition(PREPARING, now)
-        self.t.timers.schedule(("join", g.group_id), now + delay)
+        self.t.timers.schedule(("join", g.group_id), now.mono + delay)
         self._maybe_complete_join(g, now)
 
-    def _maybe_complete_join(self, g: Group, now: int) -> None:
+    def _maybe_complete_join(self, g: Group, now: Now) -> None:
         if g.state is PREPARING and not g.in_initial_delay and g.all_joined():
             self._complete_join(g, now)
 
-    def _on_join_deadline(self, g: Group, now: int) -> None:
+    def _on_join_deadline(self, g: Group, now: Now) -> None:
         if g.state is not PREPARING:
             return
         if g.in_initial_delay:
@@ -240,19 +240,19 @@ class Membership:
                 g.new_member_added = False
                 delay = min(initial, g.initial_delay_remaining)
                 g.initial_delay_remaining = max(g.initial_delay_remaining - initial, 0)
-                self.t.timers.schedule(("join", g.group_id), now + delay)
+                self.t.timers.schedule(("join", g.group_id), now.mono + delay)
                 return
             g.in_initial_delay = False
         self._complete_join(g, now)
 
-    def _complete_join(self, g: Group, now: int) -> None:
+    def _complete_join(self, g: Group, now: Now) -> None:
         self.t.timers.cancel(("join", g.group_id))
         # dynamic members that did not rejoin in time are gone; static ones keep their place
         for m in [m for m in g.members.values() if m.join_token is None and m.group_instance_id is None]:
             self._remove_member(g, m)
         if g.members and not self._elect_joined_leader(g):
             # only absent static members: wait for them another rebalance timeout
-            self.t.timers.schedule(("join", g.group_id), now + g.rebalance_timeout())
+            self.t.timers.schedule(("join", g.group_id), now.mono + g.rebalance_timeout())
             return
         g.generation += 1
         if not g.members:
@@ -271,7 +271,7 @@ class Membership:
             m.is_new = False
             self._heartbeat(g, m, now)
             g.pending_sync.add(m.member_id)
-        self.t.timers.schedule(("sync", g.group_id), now + g.rebalance_timeout())
+        self.t.timers.schedule(("sync", g.group_id), now.mono + g.rebalance_timeout())
 
     def _elect_joined_leader(self, g: Group) -> bool:
         leader = g.members.get(g.leader or "")
@@ -307,7 +307,7 @@ class Membership:
         return JoinResult(0, member_id=m.member_id, generation_id=g.generation, protocol_type=g.protocol_type,
                           protocol_name=g.protocol_name, leader=g.leader or "", members=members)
 
-    def sync_group(self, token: int, req: SyncRequest, now: int) -> None:
+    def sync_group(self, token: int, req: SyncRequest, now: Now) -> None:
         def fail(error: int) -> None:
             self.t.reply(token, SyncResult(error))
 
@@ -343,7 +343,7 @@ class Membership:
                     member.sync_token = None
                 self._heartbeat(g, member, now)
 
-    def _reset_and_propagate(self, g: Group, error: int, now: int) -> None:
+    def _reset_and_propagate(self, g: Group, error: int, now: Now) -> None:
         for m in g.members.values():
             m.assignment = b""
             if m.sync_token is not None:
@@ -351,7 +351,7 @@ class Membership:
                 m.sync_token = None
                 self._heartbeat(g, m, now)  # no longer parked: its session counts again
 
-    def _on_sync_deadline(self, g: Group, now: int) -> None:
+    def _on_sync_deadline(self, g: Group, now: Now) -> None:
         if g.state not in (COMPLETING, STABLE) or not g.pending_sync:
             return
         for mid in list(g.pending_sync):
@@ -378,7 +378,7 @@ class Membership:
         return E.ILLEGAL_GENERATION if generation != g.generation else (g, m)
 
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
-                  now: int) -> int:
+                  now: Now) -> int:
         found = self._member(group_id, member_id, group_instance_id, generation)
         if isinstance(found, int):
             return found
@@ -388,7 +388,7 @@ class Membership:
         self._heartbeat(g, m, now)
         return E.REBALANCE_IN_PROGRESS if g.state is PREPARING else 0
 
-    def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]], now: int) -> tuple[int, list[int]]:
+    def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]], now: Now) -> tuple[int, list[int]]:
         """(top-level error, one error per (member id, instance id) in `leaving`). An empty member
         id with an instance id removes that static member (the admin path)."""
         if not group_id:
@@ -425,11 +425,11 @@ class Membership:
             errors.append(0)
         return 0, errors
 
-    def _on_session_deadline(self, g: Group, member_id: str, now: int) -> None:
+    def _on_session_deadline(self, g: Group, member_id: str, now: Now) -> None:
         m = g.members.get(member_id)
         if m is None:
             return
-        if now < m.session_deadline:
+        if now.mono < m.session_deadline:
             self.t.timers.schedule(("member", g.group_id, member_id), m.session_deadline)
             return
         if not m.is_new and (m.join_token is not None or m.sync_token is not None):
@@ -437,7 +437,7 @@ class Membership:
         self._remove_member(g, m)
         self._after_member_removed(g, now)
 
-    def _drop_pending(self, g: Group, member_id: str, now: int) -> None:
+    def _drop_pending(self, g: Group, member_id: str, now: Now) -> None:
         """A member told MEMBER_ID_REQUIRED that will not join after all stops holding the join phase open."""
         g.pending_members.discard(member_id)
         self.t.timers.cancel(("pending", g.group_id, member_id))
@@ -462,14 +462,14 @@ class Membership:
         if g.leader == m.member_id:
             g.leader = next(iter(g.members), None)
 
-    def _after_member_removed(self, g: Group, now: int) -> None:
+    def _after_member_removed(self, g: Group, now: Now) -> None:
         if g.state in (STABLE, COMPLETING):
             self._prepare_rebalance(g, now)
         elif g.state is PREPARING:
             self._maybe_complete_join(g, now)
 
-    def _heartbeat(self, g: Group, m: Member, now: int, timeout: int | None = None) -> None:
-        m.session_deadline = now + (m.session_timeout_ms if timeout is None else timeout)
+    def _heartbeat(self, g: Group, m: Member, now: Now, timeout: int | None = None) -> None:
+        m.session_deadline = now.mono + (m.session_timeout_ms if timeout is None else timeout)
         self.t.timers.schedule(("member", g.group_id, m.member_id), m.session_deadline, earlier_only=True)
 
     def _write_group(self, g: Group) -> None:
@@ -480,7 +480,7 @@ class Membership:
         self.t.write(g.partition, rec.GroupKey(g.group_id), rec.encode_group_value(rec.GroupValue(
             g.protocol_type or "", g.generation, g.protocol_name, g.leader, g.state_timestamp, members)))
 
-    def on_timer(self, key: TimerKey, now: int) -> None:
+    def on_timer(self, key: TimerKey, now: Now) -> None:
         """A deadline of a group's member ("member", "pending") or of its rebalance ("join", "sync")."""
         g = self.t.groups.get(key[1])
         if g is None:
@@ -497,7 +497,7 @@ class Membership:
 
     # ---- for the other parts -----------------------------------------------------------------
     def commit_error(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
-                     now: int) -> int:
+                     now: Now) -> int:
         """May this member commit offsets for the group (a commit counts as its heartbeat)?"""
         err = self.t.coordinator_error(group_id)
         g = self.t.groups.get(group_id)
@@ -536,7 +536,7 @@ class Membership:
             return E.UNKNOWN_MEMBER_ID
         return E.ILLEGAL_GENERATION if 0 <= generation != g.generation else 0
 
-    def resume(self, g: Group, now: int) -> None:
+    def resume(self, g: Group, now: Now) -> None:
         """A group read back with members is Stable again, and they must heartbeat within a session
         timeout, as after a coordinator move in Kafka."""
         g.state = STABLE

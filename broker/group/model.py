@@ -9,10 +9,26 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from protocol.clock import Clock
 from protocol.topic_partition import TopicPartition
 
 from . import records as rec
 from .subscriptions import CONSUMER_PROTOCOL_TYPE, subscribed_topics
+
+
+@dataclass(frozen=True, slots=True)
+class Now:
+    """The clock as one event reads it. `wall` for what is written down or shown (commit and state
+    timestamps, and the retention rule that compares with them); `mono` for every deadline (sessions,
+    rebalances, the retention check's period), so that setting the system clock neither ends nor
+    extends them."""
+
+    wall: int
+    mono: int
+
+    @classmethod
+    def of(cls, clock: Clock) -> Now:
+        return cls(clock.now_ms(), clock.monotonic_ms())
 
 
 class GroupState(enum.Enum):
@@ -106,9 +122,9 @@ class Group:
     def has_pending_txn(self, tp: TopicPartition) -> bool:
         return any(tp in offs for offs in self.txn_pending.values())
 
-    def transition(self, state: GroupState, now: int) -> None:
+    def transition(self, state: GroupState, now: Now) -> None:
         self.state = state
-        self.state_timestamp = now
+        self.state_timestamp = now.wall
 
     def fenced(self, group_instance_id: str | None, member_id: str) -> bool:
         """Another member id holds this instance id now: the caller is an old incarnation."""

@@ -8,7 +8,7 @@ from typing import Protocol
 
 from . import records as rec
 from .core import DEAD, EMPTY, E, GroupTable
-from .model import CommitPlan, FetchedOffset, Group, OffsetCommitIn, OffsetEntry, TopicPartition, Write
+from .model import CommitPlan, FetchedOffset, Group, Now, OffsetCommitIn, OffsetEntry, TopicPartition, Write
 from .subscriptions import CONSUMER_PROTOCOL_TYPE
 
 NO_OFFSET = -1
@@ -18,7 +18,7 @@ class MemberChecks(Protocol):
     """What offsets need of membership: may this member commit (membership.Membership)."""
 
     def commit_error(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
-                     now: int) -> int: ...
+                     now: Now) -> int: ...
 
     def txn_commit_error(self, group_id: str, member_id: str, group_instance_id: str | None,
                          generation: int) -> int: ...
@@ -34,7 +34,7 @@ class Offsets:
         self._txn_groups: dict[int, set[str]] = {}  # producer id -> groups with its pending offsets
 
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
-                       offsets: dict[TopicPartition, OffsetCommitIn], now: int,
+                       offsets: dict[TopicPartition, OffsetCommitIn], now: Now,
                        retention_ms: int = -1) -> CommitPlan:
         """Check an OffsetCommit; apply the returned plan with offsets_written after its records
         are in the log (partitions with an error are in plan.errors and never stored)."""
@@ -46,7 +46,7 @@ class Offsets:
         self._stage(plan, offsets, now, retention_ms)
         return plan
 
-    def _stage(self, plan: CommitPlan, offsets: dict[TopicPartition, OffsetCommitIn], now: int,
+    def _stage(self, plan: CommitPlan, offsets: dict[TopicPartition, OffsetCommitIn], now: Now,
                retention_ms: int) -> None:
         for tp, o in offsets.items():
             if not self._partition_exists(*tp):
@@ -56,7 +56,7 @@ class Offsets:
             if len(metadata) > self.t.settings.offset_metadata_max_bytes:
                 plan.errors[tp] = E.OFFSET_METADATA_TOO_LARGE
                 continue
-            commit_ts = now if o.commit_timestamp < 0 else o.commit_timestamp
+            commit_ts = now.wall if o.commit_timestamp < 0 else o.commit_timestamp
             expire_ts = commit_ts + retention_ms if retention_ms >= 0 else -1
             entry = OffsetEntry(o.offset, o.leader_epoch, metadata, commit_ts, expire_ts)
             plan.errors[tp] = 0
@@ -71,8 +71,8 @@ class Offsets:
         in order): make the offsets visible (or, for a transaction, pending on its marker)."""
         g = self.t.groups.get(plan.group_id)
         if g is None:
-            now = max((e.commit_timestamp for e in plan.staged.values()), default=-1)
-            g = self.t.groups[plan.group_id] = Group(plan.group_id, plan.partition, state_timestamp=now)
+            stamp = max((e.commit_timestamp for e in plan.staged.values()), default=-1)
+            g = self.t.groups[plan.group_id] = Group(plan.group_id, plan.partition, state_timestamp=stamp)
         for i, (tp, entry) in enumerate(plan.staged.items()):
             entry.log_position = first_log_position + i
             if plan.producer_id >= 0:
@@ -100,7 +100,7 @@ class Offsets:
                     del self._txn_groups[plan.producer_id]
 
     def prepare_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
-                            offsets: dict[TopicPartition, OffsetCommitIn], now: int, *, member_id: str = "",
+                            offsets: dict[TopicPartition, OffsetCommitIn], now: Now, *, member_id: str = "",
                             group_instance_id: str | None = None, generation: int = -1) -> CommitPlan:
         """TxnOffsetCommit: like a commit, but the offsets stay invisible (and make OffsetFetch
         with require_stable answer UNSTABLE_OFFSET_COMMIT) until complete_txn. The member checks
@@ -160,7 +160,7 @@ class Offsets:
                 out.append(FetchedOffset(tp[0], tp[1], e.offset, e.leader_epoch, e.metadata, 0))
         return 0, out
 
-    def expire_offsets(self, now: int) -> int:
+    def expire_offsets(self, now: Now) -> int:
         """Tombstone offsets past retention; an Empty group left without offsets is deleted.
         Empty groups count from the moment they became Empty, groups that only store offsets
         from each commit; groups with members keep theirs. Returns the number of offsets expired."""
@@ -174,10 +174,10 @@ class Offsets:
                 if g.has_pending_txn(tp):
                     continue
                 if e.expire_timestamp >= 0:
-                    due = now >= e.expire_timestamp
+                    due = now.wall >= e.expire_timestamp
                 else:
                     base = g.state_timestamp if g.protocol_type else e.commit_timestamp
-                    due = now - base >= retention
+                    due = now.wall - base >= retention
                 if due:
                     expired.append(tp)
             for tp in expired:
@@ -220,7 +220,7 @@ class Offsets:
                     self.t.write(g.partition, rec.OffsetKey(group_id, *tp), None)
         return 0, out
 
-    def delete_groups(self, group_ids: list[str], now: int) -> dict[str, int]:
+    def delete_groups(self, group_ids: list[str], now: Now) -> dict[str, int]:
         """DeleteGroups: only an Empty group goes, with its offsets (tombstoned)."""
         out: dict[str, int] = {}
         for gid in group_ids:
@@ -240,7 +240,7 @@ class Offsets:
                 out[gid] = 0
         return out
 
-    def _delete_group(self, g: Group, now: int) -> None:
+    def _delete_group(self, g: Group, now: Now) -> None:
         g.transition(DEAD, now)
         for pid in g.txn_pending:
             groups = self._txn_groups.get(pid)

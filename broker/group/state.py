@@ -24,7 +24,7 @@ from collections.abc import Callable
 from .core import DEAD, EXPIRE, STABLE, E, GroupTable, Settings
 from .loading import PartitionLoading
 from .membership import Membership
-from .model import GroupSummary, MemberSummary
+from .model import GroupSummary, MemberSummary, Now
 from .offsets import Offsets
 
 __all__ = ["GROUP_OPERATIONS", "GroupStateMachine", "Settings"]
@@ -65,9 +65,9 @@ class GroupStateMachine:
     def active(self, active: bool) -> None:
         self.table.active = active
 
-    def tick(self, now: int) -> None:
-        """Fire every timer due at `now`."""
-        for key in self.table.timers.pop_due(now):
+    def tick(self, now: Now) -> None:
+        """Fire every timer due by `now` on the monotonic clock."""
+        for key in self.table.timers.pop_due(now.mono):
             if key == EXPIRE:
                 self.offsets.expire_offsets(now)
                 self.table.check_retention(now)
