@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections import Counter
 from collections.abc import Callable
 
 from . import records as rec
@@ -30,9 +31,7 @@ class Membership:
         def fail(error: int, member_id: str = req.member_id) -> None:
             self.t.reply(token, JoinResult(error, member_id=member_id))
 
-        if not req.group_id:
-            return fail(E.INVALID_GROUP_ID)
-        err = self.t.coordinator_error(req.group_id)
+        err = self.t.coordinator_error(req.group_id) if req.group_id else E.INVALID_GROUP_ID
         if err:
             return fail(err)
         s = self.t.settings
@@ -274,31 +273,20 @@ class Membership:
         self.t.timers.schedule(("sync", g.group_id), now.mono + g.rebalance_timeout())
 
     def _elect_joined_leader(self, g: Group) -> bool:
-        leader = g.members.get(g.leader or "")
-        if leader is not None and leader.join_token is not None:
-            return True
-        for m in g.members.values():
-            if m.join_token is not None:
-                g.leader = m.member_id
-                return True
-        return False
+        """The leader stays if it rejoined, else the first member that did leads; False if none did."""
+        joined = [mid for mid, m in g.members.items() if m.join_token is not None]
+        if joined and g.leader not in joined:
+            g.leader = joined[0]
+        return bool(joined)
 
     def _select_protocol(self, g: Group) -> str | None:
         """Each member votes for its most preferred protocol among those all members support."""
         members = list(g.members.values())
-        if not members:
-            return None
         candidates = [n for n, _ in members[0].protocols
-                      if all(any(n == pn for pn, _ in m.protocols) for m in members)]
-        if not candidates:
-            return None
-        votes = dict.fromkeys(candidates, 0)
-        for m in members:
-            for n, _ in m.protocols:
-                if n in votes:
-                    votes[n] += 1
-                    break
-        return max(candidates, key=lambda n: votes[n])
+                      if all(any(n == pn for pn, _ in m.protocols) for m in members)] if members else []
+        # every member supports every candidate: its vote is the first of them in its own order
+        votes = Counter(next(n for n, _ in m.protocols if n in candidates) for m in members if candidates)
+        return max(candidates, key=lambda n: votes[n], default=None)
 
     def _join_result(self, g: Group, m: Member, with_members: bool = True) -> JoinResult:
         """The leader is given every member's metadata to compute the assignment from."""
@@ -364,9 +352,7 @@ class Membership:
     def _member(self, group_id: str, member_id: str, group_instance_id: str | None,
                 generation: int) -> int | tuple[Group, Member]:
         """The group and the member a SyncGroup or Heartbeat comes from, or the error that says why not."""
-        if not group_id:
-            return E.INVALID_GROUP_ID
-        err = self.t.coordinator_error(group_id)
+        err = self.t.coordinator_error(group_id) if group_id else E.INVALID_GROUP_ID
         g = self.t.groups.get(group_id)
         if err or g is None or g.state is DEAD:
             return err or (E.UNKNOWN_MEMBER_ID if g is None else E.COORDINATOR_NOT_AVAILABLE)
@@ -391,9 +377,7 @@ class Membership:
     def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]], now: Now) -> tuple[int, list[int]]:
         """(top-level error, one error per (member id, instance id) in `leaving`). An empty member
         id with an instance id removes that static member (the admin path)."""
-        if not group_id:
-            return E.INVALID_GROUP_ID, []
-        err = self.t.coordinator_error(group_id)
+        err = self.t.coordinator_error(group_id) if group_id else E.INVALID_GROUP_ID
         if err:
             return err, []
         g = self.t.groups.get(group_id)

@@ -57,14 +57,13 @@ class Offsets:
                 plan.errors[tp] = E.OFFSET_METADATA_TOO_LARGE
                 continue
             commit_ts = now.wall if o.commit_timestamp < 0 else o.commit_timestamp
-            expire_ts = commit_ts + retention_ms if retention_ms >= 0 else -1
-            entry = OffsetEntry(o.offset, o.leader_epoch, metadata, commit_ts, expire_ts)
+            value = rec.OffsetValue(o.offset, o.leader_epoch, metadata, commit_ts,
+                                    commit_ts + retention_ms if retention_ms >= 0 else -1)
             plan.errors[tp] = 0
-            plan.staged[tp] = entry
+            plan.staged[tp] = OffsetEntry(value.offset, value.leader_epoch, value.metadata, value.commit_timestamp,
+                                          value.expire_timestamp)
             plan.writes.append(Write(plan.partition, rec.encode_key(rec.OffsetKey(plan.group_id, *tp)),
-                                     rec.encode_offset_value(rec.OffsetValue(
-                                         entry.offset, entry.leader_epoch, entry.metadata, entry.commit_timestamp,
-                                         entry.expire_timestamp))))
+                                     rec.encode_offset_value(value)))
 
     def offsets_written(self, plan: CommitPlan, first_log_position: int) -> None:
         """The plan's records are in the log from `first_log_position` on (one per staged offset,
@@ -93,11 +92,14 @@ class Offsets:
                 del pending[tp]
         if not pending:
             del g.txn_pending[plan.producer_id]
-            groups = self._txn_groups.get(plan.producer_id)
-            if groups is not None:
-                groups.discard(g.group_id)
-                if not groups:
-                    del self._txn_groups[plan.producer_id]
+            self._unindex(plan.producer_id, g.group_id)
+
+    def _unindex(self, producer_id: int, group_id: str) -> None:
+        groups = self._txn_groups.get(producer_id)
+        if groups is not None:
+            groups.discard(group_id)
+            if not groups:
+                del self._txn_groups[producer_id]
 
     def prepare_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
                             offsets: dict[TopicPartition, OffsetCommitIn], now: Now, *, member_id: str = "",
@@ -169,17 +171,10 @@ class Offsets:
         for g in list(self.t.groups.values()):
             if g.partition not in self.t.owned or g.state is not EMPTY:
                 continue
-            expired = []
-            for tp, e in g.offsets.items():
-                if g.has_pending_txn(tp):
-                    continue
-                if e.expire_timestamp >= 0:
-                    due = now.wall >= e.expire_timestamp
-                else:
-                    base = g.state_timestamp if g.protocol_type else e.commit_timestamp
-                    due = now.wall - base >= retention
-                if due:
-                    expired.append(tp)
+            # past an explicit expire timestamp (OffsetCommit v1 with a retention), or past retention
+            expired = [tp for tp, e in g.offsets.items() if not g.has_pending_txn(tp) and (
+                now.wall >= e.expire_timestamp if e.expire_timestamp >= 0
+                else now.wall - (g.state_timestamp if g.protocol_type else e.commit_timestamp) >= retention)]
             for tp in expired:
                 del g.offsets[tp]
                 self.t.write(g.partition, rec.OffsetKey(g.group_id, *tp), None)
@@ -195,9 +190,7 @@ class Offsets:
         other offset is tombstoned, committed or still pending in a transaction, so that it stays
         gone after a restart. A group left Empty without offsets goes at the next retention check,
         as in Kafka 4 (whose coordinator deletes such groups in the same periodic cleanup)."""
-        if not group_id:
-            return E.INVALID_GROUP_ID, {}
-        err = self.t.coordinator_error(group_id)
+        err = self.t.coordinator_error(group_id) if group_id else E.INVALID_GROUP_ID
         if err:
             return err, {}
         g = self.t.groups.get(group_id)
@@ -243,9 +236,7 @@ class Offsets:
     def _delete_group(self, g: Group, now: Now) -> None:
         g.transition(DEAD, now)
         for pid in g.txn_pending:
-            groups = self._txn_groups.get(pid)
-            if groups is not None:
-                groups.discard(g.group_id)
+            self._unindex(pid, g.group_id)
         g.txn_pending.clear()
         self.t.write(g.partition, rec.GroupKey(g.group_id), None)
         del self.t.groups[g.group_id]
