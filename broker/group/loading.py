@@ -102,8 +102,7 @@ class PartitionLoading:
                     dest[tp] = e
 
     def finish_loading(self, partition: int, now: Now) -> None:
-        """Turn what was read into live groups: with members they come back Stable and their
-        members must heartbeat within a session timeout, as after a coordinator move in Kafka."""
+        """Turn what was read into live groups; those with members resume (Sessions.resume)."""
         ld = self.t.loading.pop(partition)
         for gid in set(ld.groups) | set(ld.offsets):
             value = ld.groups.get(gid)
