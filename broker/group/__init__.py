@@ -2,7 +2,7 @@
 
 records.py   the key/value layouts of `__consumer_offsets`
 model.py     groups, members, offsets and the result types
-state.py     the sans-IO state machine that decides everything
+state.py     the sans-IO state machine: membership.py, offsets.py, loading.py over core.py
 coordinator.py  the asyncio wrapper: parked requests, timers, log writes and loading
 """
 

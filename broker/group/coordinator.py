@@ -18,7 +18,7 @@ import itertools
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import structlog
 
@@ -31,11 +31,11 @@ from protocol.records import Record, build_batch, decode_batches
 from ..partition import AppendOrigin, Isolation, Partition, VerificationGuard
 from .model import (
     CommitPlan,
-    Effects,
     FetchedOffset,
     GroupSummary,
     JoinRequest,
     JoinResult,
+    Now,
     OffsetCommitIn,
     SyncRequest,
     SyncResult,
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from ..topics import TopicTable
 
 log = structlog.get_logger()
+T = TypeVar("T")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 # Kafka's defaults for the offsets topic: compacted, 100 MiB segments (small enough to compact).
@@ -118,7 +119,7 @@ class GroupCoordinator:
         elif not leads and mine:
             log.info("consumer groups unloaded: the partition is led elsewhere", partition=i)
             self.sm.unload_partition(i)
-            self._apply(self.sm.drain())
+            self._apply(None)
 
     async def stop(self) -> None:
         self.sm.active = False
@@ -189,8 +190,8 @@ class GroupCoordinator:
                 pos = r.next_offset
                 await asyncio.sleep(0)  # let requests for loaded partitions through meanwhile
             if self.sm.loads(p.index, epoch):
-                self.sm.finish_loading(p.index, self.clock.now_ms())
-                self._apply(self.sm.drain())
+                self.sm.finish_loading(p.index, Now.of(self.clock))
+                self._apply(None)
         log.info("consumer groups loaded", groups=len(self.sm.groups), records=records,
                  seconds=round(time.perf_counter() - started, 3))
 
@@ -201,25 +202,28 @@ class GroupCoordinator:
         while self.sm.active:
             self._wake.clear()
             deadline = self.sm.next_deadline()
-            if deadline is None or deadline > self.clock.now_ms():
-                timeout = None if deadline is None else (deadline - self.clock.now_ms()) / 1000
+            if deadline is None or deadline > self.clock.monotonic_ms():
+                timeout = None if deadline is None else (deadline - self.clock.monotonic_ms()) / 1000
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout)
             try:
-                self.sm.tick(self.clock.now_ms())
-                self._apply(self.sm.drain())
+                self.sm.tick(Now.of(self.clock))
+                self._apply(None)
             except Exception as e:  # a bug must not stop every group's timers for good
                 log.error("group coordinator timer failed", exc_info=e)
 
-    def _apply(self, fx: Effects) -> None:
-        """Write first, then answer: a reply never promises what the log does not hold."""
+    def _apply(self, result: T) -> T:
+        """Write first, then answer: a reply never promises what the log does not hold. Returns
+        `result`, the answer of the event these effects come from."""
+        fx = self.sm.drain()
         if fx.writes:
             self._write(fx.writes)
-        for token, result in fx.replies:
+        for token, reply in fx.replies:
             fut = self._waiters.pop(token, None)
             if fut is not None and not fut.done():
-                fut.set_result(result)
+                fut.set_result(reply)
         self._wake.set()
+        return result
 
     def _write(self, writes: list[Write], *, producer_id: int = -1, producer_epoch: int = -1,
                guard: VerificationGuard | None = None
@@ -287,47 +291,39 @@ class GroupCoordinator:
 
     # ---- the APIs ----------------------------------------------------------------------------
     async def join(self, req: JoinRequest) -> JoinResult:
-        await self.ensure_topic()
-        token = next(self._tokens)
-        fut: asyncio.Future[JoinResult | SyncResult] = asyncio.get_running_loop().create_future()
-        self._waiters[token] = fut
-        self.sm.join_group(token, req, self.clock.now_ms())
-        self._apply(self.sm.drain())
-        try:
-            result = await fut
-        finally:
-            self._waiters.pop(token, None)
+        result = await self._parked(lambda token, now: self.sm.join_group(token, req, now))
         assert isinstance(result, JoinResult)
         return result
 
     async def sync(self, req: SyncRequest) -> SyncResult:
+        result = await self._parked(lambda token, now: self.sm.sync_group(token, req, now))
+        assert isinstance(result, SyncResult)
+        return result
+
+    async def _parked(self, event: Callable[[int, Now], None]) -> JoinResult | SyncResult:
+        """Feed an event whose answer may come later (a JoinGroup, a SyncGroup): the machine replies
+        to its token when it can."""
         await self.ensure_topic()
         token = next(self._tokens)
         fut: asyncio.Future[JoinResult | SyncResult] = asyncio.get_running_loop().create_future()
         self._waiters[token] = fut
-        self.sm.sync_group(token, req, self.clock.now_ms())
-        self._apply(self.sm.drain())
+        event(token, Now.of(self.clock))
+        self._apply(None)
         try:
-            result = await fut
+            return await fut
         finally:
             self._waiters.pop(token, None)
-        assert isinstance(result, SyncResult)
-        return result
 
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int) -> int:
-        err = self.sm.heartbeat(group_id, member_id, group_instance_id, generation, self.clock.now_ms())
-        self._apply(self.sm.drain())
-        return err
+        return self._apply(self.sm.heartbeat(group_id, member_id, group_instance_id, generation, Now.of(self.clock)))
 
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
-        out = self.sm.leave_group(group_id, members, self.clock.now_ms())
-        self._apply(self.sm.drain())
-        return out
+        return self._apply(self.sm.leave_group(group_id, members, Now.of(self.clock)))
 
     async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
                        offsets: dict[TopicPartition, OffsetCommitIn],
                        retention_ms: int = -1) -> dict[TopicPartition, int]:
-        plan = self.sm.commit_offsets(group_id, member_id, group_instance_id, generation, offsets, self.clock.now_ms(),
+        plan = self.sm.commit_offsets(group_id, member_id, group_instance_id, generation, offsets, Now.of(self.clock),
                                       retention_ms)
         return await self._commit_and_apply(plan)
 
@@ -338,9 +334,7 @@ class GroupCoordinator:
         as written (a transaction's offsets above all, which its marker then completes) would be
         in the log yet missing from what OffsetFetch answers until the partition is loaded again."""
         async def run() -> dict[TopicPartition, int]:
-            errors = await self._commit(plan, guard)
-            self._apply(self.sm.drain())
-            return errors
+            return self._apply(await self._commit(plan, guard))
 
         task = asyncio.get_running_loop().create_task(run())
         self._commits.add(task)
@@ -358,14 +352,10 @@ class GroupCoordinator:
         return self.sm.list_groups(states, types)
 
     def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
-        out = self.sm.delete_groups(group_ids, self.clock.now_ms())
-        self._apply(self.sm.drain())
-        return out
+        return self._apply(self.sm.delete_groups(group_ids, Now.of(self.clock)))
 
     def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> tuple[int, dict[TopicPartition, int]]:
-        out = self.sm.delete_offsets(group_id, partitions)
-        self._apply(self.sm.drain())
-        return out
+        return self._apply(self.sm.delete_offsets(group_id, partitions))
 
     # ---- the transactions' hooks (TxnOffsetCommit and the commit/abort markers) --------------
     def start_verification(self, group_id: str, producer_id: int) -> VerificationGuard | None:
@@ -385,7 +375,7 @@ class GroupCoordinator:
         start_verification); they stay pending (and OffsetFetch with require_stable answers
         UNSTABLE_OFFSET_COMMIT for them) until the transaction's marker is written to the group's
         partition, replicated, and complete_txn is called."""
-        plan = self.sm.prepare_txn_offsets(group_id, producer_id, producer_epoch, offsets, self.clock.now_ms(),
+        plan = self.sm.prepare_txn_offsets(group_id, producer_id, producer_epoch, offsets, Now.of(self.clock),
                                            member_id=member_id, group_instance_id=group_instance_id,
                                            generation=generation)
         return await self._commit_and_apply(plan, guard)
@@ -402,7 +392,8 @@ class GroupCoordinator:
         a topic created under another configuration keeps its groups' records where its own count
         put them (as the transaction coordinator does for `__transaction_state`)."""
         topic = self.topics.get(OFFSETS_TOPIC)
-        if topic is not None and topic.num_partitions and topic.num_partitions != self.sm.settings.num_partitions:
+        table = self.sm.table
+        if topic is not None and topic.num_partitions and topic.num_partitions != table.settings.num_partitions:
             log.warning(OFFSETS_TOPIC + " has a different partition count than configured; using it",
-                        partitions=topic.num_partitions, configured=self.sm.settings.num_partitions)
-            self.sm.settings = dataclasses.replace(self.sm.settings, num_partitions=topic.num_partitions)
+                        partitions=topic.num_partitions, configured=table.settings.num_partitions)
+            table.settings = dataclasses.replace(table.settings, num_partitions=topic.num_partitions)

@@ -4,64 +4,68 @@ for their markers) and turning them into live groups when the partition's log is
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Protocol
 
 from . import records as rec
-from .core import (
-    STABLE,
-    E,
-    GroupCore,
-)
-from .loading_state import Loading
-from .model import (
-    Group,
-    JoinResult,
-    Member,
-    OffsetEntry,
-    SyncResult,
-    TopicPartition,
-)
+from .core import GroupTable
+from .model import Group, Loading, Member, Now, OffsetEntry, TopicPartition
 
 
-class PartitionLoading(GroupCore):
+class Sessions(Protocol):
+    """What loading needs of membership: the members of groups that arrive and leave with their
+    partition (membership.Membership)."""
+
+    def resume(self, g: Group, now: Now) -> None: ...
+
+    def unloaded(self, g: Group) -> None: ...
+
+
+class PendingOffsets(Protocol):
+    """What loading needs of offsets: transactional offsets read back without their marker
+    (offsets.Offsets)."""
+
+    def restore_pending(self, g: Group, producer_id: int, offsets: dict[TopicPartition, OffsetEntry]) -> None: ...
+
+
+class PartitionLoading:
     """Ownership of `__consumer_offsets` partitions and replaying them."""
 
-    def own_partitions(self, partitions: Iterable[int], now: int) -> None:
+    def __init__(self, table: GroupTable, sessions: Sessions, pending: PendingOffsets) -> None:
+        self.t = table
+        self._sessions = sessions
+        self._pending = pending
+
+    def own_partitions(self, partitions: Iterable[int], now: Now) -> None:
         """Take over partitions that have nothing to load (the topic was just created)."""
-        for p in partitions:
-            self.owned.add(p)
-        self._schedule(("expire",), now + self.settings.offsets_retention_check_interval_ms, earlier_only=True)
+        self.t.owned.update(partitions)
+        self.t.check_retention(now)
 
     def unload_partition(self, partition: int) -> None:
         """Another broker leads this partition now: its groups are forgotten here, and members
         parked in a join or sync are told NOT_COORDINATOR so they find the new coordinator."""
-        self.owned.discard(partition)
-        self.loading.pop(partition, None)
-        for gid in [gid for gid, g in self.groups.items() if g.partition == partition]:
-            g = self.groups.pop(gid)
-            for m in g.members.values():
-                if m.join_token is not None:
-                    self._reply(m.join_token, JoinResult(E.NOT_COORDINATOR, member_id=m.member_id))
-                if m.sync_token is not None:
-                    self._reply(m.sync_token, SyncResult(E.NOT_COORDINATOR))
+        self.t.owned.discard(partition)
+        self.t.loading.pop(partition, None)
+        for gid in [gid for gid, g in self.t.groups.items() if g.partition == partition]:
+            self._sessions.unloaded(self.t.groups.pop(gid))
 
     def begin_loading(self, partition: int, coordinator_epoch: int) -> None:
         """Start reading the partition back for the election of `coordinator_epoch`; a load of an
         earlier election that is still reading is superseded (see `loads`)."""
-        self.loading[partition] = Loading(coordinator_epoch)
+        self.t.loading[partition] = Loading(coordinator_epoch)
 
     def loads(self, partition: int, coordinator_epoch: int) -> bool:
         """Is the load of `coordinator_epoch` still the partition's current one? A load whose
         leadership went, or was superseded by a newer election, must stop: what it read would
         otherwise merge into the new load, which it could even finish before that load's log is
         committed."""
-        ld = self.loading.get(partition)
+        ld = self.t.loading.get(partition)
         return ld is not None and ld.coordinator_epoch == coordinator_epoch
 
     def load_record(self, partition: int, key: bytes | None, value: bytes | None, log_position: int,
                     producer_id: int = -1) -> None:
         """Replay one record; transactional ones (producer_id >= 0) wait for their marker.
         Raises records.RecordFormatError for bytes we cannot read."""
-        ld = self.loading[partition]
+        ld = self.t.loading[partition]
         if key is None:
             raise rec.RecordFormatError("record without a key")
         k = rec.decode_key(key)
@@ -86,7 +90,7 @@ class PartitionLoading(GroupCore):
         ld.offsets.setdefault(k.group, {})[tp] = entry
 
     def load_marker(self, partition: int, producer_id: int, commit: bool) -> None:
-        ld = self.loading[partition]
+        ld = self.t.loading[partition]
         pending = ld.txn.pop(producer_id, {})
         if not commit:
             return
@@ -97,16 +101,15 @@ class PartitionLoading(GroupCore):
                 if cur is None or cur.log_position < e.log_position:
                     dest[tp] = e
 
-    def finish_loading(self, partition: int, now: int) -> None:
-        """Turn what was read into live groups: with members they come back Stable and their
-        members must heartbeat within a session timeout, as after a coordinator move in Kafka."""
-        ld = self.loading.pop(partition)
+    def finish_loading(self, partition: int, now: Now) -> None:
+        """Turn what was read into live groups; those with members resume (Sessions.resume)."""
+        ld = self.t.loading.pop(partition)
         for gid in set(ld.groups) | set(ld.offsets):
             value = ld.groups.get(gid)
             offsets = {tp: e for tp, e in ld.offsets.get(gid, {}).items() if e is not None}
             if value is None and not offsets:
                 continue
-            g = Group(gid, partition, state_timestamp=now)
+            g = Group(gid, partition, state_timestamp=now.wall)
             g.offsets = offsets
             if value is not None:
                 g.protocol_type = value.protocol_type or None
@@ -122,23 +125,14 @@ class PartitionLoading(GroupCore):
                     if m.group_instance_id is not None:
                         g.static_members[m.group_instance_id] = m.member_id
                 if g.members:
-                    g.state = STABLE
-                    if g.leader not in g.members:
-                        g.leader = next(iter(g.members))
-                    for m in g.members.values():
-                        self._heartbeat(g, m, now)
-                    if len(g.members) > self.settings.max_group_size:
-                        # the limit was lowered while the group was away: every member must rejoin,
-                        # and those past the limit are turned away then (as Kafka does on load)
-                        self._prepare_rebalance(g, now)
-                self._snapshot_subscriptions(g)
-            self.groups[gid] = g
+                    self._sessions.resume(g, now)
+                g.snapshot_subscriptions()
+            self.t.groups[gid] = g
         for pid, by_group in ld.txn.items():
             for gid, offs in by_group.items():
-                tg = self.groups.get(gid)
+                tg = self.t.groups.get(gid)
                 if tg is None:
-                    tg = self.groups[gid] = Group(gid, partition, state_timestamp=now)
-                tg.txn_pending.setdefault(pid, {}).update(offs)
-                self._txn_groups.setdefault(pid, set()).add(gid)
-        self.owned.add(partition)
-        self._schedule(("expire",), now + self.settings.offsets_retention_check_interval_ms, earlier_only=True)
+                    tg = self.t.groups[gid] = Group(gid, partition, state_timestamp=now.wall)
+                self._pending.restore_pending(tg, pid, offs)
+        self.t.owned.add(partition)
+        self.t.check_retention(now)

@@ -3,49 +3,46 @@ rebalances and their deadlines, static members (docs/groups.md walks through the
 
 from __future__ import annotations
 
-from .core import (
-    COMPLETING,
-    DEAD,
-    EMPTY,
-    NEW_MEMBER_JOIN_TIMEOUT_MS,
-    PREPARING,
-    STABLE,
-    E,
-    GroupCore,
-)
-from .model import (
-    Group,
-    JoinedMember,
-    JoinRequest,
-    JoinResult,
-    Member,
-    SyncRequest,
-    SyncResult,
-)
+import dataclasses
+import uuid
+from collections import Counter
+from collections.abc import Callable
+
+from . import records as rec
+from .core import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, E, GroupTable, TimerKey
+from .model import Group, JoinedMember, JoinRequest, JoinResult, Member, Now, SyncRequest, SyncResult
+
+# A member's first JoinGroup may wait a whole rebalance; it cannot heartbeat meanwhile, so it gets
+# this long (Kafka's fixed value) instead of its session timeout before it is given up on.
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 
 
-class Membership(GroupCore):
-    """Joining, syncing, heartbeats, leaving, and the rebalance timers."""
+class Membership:
+    """Joining, syncing, heartbeats, leaving, and the rebalance timers; for the other parts, the
+    member checks of an offset commit (offsets.MemberChecks) and the sessions of groups that come
+    and go with their partition (loading.Sessions)."""
 
-    def join_group(self, token: int, req: JoinRequest, now: int) -> None:
+    def __init__(self, table: GroupTable, new_member_id: Callable[[str], str] | None = None) -> None:
+        self.t = table
+        self._new_member_id = new_member_id or (lambda prefix: f"{prefix}-{uuid.uuid4()}")
+
+    def join_group(self, token: int, req: JoinRequest, now: Now) -> None:
         """The result arrives as a reply to `token` (at once, or when the join phase ends)."""
         def fail(error: int, member_id: str = req.member_id) -> None:
-            self._reply(token, JoinResult(error, member_id=member_id))
+            self.t.reply(token, JoinResult(error, member_id=member_id))
 
-        if not req.group_id:
-            return fail(E.INVALID_GROUP_ID)
-        err = self.coordinator_error(req.group_id)
+        err = self.t.coordinator_error(req.group_id) if req.group_id else E.INVALID_GROUP_ID
         if err:
             return fail(err)
-        s = self.settings
+        s = self.t.settings
         if not s.min_session_timeout_ms <= req.session_timeout_ms <= s.max_session_timeout_ms:
             return fail(E.INVALID_SESSION_TIMEOUT)
         unknown = req.member_id == ""
-        g = self.groups.get(req.group_id)
+        g = self.t.groups.get(req.group_id)
         if g is None:
             if not unknown:
                 return fail(E.UNKNOWN_MEMBER_ID)
-            g = self.groups[req.group_id] = Group(req.group_id, self.partition_for(req.group_id), state_timestamp=now)
+            g = self.t.groups[req.group_id] = Group(req.group_id, self.t.partition_for(req.group_id), state_timestamp=now.wall)
         if g.state is DEAD:
             return fail(E.COORDINATOR_NOT_AVAILABLE)
         member = self._joining_member(g, req)
@@ -75,7 +72,7 @@ class Membership(GroupCore):
         """Kafka's group.max.size rule. While rebalancing, the members that have already rejoined
         are counted, not the group's size: the size may exceed a lowered limit, and counting the
         rejoined ones turns away the last members to come back, which shrinks the group to the limit."""
-        limit = self.settings.max_group_size
+        limit = self.t.settings.max_group_size
         if g.state in (EMPTY, DEAD):
             return True
         if g.state is PREPARING:
@@ -84,13 +81,11 @@ class Membership(GroupCore):
             return sum(1 for m in g.members.values() if m.join_token is not None) < limit
         return member is not None or len(g.members) < limit
 
-    def _turn_away(self, g: Group, member_id: str, member: Member | None, now: int) -> None:
+    def _turn_away(self, g: Group, member_id: str, member: Member | None, now: Now) -> None:
         """A member refused for the size limit gives up whatever place it had, so that it does not
         hold a slot (or the join phase) for a member that will not come back."""
         if member_id in g.pending_members:
-            g.pending_members.discard(member_id)
-            self._cancel(("pending", g.group_id, member_id))
-            self._maybe_complete_join(g, now)
+            self._drop_pending(g, member_id, now)
         if member is not None:
             self._remove_member(g, member)
             self._after_member_removed(g, now)
@@ -103,7 +98,7 @@ class Membership(GroupCore):
         names = {n for n, _ in protocols}
         return any(all(any(n == pn for pn, _ in m.protocols) for m in g.members.values()) for n in names)
 
-    def _join_new_member(self, g: Group, token: int, req: JoinRequest, now: int) -> None:
+    def _join_new_member(self, g: Group, token: int, req: JoinRequest, now: Now) -> None:
         new_id = self._new_member_id(req.group_instance_id or req.client_id)
         if req.group_instance_id is not None:
             old_id = g.static_members.get(req.group_instance_id)
@@ -114,29 +109,29 @@ class Membership(GroupCore):
             return
         if req.require_known_member_id:
             g.pending_members.add(new_id)
-            self._schedule(("pending", g.group_id, new_id), now + req.session_timeout_ms)
-            self._reply(token, JoinResult(E.MEMBER_ID_REQUIRED, member_id=new_id))
+            self.t.timers.schedule(("pending", g.group_id, new_id), now.mono + req.session_timeout_ms)
+            self.t.reply(token, JoinResult(E.MEMBER_ID_REQUIRED, member_id=new_id))
             return
         self._add_member_and_rebalance(g, token, new_id, req, now)
 
-    def _join_known_member(self, g: Group, token: int, req: JoinRequest, now: int) -> None:
+    def _join_known_member(self, g: Group, token: int, req: JoinRequest, now: Now) -> None:
         mid = req.member_id
         if mid in g.pending_members:
             self._add_member_and_rebalance(g, token, mid, req, now)
             return
-        if self._fenced(g, req.group_instance_id, mid):
-            self._reply(token, JoinResult(E.FENCED_INSTANCE_ID, member_id=mid))
+        if g.fenced(req.group_instance_id, mid):
+            self.t.reply(token, JoinResult(E.FENCED_INSTANCE_ID, member_id=mid))
             return
         m = g.members.get(mid)
         if m is None or (req.group_instance_id is not None and req.group_instance_id not in g.static_members):
-            self._reply(token, JoinResult(E.UNKNOWN_MEMBER_ID, member_id=mid))
+            self.t.reply(token, JoinResult(E.UNKNOWN_MEMBER_ID, member_id=mid))
             return
         if g.state is PREPARING:
             self._update_member_and_rebalance(g, m, token, req, now)
         elif g.state is COMPLETING:
             if m.matches(req.protocols):
                 # the member lost our first answer: give it the same one again
-                self._reply(token, self._join_result(g, m))
+                self.t.reply(token, self._join_result(g, m))
             else:
                 self._update_member_and_rebalance(g, m, token, req, now)
         elif g.state is STABLE:
@@ -145,11 +140,11 @@ class Membership(GroupCore):
                 # or the owned partitions of the cooperative protocol) needs one too
                 self._update_member_and_rebalance(g, m, token, req, now)
             else:
-                self._reply(token, self._join_result(g, m, with_members=False))
+                self.t.reply(token, self._join_result(g, m, with_members=False))
         else:
-            self._reply(token, JoinResult(E.UNKNOWN_MEMBER_ID, member_id=mid))
+            self.t.reply(token, JoinResult(E.UNKNOWN_MEMBER_ID, member_id=mid))
 
-    def _add_member_and_rebalance(self, g: Group, token: int, member_id: str, req: JoinRequest, now: int) -> None:
+    def _add_member_and_rebalance(self, g: Group, token: int, member_id: str, req: JoinRequest, now: Now) -> None:
         m = Member(member_id, req.group_instance_id, req.client_id, req.client_host, req.rebalance_timeout_ms,
                    req.session_timeout_ms, req.protocol_type, list(req.protocols), join_token=token, is_new=True)
         if g.state is PREPARING and g.generation == 0:
@@ -158,7 +153,7 @@ class Membership(GroupCore):
             g.protocol_type = req.protocol_type
         g.members[member_id] = m
         g.pending_members.discard(member_id)
-        self._cancel(("pending", g.group_id, member_id))
+        self.t.timers.cancel(("pending", g.group_id, member_id))
         if m.group_instance_id is not None:
             g.static_members[m.group_instance_id] = member_id
         if g.leader is None:
@@ -166,7 +161,7 @@ class Membership(GroupCore):
         self._heartbeat(g, m, now, NEW_MEMBER_JOIN_TIMEOUT_MS)
         self._maybe_prepare_rebalance(g, now)
 
-    def _update_member_and_rebalance(self, g: Group, m: Member, token: int, req: JoinRequest, now: int) -> None:
+    def _update_member_and_rebalance(self, g: Group, m: Member, token: int, req: JoinRequest, now: Now) -> None:
         self._update_member(m, token, req)
         self._maybe_prepare_rebalance(g, now)
 
@@ -176,21 +171,16 @@ class Membership(GroupCore):
         m.session_timeout_ms = req.session_timeout_ms
         if m.join_token is not None and m.join_token != token:
             # a retried JoinGroup supersedes the first; answer the first so its connection moves on
-            self._reply(m.join_token, JoinResult(E.REBALANCE_IN_PROGRESS, member_id=m.member_id))
+            self.t.reply(m.join_token, JoinResult(E.REBALANCE_IN_PROGRESS, member_id=m.member_id))
         m.join_token = token
 
     def _replace_static_member(self, g: Group, token: int, old_id: str, new_id: str, req: JoinRequest,
-                               now: int) -> None:
+                               now: Now) -> None:
         """A static member came back with a new member id: it takes its old place, and whatever
         the old incarnation still waits for is fenced."""
         m = g.members.pop(old_id)
-        if m.join_token is not None:
-            self._reply(m.join_token, JoinResult(E.FENCED_INSTANCE_ID, member_id=old_id))
-            m.join_token = None
-        if m.sync_token is not None:
-            self._reply(m.sync_token, SyncResult(E.FENCED_INSTANCE_ID))
-            m.sync_token = None
-        self._cancel(("member", g.group_id, old_id))
+        self._answer_parked(m, E.FENCED_INSTANCE_ID)
+        self.t.timers.cancel(("member", g.group_id, old_id))
         m.member_id = new_id
         g.members[new_id] = m
         if g.leader == old_id:
@@ -206,29 +196,25 @@ class Membership(GroupCore):
             if g.protocol_name == self._select_protocol(g):
                 self._write_group(g)
                 m.join_token = None
-                self._reply(token, JoinResult(
-                    0, member_id=new_id, generation_id=g.generation, protocol_type=g.protocol_type,
-                    protocol_name=g.protocol_name, leader=g.leader or "",
-                    members=self._joined_members(g) if g.leader == new_id else (),
-                    skip_assignment=g.leader == new_id))
+                self.t.reply(token, dataclasses.replace(self._join_result(g, m), skip_assignment=g.leader == new_id))
             else:
                 self._maybe_prepare_rebalance(g, now)
         elif g.state is COMPLETING:
             self._prepare_rebalance(g, now)
         # PreparingRebalance: it simply takes part in the join phase under its new id
 
-    def _maybe_prepare_rebalance(self, g: Group, now: int) -> None:
+    def _maybe_prepare_rebalance(self, g: Group, now: Now) -> None:
         if g.state in (EMPTY, STABLE, COMPLETING):
             self._prepare_rebalance(g, now)
 
-    def _prepare_rebalance(self, g: Group, now: int) -> None:
+    def _prepare_rebalance(self, g: Group, now: Now) -> None:
         if g.state is COMPLETING:
             self._reset_and_propagate(g, E.REBALANCE_IN_PROGRESS, now)
-        self._cancel(("sync", g.group_id))
+        self.t.timers.cancel(("sync", g.group_id))
         g.pending_sync.clear()
         timeout = g.rebalance_timeout()
         if g.state is EMPTY:
-            initial = self.settings.initial_rebalance_delay_ms
+            initial = self.t.settings.initial_rebalance_delay_ms
             delay = min(initial, timeout)
             g.in_initial_delay = True
             g.initial_delay_remaining = max(timeout - initial, 0)
@@ -236,114 +222,87 @@ class Membership(GroupCore):
         else:
             delay = timeout
             g.in_initial_delay = False
-        self._transition(g, PREPARING, now)
-        self._schedule(("join", g.group_id), now + delay)
+        g.transition(PREPARING, now)
+        self.t.timers.schedule(("join", g.group_id), now.mono + delay)
         self._maybe_complete_join(g, now)
 
-    def _maybe_complete_join(self, g: Group, now: int) -> None:
+    def _maybe_complete_join(self, g: Group, now: Now) -> None:
         if g.state is PREPARING and not g.in_initial_delay and g.all_joined():
             self._complete_join(g, now)
 
-    def _on_join_deadline(self, g: Group, now: int) -> None:
+    def _on_join_deadline(self, g: Group, now: Now) -> None:
         if g.state is not PREPARING:
             return
         if g.in_initial_delay:
             if g.new_member_added and g.initial_delay_remaining > 0:
-                initial = self.settings.initial_rebalance_delay_ms
+                initial = self.t.settings.initial_rebalance_delay_ms
                 g.new_member_added = False
                 delay = min(initial, g.initial_delay_remaining)
                 g.initial_delay_remaining = max(g.initial_delay_remaining - initial, 0)
-                self._schedule(("join", g.group_id), now + delay)
+                self.t.timers.schedule(("join", g.group_id), now.mono + delay)
                 return
             g.in_initial_delay = False
         self._complete_join(g, now)
 
-    def _complete_join(self, g: Group, now: int) -> None:
-        self._cancel(("join", g.group_id))
+    def _complete_join(self, g: Group, now: Now) -> None:
+        self.t.timers.cancel(("join", g.group_id))
         # dynamic members that did not rejoin in time are gone; static ones keep their place
         for m in [m for m in g.members.values() if m.join_token is None and m.group_instance_id is None]:
             self._remove_member(g, m)
         if g.members and not self._elect_joined_leader(g):
             # only absent static members: wait for them another rebalance timeout
-            self._schedule(("join", g.group_id), now + g.rebalance_timeout())
+            self.t.timers.schedule(("join", g.group_id), now.mono + g.rebalance_timeout())
             return
         g.generation += 1
         if not g.members:
             g.protocol_name = None
-            self._snapshot_subscriptions(g)
-            self._transition(g, EMPTY, now)
+            g.snapshot_subscriptions()
+            g.transition(EMPTY, now)
             self._write_group(g)
             return
         g.protocol_name = self._select_protocol(g)
-        self._snapshot_subscriptions(g)
-        self._transition(g, COMPLETING, now)
+        g.snapshot_subscriptions()
+        g.transition(COMPLETING, now)
         for m in g.members.values():
             if m.join_token is not None:
-                self._reply(m.join_token, self._join_result(g, m))
+                self.t.reply(m.join_token, self._join_result(g, m))
                 m.join_token = None
             m.is_new = False
             self._heartbeat(g, m, now)
             g.pending_sync.add(m.member_id)
-        self._schedule(("sync", g.group_id), now + g.rebalance_timeout())
+        self.t.timers.schedule(("sync", g.group_id), now.mono + g.rebalance_timeout())
 
     def _elect_joined_leader(self, g: Group) -> bool:
-        leader = g.members.get(g.leader or "")
-        if leader is not None and leader.join_token is not None:
-            return True
-        for m in g.members.values():
-            if m.join_token is not None:
-                g.leader = m.member_id
-                return True
-        return False
+        """The leader stays if it rejoined, else the first member that did leads; False if none did."""
+        joined = [mid for mid, m in g.members.items() if m.join_token is not None]
+        if joined and g.leader not in joined:
+            g.leader = joined[0]
+        return bool(joined)
 
     def _select_protocol(self, g: Group) -> str | None:
         """Each member votes for its most preferred protocol among those all members support."""
         members = list(g.members.values())
-        if not members:
-            return None
         candidates = [n for n, _ in members[0].protocols
-                      if all(any(n == pn for pn, _ in m.protocols) for m in members)]
-        if not candidates:
-            return None
-        votes = dict.fromkeys(candidates, 0)
-        for m in members:
-            for n, _ in m.protocols:
-                if n in votes:
-                    votes[n] += 1
-                    break
-        return max(candidates, key=lambda n: votes[n])
-
-    def _joined_members(self, g: Group) -> tuple[JoinedMember, ...]:
-        return tuple(JoinedMember(m.member_id, m.group_instance_id, m.metadata(g.protocol_name))
-                     for m in g.members.values())
+                      if all(any(n == pn for pn, _ in m.protocols) for m in members)] if members else []
+        # every member supports every candidate: its vote is the first of them in its own order
+        votes = Counter(next(n for n, _ in m.protocols if n in candidates) for m in members if candidates)
+        return max(candidates, key=lambda n: votes[n], default=None)
 
     def _join_result(self, g: Group, m: Member, with_members: bool = True) -> JoinResult:
-        leader = g.leader == m.member_id
+        """The leader is given every member's metadata to compute the assignment from."""
+        members = tuple(JoinedMember(o.member_id, o.group_instance_id, o.metadata(g.protocol_name))
+                        for o in g.members.values()) if g.leader == m.member_id and with_members else ()
         return JoinResult(0, member_id=m.member_id, generation_id=g.generation, protocol_type=g.protocol_type,
-                          protocol_name=g.protocol_name, leader=g.leader or "",
-                          members=self._joined_members(g) if leader and with_members else ())
+                          protocol_name=g.protocol_name, leader=g.leader or "", members=members)
 
-    def sync_group(self, token: int, req: SyncRequest, now: int) -> None:
+    def sync_group(self, token: int, req: SyncRequest, now: Now) -> None:
         def fail(error: int) -> None:
-            self._reply(token, SyncResult(error))
+            self.t.reply(token, SyncResult(error))
 
-        if not req.group_id:
-            return fail(E.INVALID_GROUP_ID)
-        err = self.coordinator_error(req.group_id)
-        if err:
-            return fail(err)
-        g = self.groups.get(req.group_id)
-        if g is None:
-            return fail(E.UNKNOWN_MEMBER_ID)
-        if g.state is DEAD:
-            return fail(E.COORDINATOR_NOT_AVAILABLE)
-        if self._fenced(g, req.group_instance_id, req.member_id):
-            return fail(E.FENCED_INSTANCE_ID)
-        m = g.members.get(req.member_id)
-        if m is None:
-            return fail(E.UNKNOWN_MEMBER_ID)
-        if req.generation_id != g.generation:
-            return fail(E.ILLEGAL_GENERATION)
+        found = self._member(req.group_id, req.member_id, req.group_instance_id, req.generation_id)
+        if isinstance(found, int):
+            return fail(found)
+        g, m = found
         if (req.protocol_type is not None and req.protocol_type != g.protocol_type) or (
                 req.protocol_name is not None and req.protocol_name != g.protocol_name):
             return fail(E.INCONSISTENT_GROUP_PROTOCOL)
@@ -353,34 +312,34 @@ class Membership(GroupCore):
             return fail(E.REBALANCE_IN_PROGRESS)
         g.pending_sync.discard(m.member_id)
         if g.state is STABLE:
-            self._reply(token, SyncResult(0, g.protocol_type, g.protocol_name, m.assignment))
+            self.t.reply(token, SyncResult(0, g.protocol_type, g.protocol_name, m.assignment))
             self._heartbeat(g, m, now)
             return
         # CompletingRebalance: wait for the leader's assignment
         if m.sync_token is not None and m.sync_token != token:
-            self._reply(m.sync_token, SyncResult(E.REBALANCE_IN_PROGRESS))
+            self.t.reply(m.sync_token, SyncResult(E.REBALANCE_IN_PROGRESS))
         m.sync_token = token
         if g.leader == m.member_id:
             for member in g.members.values():
                 member.assignment = req.assignments.get(member.member_id, b"")
             self._write_group(g)
-            self._transition(g, STABLE, now)
+            g.transition(STABLE, now)
             for member in g.members.values():
                 if member.sync_token is not None:
-                    self._reply(member.sync_token,
+                    self.t.reply(member.sync_token,
                                 SyncResult(0, g.protocol_type, g.protocol_name, member.assignment))
                     member.sync_token = None
                 self._heartbeat(g, member, now)
 
-    def _reset_and_propagate(self, g: Group, error: int, now: int) -> None:
+    def _reset_and_propagate(self, g: Group, error: int, now: Now) -> None:
         for m in g.members.values():
             m.assignment = b""
             if m.sync_token is not None:
-                self._reply(m.sync_token, SyncResult(error))
+                self.t.reply(m.sync_token, SyncResult(error))
                 m.sync_token = None
                 self._heartbeat(g, m, now)  # no longer parked: its session counts again
 
-    def _on_sync_deadline(self, g: Group, now: int) -> None:
+    def _on_sync_deadline(self, g: Group, now: Now) -> None:
         if g.state not in (COMPLETING, STABLE) or not g.pending_sync:
             return
         for mid in list(g.pending_sync):
@@ -390,39 +349,38 @@ class Membership(GroupCore):
         g.pending_sync.clear()
         self._maybe_prepare_rebalance(g, now)
 
-    def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
-                  now: int) -> int:
-        if not group_id:
-            return E.INVALID_GROUP_ID
-        err = self.coordinator_error(group_id)
-        if err:
-            return err
-        g = self.groups.get(group_id)
-        if g is None:
-            return E.UNKNOWN_MEMBER_ID
-        if g.state is DEAD:
-            return E.COORDINATOR_NOT_AVAILABLE
-        if self._fenced(g, group_instance_id, member_id):
+    def _member(self, group_id: str, member_id: str, group_instance_id: str | None,
+                generation: int) -> int | tuple[Group, Member]:
+        """The group and the member a SyncGroup or Heartbeat comes from, or the error that says why not."""
+        err = self.t.coordinator_error(group_id) if group_id else E.INVALID_GROUP_ID
+        g = self.t.groups.get(group_id)
+        if err or g is None or g.state is DEAD:
+            return err or (E.UNKNOWN_MEMBER_ID if g is None else E.COORDINATOR_NOT_AVAILABLE)
+        if g.fenced(group_instance_id, member_id):
             return E.FENCED_INSTANCE_ID
         m = g.members.get(member_id)
         if m is None:
             return E.UNKNOWN_MEMBER_ID
-        if generation != g.generation:
-            return E.ILLEGAL_GENERATION
+        return E.ILLEGAL_GENERATION if generation != g.generation else (g, m)
+
+    def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
+                  now: Now) -> int:
+        found = self._member(group_id, member_id, group_instance_id, generation)
+        if isinstance(found, int):
+            return found
+        g, m = found
         if g.state is EMPTY:
             return E.UNKNOWN_MEMBER_ID
         self._heartbeat(g, m, now)
         return E.REBALANCE_IN_PROGRESS if g.state is PREPARING else 0
 
-    def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]], now: int) -> tuple[int, list[int]]:
+    def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]], now: Now) -> tuple[int, list[int]]:
         """(top-level error, one error per (member id, instance id) in `leaving`). An empty member
         id with an instance id removes that static member (the admin path)."""
-        if not group_id:
-            return E.INVALID_GROUP_ID, []
-        err = self.coordinator_error(group_id)
+        err = self.t.coordinator_error(group_id) if group_id else E.INVALID_GROUP_ID
         if err:
             return err, []
-        g = self.groups.get(group_id)
+        g = self.t.groups.get(group_id)
         if g is None:
             return 0, [E.UNKNOWN_MEMBER_ID] * len(leaving)
         if g.state is DEAD:
@@ -436,12 +394,10 @@ class Membership(GroupCore):
                     continue
                 mid = cur
             elif mid in g.pending_members:
-                g.pending_members.discard(mid)
-                self._cancel(("pending", g.group_id, mid))
-                self._maybe_complete_join(g, now)
+                self._drop_pending(g, mid, now)
                 errors.append(0)
                 continue
-            elif self._fenced(g, iid, mid):
+            elif g.fenced(iid, mid):
                 errors.append(E.FENCED_INSTANCE_ID)
                 continue
             m = g.members.get(mid)
@@ -453,40 +409,132 @@ class Membership(GroupCore):
             errors.append(0)
         return 0, errors
 
-    def _on_session_deadline(self, g: Group, member_id: str, now: int) -> None:
+    def _on_session_deadline(self, g: Group, member_id: str, now: Now) -> None:
         m = g.members.get(member_id)
         if m is None:
             return
-        if now < m.session_deadline:
-            self._schedule(("member", g.group_id, member_id), m.session_deadline)
+        if now.mono < m.session_deadline:
+            self.t.timers.schedule(("member", g.group_id, member_id), m.session_deadline)
             return
         if not m.is_new and (m.join_token is not None or m.sync_token is not None):
             return  # parked in a rebalance; the rebalance timeout governs it, not the session
         self._remove_member(g, m)
         self._after_member_removed(g, now)
 
-    def _on_pending_deadline(self, g: Group, member_id: str, now: int) -> None:
-        if member_id in g.pending_members:
-            g.pending_members.discard(member_id)
-            self._maybe_complete_join(g, now)
+    def _drop_pending(self, g: Group, member_id: str, now: Now) -> None:
+        """A member told MEMBER_ID_REQUIRED that will not join after all stops holding the join phase open."""
+        g.pending_members.discard(member_id)
+        self.t.timers.cancel(("pending", g.group_id, member_id))
+        self._maybe_complete_join(g, now)
 
-    def _remove_member(self, g: Group, m: Member) -> None:
+    def _answer_parked(self, m: Member, error: int) -> None:
+        """Whatever `m` waits for (a join, a sync) is answered `error`."""
         if m.join_token is not None:
-            self._reply(m.join_token, JoinResult(E.UNKNOWN_MEMBER_ID, member_id=m.member_id))
+            self.t.reply(m.join_token, JoinResult(error, member_id=m.member_id))
             m.join_token = None
         if m.sync_token is not None:
-            self._reply(m.sync_token, SyncResult(E.UNKNOWN_MEMBER_ID))
+            self.t.reply(m.sync_token, SyncResult(error))
             m.sync_token = None
+
+    def _remove_member(self, g: Group, m: Member) -> None:
+        self._answer_parked(m, E.UNKNOWN_MEMBER_ID)
         del g.members[m.member_id]
         if m.group_instance_id is not None and g.static_members.get(m.group_instance_id) == m.member_id:
             del g.static_members[m.group_instance_id]
         g.pending_sync.discard(m.member_id)
-        self._cancel(("member", g.group_id, m.member_id))
+        self.t.timers.cancel(("member", g.group_id, m.member_id))
         if g.leader == m.member_id:
             g.leader = next(iter(g.members), None)
 
-    def _after_member_removed(self, g: Group, now: int) -> None:
+    def _after_member_removed(self, g: Group, now: Now) -> None:
         if g.state in (STABLE, COMPLETING):
             self._prepare_rebalance(g, now)
         elif g.state is PREPARING:
             self._maybe_complete_join(g, now)
+
+    def _heartbeat(self, g: Group, m: Member, now: Now, timeout: int | None = None) -> None:
+        m.session_deadline = now.mono + (m.session_timeout_ms if timeout is None else timeout)
+        self.t.timers.schedule(("member", g.group_id, m.member_id), m.session_deadline, earlier_only=True)
+
+    def _write_group(self, g: Group) -> None:
+        members = () if g.state is EMPTY and not g.members else tuple(
+            rec.MemberValue(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                            m.session_timeout_ms, m.metadata(g.protocol_name), m.assignment)
+            for m in g.members.values())
+        self.t.write(g.partition, rec.GroupKey(g.group_id), rec.encode_group_value(rec.GroupValue(
+            g.protocol_type or "", g.generation, g.protocol_name, g.leader, g.state_timestamp, members)))
+
+    def on_timer(self, key: TimerKey, now: Now) -> None:
+        """A deadline of a group's member ("member", "pending") or of its rebalance ("join", "sync")."""
+        g = self.t.groups.get(key[1])
+        if g is None:
+            return
+        kind = key[0]
+        if kind == "member":
+            self._on_session_deadline(g, key[2], now)
+        elif kind == "pending" and key[2] in g.pending_members:
+            self._drop_pending(g, key[2], now)
+        elif kind == "join":
+            self._on_join_deadline(g, now)
+        elif kind == "sync":
+            self._on_sync_deadline(g, now)
+
+    # ---- for the other parts -----------------------------------------------------------------
+    def commit_error(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
+                     now: Now) -> int:
+        """May this member commit offsets for the group (a commit counts as its heartbeat)?"""
+        err = self.t.coordinator_error(group_id)
+        g = self.t.groups.get(group_id)
+        if err or g is None:
+            # generation -1: a consumer that only stores offsets here (manual assignment); the group
+            # is made for it when its offsets are written. Otherwise a stale member of a lost group.
+            return err or (E.ILLEGAL_GENERATION if generation >= 0 else 0)
+        if g.state is DEAD:
+            return E.COORDINATOR_NOT_AVAILABLE
+        if g.fenced(group_instance_id, member_id):
+            return E.FENCED_INSTANCE_ID
+        if generation < 0 and g.state is EMPTY:
+            return 0
+        if g.state is COMPLETING:
+            return E.REBALANCE_IN_PROGRESS
+        m = g.members.get(member_id)
+        if m is None:
+            return E.UNKNOWN_MEMBER_ID
+        if generation != g.generation:
+            return E.ILLEGAL_GENERATION
+        self._heartbeat(g, m, now)
+        return 0
+
+    def txn_commit_error(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int) -> int:
+        """The looser checks Kafka applies to a transaction's offsets (KIP-447): an unknown group,
+        an empty member id or generation -1 pass."""
+        err = self.t.coordinator_error(group_id)
+        g = self.t.groups.get(group_id)
+        if err or g is None:
+            return err
+        if g.state is DEAD:
+            return E.COORDINATOR_NOT_AVAILABLE
+        if g.fenced(group_instance_id, member_id):
+            return E.FENCED_INSTANCE_ID
+        if member_id and member_id not in g.members:
+            return E.UNKNOWN_MEMBER_ID
+        return E.ILLEGAL_GENERATION if 0 <= generation != g.generation else 0
+
+    def resume(self, g: Group, now: Now) -> None:
+        """A group read back with members is Stable again, and they must heartbeat within a session
+        timeout, as after a coordinator move in Kafka."""
+        g.state = STABLE
+        if g.leader not in g.members:
+            g.leader = next(iter(g.members))
+        for m in g.members.values():
+            self._heartbeat(g, m, now)
+        if len(g.members) > self.t.settings.max_group_size:
+            # the limit was lowered while the group was away: every member must rejoin, and those
+            # past the limit are turned away then (as Kafka does on load)
+            self._prepare_rebalance(g, now)
+
+    def unloaded(self, g: Group) -> None:
+        """The group's partition is led elsewhere now: members parked in a join or a sync are told
+        NOT_COORDINATOR so that they find the new coordinator."""
+        for m in g.members.values():
+            self._answer_parked(m, E.NOT_COORDINATOR)

@@ -9,7 +9,26 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from protocol.clock import Clock
 from protocol.topic_partition import TopicPartition
+
+from . import records as rec
+from .subscriptions import CONSUMER_PROTOCOL_TYPE, subscribed_topics
+
+
+@dataclass(frozen=True, slots=True)
+class Now:
+    """The clock as one event reads it. `wall` for what is written down or shown (commit and state
+    timestamps, and the retention rule that compares with them); `mono` for every deadline (sessions,
+    rebalances, the retention check's period), so that setting the system clock neither ends nor
+    extends them."""
+
+    wall: int
+    mono: int
+
+    @classmethod
+    def of(cls, clock: Clock) -> Now:
+        return cls(clock.now_ms(), clock.monotonic_ms())
 
 
 class GroupState(enum.Enum):
@@ -102,6 +121,42 @@ class Group:
 
     def has_pending_txn(self, tp: TopicPartition) -> bool:
         return any(tp in offs for offs in self.txn_pending.values())
+
+    def transition(self, state: GroupState, now: Now) -> None:
+        self.state = state
+        self.state_timestamp = now.wall
+
+    def fenced(self, group_instance_id: str | None, member_id: str) -> bool:
+        """Another member id holds this instance id now: the caller is an old incarnation."""
+        if group_instance_id is None:
+            return False
+        cur = self.static_members.get(group_instance_id)
+        return cur is not None and cur != member_id
+
+    def subscribes_to(self, topic: str) -> bool:
+        """Kafka's ClassicGroup.isSubscribedToTopic: unknown subscriptions count as "all topics"
+        for the consumer protocol (it cannot rule any out) and as "none" for any other."""
+        if self.subscribed_topics is None:
+            return self.protocol_type == CONSUMER_PROTOCOL_TYPE
+        return topic in self.subscribed_topics
+
+    def snapshot_subscriptions(self) -> None:
+        """Taken when a generation starts (and at load), as Kafka does: during a rebalance the
+        subscriptions of the generation still assigned are the ones that count."""
+        self.subscribed_topics = subscribed_topics(self.group_id, self.protocol_type, self.protocol_name,
+                                                   (m.metadata(self.protocol_name) for m in self.members.values()))
+
+
+@dataclass(slots=True)
+class Loading:
+    """What has been read back from one `__consumer_offsets` partition so far, by the load of
+    one election (`coordinator_epoch`, the partition's leader epoch): a load of an earlier
+    election still running must not add to it."""
+
+    coordinator_epoch: int
+    groups: dict[str, rec.GroupValue | None] = field(default_factory=dict)
+    offsets: dict[str, dict[TopicPartition, OffsetEntry | None]] = field(default_factory=dict)
+    txn: dict[int, dict[str, dict[TopicPartition, OffsetEntry]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,99 +1,77 @@
 """Committed offsets: OffsetCommit, TxnOffsetCommit (pending until the transaction's marker),
-OffsetFetch, retention, OffsetDelete."""
+OffsetFetch, retention, OffsetDelete, and DeleteGroups (an Empty group is only its offsets)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Protocol
+
 from . import records as rec
-from .core import (
-    COMPLETING,
-    DEAD,
-    EMPTY,
-    NO_OFFSET,
-    E,
-    GroupCore,
-)
-from .model import (
-    CommitPlan,
-    FetchedOffset,
-    Group,
-    OffsetCommitIn,
-    OffsetEntry,
-    TopicPartition,
-    Write,
-)
+from .core import DEAD, EMPTY, E, GroupTable
+from .model import CommitPlan, FetchedOffset, Group, Now, OffsetCommitIn, OffsetEntry, TopicPartition, Write
 from .subscriptions import CONSUMER_PROTOCOL_TYPE
 
+NO_OFFSET = -1
 
-class Offsets(GroupCore):
+
+class MemberChecks(Protocol):
+    """What offsets need of membership: may this member commit (membership.Membership)."""
+
+    def commit_error(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
+                     now: Now) -> int: ...
+
+    def txn_commit_error(self, group_id: str, member_id: str, group_instance_id: str | None,
+                         generation: int) -> int: ...
+
+
+class Offsets:
     """What is committed, pending in a transaction, fetched, expired and deleted."""
 
+    def __init__(self, table: GroupTable, members: MemberChecks, partition_exists: Callable[[str, int], bool]) -> None:
+        self.t = table
+        self._members = members
+        self._partition_exists = partition_exists
+        self._txn_groups: dict[int, set[str]] = {}  # producer id -> groups with its pending offsets
+
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
-                       offsets: dict[TopicPartition, OffsetCommitIn], now: int,
+                       offsets: dict[TopicPartition, OffsetCommitIn], now: Now,
                        retention_ms: int = -1) -> CommitPlan:
         """Check an OffsetCommit; apply the returned plan with offsets_written after its records
         are in the log (partitions with an error are in plan.errors and never stored)."""
-        plan = CommitPlan(group_id, self.partition_for(group_id), {}, {}, [])
-        err = self._commit_group_error(group_id, member_id, group_instance_id, generation, now)
+        plan = CommitPlan(group_id, self.t.partition_for(group_id), {}, {}, [])
+        err = self._members.commit_error(group_id, member_id, group_instance_id, generation, now)
         if err:
             plan.errors = dict.fromkeys(offsets, err)
             return plan
         self._stage(plan, offsets, now, retention_ms)
         return plan
 
-    def _commit_group_error(self, group_id: str, member_id: str, group_instance_id: str | None,
-                            generation: int, now: int) -> int:
-        err = self.coordinator_error(group_id)
-        if err:
-            return err
-        g = self.groups.get(group_id)
-        if g is None:
-            # generation -1: a consumer that only stores offsets here (manual assignment); the group
-            # is made for it when its offsets are written. Otherwise a stale member of a lost group.
-            return E.ILLEGAL_GENERATION if generation >= 0 else 0
-        if g.state is DEAD:
-            return E.COORDINATOR_NOT_AVAILABLE
-        if self._fenced(g, group_instance_id, member_id):
-            return E.FENCED_INSTANCE_ID
-        if generation < 0 and g.state is EMPTY:
-            return 0
-        if g.state is COMPLETING:
-            return E.REBALANCE_IN_PROGRESS
-        m = g.members.get(member_id)
-        if m is None:
-            return E.UNKNOWN_MEMBER_ID
-        if generation != g.generation:
-            return E.ILLEGAL_GENERATION
-        self._heartbeat(g, m, now)
-        return 0
-
-    def _stage(self, plan: CommitPlan, offsets: dict[TopicPartition, OffsetCommitIn], now: int,
+    def _stage(self, plan: CommitPlan, offsets: dict[TopicPartition, OffsetCommitIn], now: Now,
                retention_ms: int) -> None:
         for tp, o in offsets.items():
             if not self._partition_exists(*tp):
                 plan.errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             metadata = o.metadata or ""
-            if len(metadata) > self.settings.offset_metadata_max_bytes:
+            if len(metadata) > self.t.settings.offset_metadata_max_bytes:
                 plan.errors[tp] = E.OFFSET_METADATA_TOO_LARGE
                 continue
-            commit_ts = now if o.commit_timestamp < 0 else o.commit_timestamp
-            expire_ts = commit_ts + retention_ms if retention_ms >= 0 else -1
-            entry = OffsetEntry(o.offset, o.leader_epoch, metadata, commit_ts, expire_ts)
+            commit_ts = now.wall if o.commit_timestamp < 0 else o.commit_timestamp
+            value = rec.OffsetValue(o.offset, o.leader_epoch, metadata, commit_ts,
+                                    commit_ts + retention_ms if retention_ms >= 0 else -1)
             plan.errors[tp] = 0
-            plan.staged[tp] = entry
-            plan.writes.append(Write(plan.partition,
-                                     rec.encode_key(rec.OffsetKey(plan.group_id, tp[0], tp[1])),
-                                     rec.encode_offset_value(rec.OffsetValue(
-                                         entry.offset, entry.leader_epoch, entry.metadata, entry.commit_timestamp,
-                                         entry.expire_timestamp))))
+            plan.staged[tp] = OffsetEntry(value.offset, value.leader_epoch, value.metadata, value.commit_timestamp,
+                                          value.expire_timestamp)
+            plan.writes.append(Write(plan.partition, rec.encode_key(rec.OffsetKey(plan.group_id, *tp)),
+                                     rec.encode_offset_value(value)))
 
     def offsets_written(self, plan: CommitPlan, first_log_position: int) -> None:
         """The plan's records are in the log from `first_log_position` on (one per staged offset,
         in order): make the offsets visible (or, for a transaction, pending on its marker)."""
-        g = self.groups.get(plan.group_id)
+        g = self.t.groups.get(plan.group_id)
         if g is None:
-            now = max((e.commit_timestamp for e in plan.staged.values()), default=-1)
-            g = self.groups[plan.group_id] = Group(plan.group_id, plan.partition, state_timestamp=now)
+            stamp = max((e.commit_timestamp for e in plan.staged.values()), default=-1)
+            g = self.t.groups[plan.group_id] = Group(plan.group_id, plan.partition, state_timestamp=stamp)
         for i, (tp, entry) in enumerate(plan.staged.items()):
             entry.log_position = first_log_position + i
             if plan.producer_id >= 0:
@@ -105,7 +83,7 @@ class Offsets(GroupCore):
     def txn_offsets_failed(self, plan: CommitPlan) -> None:
         """A transaction's offsets that did not reach the in-sync replicas: no longer pending (the
         client was told the commit failed and must abort), unless its marker already took them."""
-        g = self.groups.get(plan.group_id)
+        g = self.t.groups.get(plan.group_id)
         pending = g.txn_pending.get(plan.producer_id) if g is not None else None
         if g is None or pending is None:
             return
@@ -114,30 +92,23 @@ class Offsets(GroupCore):
                 del pending[tp]
         if not pending:
             del g.txn_pending[plan.producer_id]
-            groups = self._txn_groups.get(plan.producer_id)
-            if groups is not None:
-                groups.discard(g.group_id)
-                if not groups:
-                    del self._txn_groups[plan.producer_id]
+            self._unindex(plan.producer_id, g.group_id)
+
+    def _unindex(self, producer_id: int, group_id: str) -> None:
+        groups = self._txn_groups.get(producer_id)
+        if groups is not None:
+            groups.discard(group_id)
+            if not groups:
+                del self._txn_groups[producer_id]
 
     def prepare_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
-                            offsets: dict[TopicPartition, OffsetCommitIn], now: int, *, member_id: str = "",
+                            offsets: dict[TopicPartition, OffsetCommitIn], now: Now, *, member_id: str = "",
                             group_instance_id: str | None = None, generation: int = -1) -> CommitPlan:
         """TxnOffsetCommit: like a commit, but the offsets stay invisible (and make OffsetFetch
         with require_stable answer UNSTABLE_OFFSET_COMMIT) until complete_txn. The member checks
         are the loose ones Kafka applies to transactional commits (KIP-447)."""
-        plan = CommitPlan(group_id, self.partition_for(group_id), {}, {}, [], producer_id, producer_epoch)
-        err = self.coordinator_error(group_id)
-        g = self.groups.get(group_id)
-        if not err and g is not None:
-            if g.state is DEAD:
-                err = E.COORDINATOR_NOT_AVAILABLE
-            elif self._fenced(g, group_instance_id, member_id):
-                err = E.FENCED_INSTANCE_ID
-            elif member_id and member_id not in g.members:
-                err = E.UNKNOWN_MEMBER_ID
-            elif generation >= 0 and generation != g.generation:
-                err = E.ILLEGAL_GENERATION
+        plan = CommitPlan(group_id, self.t.partition_for(group_id), {}, {}, [], producer_id, producer_epoch)
+        err = self._members.txn_commit_error(group_id, member_id, group_instance_id, generation)
         if err:
             plan.errors = dict.fromkeys(offsets, err)
             return plan
@@ -153,9 +124,9 @@ class Offsets(GroupCore):
         groups = self._txn_groups.get(producer_id)
         if not groups:
             return
-        for gid in [gid for gid in groups if (g := self.groups.get(gid)) is None or g.partition == partition]:
+        for gid in [gid for gid in groups if (g := self.t.groups.get(gid)) is None or g.partition == partition]:
             groups.discard(gid)
-            g = self.groups.get(gid)
+            g = self.t.groups.get(gid)
             if g is None:
                 continue
             pending = g.txn_pending.pop(producer_id, {})
@@ -171,10 +142,10 @@ class Offsets(GroupCore):
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None,
                       require_stable: bool) -> tuple[int, list[FetchedOffset]]:
         """(group error, offsets). partitions None = every partition the group has an offset for."""
-        err = self.coordinator_error(group_id)
+        err = self.t.coordinator_error(group_id)
         if err:
             return err, []
-        g = self.groups.get(group_id)
+        g = self.t.groups.get(group_id)
         if g is None or g.state is DEAD:
             return 0, [FetchedOffset(t, p, NO_OFFSET, -1, "", 0) for t, p in partitions or []]
         if partitions is None:
@@ -191,29 +162,22 @@ class Offsets(GroupCore):
                 out.append(FetchedOffset(tp[0], tp[1], e.offset, e.leader_epoch, e.metadata, 0))
         return 0, out
 
-    def expire_offsets(self, now: int) -> int:
+    def expire_offsets(self, now: Now) -> int:
         """Tombstone offsets past retention; an Empty group left without offsets is deleted.
         Empty groups count from the moment they became Empty, groups that only store offsets
         from each commit; groups with members keep theirs. Returns the number of offsets expired."""
-        retention = self.settings.offsets_retention_ms
+        retention = self.t.settings.offsets_retention_ms
         expired_total = 0
-        for g in list(self.groups.values()):
-            if g.partition not in self.owned or g.state is not EMPTY:
+        for g in list(self.t.groups.values()):
+            if g.partition not in self.t.owned or g.state is not EMPTY:
                 continue
-            expired = []
-            for tp, e in g.offsets.items():
-                if g.has_pending_txn(tp):
-                    continue
-                if e.expire_timestamp >= 0:
-                    due = now >= e.expire_timestamp
-                else:
-                    base = g.state_timestamp if g.protocol_type else e.commit_timestamp
-                    due = now - base >= retention
-                if due:
-                    expired.append(tp)
+            # past an explicit expire timestamp (OffsetCommit v1 with a retention), or past retention
+            expired = [tp for tp, e in g.offsets.items() if not g.has_pending_txn(tp) and (
+                now.wall >= e.expire_timestamp if e.expire_timestamp >= 0
+                else now.wall - (g.state_timestamp if g.protocol_type else e.commit_timestamp) >= retention)]
             for tp in expired:
                 del g.offsets[tp]
-                self._fx.writes.append(Write(g.partition, rec.encode_key(rec.OffsetKey(g.group_id, *tp)), None))
+                self.t.write(g.partition, rec.OffsetKey(g.group_id, *tp), None)
             expired_total += len(expired)
             if not g.offsets and not g.txn_pending and not g.members and not g.pending_members:
                 self._delete_group(g, now)
@@ -226,12 +190,10 @@ class Offsets(GroupCore):
         other offset is tombstoned, committed or still pending in a transaction, so that it stays
         gone after a restart. A group left Empty without offsets goes at the next retention check,
         as in Kafka 4 (whose coordinator deletes such groups in the same periodic cleanup)."""
-        if not group_id:
-            return E.INVALID_GROUP_ID, {}
-        err = self.coordinator_error(group_id)
+        err = self.t.coordinator_error(group_id) if group_id else E.INVALID_GROUP_ID
         if err:
             return err, {}
-        g = self.groups.get(group_id)
+        g = self.t.groups.get(group_id)
         if g is None or g.state is DEAD:
             return E.GROUP_ID_NOT_FOUND, {}
         if g.state is not EMPTY and g.protocol_type != CONSUMER_PROTOCOL_TYPE:
@@ -240,7 +202,7 @@ class Offsets(GroupCore):
         for tp in partitions:
             if not self._partition_exists(*tp):
                 out[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
-            elif g.state is not EMPTY and self._subscribed(g, tp[0]):
+            elif g.state is not EMPTY and g.subscribes_to(tp[0]):
                 out[tp] = E.GROUP_SUBSCRIBED_TO_TOPIC
             else:
                 out[tp] = 0
@@ -248,5 +210,38 @@ class Offsets(GroupCore):
                 for pending in g.txn_pending.values():
                     had = pending.pop(tp, None) is not None or had
                 if had:
-                    self._fx.writes.append(Write(g.partition, rec.encode_key(rec.OffsetKey(group_id, *tp)), None))
+                    self.t.write(g.partition, rec.OffsetKey(group_id, *tp), None)
         return 0, out
+
+    def delete_groups(self, group_ids: list[str], now: Now) -> dict[str, int]:
+        """DeleteGroups: only an Empty group goes, with its offsets (tombstoned)."""
+        out: dict[str, int] = {}
+        for gid in group_ids:
+            if gid in out:
+                continue
+            err = self.t.coordinator_error(gid)
+            g = self.t.groups.get(gid)
+            if err or g is None or g.state is DEAD:
+                out[gid] = err or E.GROUP_ID_NOT_FOUND
+            elif g.state is not EMPTY:
+                out[gid] = E.NON_EMPTY_GROUP
+            else:
+                for tp in g.offsets:
+                    self.t.write(g.partition, rec.OffsetKey(gid, *tp), None)
+                g.offsets.clear()
+                self._delete_group(g, now)
+                out[gid] = 0
+        return out
+
+    def _delete_group(self, g: Group, now: Now) -> None:
+        g.transition(DEAD, now)
+        for pid in g.txn_pending:
+            self._unindex(pid, g.group_id)
+        g.txn_pending.clear()
+        self.t.write(g.partition, rec.GroupKey(g.group_id), None)
+        del self.t.groups[g.group_id]
+
+    def restore_pending(self, g: Group, producer_id: int, offsets: dict[TopicPartition, OffsetEntry]) -> None:
+        """Offsets read back from the log whose transaction's marker is not there yet."""
+        g.txn_pending.setdefault(producer_id, {}).update(offsets)
+        self._txn_groups.setdefault(producer_id, set()).add(g.group_id)

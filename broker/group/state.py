@@ -19,79 +19,67 @@ The rules are Kafka's classic group protocol (see docs/groups.md for the walk-th
 
 from __future__ import annotations
 
-import heapq
+from collections.abc import Callable
 
-from . import records as rec
-from .core import (
-    DEAD,
-    EMPTY,
-    GROUP_OPERATIONS,
-    STABLE,
-    E,
-    Settings,
-    TimerKey,
-)
+from .core import DEAD, EXPIRE, STABLE, E, GroupTable, Settings
 from .loading import PartitionLoading
 from .membership import Membership
-from .model import (
-    Effects,
-    GroupSummary,
-    MemberSummary,
-    Write,
-)
+from .model import GroupSummary, MemberSummary, Now
 from .offsets import Offsets
 
 __all__ = ["GROUP_OPERATIONS", "GroupStateMachine", "Settings"]
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)  # READ, DELETE, DESCRIBE: all of them, no ACLs yet
 
 
-class GroupStateMachine(Membership, Offsets, PartitionLoading):
-    """The group coordinator's state machine: the parts composed, plus time and the admin reads."""
+class GroupStateMachine:
+    """The three parts over one table of groups, with the timers' dispatch and the admin reads.
+    Each event is the method of the part it concerns, named here too so that the shell and the
+    tests drive one object."""
 
-    def drain(self) -> Effects:
-        """The effects accumulated since the last drain: records to write, then replies."""
-        fx, self._fx = self._fx, Effects()
-        return fx
+    def __init__(self, settings: Settings, partition_exists: Callable[[str, int], bool],
+                 new_member_id: Callable[[str], str] | None = None,
+                 lease_held: Callable[[], bool] = lambda: True) -> None:
+        self.table = t = GroupTable(settings, lease_held)
+        self.membership = m = Membership(t, new_member_id)
+        self.offsets = o = Offsets(t, m, partition_exists)
+        self.loader = ld = PartitionLoading(t, m, o)
+        self.groups, self.owned, self.loading = t.groups, t.owned, t.loading  # the table's, for reading
+        self.partition_for, self.coordinator_error, self.drain = t.partition_for, t.coordinator_error, t.drain
+        self.next_deadline = t.timers.next_deadline
+        self.join_group, self.sync_group, self.heartbeat, self.leave_group = (
+            m.join_group, m.sync_group, m.heartbeat, m.leave_group)
+        self.commit_offsets, self.prepare_txn_offsets, self.offsets_written, self.txn_offsets_failed = (
+            o.commit_offsets, o.prepare_txn_offsets, o.offsets_written, o.txn_offsets_failed)
+        self.complete_txn, self.fetch_offsets, self.expire_offsets = o.complete_txn, o.fetch_offsets, o.expire_offsets
+        self.delete_offsets, self.delete_groups = o.delete_offsets, o.delete_groups
+        self.own_partitions, self.unload_partition, self.begin_loading, self.loads = (
+            ld.own_partitions, ld.unload_partition, ld.begin_loading, ld.loads)
+        self.load_record, self.load_marker, self.finish_loading = ld.load_record, ld.load_marker, ld.finish_loading
 
-    def next_deadline(self) -> int | None:
-        heap = self._heap
-        while heap and self._timers.get(heap[0][2]) != heap[0][0]:
-            heapq.heappop(heap)
-        return heap[0][0] if heap else None
+    @property
+    def active(self) -> bool:
+        """False once the broker stops: every group answers COORDINATOR_NOT_AVAILABLE."""
+        return self.table.active
 
-    def tick(self, now: int) -> None:
-        """Fire every timer due at `now`."""
-        heap = self._heap
-        while heap and heap[0][0] <= now:
-            at, _, key = heapq.heappop(heap)
-            if self._timers.get(key) != at:
-                continue
-            del self._timers[key]
-            self._fire(key, now)
+    @active.setter
+    def active(self, active: bool) -> None:
+        self.table.active = active
 
-    def _fire(self, key: TimerKey, now: int) -> None:
-        kind = key[0]
-        if kind == "expire":
-            self.expire_offsets(now)
-            self._schedule(("expire",), now + self.settings.offsets_retention_check_interval_ms)
-            return
-        g = self.groups.get(key[1])
-        if g is None:
-            return
-        if kind == "member":
-            self._on_session_deadline(g, key[2], now)
-        elif kind == "pending":
-            self._on_pending_deadline(g, key[2], now)
-        elif kind == "join":
-            self._on_join_deadline(g, now)
-        elif kind == "sync":
-            self._on_sync_deadline(g, now)
+    def tick(self, now: Now) -> None:
+        """Fire every timer due by `now` on the monotonic clock."""
+        for key in self.table.timers.pop_due(now.mono):
+            if key == EXPIRE:
+                self.offsets.expire_offsets(now)
+                self.table.check_retention(now)
+            else:
+                self.membership.on_timer(key, now)
 
     def describe_group(self, group_id: str) -> tuple[int, GroupSummary]:
         dead = GroupSummary(group_id, DEAD.value, "", "", ())
-        err = self.coordinator_error(group_id)
+        err = self.table.coordinator_error(group_id)
         if err:
             return err, dead
-        g = self.groups.get(group_id)
+        g = self.table.groups.get(group_id)
         if g is None:
             return 0, dead
         stable = g.state is STABLE
@@ -105,39 +93,17 @@ class GroupStateMachine(Membership, Offsets, PartitionLoading):
     def list_groups(self, states: list[str] | None = None,
                     types: list[str] | None = None) -> tuple[int, list[tuple[str, str, str]]]:
         """(error, [(group id, protocol type, state)]). Every group here is a classic group."""
-        err = 0 if self.active else E.COORDINATOR_NOT_AVAILABLE
-        if self.loading:
+        err = 0 if self.table.active else E.COORDINATOR_NOT_AVAILABLE
+        if self.table.loading:
             err = E.COORDINATOR_LOAD_IN_PROGRESS
         want_states = {s.lower() for s in states or []}
         if types and "classic" not in {t.lower() for t in types}:
             return err, []
         out = []
-        for g in self.groups.values():
-            if g.state is DEAD or g.partition not in self.owned:
+        for g in self.table.groups.values():
+            if g.state is DEAD or g.partition not in self.table.owned:
                 continue
             if want_states and g.state.value.lower() not in want_states:
                 continue
             out.append((g.group_id, g.protocol_type or "", g.state.value))
         return err, out
-
-    def delete_groups(self, group_ids: list[str], now: int) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for gid in group_ids:
-            if gid in out:
-                continue
-            err = self.coordinator_error(gid)
-            if err:
-                out[gid] = err
-                continue
-            g = self.groups.get(gid)
-            if g is None or g.state is DEAD:
-                out[gid] = E.GROUP_ID_NOT_FOUND
-            elif g.state is not EMPTY:
-                out[gid] = E.NON_EMPTY_GROUP
-            else:
-                for tp in list(g.offsets):
-                    self._fx.writes.append(Write(g.partition, rec.encode_key(rec.OffsetKey(gid, *tp)), None))
-                g.offsets.clear()
-                self._delete_group(g, now)
-                out[gid] = 0
-        return out

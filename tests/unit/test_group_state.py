@@ -12,6 +12,7 @@ from broker.group.model import (
     GroupState,
     JoinRequest,
     JoinResult,
+    Now,
     OffsetCommitIn,
     SyncRequest,
     SyncResult,
@@ -20,6 +21,7 @@ from broker.group.model import (
 from broker.group.state import GroupStateMachine, Settings
 from broker.partitioning import java_string_hash, partition_for
 from client.assignors import Subscription, encode_subscription
+from protocol.clock import ManualClock
 from protocol.errors import ErrorCode as E
 
 G = "grp"
@@ -39,11 +41,15 @@ class Harness:
                                  offsets_retention_check_interval_ms=1000, max_group_size=max_size)
         self.sm = GroupStateMachine(self.settings, lambda t, p: (t, p) in partitions,
                                     new_member_id=lambda prefix: f"{prefix}-{next(ids)}")
-        self.sm.own_partitions(range(4), 0)
+        self.clock = ManualClock()
+        self.sm.own_partitions(range(4), self.now)
         self.tokens = itertools.count(1)
         self.replies: dict[int, JoinResult | SyncResult] = {}
         self.writes: list[Write] = []
-        self.now = 0
+
+    @property
+    def now(self) -> Now:
+        return Now.of(self.clock)
 
     def pump(self) -> None:
         fx = self.sm.drain()
@@ -53,7 +59,7 @@ class Harness:
             self.replies[token] = result
 
     def advance(self, ms: int) -> None:
-        self.now += ms
+        self.clock.advance(ms)
         self.sm.tick(self.now)
         self.pump()
 
@@ -484,7 +490,7 @@ def test_coordinator_errors() -> None:
     assert h.join_result(h.join(group="elsewhere")).error == E.NOT_COORDINATOR
     assert h.commit({("t", 0): 1}, group="elsewhere") == {("t", 0): E.NOT_COORDINATOR}
     h.sm.begin_loading(h.sm.partition_for("elsewhere"), 0)
-    assert h.sm.heartbeat("elsewhere", "m", None, 1, 0) == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert h.sm.heartbeat("elsewhere", "m", None, 1, h.now) == E.COORDINATOR_LOAD_IN_PROGRESS
     assert h.sm.fetch_offsets("elsewhere", [("t", 0)], False)[0] == E.COORDINATOR_LOAD_IN_PROGRESS
     h.sm.active = False
     assert h.sm.describe_group(G)[0] == E.COORDINATOR_NOT_AVAILABLE
@@ -522,7 +528,7 @@ def test_txn_abort_drops_pending_offsets() -> None:
 def test_a_lapsed_lease_sends_clients_elsewhere_until_renewed() -> None:
     lease = [True]
     sm = GroupStateMachine(Settings(num_partitions=1), lambda t, p: True, lease_held=lambda: lease[0])
-    sm.own_partitions(range(1), 0)
+    sm.own_partitions(range(1), Now(0, 0))
     assert sm.fetch_offsets(G, [("t", 0)], False)[0] == 0
     lease[0] = False
     assert sm.fetch_offsets(G, [("t", 0)], False)[0] == E.NOT_COORDINATOR
@@ -653,6 +659,20 @@ def test_simple_consumer_offsets_expire_by_commit_time() -> None:
     assert "grp" not in h.sm.groups
 
 
+def test_the_retention_check_runs_on_the_monotonic_clock_and_judges_by_the_wall_clock() -> None:
+    """Offsets are kept for a span of wall time (their commit timestamps are wall time, in the log):
+    a wall clock set an hour ahead makes them old, but they go at the next check, which comes on
+    its own monotonic period (1 s here), not at once."""
+    h = Harness(retention_ms=10_000)
+    h.commit({("t", 0): 1})
+    h.advance(1_000)  # a check, nothing due yet
+    h.clock.set(h.clock.now_ms() + 3_600_000)
+    h.advance(999)
+    assert h.fetched(None) == {("t", 0): (1, 0)}
+    h.advance(1)
+    assert "grp" not in h.sm.groups
+
+
 # ---- reload from the log ---------------------------------------------------------------------
 
 def _reload(h: Harness, txn: dict[int, tuple[int, bool | None]] | None = None,
@@ -695,7 +715,7 @@ def test_reload_applies_transaction_markers() -> None:
     sm.load_marker(0, 5, commit=True)
     sm.load_record(0, key, rec.encode_offset_value(rec.OffsetValue(70)), 5, producer_id=7)
     sm.load_marker(0, 7, commit=False)
-    sm.finish_loading(0, 0)
+    sm.finish_loading(0, Now(0, 0))
     assert sm.fetch_offsets(G, [("t", 0)], False)[1][0].offset == 50
     assert sm.fetch_offsets(G, [("t", 0)], True)[1][0].error == E.UNSTABLE_OFFSET_COMMIT  # pid 6 still open
     sm.complete_txn(6, commit=True, partition=0)
