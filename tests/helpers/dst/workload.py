@@ -163,6 +163,64 @@ class TxnProducer(Worker):
         return keep
 
 
+def _error_name(e: BaseException) -> str:
+    """Kafka's name for the error a broker answered, else the exception's class."""
+    code = getattr(e, "code", None)
+    return code.name if code is not None else type(e).__name__
+
+
+class Zombie(Worker):
+    """A transactional producer that goes on after another instance of its transactional id
+    fenced it (a process presumed dead that was only paused): every write and the commit it sends
+    under the old epoch must be refused. Recorded as the checker's `fence` line."""
+
+    async def incarnation(self, inc: int) -> None:
+        sim, tid = self.sim, f"sim-zombie-{inc}"
+        kw: dict[str, Any] = dict(transactional_id=tid, transaction_timeout_ms=sim.txn_timeout_ms, linger_ms=0,
+                                  request_timeout_ms=10_000, delivery_timeout_ms=20_000, clock=self.clock())
+        old, new = Producer(sim.bootstrap, client_id=f"{self.name}-old", **kw), \
+            Producer(sim.bootstrap, client_id=f"{self.name}-new", **kw)
+        await old.start()
+        await new.start()
+        try:
+            await asyncio.wait_for(old.init_transactions(), 60)
+            await old.begin_transaction()
+            part = self.rng.randrange(sim.partitions)
+            first = {"partition": part, "value": f"{self.name}-{inc}-0-0", "offset": None}
+            first["offset"] = (await asyncio.wait_for(await old.send(TOPIC, first["value"].encode(), partition=part),
+                                                      30)).offset
+            assert old.txn is not None
+            pid, epoch = old.txn.producer_id, old.txn.producer_epoch
+            await asyncio.wait_for(new.init_transactions(), 60)  # fences `old`, aborts its transaction
+            assert new.txn is not None
+            t = self.loop.time()
+            # the aborted transaction, for the checker: its value must never be read committed
+            sim.write({"f": "txn", "proc": self.name, "inc": inc, "seq": 0, "topic": TOPIC, "sends": [first],
+                       "outcome": "abort", "tc": None, "t0": t, "t1": t})
+            writes = []
+            for i in range(1, 3):
+                w: dict[str, Any] = {"partition": part, "value": f"{self.name}-{inc}-1-{i}", "t0": self.loop.time(),
+                                     "error": None, "offset": None}
+                try:
+                    md = await asyncio.wait_for(await old.send(TOPIC, w["value"].encode(), partition=part), 30)
+                    w.update(error="NONE", offset=md.offset)
+                except (KafkaClientError, OSError, TimeoutError) as e:
+                    w["error"] = _error_name(e)
+                writes.append(w)
+            commit: str | None = None
+            try:
+                await asyncio.wait_for(old.commit_transaction(), 30)
+                commit = "NONE"
+            except (KafkaClientError, OSError, TimeoutError) as e:
+                commit = _error_name(e)
+            sim.write({"f": "fence", "proc": self.name, "topic": TOPIC, "tid": tid, "pid": pid, "epoch": epoch, "by": new.txn.producer_epoch,
+                       "t": t, "writes": writes, "commit": commit})
+        finally:
+            await old.close(timeout=5)
+            await new.close(timeout=5)
+        await asyncio.sleep(self.rng.uniform(1.0, 3.0))
+
+
 class Poller(Worker):
     def __init__(self, sim: Workload, name: str, isolation: str) -> None:
         super().__init__(sim, name)
@@ -210,6 +268,7 @@ class Workload:
             PlainProducer(self, "p1"), PlainProducer(self, "p2"),
             TxnProducer(self, "t1", "sim-t1"), TxnProducer(self, "t2", "sim-t2"),
             Poller(self, "rc1", "read_committed"), Poller(self, "ru1", "read_uncommitted"),
+            Zombie(self, "z1"),
         ]
         self.procs: list[Process] = []
         self.tasks: list[asyncio.Task[None]] = []
