@@ -233,6 +233,11 @@ class LogLoader:
         return LoadedLog(segments, log_start, leo, hw, leo, written, stats, fresh=False)
 
     def _fresh(self, start: int, written: dict[str, int | None], now: int) -> LoadedLog:
+        # The directory may be new: its entry in the parent is durable only once the parent is
+        # fsynced (fsyncing the directory itself, as every flush does, is not enough), else a
+        # power loss takes the whole log, synced data and all. Before the first segment exists,
+        # so that a crash in between leaves a log that opens fresh again and comes back here.
+        self.fs.fsync_dir(self.directory.parent)
         segments = [LogSegment.create(self.fs, self.directory, start, self.config, now)]
         self.producers.delete_snapshots(self.producers.snapshot_offsets())
         self.producers.clear(start)
