@@ -301,12 +301,14 @@ class SimFileSystem:
     # ---- crashes and faults --------------------------------------------------------------------
     def crash(self, rng: random.Random) -> list[str]:
         """A power loss (see the module docstring). Returns what was lost, one line each."""
-        return self._crash(rng)
+        return self._crash(lambda _what: rng.random() < 0.5, rng)
 
-    def crash_worst(self) -> list[str]:
-        """The power loss that loses everything it may: every unsynced write, every entry
-        change not fsynced. What is left is what `durable_snapshot` shows."""
-        return self._crash(None)
+    def crash_worst(self, keep: Callable[[str], bool] = lambda _what: False) -> list[str]:
+        """The power loss that loses everything it may: every unsynced write, every entry change
+        not fsynced (what is left is what `durable_snapshot` shows) — but the entry changes
+        `keep` picks by their description as reports show it ("unlink /a/b"), when what they
+        depend on is kept too: a test's one chosen outcome."""
+        return self._crash(keep, None)
 
     def crash_process(self) -> None:
         """SIGKILL: the process's handles die; the page cache, and so every write, survives."""
@@ -482,7 +484,7 @@ class SimFileSystem:
                 stack.extend(n for _, _, n in node.pending if n is not None)
         return [dirs[i] for i in sorted(dirs)], [files[i] for i in sorted(files)]
 
-    def _crash(self, rng: random.Random | None) -> list[str]:
+    def _crash(self, keep: Callable[[str], bool], rng: random.Random | None) -> list[str]:
         self._gen += 1
         report: list[str] = []
         dirs, _ = self._all_nodes(live_only=False)
@@ -493,8 +495,7 @@ class SimFileSystem:
                     changes[change.seq] = change
         for seq in sorted(changes):
             change = changes[seq]
-            change.kept = (rng is not None and all(dep.durable or dep.kept for dep in change.deps)
-                           and rng.random() < 0.5)
+            change.kept = all(dep.durable or dep.kept for dep in change.deps) and keep(change.what)
             if not change.kept:
                 report.append(f"lost {change.what}")
         for d in dirs:
