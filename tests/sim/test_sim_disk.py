@@ -19,6 +19,9 @@ import pytest
 from helpers.dst.disk import SimFileSystem
 from helpers.recording_fs import RecordingFileSystem
 
+from broker.quorum.messages import Entry
+from broker.quorum.node import Ready
+from broker.quorum.store import QuorumStore
 from protocol.batch import BatchHeader, iter_batches, set_base_offset, set_leader_epoch
 from protocol.clock import ManualClock
 from protocol.records import build_batch_from_messages
@@ -558,6 +561,20 @@ def test_a_new_partition_directory_survives_a_power_loss_once_its_log_synced() -
     assert log.synced_offset == log.log_end_offset > 0
     disk.crash_worst()
     assert PartitionLog.open(LOG_DIR, CONFIG, fs=disk).log_end_offset == log.log_end_offset
+
+
+def test_a_new_metadata_log_directory_survives_a_power_loss_once_a_ready_persisted() -> None:
+    """As the partition directory above, the metadata quorum's: a power loss took the directory,
+    and with it the log entries and the vote a persisted Ready had made durable (a vote forgotten
+    is a second vote in the same epoch)."""
+    disk = _disk()
+    store = QuorumStore(ROOT / "__cluster_metadata-0", disk)
+    store.load()
+    store.persist(Ready(hard_state=(3, 1), truncate_to=None, entries=(Entry(0, 3, b"a"),), snapshot=None,
+                        messages=(), restore=None, committed=()))
+    disk.crash_worst()
+    back = QuorumStore(ROOT / "__cluster_metadata-0", disk).load()
+    assert (back.epoch, back.voted_for, [e.data for e in back.entries]) == (3, 1, [b"a"])
 
 
 def _follower_append(log: PartitionLog, batch: bytes, base_offset: int) -> None:

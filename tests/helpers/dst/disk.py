@@ -69,20 +69,19 @@ class _File:
     def __init__(self, ino: int, mtime_ms: int) -> None:
         self.ino = ino
         self.data = bytearray()  # what reads see: the page cache
-        self.durable = b""  # as of the last sync
+        self.durable = bytearray()  # as of the last sync
         self.ops: list[tuple[int, bytes] | int] = []  # since: (pos, bytes) writes, int truncates
         self.mtime_ms = mtime_ms
 
-    def write(self, pos: int, data: bytes) -> None:
-        _apply_write(self.data, pos, data)
-        self.ops.append((pos, data))
-
-    def truncate(self, size: int) -> None:
-        _apply_truncate(self.data, size)
-        self.ops.append(size)
+    def change(self, op: tuple[int, bytes] | int) -> None:
+        _apply(self.data, op)
+        self.ops.append(op)
 
     def sync(self) -> None:
-        self.durable = bytes(self.data)
+        """Replays the writes since the last sync on the durable copy: a sync costs what was
+        written since, not the file's size."""
+        for op in self.ops:
+            _apply(self.durable, op)
         self.ops.clear()
 
 
@@ -117,6 +116,13 @@ def _apply_truncate(buf: bytearray, size: int) -> None:
         buf.extend(bytes(size - len(buf)))
 
 
+def _apply(buf: bytearray, op: tuple[int, bytes] | int) -> None:
+    if isinstance(op, int):
+        _apply_truncate(buf, op)
+    else:
+        _apply_write(buf, *op)
+
+
 class SimFile:
     """A handle to a simulated file (storage.fs.File)."""
 
@@ -143,11 +149,11 @@ class SimFile:
         return node
 
     def pwrite(self, data: Data, pos: int) -> None:
-        self._writable(errno.EBADF).write(pos, bytes(data))
+        self._writable(errno.EBADF).change((pos, bytes(data)))
 
     def pwritev(self, parts: Sequence[Data], pos: int) -> int:
         data = b"".join(parts)
-        self._writable(errno.EBADF).write(pos, data)
+        self._writable(errno.EBADF).change((pos, data))
         return len(data)
 
     def pread(self, size: int, pos: int) -> bytes:
@@ -157,7 +163,7 @@ class SimFile:
         return len(self._live().data)
 
     def truncate(self, size: int) -> None:
-        self._writable(errno.EINVAL).truncate(size)
+        self._writable(errno.EINVAL).change(size)
 
     def sync(self) -> None:
         node = self._live()
@@ -208,7 +214,7 @@ class SimFileSystem:
         elif truncate and not read_only:
             node.mtime_ms = self._now()
             if node.data:
-                node.truncate(0)
+                node.change(0)
         return SimFile(self, node, path, read_only)
 
     def read(self, path: Path) -> bytes:
@@ -327,10 +333,10 @@ class SimFileSystem:
         for d in dirs:
             self._fold(d)
 
-    def fail_sync(self, predicate: SyncFault, code: int = errno.EIO) -> Callable[[], None]:
-        """From now on sync, datasync and fsync_dir of a matching path raise OSError(code) (the
+    def fail_sync(self, predicate: SyncFault, errno: int = errno.EIO) -> Callable[[], None]:
+        """From now on sync, datasync and fsync_dir of a matching path raise OSError(errno) (the
         path a file was opened by); what was not durable stays so. Returns the undo."""
-        rule = (predicate, code)
+        rule = (predicate, errno)
         self._sync_faults.append(rule)
         return lambda: self._sync_faults.remove(rule)
 
@@ -340,7 +346,7 @@ class SimFileSystem:
         node = self._lookup(path, durable=True)
         if isinstance(node, _Dir):
             raise _err(IsADirectoryError, errno.EISDIR, path)
-        return node.durable
+        return bytes(node.durable)
 
     def snapshot(self) -> dict[str, bytes | None]:
         """Every path visible now, sorted: a file's content, None for a directory."""
@@ -521,20 +527,17 @@ class SimFileSystem:
         if not n:
             return ""
         keep = rng.randint(0, n) if rng is not None else 0
-        buf = bytearray(f.durable)
+        ops, f.ops = f.ops[:keep], []
+        last = ops[-1] if ops else None
         torn = ""
-        for i, op in enumerate(f.ops[:keep]):
-            if isinstance(op, int):
-                _apply_truncate(buf, op)
-                continue
-            pos, data = op
-            if i == keep - 1 and rng is not None and rng.random() < 0.5:
-                cut = rng.randint(0, len(data))
-                torn = f", the last torn after {cut} of {len(data)} bytes"
-                data = data[:cut]
-            _apply_write(buf, pos, data)
-        f.data = buf
-        f.sync()
+        if isinstance(last, tuple) and rng is not None and rng.random() < 0.5:
+            pos, data = last
+            cut = rng.randint(0, len(data))
+            torn = f", the last torn after {cut} of {len(data)} bytes"
+            ops[-1] = (pos, data[:cut])
+        for op in ops:
+            _apply(f.durable, op)
+        f.data = bytearray(f.durable)
         if keep == n and not torn:
             return ""
         return f"kept {keep} of {n} unsynced writes{torn}"
@@ -557,7 +560,7 @@ class SimFileSystem:
                 yield str(at / name), None
                 yield from self._walk(node, at / name, durable=durable)
             else:
-                yield str(at / name), node.durable if durable else bytes(node.data)
+                yield str(at / name), bytes(node.durable if durable else node.data)
 
     def _check_sync(self, path: Path) -> None:
         for predicate, code in self._sync_faults:
