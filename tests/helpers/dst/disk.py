@@ -23,7 +23,10 @@ file still there, a seeded prefix of its unsynced writes and truncates is kept, 
 write possibly torn (only a prefix of its bytes; never garbage or zeros past what was written).
 `crash_process()` is a SIGKILL: the page cache survives, nothing is lost. After either, the
 handles opened before are dead: every call on them raises OSError(EBADF), as the process that
-held them is gone. One SimFileSystem is one machine's disk: give each simulated broker its own.
+held them is gone. One SimFileSystem is one machine's disk: give each simulated broker its own,
+with its data directories made first and `sync_all()` (a disk prepared before the run: the broker
+creates missing log directories without fsyncing their parents, so on this disk a power loss
+could take them away whole). `listdir` answers in creation order.
 
 Determinism: no time, ids, global random or iteration over sets; every choice comes from the
 `random.Random` handed to `crash`, in an order fixed by what was done (inode numbers, change
