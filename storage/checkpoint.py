@@ -27,6 +27,7 @@ RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
 LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
 HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
+CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"  # see storage/cleaner.py
 
 
 def atomic_write(fs: FileSystem, path: Path, data: bytes, *, durable: bool = True) -> None:

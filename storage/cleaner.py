@@ -52,7 +52,7 @@ from protocol.errors import KafkaError
 from protocol.records import decode_batch
 
 from . import segment_swap
-from .checkpoint import CheckpointFile
+from .checkpoint import CLEANER_CHECKPOINT_FILE, CheckpointFile
 from .compaction_filter import BatchFilter, Outcome, TxnTracker
 from .config import LogConfig
 from .fs import File, FileSystem
@@ -62,7 +62,6 @@ from .txn_index import AbortedTxn
 
 log = structlog.get_logger(__name__)
 
-CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 _READ_CHUNK = 4 * 1024 * 1024
 _WRITE_CHUNK = 1024 * 1024
 _SPILL_BYTES = 16 * 1024 * 1024

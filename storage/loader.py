@@ -25,6 +25,7 @@ from protocol.errors import KafkaError
 
 from . import segment_swap
 from .checkpoint import (
+    CLEANER_CHECKPOINT_FILE,
     HIGH_WATERMARK_FILE,
     LOG_START_OFFSET_FILE,
     RECOVERY_POINT_FILE,
@@ -191,6 +192,7 @@ class LogLoader:
         # Re-validate from the recovery point on.
         k = segment_index(segments, rp)
         validated = truncated = seg_deleted = 0
+        dense = self._dense()
         i = k
         while i < len(segments):
             seg = segments[i]
@@ -198,9 +200,16 @@ class LogLoader:
             result = seg.recover(trusted, self._on_recovered_batch(seg, hw, now))
             validated += result.validated_batches
             truncated += result.truncated_bytes
-            if result.truncated_bytes and i < len(segments) - 1:
+            # In a dense log, a segment ending before the next one starts lost its unsynced tail
+            # while the next one's data reached the disk (writeback order across files is the
+            # kernel's): what follows the hole was never synced either, and kept it would be a
+            # log end past offsets the log does not hold.
+            lost_tail = dense and i < len(segments) - 1 and seg.next_offset < segments[i + 1].base_offset
+            if (result.truncated_bytes or lost_tail) and i < len(segments) - 1:
                 later = segments[i + 1:]
-                log.warning("dropping segments after a corrupt one", segments=[s.base_offset for s in later])
+                log.warning("dropping segments after a corrupt one" if result.truncated_bytes
+                            else "dropping segments after one that lost its tail",
+                            segments=[s.base_offset for s in later])
                 for s in reversed(later):
                     s.delete()
                     seg_deleted += 1
@@ -232,7 +241,19 @@ class LogLoader:
                      segments_deleted=seg_deleted)
         return LoadedLog(segments, log_start, leo, hw, leo, written, stats, fresh=False)
 
+    def _dense(self) -> bool:
+        """Offsets follow each other with no gap between segments. Not so in a compacted log, nor
+        in one compacted once (a cleaner checkpoint stays) whose topic now only deletes. (A
+        follower that copied a compacted leader's gaps into a topic no longer compacted is not
+        told apart: its recovery drops what follows such a gap, which it fetches again.)"""
+        return not self.config.compacts and not self.fs.exists(self.directory / CLEANER_CHECKPOINT_FILE)
+
     def _fresh(self, start: int, written: dict[str, int | None], now: int) -> LoadedLog:
+        # The directory may be new: its entry in the parent is durable only once the parent is
+        # fsynced (fsyncing the directory itself, as every flush does, is not enough), else a
+        # power loss takes the whole log, synced data and all. Before the first segment exists,
+        # so that a crash in between leaves a log that opens fresh again and comes back here.
+        self.fs.fsync_dir(self.directory.parent)
         segments = [LogSegment.create(self.fs, self.directory, start, self.config, now)]
         self.producers.delete_snapshots(self.producers.snapshot_offsets())
         self.producers.clear(start)

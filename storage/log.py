@@ -873,6 +873,9 @@ class PartitionLog:
             if offset < self._log_start or offset <= self._segments[0].base_offset:
                 self.truncate_fully_and_start_at(offset)
                 return
+            # Before any file changes: a power loss part way (some segments deleted, the file cut
+            # or not) must not reopen trusting offsets that are gone, nor a producer snapshot there.
+            self._lower_recovery_point(offset)
             while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
                 self._segments.pop().delete()
                 self._bases.pop()
@@ -901,16 +904,19 @@ class PartitionLog:
         replay(self._producers, self._segments, max(snap or 0, self._log_start), leo, self._hw, self._now())
         self._producers.map_end_offset = leo
         self._producers.on_high_watermark(self._hw)
-        if self._recovery_point > leo:
-            self._recovery_point = leo
-        # The recovery-point file must not vouch for offsets that will be rewritten.
-        written_rp = self._written.get(RECOVERY_POINT_FILE)
-        if written_rp is None or written_rp > leo:
-            self._rp_file.write(self._recovery_point, durable=True)
-            self._written[RECOVERY_POINT_FILE] = self._recovery_point
+        self._lower_recovery_point(leo)
         self._epochs.write()
         if self.on_truncate is not None:
             self.on_truncate(leo)
+
+    def _lower_recovery_point(self, end: int) -> None:
+        """The recovery point, in memory and in its file (durably), to at most `end`: the file
+        must not vouch for offsets being removed or rewritten."""
+        self._recovery_point = min(self._recovery_point, end)
+        written_rp = self._written.get(RECOVERY_POINT_FILE)
+        if written_rp is None or written_rp > end:
+            self._rp_file.write(self._recovery_point, durable=True)
+            self._written[RECOVERY_POINT_FILE] = self._recovery_point
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start an empty log at `offset` (a follower far behind)."""

@@ -62,7 +62,9 @@ class QuorumStore:
         path = self.dir / LOG_FILE
         if not fs.exists(path):
             # The file's directory entry must be durable before any append to it is acknowledged
-            # (a power loss could otherwise lose the whole file, fsynced contents and all).
+            # (a power loss could otherwise lose the whole file, fsynced contents and all), and
+            # so must the directory's own, new too (with it would go the vote as well).
+            fs.fsync_dir(self.dir.parent)
             fs.open(path, create=True).close()
             fs.fsync_dir(self.dir)
         data = fs.read(path)

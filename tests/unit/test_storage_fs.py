@@ -1,5 +1,5 @@
-"""storage/fs.py: what a FileSystem must do (the simulated one of issue 26 joins IMPLEMENTATIONS
-and must pass the same tests), and that a FileSystem handed to a PartitionLog, a QuorumStore or a
+"""storage/fs.py: what a FileSystem must do (the real one and the simulated one of issue 26,
+tests/helpers/dst/disk.py, pass the same tests), and that a FileSystem handed to a PartitionLog, a QuorumStore or a
 broker is the one every file operation goes through."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from helpers.dst.disk import SimFileSystem
 from helpers.recording_fs import RecordingFileSystem
 
 from broker.config import BrokerConfig
@@ -20,19 +21,22 @@ from broker.topics import TopicTable
 from protocol.clock import ManualClock, SystemClock
 from protocol.records import build_batch_from_messages
 from storage import LogConfig, PartitionLog, cleaner
-from storage.fs import OsFileSystem
+from storage.fs import FileSystem, OsFileSystem
 from storage.segment import segment_name
 
-IMPLEMENTATIONS: list[Callable[[], object]] = [OsFileSystem]
+IMPLEMENTATIONS: list[Callable[[], FileSystem]] = [OsFileSystem, SimFileSystem]
 
 
 @pytest.fixture(params=IMPLEMENTATIONS, ids=lambda c: c.__name__)
-def fs(request: pytest.FixtureRequest) -> OsFileSystem:
-    return request.param()  # type: ignore[no-any-return]
+def fs(request: pytest.FixtureRequest, tmp_path: Path) -> FileSystem:
+    made: FileSystem = request.param()
+    if isinstance(made, SimFileSystem):
+        made.mkdir(tmp_path)  # the same paths, on the simulated disk
+    return made
 
 
 # ---- the contract ----------------------------------------------------------------------------------
-def test_positional_writes_and_reads(fs: OsFileSystem, tmp_path: Path) -> None:
+def test_positional_writes_and_reads(fs: FileSystem, tmp_path: Path) -> None:
     f = fs.open(tmp_path / "a", create=True)
     f.pwrite(b"hello", 0)
     f.pwrite(bytearray(b"world"), 5)
@@ -51,7 +55,7 @@ def test_positional_writes_and_reads(fs: OsFileSystem, tmp_path: Path) -> None:
     assert fs.stat(tmp_path / "a").size == 14
 
 
-def test_truncate_shrinks_and_extends_with_zeros(fs: OsFileSystem, tmp_path: Path) -> None:
+def test_truncate_shrinks_and_extends_with_zeros(fs: FileSystem, tmp_path: Path) -> None:
     f = fs.open(tmp_path / "a", create=True)
     f.pwrite(b"0123456789", 0)
     f.truncate(4)
@@ -61,7 +65,7 @@ def test_truncate_shrinks_and_extends_with_zeros(fs: OsFileSystem, tmp_path: Pat
     f.close()
 
 
-def test_open_modes(fs: OsFileSystem, tmp_path: Path) -> None:
+def test_open_modes(fs: FileSystem, tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         fs.open(tmp_path / "missing")
     with pytest.raises(FileNotFoundError):
@@ -85,7 +89,7 @@ def test_open_modes(fs: OsFileSystem, tmp_path: Path) -> None:
     ro.close()
 
 
-def test_a_dup_survives_the_original_being_closed(fs: OsFileSystem, tmp_path: Path) -> None:
+def test_a_dup_survives_the_original_being_closed(fs: FileSystem, tmp_path: Path) -> None:
     f = fs.open(tmp_path / "a", create=True)
     f.pwrite(b"data", 0)
     d = f.dup()
@@ -99,7 +103,7 @@ def test_a_dup_survives_the_original_being_closed(fs: OsFileSystem, tmp_path: Pa
     assert not fs.exists(tmp_path / "a")
 
 
-def test_rename_replaces_the_target(fs: OsFileSystem, tmp_path: Path) -> None:
+def test_rename_replaces_the_target(fs: FileSystem, tmp_path: Path) -> None:
     for name, data in (("a", b"new"), ("b", b"old")):
         f = fs.open(tmp_path / name, create=True)
         f.pwrite(data, 0)
@@ -112,14 +116,14 @@ def test_rename_replaces_the_target(fs: OsFileSystem, tmp_path: Path) -> None:
     fs.fsync_dir(tmp_path)
 
 
-def test_unlink_of_a_missing_file_is_not_an_error(fs: OsFileSystem, tmp_path: Path) -> None:
+def test_unlink_of_a_missing_file_is_not_an_error(fs: FileSystem, tmp_path: Path) -> None:
     fs.open(tmp_path / "a", create=True).close()
     fs.unlink(tmp_path / "a")
     assert not fs.exists(tmp_path / "a")
     fs.unlink(tmp_path / "a")
 
 
-def test_directories(fs: OsFileSystem, tmp_path: Path) -> None:
+def test_directories(fs: FileSystem, tmp_path: Path) -> None:
     d = tmp_path / "x" / "y"
     fs.mkdir(d)
     fs.mkdir(d)  # existing: fine
@@ -135,7 +139,8 @@ def test_directories(fs: OsFileSystem, tmp_path: Path) -> None:
         fs.listdir(tmp_path / "x")
 
 
-def test_stat_reports_the_modification_time(fs: OsFileSystem, tmp_path: Path) -> None:
+def test_stat_reports_the_modification_time(tmp_path: Path) -> None:
+    fs = OsFileSystem()  # the simulated disk's times are its clock's (tests/sim/test_sim_disk.py)
     fs.open(tmp_path / "a", create=True).close()
     os.utime(tmp_path / "a", ns=(0, 1_234_567_000_000))
     assert fs.stat(tmp_path / "a").mtime_ms == 1_234_567
