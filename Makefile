@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint typecheck unit bench bench-cluster soak chaos compat-cluster compose-test clean system-deps
+.PHONY: install run test lint typecheck unit bench bench-cluster soak chaos sim compat-cluster compose-test clean system-deps
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -70,6 +70,15 @@ CHAOS_SEED ?=
 chaos: install system-deps
 	$(BIN)/pytest -q -m chaos_selftest tests/chaos
 	$(BIN)/python -m tests.chaos.campaign --seconds $(CHAOS_SECONDS) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED))
+
+# The deterministic simulation (docs/simulation.md): SEEDS runs (a count, or ranges such as 1-100,200),
+# each SECONDS of virtual faults on three brokers, JOBS processes; prints the failing seeds, each
+# replayable with `$(BIN)/python -m tests.helpers.dst --seed N --trace`.
+SEEDS ?= 1000
+SECONDS ?= 30
+JOBS ?= $(shell nproc)
+sim: install
+	$(BIN)/python -m tests.helpers.dst --seeds $(SEEDS) --seconds $(SECONDS) --jobs $(JOBS)
 
 compat-cluster: install system-deps
 	KETCH_COMPAT_CLUSTER=1 $(BIN)/pytest -q -m "not slow" tests/compat

@@ -31,7 +31,7 @@ from pathlib import Path
 import structlog
 
 from storage.checkpoint import atomic_write
-from storage.fs import FileSystem
+from storage.fs import FileSystem, mkdir_durable
 
 from .config import ConfigError
 from .quorum.wire_codec import METADATA_TOPIC
@@ -117,7 +117,7 @@ class LogDirs:
         partitions and resolve what an interrupted move left. Blocking: run it in a thread."""
         for d in self.dirs:
             try:
-                self.fs.mkdir(d.path)
+                mkdir_durable(self.fs, d.path)
                 d.dir_id = self._meta_properties(d.path)
                 self._scan(d)
             except OSError as e:
@@ -128,7 +128,7 @@ class LogDirs:
                 self.unknown_offline = True
                 log.error("log directory offline", log_dir=str(d.path), reason=d.error)
         if all(d.path != self.metadata_dir for d in self.dirs):
-            self.fs.mkdir(self.metadata_dir)
+            mkdir_durable(self.fs, self.metadata_dir)
             self._meta_properties(self.metadata_dir)
         if not any(d.online for d in self.dirs):
             raise ConfigError(self.setting, ",".join(str(d.path) for d in self.dirs), "no log directory can be used")

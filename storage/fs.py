@@ -210,3 +210,17 @@ class OsFileSystem:
 
 
 OS_FS: FileSystem = OsFileSystem()
+
+
+def mkdir_durable(fs: FileSystem, path: Path) -> None:
+    """`fs.mkdir(path)`, and each directory it had to create made durable in its parent: a data
+    directory created at first start and lost to a power cut takes every log written in it along
+    (found by the simulated disk, tests/helpers/dst/disk.py)."""
+    missing = []
+    at = path
+    while not fs.exists(at) and at != at.parent:
+        missing.append(at)
+        at = at.parent
+    fs.mkdir(path)
+    for created in reversed(missing):
+        fs.fsync_dir(created.parent)

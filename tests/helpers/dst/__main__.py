@@ -29,6 +29,9 @@ def _one(job: tuple[int, float, int, str, str, float]) -> tuple[int, bool, str, 
 
 
 def _seeds(spec: str) -> list[int]:
+    """"1-100" or "1,5,9-12"; a bare count "10000" means seeds 1 to 10000 (`make sim SEEDS=10000`)."""
+    if spec.isdigit():
+        return list(range(1, int(spec) + 1))
     out: list[int] = []
     for part in spec.split(","):
         lo, _, hi = part.partition("-")
@@ -41,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     which = ap.add_mutually_exclusive_group(required=True)
     which.add_argument("--seed", type=int, help="one run, with its summary (and --trace)")
-    which.add_argument("--seeds", help="many runs: 1-100 or 1,5,9-12; prints the failing seeds")
+    which.add_argument("--seeds", help="many runs: 1-100, 1,5,9-12, or a count N (seeds 1..N); prints the failing seeds")
     ap.add_argument("--seconds", type=float, default=30.0, help="virtual seconds of faults per run")
     ap.add_argument("--size", type=int, default=3, help="brokers")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel processes (--seeds)")

@@ -58,7 +58,8 @@ class SimCluster:
         self.trace = trace or (lambda *a: None)
         self.nodes: dict[int, Node] = {}
         for n in range(1, size + 1):
-            self.nodes[n] = Node(n, f"10.0.0.{n}", SimClock(loop), make_fs(n))
+            clock = SimClock(loop)
+            self.nodes[n] = Node(n, f"10.0.0.{n}", clock, make_fs(n, clock))
         self.voters = ",".join(f"{n}@{node.host}:{CONTROLLER_PORT}" for n, node in self.nodes.items())
 
     @property
@@ -104,13 +105,11 @@ class SimCluster:
         self.loop.kill(node.proc)
         node.broker.loop_watch.stop()  # its watchdog thread dies with the process too
         node.crashes += 1
+        lost: list[str] = []
         crash = getattr(node.fs, "crash" if power_loss else "crash_process", None)
         if crash is not None:
-            if power_loss:
-                crash(self.loop.rng)
-            else:
-                crash()
-        self.trace("kill", n, "power-loss" if power_loss else "sigkill")
+            lost = crash(self.loop.rng) if power_loss else crash()
+        self.trace("kill", n, "power-loss" if power_loss else "sigkill", f"(lost {len(lost or [])} unsynced changes)")
 
     def pause(self, n: int) -> None:
         node = self.nodes[n]

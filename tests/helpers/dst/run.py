@@ -33,7 +33,9 @@ from storage import faults
 from storage.fs import OS_FS
 from tests.helpers.chaos import checker
 
+from .clock import SimClock
 from .cluster import SimCluster
+from .disk import SimFileSystem
 from .invariants import Invariants, compare_replicas
 from .loop import PROC, Deadlock, SimLoop
 from .net import SimNetwork
@@ -104,18 +106,26 @@ def collected() -> Iterator[None]:
     before the next run: a coroutine closed by the collector runs its `finally` blocks, which may
     draw from the random module -- in the middle of another run, that would change its course."""
     enabled = gc.isenabled()
-    gc.collect()
+    _collect()
     gc.disable()
     try:
         yield
     finally:
-        hook, sys.unraisablehook = sys.unraisablehook, lambda _: None  # closed loop complaints
-        try:
-            gc.collect()
-        finally:
-            sys.unraisablehook = hook
-            if enabled:
-                gc.enable()
+        for t in threading.enumerate():  # the killed brokers' loop watchdogs hold their worlds until they end
+            if t.name == "loop-watch":
+                t.join(5)
+        _collect()
+        if enabled:
+            gc.enable()
+
+
+def _collect() -> None:
+    """A collection that does not report what the closed loop's coroutines complain of as they go."""
+    hook, sys.unraisablehook = sys.unraisablehook, lambda _: None
+    try:
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
 
 
 @contextmanager
@@ -225,11 +235,12 @@ def _progress(history: list[str]) -> dict[str, int]:
     return out
 
 
-def _disks(kind: str, tmp: Path) -> tuple[Callable[[int], Any], Path]:
-    if kind == "os":  # the real file system under a temporary directory (no power-loss model)
-        return (lambda n: OS_FS), tmp
-    from .disk import SimFileSystem
-    return (lambda n: SimFileSystem()), Path("/sim")
+def _disks(kind: str, tmp: Path) -> tuple[Callable[[int, SimClock], Any], Path]:
+    """Each machine's disk: simulated (power loss drops what was not synced), or the real file
+    system under a temporary directory (a crash is only a process kill)."""
+    if kind == "os":
+        return (lambda n, clock: OS_FS), tmp
+    return (lambda n, clock: SimFileSystem(now_ms=clock.now_ms)), Path("/sim")
 
 
 def _replicas(cluster: SimCluster, workload: Workload, invariants: Invariants, now: float) -> dict[str, Any]:
