@@ -15,15 +15,11 @@ without appends is flushed on group commit's thread.
 from __future__ import annotations
 
 import asyncio
-import functools
 
 import structlog
 
 from protocol.clock import Clock
-from storage import cleaner
-from storage.segment import unlink_all
 
-from .group_commit import GroupCommit
 from .log_io import LogIO
 from .partition import Partition
 from .topics import TopicTable
@@ -34,11 +30,10 @@ log = structlog.get_logger(__name__)
 class Housekeeper:
     def __init__(self, topics: TopicTable, clock: Clock, retention_check_interval_ms: int,
                  checkpoint_interval_ms: int, producer_expiration_check_interval_ms: int, *,
-                 log_io: LogIO, group_commit: GroupCommit) -> None:
+                 log_io: LogIO) -> None:
         self.topics = topics
         self.clock = clock
         self.log_io = log_io  # writes the checkpoints
-        self.group_commit = group_commit  # runs the flush policy's flushes
         self.retention_interval_s = retention_check_interval_ms / 1000
         self.checkpoint_interval_s = checkpoint_interval_ms / 1000
         self.expiry_interval_s = producer_expiration_check_interval_ms / 1000
@@ -65,7 +60,7 @@ class Housekeeper:
                         await self.tidy(p, retention_due=retention_due, expiry_due=expiry_due)
                     except OSError as e:  # the disk: its log directory goes offline
                         log.error("housekeeping failed", topic=t.name, partition=p.index, exc_info=e)
-                        if p.on_storage_error is not None and not p.log.closed:
+                        if p.on_storage_error is not None and not p.closed:
                             p.on_storage_error(p, e)
                     except Exception as e:
                         log.error("housekeeping failed", topic=t.name, partition=p.index, exc_info=e)
@@ -74,37 +69,5 @@ class Housekeeper:
                     await asyncio.sleep(0)
 
     async def tidy(self, p: Partition, *, retention_due: bool, expiry_due: bool) -> None:
-        """One partition's share of a pass."""
-        if expiry_due:
-            p.log.expire_producers(self.clock.now_ms())  # never one with an open transaction
-        if p.log.closed:
-            return  # deleted (or the broker stopping) while an earlier partition's writes ran
-        job = p.log.begin_checkpoint()
-        if job.writes_anything:
-            await self.log_io.run(functools.partial(p.log.write_checkpoint, job))
-            if p.log.closed:
-                return
-        if p.log.flush_due(self.clock.now_ms()):  # flush_ms holds when appends stop, too
-            await self.group_commit.flush(p.log)
-        if not retention_due:
-            return
-        deleted = p.log.apply_retention(self.clock.now_ms())
-        retired = p.log.take_retired_files()  # also DeleteRecords' since the last pass
-        if retired:
-            await asyncio.to_thread(unlink_all, p.log.fs, retired)
-        if deleted:
-            log.info("retention deleted segments", topic=p.topic, partition=p.index, segments=deleted)
-        if p.log.config.compacts:
-            await compact(p, self.clock.now_ms())
-
-
-async def compact(p: Partition, now_ms: int) -> cleaner.CleanStats:
-    """One compaction pass of `p`, its long part in a worker thread."""
-    job = cleaner.prepare(p.log, now_ms=now_ms)
-    if isinstance(job, cleaner.CleanStats):
-        return job
-    try:
-        cleaned = await asyncio.to_thread(cleaner.run, job)
-    finally:
-        job.close()
-    return cleaner.install(p.log, job, cleaned)  # discards the pass if the log changed meanwhile
+        """One partition's share of a pass (Partition.maintain)."""
+        await p.maintain(self.clock.now_ms(), self.log_io.run, retention=retention_due, expiry=expiry_due)

@@ -5,7 +5,7 @@ Each directory carries a meta.properties as Kafka's does (cluster.id, node.id, a
 its own, version 1), so a directory moved to another broker or cluster is refused at start rather
 than served. At start every directory is listed once, in a worker thread: `topic-N` is a
 partition's replica, a `topic-N` holding FUTURE_MARKER is a copy AlterReplicaLogDirs was making
-when the broker stopped (broker/replica_move.py), and `*-delete` is a replica a finished move
+when the broker stopped (broker/partition/move.py), and `*-delete` is a replica a finished move
 left to remove. A partition found in two directories without a marker is refused, as Kafka
 refuses it: only an operator knows which copy is right.
 

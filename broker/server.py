@@ -59,13 +59,13 @@ from .metrics import BrokerMetrics
 from .metrics_http import MetricsEndpoint
 from .metrics_render import render
 from .partition import Partition
+from .partition.replica_state import Assignment, IsrChange
 from .producer_ids import ProducerIdAllocator, legacy_producer_id_floor
 from .propagation import Propagation
 from .quorum.messages import Entry, Snapshot
 from .quorum.shell import METADATA_DIR, QuorumShell
 from .replication.fetcher import ReplicaFetcher
 from .replication.manager import ReplicaManager
-from .replication.replica_state import Assignment, IsrChange
 from .replication.throttle import listed
 from .topics import TopicTable
 from .txn.coordinator import TransactionCoordinator
@@ -311,7 +311,7 @@ class BrokerServer:
         self.inter_broker_endpoint: tuple[str, int] | None = None  # known once bound
         self.housekeeper = Housekeeper(self.topics, clock, cfg.log_retention_check_interval_ms,
                                        cfg.log_checkpoint_interval_ms, cfg.producer_id_expiration_check_interval_ms,
-                                       log_io=self.topics.log_io, group_commit=self.topics.group_commit)
+                                       log_io=self.topics.log_io)
         self._retention_task: asyncio.Task[None] | None = None
         self._orphan_sweep: asyncio.Task[None] | None = None
         self.started_ms = clock.now_ms()
@@ -343,12 +343,12 @@ class BrokerServer:
     async def _alter_partition(self, part: Partition, change: IsrChange) -> tuple[ErrorCode, Assignment | None]:
         """A leader's ISR change to the active controller, in this broker's registration epoch."""
         epoch = self.lifecycle.epoch
-        a = part.state.assignment
+        a = part.assignment
         if epoch is None or a is None:
             return ErrorCode.STALE_BROKER_EPOCH, None
         code, info = await self.controller_client.alter_partition(
             epoch, self._topic_id(part.topic), part.index, change.leader_epoch, change.partition_epoch,
-            part.state.member_epochs(change.new_isr, epoch))
+            part.member_epochs(change.new_isr, epoch))
         if code or info is None:
             return code, None
         return code, Assignment(a.replicas, frozenset(info.isr), info.leader, info.leader_epoch, info.partition_epoch)

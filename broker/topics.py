@@ -38,8 +38,8 @@ from .log_io import LogIO
 from .metadata import dynamic_configs
 from .metadata.image import MetadataImage, PartitionInfo, TopicInfo
 from .partition import Partition
-from .replica_move import ReplicaMove
-from .replication.replica_state import NO_LEADER, Assignment
+from .partition.move import ReplicaMove
+from .partition.replica_state import NO_LEADER, Assignment
 
 log = structlog.get_logger()
 
@@ -210,14 +210,14 @@ class TopicTable:
     # ---- a log directory whose disk fails (Kafka's LogDirFailureChannel) ---------------------------
     def _storage_error(self, part: Partition, error: OSError) -> None:
         d = self.log_dirs.locate((part.topic, part.index))
-        if d is not None and d.path == part.log.directory.parent:
+        if d is not None and d.path == part.directory.parent:
             self.fail_log_dir(d, f"{part.topic}-{part.index}: {error}")
 
     def _sync_failed(self, plog: PartitionLog, error: BaseException) -> None:
         """A sync or flush on group commit's thread failed."""
         key = partition_key(plog.directory.name)
         part = None if key is None else self.partition(*key)
-        if part is not None and part.log is plog and isinstance(error, OSError):
+        if part is not None and part.holds(plog) and isinstance(error, OSError):
             self._storage_error(part, error)
 
     def fail_log_dir(self, d: LogDir, reason: str) -> None:
@@ -230,7 +230,7 @@ class TopicTable:
             if self.log_dirs.locate(key) is d:
                 self._take_offline(key)
         for key, move in list(self.moves.items()):
-            if move.destination is d or move.part.log.directory.parent == d.path:
+            if move.destination is d or move.part.directory.parent == d.path:
                 self._stop_move(key)
         if d.path == self.log_dirs.metadata_dir and self.on_metadata_dir_failure is not None:
             self.on_metadata_dir_failure()
@@ -243,7 +243,7 @@ class TopicTable:
             return
         part.go_offline()
         log.error("partition offline: its log directory failed", topic=part.topic, partition=part.index,
-                  log_dir=str(part.log.directory.parent))
+                  log_dir=str(part.directory.parent))
         for listener in self.listeners:
             listener(part.topic, part, False)  # coordinators unload it; nothing fetches it
 
@@ -253,7 +253,7 @@ class TopicTable:
         part = topic.local.pop(index, None)
         if part is not None:
             part.close()
-            self.fs.remove_tree(part.log.directory)
+            self.fs.remove_tree(part.directory)
         self.log_dirs.forget((topic.name, index))
 
     # ---- moving replicas between log directories (AlterReplicaLogDirs) --------------------------------
@@ -278,7 +278,7 @@ class TopicTable:
                 return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             self.log_dirs.prefer(key, d)
             return ErrorCode.REPLICA_NOT_AVAILABLE
-        if part.log.directory.parent == d.path or key in self.moves:
+        if part.directory.parent == d.path or key in self.moves:
             return ErrorCode.NONE
         if any(not x.online for x in self.log_dirs.dirs):
             return ErrorCode.KAFKA_STORAGE_ERROR
@@ -361,7 +361,7 @@ class TopicTable:
                         continue  # its log directory failed (and was taken offline)
                     topic.local[i] = part
                     resume = self.log_dirs.resume.pop((name, i), None)
-                    if resume is not None and resume.online and part.log.directory.parent != resume.path:
+                    if resume is not None and resume.online and part.directory.parent != resume.path:
                         self._start_move(part, resume)  # a move a stop interrupted starts over
                 self._lead_or_follow(part, pinfo)
         if old.brokers != image.brokers or old.topics is not image.topics:
@@ -369,7 +369,7 @@ class TopicTable:
             out = frozenset(b.node_id for b in image.brokers if not b.live)
             for t in self.by_name.values():
                 for part in t.local.values():
-                    part.state.set_ineligible(out)
+                    part.set_ineligible(out)
         self._changed.set()
         self._changed = asyncio.Event()
 

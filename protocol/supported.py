@@ -35,7 +35,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     28: (0, 4),   # TxnOffsetCommit
     32: (0, 4),   # DescribeConfigs
     33: (0, 2),   # AlterConfigs (topics; broker configs are static)
-    34: (0, 2),   # AlterReplicaLogDirs (a replica moves to another log directory: broker/replica_move.py)
+    34: (0, 2),   # AlterReplicaLogDirs (a replica moves to another log directory: broker/partition/move.py)
     35: (0, 4),   # DescribeLogDirs (the schema reaches v5: is_cordoned, KIP-1066)
     37: (0, 3),   # CreatePartitions
     42: (0, 2),   # DeleteGroups

@@ -1,5 +1,5 @@
 """AlterReplicaLogDirs (34): move replicas of this broker to other log directories (Kafka's
-ReplicaManager.alterReplicaLogDirs; the move itself is broker/replica_move.py).
+ReplicaManager.alterReplicaLogDirs; the move itself is broker/partition/move.py).
 
 Answered at once, per partition, as Kafka answers: NONE once the move has started (it finishes in
 the background; DescribeLogDirs shows the future replica and its lag meanwhile), or why not

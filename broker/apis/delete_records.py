@@ -3,7 +3,7 @@ AdminClient.delete_records).
 
 Per partition, in Kafka's order: unknown topic or partition, then internal topic
 (INVALID_TOPIC_EXCEPTION: the coordinators own those logs), then the partition's own checks
-(broker/partition.py: compacted topic, offset out of range). A failed partition answers
+(broker/partition/: compacted topic, offset out of range). A failed partition answers
 low_watermark -1.
 
 The leader moves its own log start at once and answers when the low watermark — the smallest log

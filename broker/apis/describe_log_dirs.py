@@ -46,7 +46,7 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
         for t in req.topics:
             wanted.setdefault(t.topic, set()).update(t.partitions)
     # log directory -> topic -> partitions: each replica where its log is, a future one (a move
-    # under way, broker/replica_move.py) in its destination, with the lag Kafka reports for it
+    # under way, broker/partition/move.py) in its destination, with the lag Kafka reports for it
     # (the current log's end minus the future's)
     held: dict[Path, dict[str, list[DescribeLogDirsPartition]]] = {}
     for name, topic in ctx.topics.by_name.items():
@@ -55,7 +55,7 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
         for p in topic.partitions:
             if wanted is not None and p.index not in wanted[name]:
                 continue
-            held.setdefault(p.log.directory.parent, {}).setdefault(name, []).append(DescribeLogDirsPartition(
+            held.setdefault(p.directory.parent, {}).setdefault(name, []).append(DescribeLogDirsPartition(
                 partition_index=p.index, partition_size=p.size_in_bytes,
                 offset_lag=max(p.high_watermark - p.log_end_offset, 0), is_future_key=False))
             move = ctx.topics.moves.get((name, p.index))

@@ -20,7 +20,6 @@ far the follower has got — the high watermark moves, the follower may rejoin t
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import TYPE_CHECKING
 
@@ -37,7 +36,7 @@ from protocol.messages.fetch import (
 from storage.faults import broken
 
 from ..fetch_session import FINAL_EPOCH, INVALID_SESSION_ID, FetchContext, Key, Kind, Told, TopicKey
-from ..partition import Isolation
+from ..partition import Isolation, wait_for_change
 
 if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
@@ -113,8 +112,7 @@ def _quiet(part: Partition, fp: FetchPartition, told: Told, replica: bool, isola
     (fetch_session.must_answer): no error, no divergence, nothing to read at the fetch position,
     and the offsets the client last heard. Then the partition is not read: most of a session's
     partitions have nothing to say on most fetches, and a read costs several times this check."""
-    plog = part.log
-    hw, lso, start, leo = plog.high_watermark, plog.last_stable_offset, plog.log_start_offset, plog.log_end_offset
+    hw, lso, start, leo = part.high_watermark, part.last_stable_offset, part.log_start_offset, part.log_end_offset
     if hw != told.high_watermark or lso != told.last_stable_offset or start != told.log_start_offset:
         return False
     if not part.is_leader or part.check_epoch(fp.current_leader_epoch):
@@ -194,7 +192,6 @@ def _response(session_id: int, error: ErrorCode, answers: list[tuple[Key, Partit
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader, req: FetchRequest) -> FetchResponse:
     version = header.api_version
     deadline = ctx.clock.monotonic() + max(req.max_wait_ms, 0) / 1000
-    loop = asyncio.get_running_loop()
     replica = replica_of(req, version, client)
     fc = _context(ctx, client, req, version, replica)
     if fc.kind == Kind.ERROR:
@@ -207,13 +204,4 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader, 
         remaining = deadline - ctx.clock.monotonic()
         if total >= max(req.min_bytes, 1) or remaining <= 0 or not watched or failed:
             return _response(*ctx.fetch_sessions.respond(fc, answers, ctx.clock.monotonic_ms()))
-        fut: asyncio.Future[None] = loop.create_future()
-        for p in watched:
-            p.add_waiter(fut)
-        try:
-            await asyncio.wait_for(fut, remaining)
-        except TimeoutError:
-            pass
-        finally:
-            for p in watched:
-                p.discard_waiter(fut)
+        await wait_for_change(watched, remaining)

@@ -42,7 +42,7 @@ from protocol.messages.fetch import (
 from protocol.topic_partition import TopicPartition
 
 from ..partition import Partition
-from ..replication.replica_state import Role
+from ..partition.replica_state import Role
 from ..wire import BrokerConnection, WireError
 from .follower_session import FetchPlan, FetchState, FollowerSession
 from .throttle import ByteRateQuota
@@ -117,7 +117,7 @@ class ReplicaFetcher:
         try:
             while not self._stopping:
                 parts = [p for p in self._following.get(leader, {}).values()
-                         if p.state.role == Role.FOLLOWER and p.leader == leader and not p.log.closed]
+                         if p.role == Role.FOLLOWER and p.leader == leader and not p.closed]
                 if not parts:
                     self._following.pop(leader, None)
                     return
@@ -191,7 +191,7 @@ class ReplicaFetcher:
 
     def _fetch_state(self, p: Partition, throttled: bool) -> FetchState:
         return FetchState(topic_id=self._topic_id(p.topic), fetch_offset=p.log_end_offset, current_leader_epoch=p.leader_epoch,
-                          last_fetched_epoch=p.log.latest_epoch, log_start_offset=p.log_start_offset,
+                          last_fetched_epoch=p.latest_epoch, log_start_offset=p.log_start_offset,
                           max_bytes=self._max_bytes(throttled))
 
     def _request(self, plan: FetchPlan, conn: BrokerConnection) -> FetchRequest:
@@ -238,7 +238,7 @@ class ReplicaFetcher:
             name = by_id.get(t.topic_id, t.topic)
             for pd in t.partitions:
                 part = by_key.get(TopicPartition(name, pd.partition_index))
-                if part is None or part.log.closed or part.state.role != Role.FOLLOWER:
+                if part is None or part.closed or part.role != Role.FOLLOWER:
                     continue
                 try:
                     if pd.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and pd.log_start_offset > part.log_end_offset:

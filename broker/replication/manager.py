@@ -18,8 +18,8 @@ import structlog
 
 from protocol.errors import ErrorCode, KafkaError
 
+from ..partition.replica_state import Assignment, IsrChange
 from .fetcher import ReplicaFetcher
-from .replica_state import Assignment, IsrChange
 
 if TYPE_CHECKING:
     from ..partition import Partition
@@ -80,7 +80,7 @@ class ReplicaManager:
                      error=ErrorCode(code).name)
         else:
             log.info("ISR changed", topic=part.topic, partition=part.index, isr=sorted(change.new_isr))
-        part.state.on_isr_change_result(change, ErrorCode(code), committed)
+        part.on_isr_change_result(change, ErrorCode(code), committed)
 
     async def _check_loop(self) -> None:
         while True:

@@ -152,7 +152,7 @@ class TransactionCoordinator:
         i = partition.index
         try:
             while not await partition.caught_up_as_leader():
-                if not partition.is_leader or partition.log.closed:
+                if not partition.is_leader or partition.closed:
                     return  # led elsewhere now, or no longer here: nothing to load
                 # re-elected under a new epoch meanwhile: wait for that election's log end
             loaded = await self._load_partition_in_steps(partition)

@@ -51,7 +51,7 @@ async def test_alter_partition_checks_and_commits(tmp_path: Path, version: int) 
         assert await alter(epoch, 0, 0) == (0, 1, [node])
         info = server.topics.image.topics["t"].partitions[0]
         assert (info.partition_epoch, info.leader_epoch) == (1, 0)
-        assert topic.partitions[0].state.assignment.partition_epoch == 1  # type: ignore[union-attr]
+        assert topic.partitions[0].assignment.partition_epoch == 1  # type: ignore[union-attr]
     finally:
         conn.close()
         await server.stop()

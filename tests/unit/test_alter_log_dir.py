@@ -36,9 +36,9 @@ async def test_answers_a_preference_for_a_replica_to_come_and_a_move_redirected_
         image = image.apply(3, PartitionChangeRecord(partition_id=0, topic_id=tid, replicas=[2, 1]))
         table.apply_image(image)
         part = table.partition("t", 0)
-        assert part is not None and part.log.directory.parent == c  # not a, the least loaded
+        assert part is not None and part.directory.parent == c  # not a, the least loaded
         for i in range(50):  # a follower here: written straight into its log
-            part.log.append(build_batch_from_messages([(None, b"%d" % i * 100, [], None)]), leader_epoch=0)
+            part._log.append(build_batch_from_messages([(None, b"%d" % i * 100, [], None)]), leader_epoch=0)
         assert table.alter_log_dir("t", 0, str(c)) == ErrorCode.NONE and not table.moves  # already there
 
         # a move to a, redirected to b before it ends: the copy in a goes, the replica ends in b
@@ -46,7 +46,7 @@ async def test_answers_a_preference_for_a_replica_to_come_and_a_move_redirected_
         first = table.moves[("t", 0)]
         assert table.alter_log_dir("t", 0, str(b)) == ErrorCode.NONE
         assert table.moves[("t", 0)] is not first
-        await wait_until_async(lambda: not table.moves and part.log.directory.parent == b, 10,
+        await wait_until_async(lambda: not table.moves and part.directory.parent == b, 10,
                                message="the replica in b")
         await wait_until_async(lambda: not (a / "t-0").exists() and not (c / "t-0").exists(), 10,
                                message="nothing left in a and c")
@@ -55,7 +55,7 @@ async def test_answers_a_preference_for_a_replica_to_come_and_a_move_redirected_
         assert table.alter_log_dir("t", 0, str(b)) == ErrorCode.NONE
         await wait_until_async(lambda: not table.moves and not (c / "t-0" / FUTURE_MARKER).exists(), 10,
                                message="the move called off")
-        assert part.log.directory.parent == b and not (c / "t-0").exists()
-        assert part.log.log_end_offset == 50
+        assert part.directory.parent == b and not (c / "t-0").exists()
+        assert part.log_end_offset == 50
     finally:
         table.close()

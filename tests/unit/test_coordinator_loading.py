@@ -24,8 +24,8 @@ from broker.group import records as grec
 from broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from broker.metrics import BrokerMetrics
 from broker.partition import AppendOrigin, Partition
+from broker.partition.replica_state import Assignment
 from broker.producer_ids import ProducerIdAllocator
-from broker.replication.replica_state import Assignment
 from broker.topics import TopicTable
 from broker.txn.coordinator import TOPIC as TXN_TOPIC
 from broker.txn.coordinator import TransactionCoordinator
@@ -130,7 +130,7 @@ def _follower_with_uncommitted_tail(path: Path) -> Partition:
     p.become_follower(Assignment((ME, STALLED), frozenset({ME, STALLED}), STALLED, 0, 0))
     p.append_replicated(build_batch([Record(i, 0, None, b"v") for i in range(2)], partition_leader_epoch=0), 0, 0)
     p.become_leader(Assignment((ME, STALLED), frozenset({ME, STALLED}), ME, 1, 1))
-    assert (p.state.leader_epoch_start_offset, p.high_watermark) == (2, 0)
+    assert (p._state.leader_epoch_start_offset, p.high_watermark) == (2, 0)
     return p
 
 

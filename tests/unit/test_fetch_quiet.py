@@ -13,7 +13,7 @@ import pytest
 from broker.apis.fetch import _quiet, _read, _replica_read
 from broker.fetch_session import Told, must_answer
 from broker.partition import AppendOrigin, Isolation, Partition
-from broker.replication.replica_state import Assignment
+from broker.partition.replica_state import Assignment
 from protocol.clock import ManualClock
 from protocol.messages.fetch import FetchPartition, PartitionData
 from protocol.records import Record, build_batch

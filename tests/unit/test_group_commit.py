@@ -13,7 +13,7 @@ from helpers.wait import wait_until_async
 
 from broker.group_commit import GroupCommit
 from broker.partition import AppendOrigin, Partition
-from broker.replication.replica_state import Assignment
+from broker.partition.replica_state import Assignment
 from protocol.clock import ManualClock
 from protocol.records import Record, build_batch
 from storage.config import LogConfig
@@ -38,12 +38,12 @@ async def test_one_fsync_per_log_per_turn_and_waiters_released_after_it(tmp_path
         waits.append(asyncio.ensure_future(a.made_durable()))
     _append(b)
     waits.append(asyncio.ensure_future(b.made_durable()))
-    assert a.log.synced_offset < a.log.log_end_offset  # nothing synced within the turn
+    assert a._log.synced_offset < a.log_end_offset  # nothing synced within the turn
     assert not any(w.done() for w in waits)
     await asyncio.gather(*waits)
     assert (gc.fsyncs, gc.waiters) == (2, 6)
-    assert a.log.synced_offset == a.log.log_end_offset == 5
-    assert b.log.synced_offset == b.log.log_end_offset == 1
+    assert a._log.synced_offset == a.log_end_offset == 5
+    assert b._log.synced_offset == b.log_end_offset == 1
     a.close()
     b.close()
 
@@ -87,9 +87,9 @@ async def test_the_sync_runs_off_the_event_loop_and_later_appends_wait_for_the_n
     assert ticks == 20 and not first.done() and not second.done()
     gate.set()
     await first
-    assert p.log.synced_offset >= 1
+    assert p._log.synced_offset >= 1
     await second
-    assert p.log.synced_offset == p.log.log_end_offset == 2
+    assert p._log.synced_offset == p.log_end_offset == 2
     assert gc.fsyncs == 2
     p.close()
     gc.close()
@@ -114,9 +114,9 @@ async def test_a_truncation_during_a_sync_keeps_the_synced_offset_below_the_new_
         _append(p)
     wait = asyncio.ensure_future(p.made_durable())
     await wait_until_async(entered.is_set, 5, message="the sync to reach the disk")
-    p.log.truncate_to(1)
+    p._log.truncate_to(1)
     gate.set()
     await wait
-    assert p.log.synced_offset <= 1
+    assert p._log.synced_offset <= 1
     p.close()
     gc.close()

@@ -1,11 +1,11 @@
-"""KIP-966's rule on the leader (broker/replication/replica_state.py): the high watermark does not
+"""KIP-966's rule on the leader (broker/partition/replica_state.py): the high watermark does not
 advance while the ISR is below min.insync.replicas, so every replica that was in the ISR when it
 fell below — the controller's eligible leader replicas — holds everything up to it, and electing one
 loses nothing a consumer saw."""
 
 from __future__ import annotations
 
-from broker.replication.replica_state import Assignment, ReplicaState
+from broker.partition.replica_state import Assignment, ReplicaState
 
 
 def test_the_high_watermark_waits_while_the_isr_is_below_min_isr() -> None:

@@ -1,8 +1,14 @@
-"""No import cycles among the project's modules, and the layers depend one way (docs/architecture.md).
+"""No import cycles among the project's modules nor among the parts of a package, and the layers
+depend one way (docs/architecture.md).
 
 Every import counts, wherever it stands — at module level, under TYPE_CHECKING, inside a function:
 an import that only a type checker follows still ties the two modules' designs together, and a
 function-local import is a cycle waiting for someone to hoist it.
+
+A package's parts (its modules and subpackages, each taken as a whole) must not import each other
+in a circle either: `broker.partition` importing `broker.replication`, which imports
+`broker.topics`, which imports `broker.partition`, is no cycle of modules, yet none of the three
+can be understood, moved or tested without the others.
 """
 
 from __future__ import annotations
@@ -105,9 +111,30 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The imports between the parts of each package: `a.b.c` importing `a.d.e` is `a.b` -> `a.d`
+    (parts of `a`) and, further down, `a.b.c` -> `a.b.d` within `a.b`."""
+    out: dict[str, set[str]] = {}
+    for a, deps in graph.items():
+        pa = a.split(".")
+        for b in deps:
+            pb = b.split(".")
+            common = 0
+            while common < min(len(pa), len(pb)) - 1 and pa[common] == pb[common]:
+                common += 1
+            if common and pa[:common] == pb[:common] and pa[common] != pb[common]:
+                out.setdefault(".".join(pa[:common + 1]), set()).add(".".join(pb[:common + 1]))
+    return out
+
+
 def test_no_import_cycles() -> None:
     cycles = _cycles(_graph())
     assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_no_import_cycles_between_the_parts_of_a_package() -> None:
+    cycles = _cycles(package_graph(_graph()))
+    assert not cycles, "package import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
 
 def test_layers_depend_one_way() -> None:
@@ -118,3 +145,10 @@ def test_layers_depend_one_way() -> None:
 
 def test_the_checker_sees_a_cycle() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_checker_sees_a_package_cycle() -> None:
+    modules = {"b.p": {"b.p.core"}, "b.p.core": {"b.p.state"}, "b.p.state": {"b.r.session"},
+               "b.r.fetcher": {"b.p.core", "b.t"}, "b.t": {"b.p"}}
+    assert not _cycles(modules)
+    assert _cycles(package_graph(modules)) == [["b.p", "b.r", "b.t"]]

@@ -16,7 +16,7 @@ from broker.group_commit import GroupCommit
 from broker.housekeeping import Housekeeper
 from broker.log_io import LogIO
 from broker.partition import AppendOrigin, Partition
-from broker.replication.replica_state import Assignment
+from broker.partition.replica_state import Assignment
 from protocol.clock import ManualClock
 from protocol.records import Record, build_batch
 from storage.checkpoint import RECOVERY_POINT_FILE, OffsetCheckpoint
@@ -63,9 +63,8 @@ async def test_a_checkpoint_is_written_on_the_io_thread_while_the_loop_appends(t
     gc, io = GroupCommit(), LogIO()
     p = _open(tmp_path, hold, LogConfig(), gc, io)
     _put(p, 3)
-    p.log.flush()  # recovery point 3, not yet in its file
-    keeper = Housekeeper(None, ManualClock(NOW), 60_000, 60_000, 60_000,  # type: ignore[arg-type]
-                         log_io=io, group_commit=gc)
+    p._log.flush()  # recovery point 3, not yet in its file
+    keeper = Housekeeper(None, ManualClock(NOW), 60_000, 60_000, 60_000, log_io=io)  # type: ignore[arg-type]
     hold.armed, hold.threads = True, {}
     tidy = asyncio.ensure_future(keeper.tidy(p, retention_due=False, expiry_due=False))
     await wait_until_async(hold.entered.is_set, message="the checkpoint's fsync to start")
@@ -86,7 +85,7 @@ async def test_a_rolls_snapshot_and_sealed_indexes_are_written_on_the_io_thread(
     p = _open(tmp_path, hold, LogConfig(segment_bytes=300, index_interval_bytes=1), gc, io)
     hold.threads = {}
     _put(p, 8)  # a few rolls
-    assert len(p.log.segment_base_offsets) > 2
+    assert len(p._log.segment_base_offsets) > 2
     await wait_until_async(lambda: io.pending == 0, message="the roll writes to finish")
     loop_thread = threading.get_ident()
     snapshots, indexes = hold.ran_on("create", ".snapshot.tmp"), hold.ran_on("pwrite", ".index")
@@ -101,21 +100,21 @@ async def test_the_flush_policys_flush_runs_on_the_sync_thread_and_the_append_wa
     gc, io = GroupCommit(), LogIO()
     p = _open(tmp_path, Hold("none", ""), LogConfig(flush_messages=1), gc, io)
     hold = Hold("sync", "00000000000000000000.log")
-    p.log.fs.fault = hold  # type: ignore[attr-defined]
+    p._log.fs.fault = hold  # type: ignore[attr-defined]
     hold.armed = True
     _put(p)
     flush = p.flush_wait
-    assert flush is not None and p.log.recovery_point == 0  # asked for, not run inline
+    assert flush is not None and p._log.recovery_point == 0  # asked for, not run inline
     await wait_until_async(hold.entered.is_set, message="the flush's fsync to start")
     _put(p)  # the loop appends on meanwhile
-    assert not flush.done() and p.log.recovery_point == 0
+    assert not flush.done() and p._log.recovery_point == 0
     hold.release.set()
     await asyncio.wait_for(flush, 10)
-    assert p.log.recovery_point >= 1
+    assert p._log.recovery_point >= 1
     assert threading.get_ident() not in hold.ran_on("sync", ".log")
     assert p.flush_wait is not None
     await asyncio.wait_for(p.flush_wait, 10)
-    assert p.log.recovery_point == 2
+    assert p._log.recovery_point == 2
     p.close()
     gc.close()
     io.close()

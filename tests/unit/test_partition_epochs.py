@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from broker.partition import AppendOrigin, Partition
-from broker.replication.replica_state import Assignment
+from broker.partition.replica_state import Assignment
 from protocol.clock import ManualClock
 from protocol.records import Record, build_batch
 from storage.config import LogConfig
@@ -30,14 +30,14 @@ def _open(data: Path) -> Partition:
 def test_an_empty_log_answers_for_the_epoch_it_is_led_in(tmp_path: Path) -> None:
     p = _open(tmp_path)
     try:
-        assert p.leader_epoch == 0 and p.log.leader_epochs == []
+        assert p.leader_epoch == 0 and p._log.leader_epochs == []
         assert p.end_offset_for_epoch(0) == (0, 0)  # Kafka's leader has (0, 0) in its cache already
         assert p.end_offset_for_epoch(1) == UNDEFINED
         assert p.end_offset_for_epoch(-1) == UNDEFINED
         p.append(_batch(3), AppendOrigin.CLIENT)
         assert p.end_offset_for_epoch(0) == (0, 3)
     finally:
-        p.log.close()
+        p.close()
 
 
 def test_a_history_of_several_epochs(tmp_path: Path) -> None:
@@ -45,28 +45,28 @@ def test_a_history_of_several_epochs(tmp_path: Path) -> None:
     for epoch, n in ((0, 3), (2, 2), (5, 4)):
         _lead(p, epoch)
         p.append(_batch(n), AppendOrigin.CLIENT)
-    assert p.log.leader_epochs == [(0, 0), (2, 3), (5, 5)] and p.log.log_end_offset == 9
+    assert p._log.leader_epochs == [(0, 0), (2, 3), (5, 5)] and p.log_end_offset == 9
     answers = {e: p.end_offset_for_epoch(e) for e in range(-1, 7)}
     assert answers == {-1: UNDEFINED, 0: (0, 3), 1: (0, 3), 2: (2, 5), 3: (2, 5), 4: (2, 5), 5: (5, 9),
                        6: UNDEFINED}
     # a new leader epoch that has written nothing yet starts at the log end
     _lead(p, 7)
     assert [p.end_offset_for_epoch(e) for e in (5, 6, 7, 8)] == [(5, 9), (5, 9), (7, 9), UNDEFINED]
-    p.log.close()
+    p.close()
 
     # the history is on disk
     again = Partition.open(tmp_path, "t", 0, LogConfig(), 1, ManualClock(1_000))
     _lead(again, 7)
     try:
-        assert again.leader_epoch == 7 and again.log.leader_epochs == [(0, 0), (2, 3), (5, 5)]
+        assert again.leader_epoch == 7 and again._log.leader_epochs == [(0, 0), (2, 3), (5, 5)]
         assert again.end_offset_for_epoch(3) == (2, 5)
         # records deleted from the start: an epoch below the oldest left ends where the history begins
-        again.log.delete_records_before(4)
-        assert again.log.leader_epochs == [(2, 4), (5, 5)]
+        again._log.delete_records_before(4)
+        assert again._log.leader_epochs == [(2, 4), (5, 5)]
         assert again.end_offset_for_epoch(0) == (0, 4)
         assert again.end_offset_for_epoch(2) == (2, 5)
     finally:
-        again.log.close()
+        again.close()
 
 
 def test_a_follower_ahead_in_an_epoch_the_leader_never_wrote_keeps_what_both_share(tmp_path: Path) -> None:
@@ -85,15 +85,15 @@ def test_a_follower_ahead_in_an_epoch_the_leader_never_wrote_keeps_what_both_sha
         follower.append(_batch(3), AppendOrigin.CLIENT)  # never replicated
         leader.become_leader(Assignment((1, 2), frozenset({1}), 1, 7, 1))
         follower.become_follower(Assignment((1, 2), frozenset({1}), 1, 7, 1))
-        assert follower.log.log_end_offset == 12 and follower.log.latest_epoch == 6
+        assert follower.log_end_offset == 12 and follower.latest_epoch == 6
 
-        div = leader.diverging(follower.log.log_end_offset, follower.log.latest_epoch)
+        div = leader.diverging(follower.log_end_offset, follower.latest_epoch)
         assert div == (5, 9)
         assert follower.truncate_to_divergence(*div) == 9
-        assert leader.diverging(follower.log.log_end_offset, follower.log.latest_epoch) is None
+        assert leader.diverging(follower.log_end_offset, follower.latest_epoch) is None
     finally:
-        leader.log.close()
-        follower.log.close()
+        leader.close()
+        follower.close()
 
 
 def test_a_leader_leads_at_the_controllers_epoch_and_cuts_records_of_later_epochs(tmp_path: Path) -> None:
@@ -108,17 +108,17 @@ def test_a_leader_leads_at_the_controllers_epoch_and_cuts_records_of_later_epoch
     for epoch, n in ((0, 3), (2, 2), (5, 4)):
         _lead(p, epoch)
         p.append(_batch(n), AppendOrigin.CLIENT)
-    p.log.close()
+    p.close()
     again = Partition.open(tmp_path, "t", 0, LogConfig(), 1, ManualClock(1_000))
     try:
         _lead(again, 3)
         assert again.leader_epoch == 3 and again.check_epoch(3) == 0
-        assert again.log.leader_epochs == [(0, 0), (2, 3)] and again.log_end_offset == 5
+        assert again._log.leader_epochs == [(0, 0), (2, 3)] and again.log_end_offset == 5
         again.append(_batch(1), AppendOrigin.CLIENT)
-        assert again.log.leader_epochs == [(0, 0), (2, 3), (3, 5)]
+        assert again._log.leader_epochs == [(0, 0), (2, 3), (3, 5)]
         assert again.end_offset_for_epoch(2) == (2, 5)
     finally:
-        again.log.close()
+        again.close()
 
 
 def test_a_follower_epoch_the_leader_never_had_is_a_divergence(tmp_path: Path) -> None:
@@ -140,10 +140,10 @@ def test_a_follower_epoch_the_leader_never_had_is_a_divergence(tmp_path: Path) -
         leader.become_leader(a)
         follower.become_follower(a)
 
-        div = leader.diverging(follower.log_end_offset, follower.log.latest_epoch)
+        div = leader.diverging(follower.log_end_offset, follower.latest_epoch)
         assert div == (2, 5)
         assert follower.truncate_to_divergence(*div) == 3
-        assert leader.diverging(follower.log_end_offset, follower.log.latest_epoch) is None
+        assert leader.diverging(follower.log_end_offset, follower.latest_epoch) is None
     finally:
-        leader.log.close()
-        follower.log.close()
+        leader.close()
+        follower.close()

@@ -18,7 +18,7 @@ from broker.partition import (
     Isolation,
     Partition,
 )
-from broker.replication.replica_state import Assignment
+from broker.partition.replica_state import Assignment
 from protocol.clock import ManualClock
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import Record, build_batch
@@ -67,8 +67,8 @@ def fetch(leader: Partition, follower: Partition) -> None:
     """One replica fetch: the leader records the follower's position, then reads for it; the
     follower appends what came with the leader's high watermark and log start."""
     offset = follower.log_end_offset
-    assert leader.diverging(offset, follower.log.latest_epoch) is None
-    leader.on_follower_fetch(follower.state.local_id, offset, follower.log_start_offset)
+    assert leader.diverging(offset, follower.latest_epoch) is None
+    leader.on_follower_fetch(follower._state.local_id, offset, follower.log_start_offset)
     r = leader.read(offset, 1 << 20, Isolation.LOG_END, leader.leader_epoch)
     follower.append_replicated(bytes(r.records), r.high_watermark, r.log_start_offset)
 
@@ -138,7 +138,7 @@ async def test_delete_records_is_answered_once_every_live_replica_has_moved_its_
     assert await asyncio.wait_for(waiting, 1) == (6, ErrorCode.NONE)
 
     # a replica on a fenced broker is not waited for; a lagging live one is, up to the timeout
-    leader.state.set_ineligible({3})
+    leader.set_ineligible({3})
     assert leader.delete_records(8) == 8
     asyncio.get_running_loop().call_soon(clock.advance, 60)  # the 50 ms run out while it waits
     assert await leader.replicas_deleted_before(8, timeout_s=0.05) == (6, ErrorCode.REQUEST_TIMED_OUT)

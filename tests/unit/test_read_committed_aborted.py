@@ -9,7 +9,7 @@ import pytest
 from _batches import idem, make_marker
 
 from broker.partition import Isolation, Partition
-from broker.replication.replica_state import Assignment
+from broker.partition.replica_state import Assignment
 from protocol.clock import ManualClock
 from protocol.messages.fetch import AbortedTransaction
 from storage import LogConfig, PartitionLog, txn_index
@@ -60,7 +60,7 @@ def test_a_read_lists_only_the_aborts_within_the_data_it_returns(tmp_path: Path)
     assert r.records and r.next_offset <= firsts[1]
     assert r.aborted == [AbortedTransaction(100, firsts[0])]
     # later segments' .txnindex files were never read for it (the active one is, at open)
-    assert [s.txn_index.cached for s in p.log.segments[2:-1]] == [False] * len(p.log.segments[2:-1])
+    assert [s.txn_index.cached for s in p._log.segments[2:-1]] == [False] * len(p._log.segments[2:-1])
     assert _read_all(p) == [AbortedTransaction(100 + i, f) for i, f in enumerate(firsts)]
     p.close()
 
@@ -72,5 +72,5 @@ def test_the_indexes_kept_in_memory_are_bounded(tmp_path: Path, monkeypatch: pyt
     expected = [AbortedTransaction(100 + i, f) for i, f in enumerate(firsts)]
     for _ in range(2):  # the second pass reads evicted indexes back from their files
         assert _read_all(p) == expected
-        assert sum(s.txn_index.cached for s in p.log.segments) <= 3
+        assert sum(s.txn_index.cached for s in p._log.segments) <= 3
     p.close()

@@ -14,9 +14,9 @@ import pytest
 from helpers.wait import wait_until_async
 
 from broker.partition import Partition
+from broker.partition.replica_state import Assignment
 from broker.replication.fetcher import ReplicaFetcher
 from broker.replication.follower_session import FetchPlan
-from broker.replication.replica_state import Assignment
 from protocol.clock import ManualClock
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import FetchableTopicResponse, FetchResponse, PartitionData

@@ -1,4 +1,4 @@
-"""Moving a replica between log directories (broker/replica_move.py), on real files without a
+"""Moving a replica between log directories (broker/partition/move.py), on real files without a
 broker: a future log copying the current one while it takes appends, truncations and a moved
 log start, and the directory swap interrupted at every step."""
 
@@ -11,7 +11,7 @@ from _batches import make_batch
 from helpers.recording_fs import RecordingFileSystem
 
 from broker.log_dirs import FUTURE_MARKER, LogDirs
-from broker.replica_move import FutureCopy, commit_swap, create_future_dir
+from broker.partition.move import FutureCopy, commit_swap, create_future_dir
 from protocol.batch import iter_batches
 from storage import LogConfig, PartitionLog
 from storage.fs import OS_FS

@@ -1,8 +1,8 @@
-"""The leader's replication rules, driven without sockets or clocks (broker/replication/replica_state.py)."""
+"""The leader's replication rules, driven without sockets or clocks (broker/partition/replica_state.py)."""
 
 from __future__ import annotations
 
-from broker.replication.replica_state import Assignment, ReplicaState, Role
+from broker.partition.replica_state import Assignment, ReplicaState, Role
 from protocol.errors import ErrorCode
 
 LAG = 10_000

@@ -211,7 +211,7 @@ def test_a_broker_hands_its_file_system_to_its_logs_and_metadata_store(tmp_path:
     server = BrokerServer(BrokerConfig(data_dir=str(tmp_path)), fs=fs)
     assert server.quorum.store.fs is fs
     part = server.topics._open_partition("t", 0, LogConfig())
-    assert part.log.fs is fs
+    assert part._log.fs is fs
     part.close()
     assert _files_in(tmp_path / "t-0") <= _made(fs)
     server.topics.group_commit.close()

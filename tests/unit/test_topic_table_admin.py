@@ -14,7 +14,7 @@ import pytest
 
 from broker.config import BrokerConfig, ConfigError
 from broker.partition import AppendOrigin
-from broker.replication.replica_state import Assignment
+from broker.partition.replica_state import Assignment
 from broker.server import BrokerServer
 from broker.topic_configs import APPEND, DELETE, SET, SUBTRACT, ConfigOp, apply_ops
 from broker.topics import TopicTable
@@ -88,7 +88,7 @@ async def test_every_kafka_4_topic_config_is_accepted_and_the_acted_on_ones_reac
             "local.retention.bytes": "-2", "remote.storage.enable": "false", "min.compaction.lag.ms": "0",
             "max.compaction.lag.ms": "1000", "compression.gzip.level": "5", "compression.zstd.level": "-5",
             "index.interval.bytes": "128", "segment.index.bytes": "4096", "cleanup.policy": ""})
-        lc = table.by_name["all"].partitions[0].log.config
+        lc = table.by_name["all"].partitions[0].config
         assert (lc.index_interval_bytes, lc.max_index_size) == (128, 4096)
         assert not lc.deletes and not lc.compacts  # an empty cleanup.policy keeps everything
         assert set(table.effective_configs({})) == set(TOPIC_CONFIGS) and len(TOPIC_CONFIGS) == 33
@@ -104,13 +104,13 @@ async def test_added_partitions_and_configs_come_back_after_a_restart(tmp_path: 
         assert not (tmp_path / "t-3").exists()
         await table.add_partitions("t", 4)
         await table.set_configs("t", {"segment.bytes": "4096"})
-        assert all(p.log.config.segment_bytes == 4096 and p.log.config.retention_ms == 604800000
+        assert all(p.config.segment_bytes == 4096 and p.config.retention_ms == 604800000
                    for p in table.by_name["t"].partitions)
     async with _broker(tmp_path) as server:
         topic = server.topics.by_name["t"]
         assert [p.index for p in topic.partitions] == [0, 1, 2, 3]
         assert topic.configs == {"segment.bytes": "4096"}
-        assert all(p.log.config.segment_bytes == 4096 and p.is_leader for p in topic.partitions)
+        assert all(p.config.segment_bytes == 4096 and p.is_leader for p in topic.partitions)
 
 
 async def test_nothing_changes_when_the_change_cannot_be_committed(tmp_path: Path,
@@ -130,7 +130,7 @@ async def test_nothing_changes_when_the_change_cannot_be_committed(tmp_path: Pat
             assert e.value.code == ErrorCode.NOT_CONTROLLER
         topic = table.by_name["t"]
         assert len(topic.partitions) == 1 and topic.configs == {"retention.ms": "60000"} and "u" not in table.by_name
-        assert topic.partitions[0].log.config.retention_ms == 60000
+        assert topic.partitions[0].config.retention_ms == 60000
 
 
 async def test_a_deleted_topic_leaves_nothing_for_a_new_topic_of_the_same_name(tmp_path: Path) -> None:
@@ -151,9 +151,9 @@ async def test_a_deleted_topic_leaves_nothing_for_a_new_topic_of_the_same_name(t
     (tmp_path / "t-1" / "00000000000000000000.log").write_bytes(b"stale")
     async with _broker(tmp_path) as server:
         assert not (tmp_path / "t-1").exists()
-        assert server.topics.by_name["keep"].partitions[0].log.log_end_offset == 1
+        assert server.topics.by_name["keep"].partitions[0].log_end_offset == 1
         fresh = await server.topics.create("t", 2)
-        assert [p.log.log_end_offset for p in fresh.partitions] == [0, 0]
+        assert [p.log_end_offset for p in fresh.partitions] == [0, 0]
 
 
 async def test_a_topics_json_is_migrated_into_the_metadata_log_once(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from broker.partition import AppendOrigin, Partition
-from broker.replication.replica_state import Assignment
+from broker.partition.replica_state import Assignment
 from protocol.clock import ManualClock
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import Record, build_batch, build_control_batch

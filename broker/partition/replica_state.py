@@ -8,7 +8,7 @@ ISR, and whether an acks=all produce has been replicated enough. Those rules are
 (Partition.scala: updateFollowerFetchState, maybeIncrementLeaderHW, maybeShrinkIsr /
 maybeExpandIsr with the "maximal ISR" of KIP-497 while an AlterPartition is in flight) and they
 live here so that the simulation can drive them without sockets or a clock: every input carries
-`now_ms`, every output is a value for the shell (broker/partition.py, the replica manager) to
+`now_ms`, every output is a value for the shell (Partition beside it, the replica manager) to
 carry out.
 
 A follower's own state is small (its leader and epoch, its high watermark = min(leader's HW,

@@ -26,7 +26,8 @@ before the next, so a crash anywhere leaves exactly one replica a start recognis
 (broker/log_dirs.py): before the rename the old one (the copy is removed and the move starts
 again), after it the new one (a future whose partition has no other directory left is the
 replica). Then the partition takes the new log, syncs waiting on the old one move to it, and the
-retired directory is removed off the loop.
+retired directory is removed off the loop. Copying and swapping a log is work on the log itself,
+so this module lives beside Partition, inside the seal around its log (__init__.py).
 """
 
 from __future__ import annotations
@@ -46,11 +47,11 @@ from storage.fs import FileSystem
 from storage.log import PartitionLog
 from storage.offload import Offload
 
-from .log_dirs import DELETE_SUFFIX, FUTURE_MARKER, LogDir, LogDirs
+from ..log_dirs import DELETE_SUFFIX, FUTURE_MARKER, LogDir, LogDirs
 
 if TYPE_CHECKING:
-    from .group_commit import GroupCommit
-    from .partition import Partition
+    from ..group_commit import GroupCommit
+    from . import Partition
 
 log = structlog.get_logger(__name__)
 
@@ -224,7 +225,7 @@ class ReplicaMove:
 
     async def _run(self) -> None:
         part, dest = self.part, self.destination
-        current = part.log
+        current = part._log
         where = f"{part.topic}-{part.index}"
         swapped = False
         try:
@@ -260,7 +261,7 @@ class ReplicaMove:
                 await asyncio.shield(self._discard())
 
     def _check(self, current: PartitionLog) -> None:
-        if self.part.log is not current or current.closed:
+        if self.part._log is not current or current.closed:
             raise RuntimeError("the replica's log was closed or replaced during the move")
 
     async def _catch_up(self, current: PartitionLog) -> int:

@@ -1,22 +1,26 @@
-"""One local replica of a partition: the only way into its log.
+"""One local replica of a partition: the only way into its log and its replica state.
 
-Handlers, coordinators and (with replication) the replica fetcher reach a partition's data only
+Handlers, coordinators, housekeeping and the replica fetcher reach a partition's data only
 through these operations — `append` with the origin of the records, `read` with an isolation
-level and the caller's idea of the leader epoch, offset lookups, record deletion — so that the
-rules every caller must follow (who may append what, epoch fencing, the high watermark and LSO as
-read bounds) are written once, here, and replication changes them in one place.
+level and the caller's idea of the leader epoch, offset lookups, record deletion, `maintain` and
+`compact` — so that the rules every caller must follow (who may append what, epoch fencing, the
+high watermark and LSO as read bounds, waking parked requests when any of them moves) are written
+once, here, and replication changes them in one place. The log and the replica state are private
+to this package (tests/unit/test_partition_sealed.py); only `move.py`, which swaps the log for its
+copy in another log directory, works on the log beside this class.
 
 Leadership is state this object is *given* (become_leader / become_follower, from the metadata
 the broker applies); it never assumes it. What depends on followers — the high watermark, the
-ISR, acks=all — is decided by ReplicaState (sans-IO, broker/replication/replica_state.py); this
-class carries the decisions out on the log and wakes the requests waiting on them.
+ISR, acks=all — is decided by ReplicaState (sans-IO, replica_state.py beside this); this class
+carries the decisions out on the log and wakes the requests waiting on them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import Callable
+import functools
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple, NoReturn
 
@@ -28,6 +32,7 @@ from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.fetch import AbortedTransaction
 from protocol.records import decode_batch
 from protocol.topic_partition import TopicPartition
+from storage import cleaner
 from storage.config import LogConfig
 from storage.faults import broken
 from storage.fs import OS_FS, FileSystem
@@ -35,10 +40,11 @@ from storage.leader_epoch import end_offset_for
 from storage.log import AppendResult, PartitionLog
 from storage.offload import INLINE, Offload
 from storage.producer_state import ProducerEntry
+from storage.segment import unlink_all
 
-from .batch_validation import validate_client_batches
-from .group_commit import GroupCommit
-from .replication.replica_state import Assignment, IsrChange, ReplicaState, Role
+from ..batch_validation import validate_client_batches
+from ..group_commit import GroupCommit
+from .replica_state import Assignment, IsrChange, ReplicaState, Role
 
 logger = structlog.get_logger(__name__)
 
@@ -103,7 +109,7 @@ class PartitionRead(NamedTuple):
 
 
 class Partition:
-    __slots__ = ("topic", "index", "tp", "log", "state", "_waiters", "_clock", "_group_commit", "_verifying",
+    __slots__ = ("topic", "index", "tp", "_log", "_state", "_waiters", "_clock", "_group_commit", "_verifying",
                  "flush_wait", "on_storage_error", "offline")
 
     def __init__(self, topic: str, index: int, log: PartitionLog, local_id: int,
@@ -112,8 +118,8 @@ class Partition:
         self.topic = topic
         self.index = index
         self.tp = TopicPartition(topic, index)  # the key every table of partitions uses
-        self.log = log
-        self.state = ReplicaState(local_id, replica_lag_time_max_ms, min_isr=log.config.min_insync_replicas)
+        self._log = log
+        self._state = ReplicaState(local_id, replica_lag_time_max_ms, min_isr=log.config.min_insync_replicas)
         self._waiters: list[asyncio.Future[None]] = []
         # Wall time goes into the log (timestamps, time-based rolls); the replicas' lag, the ISR
         # and every wait are measured on the monotonic clock, which a wall-clock step cannot move.
@@ -145,58 +151,90 @@ class Partition:
         a history this partition never had (a restored or foreign directory). They are cut off,
         as a follower's would be (`diverging`): kept, they would carry an epoch the history
         behind them contradicts, and the leader's appends would not enter its epoch history."""
-        later = [start for epoch, start in self.log.leader_epochs if epoch > a.leader_epoch]
+        later = [start for epoch, start in self._log.leader_epochs if epoch > a.leader_epoch]
         if later:
             logger.warning("log holds records of a later leader epoch than the controller assigned: truncating",
                            topic=self.topic, partition=self.index, leader_epoch=a.leader_epoch,
-                           log_epochs=self.log.leader_epochs, to=later[0], was=self.log.log_end_offset)
-            self.log.truncate_to(later[0])
-            self.state.on_truncate(later[0])
-        self.state.become_leader(a, self.log.log_end_offset, self.log.high_watermark, self._clock.monotonic_ms())
+                           log_epochs=self._log.leader_epochs, to=later[0], was=self._log.log_end_offset)
+            self._log.truncate_to(later[0])
+            self._state.on_truncate(later[0])
+        self._state.become_leader(a, self._log.log_end_offset, self._log.high_watermark, self._clock.monotonic_ms())
         # A sole replica's whole log is committed at once (nobody else must catch up first).
-        self.state.maybe_advance_high_watermark(self.log.log_end_offset, self._clock.monotonic_ms())
+        self._state.maybe_advance_high_watermark(self._log.log_end_offset, self._clock.monotonic_ms())
         self._advance_high_watermark()
         self.notify()
 
     def become_follower(self, a: Assignment) -> bool:
         self._verifying.clear()  # whatever was being checked will be refused as NOT_LEADER anyway
-        changed = self.state.become_follower(a)
+        changed = self._state.become_follower(a)
         self.notify()  # parked client fetches must now answer NOT_LEADER_OR_FOLLOWER
         return changed
 
     @property
     def is_leader(self) -> bool:
-        return self.state.role == Role.LEADER
+        return self._state.role == Role.LEADER
 
     @property
     def leader_epoch(self) -> int:
-        return self.state.leader_epoch
+        return self._state.leader_epoch
 
     @property
     def leader(self) -> int:
-        return self.state.leader
+        return self._state.leader
+
+    @property
+    def role(self) -> Role:
+        return self._state.role
+
+    @property
+    def assignment(self) -> Assignment | None:
+        """The replicas, ISR, leader and epochs as the controller last committed them here."""
+        return self._state.assignment
+
+    @property
+    def latest_epoch(self) -> int:
+        """The leader epoch of the last batch in the log (a follower's last fetched epoch)."""
+        return self._log.latest_epoch
+
+    @property
+    def closed(self) -> bool:
+        """The log is closed: the replica was deleted, moved away, or its directory failed."""
+        return self._log.closed
+
+    @property
+    def directory(self) -> Path:
+        """The log's directory (`topic-N`) in the log directory that holds it."""
+        return self._log.directory
+
+    @property
+    def config(self) -> LogConfig:
+        return self._log.config
+
+    def holds(self, plog: PartitionLog) -> bool:
+        """Whether `plog` is this replica's log (not a replaced one, nor a move's copy)."""
+        return self._log is plog
 
     # ---- offsets ----------------------------------------------------------------------------
     @property
     def high_watermark(self) -> int:
-        return self.log.high_watermark
+        return self._log.high_watermark
 
     @property
     def last_stable_offset(self) -> int:
-        return self.log.last_stable_offset
+        return self._log.last_stable_offset
 
     @property
     def log_start_offset(self) -> int:
-        return self.log.log_start_offset
+        return self._log.log_start_offset
 
     @property
     def log_end_offset(self) -> int:
-        return self.log.log_end_offset
+        return self._log.log_end_offset
 
     def _advance_high_watermark(self) -> None:
-        hw = self.state.high_watermark
-        if hw > self.log.high_watermark:
-            self.log.high_watermark = min(hw, self.log.log_end_offset)
+        hw = self._state.high_watermark
+        if hw > self._log.high_watermark:
+            self._log.high_watermark = min(hw, self._log.log_end_offset)
 
     # ---- writes -----------------------------------------------------------------------------
     def start_verification(self, producer_id: int, epoch: int = -1, sequence: int = -1) -> VerificationGuard:
@@ -249,11 +287,11 @@ class Partition:
         that passed a KIP-890 check carries its `guard` (see VerificationGuard).
         """
         if origin is AppendOrigin.REPLICATION:
-            if self.state.role != Role.FOLLOWER:
+            if self._state.role != Role.FOLLOWER:
                 raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                  f"{self.topic}-{self.index}: replication append on a non-follower")
             try:
-                res = self.log.append(records, leader_epoch=-1, assign_offsets=False)
+                res = self._log.append(records, leader_epoch=-1, assign_offsets=False)
             except (OSError, KafkaError) as e:
                 self._reraise(e)
             self._apply_flush_policy()  # in the background: a follower acknowledges nothing itself
@@ -262,17 +300,17 @@ class Partition:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                              f"This server is not the leader for partition {self.topic}-{self.index}")
         if origin is AppendOrigin.CLIENT:
-            validate_client_batches(records, self.log.config.max_message_bytes, transactional)
+            validate_client_batches(records, self._log.config.max_message_bytes, transactional)
         guarded = -1 if guard is None else self._check_guard(records, guard)
         if required_acks == -1:
-            min_insync_replicas = self.log.config.min_insync_replicas
-            code = self.state.check_min_isr(min_insync_replicas)
+            min_insync_replicas = self._log.config.min_insync_replicas
+            code = self._state.check_min_isr(min_insync_replicas)
             if code:
-                raise KafkaError(code, f"The size of the current ISR {sorted(self.state.isr)} is insufficient "
+                raise KafkaError(code, f"The size of the current ISR {sorted(self._state.isr)} is insufficient "
                                        f"to satisfy the min.isr requirement of {min_insync_replicas} for "
                                        f"partition {self.topic}-{self.index}")
         try:
-            res = self.log.append(records, leader_epoch=self.leader_epoch)
+            res = self._log.append(records, leader_epoch=self.leader_epoch)
         except (OSError, KafkaError) as e:
             self._reraise(e)
         self._apply_flush_policy()
@@ -282,7 +320,7 @@ class Partition:
             h = read_header(records)
             if h.is_control:
                 self._verifying.pop(h.producer_id, None)  # a marker: the transaction is over here
-        if self.state.on_local_append(self.log.log_end_offset, self._clock.monotonic_ms()):
+        if self._state.on_local_append(self._log.log_end_offset, self._clock.monotonic_ms()):
             self._advance_high_watermark()
         self.notify()
         return res
@@ -310,20 +348,20 @@ class Partition:
     def go_offline(self) -> None:
         """The log directory failed: close the log without writing to it; waiters answer."""
         self.offline = True
-        self.log.release()
+        self._log.release()
         self.notify()
 
     def _apply_flush_policy(self) -> None:
         """flush_messages / flush_ms: the flush runs off the loop (group commit's thread, shared
         with the appends of this loop turn), not inline in the append."""
-        self.flush_wait = self._group_commit.flush(self.log) if self.log.flush_due() else None
+        self.flush_wait = self._group_commit.flush(self._log) if self._log.flush_due() else None
 
     async def made_durable(self) -> None:
         """Everything appended so far survives a power loss: what a coordinator waits for before
         it acts on its own append (a transaction step, a marker). With one replica only the disk
         can promise that, so the log is fsynced (grouped with every other append of this loop
         turn); raises what the flush raised."""
-        await self._group_commit.sync(self.log)
+        await self._group_commit.sync(self._log)
 
     async def replicated(self, end_offset: int, timeout_s: float) -> ErrorCode:
         """Wait until the ISR has everything before `end_offset` (acks=all); the error to answer."""
@@ -331,7 +369,7 @@ class Partition:
         while True:
             if self.offline:
                 return ErrorCode.KAFKA_STORAGE_ERROR
-            outcome = self.state.acks_all_outcome(end_offset, self.log.config.min_insync_replicas)
+            outcome = self._state.acks_all_outcome(end_offset, self._log.config.min_insync_replicas)
             if outcome is not None:
                 return outcome
             if not await self.changed_before(deadline):
@@ -340,18 +378,10 @@ class Partition:
     async def changed_before(self, deadline: float) -> bool:
         """Wait for the next notify() (new data, a moved HW, a lost leadership) until `deadline`
         (the clock's monotonic seconds); False if the deadline had passed already."""
-        loop = asyncio.get_running_loop()
         remaining = deadline - self._clock.monotonic()
         if remaining <= 0:
             return False
-        fut: asyncio.Future[None] = loop.create_future()
-        self.add_waiter(fut)
-        try:
-            await asyncio.wait_for(fut, remaining)
-        except TimeoutError:
-            pass
-        finally:
-            self.discard_waiter(fut)
+        await wait_for_change((self,), remaining)
         return True
 
     def delete_records(self, offset: int) -> int:
@@ -363,16 +393,16 @@ class Partition:
         topic the log start is the cleaner's business, and Kafka refuses with POLICY_VIOLATION.
         """
         self._check_leader()
-        if not self.log.config.deletes:
+        if not self._log.config.deletes:
             raise KafkaError(ErrorCode.POLICY_VIOLATION,
                              f"Records of partition {self.topic}-{self.index} can not be deleted due to the "
                              f"configured policy")
-        target = self.log.high_watermark if offset == HIGH_WATERMARK else offset
+        target = self._log.high_watermark if offset == HIGH_WATERMARK else offset
         if target < 0:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
                              f"The offset {target} for partition {self.topic}-{self.index} is not valid")
-        before = self.log.log_start_offset
-        start = self.log.delete_records_before(target)
+        before = self._log.log_start_offset
+        start = self._log.delete_records_before(target)
         if start != before:
             logger.info("log start offset moved by DeleteRecords", topic=self.topic, partition=self.index,
                         log_start_offset=start, previous=before)
@@ -383,7 +413,7 @@ class Partition:
 
     @property
     def low_watermark(self) -> int:
-        return self.state.low_watermark(self.log.log_start_offset)
+        return self._state.low_watermark(self._log.log_start_offset)
 
     async def replicas_deleted_before(self, offset: int, timeout_s: float) -> tuple[int, ErrorCode]:
         """Wait until no live replica holds records below `offset` (Kafka's DelayedDeleteRecords):
@@ -413,7 +443,7 @@ class Partition:
         if epoch < 0:
             # Newer than the epoch we lead in (the follower's current epoch is ours, or its fetch
             # was fenced): a history we never had. Our largest epoch not above its one is ours.
-            epoch, end = self.leader_epoch, self.log.log_end_offset
+            epoch, end = self.leader_epoch, self._log.log_end_offset
         if epoch != last_fetched_epoch or end < fetch_offset:
             return epoch, end
         return None
@@ -426,17 +456,29 @@ class Partition:
         controller for)."""
         now = self._clock.monotonic_ms()
         low = self.low_watermark
-        if self.state.on_follower_fetch(replica, fetch_offset, self.log.log_end_offset, now, log_start_offset,
+        if self._state.on_follower_fetch(replica, fetch_offset, self._log.log_end_offset, now, log_start_offset,
                                         broker_epoch):
             self._advance_high_watermark()
             self.notify()
         elif self.low_watermark > low:
             self.notify()
-        return self.state.isr_expansion(self.log.log_end_offset)
+        return self._state.isr_expansion(self._log.log_end_offset)
 
     def isr_shrink(self) -> IsrChange | None:
         """Followers that fell behind for replica.lag.time.max.ms: the change to ask for."""
-        return self.state.isr_shrink(self.log.log_end_offset, self._clock.monotonic_ms())
+        return self._state.isr_shrink(self._log.log_end_offset, self._clock.monotonic_ms())
+
+    def member_epochs(self, isr: frozenset[int], own_epoch: int) -> list[tuple[int, int]]:
+        """The members of an ISR change with the broker epochs the AlterPartition names (KIP-903)."""
+        return self._state.member_epochs(isr, own_epoch)
+
+    def on_isr_change_result(self, change: IsrChange, error: ErrorCode, committed: Assignment | None) -> None:
+        """The controller's answer to `change` (ReplicaState.on_isr_change_result)."""
+        self._state.on_isr_change_result(change, error, committed)
+
+    def set_ineligible(self, brokers: Iterable[int]) -> None:
+        """Brokers fenced or shutting down, which may not (re)join the ISR (KIP-841)."""
+        self._state.set_ineligible(brokers)
 
     async def caught_up_as_leader(self) -> bool:
         """Wait, however long it takes, until the high watermark covers the log as it stood when
@@ -445,15 +487,10 @@ class Partition:
         False as soon as the leadership goes or its epoch changes (the wait was for that election),
         or the replica is closed (moved off this broker, deleted)."""
         epoch = self.leader_epoch
-        while self.is_leader and self.leader_epoch == epoch and not self.log.closed:
-            if self.log.high_watermark >= self.state.leader_epoch_start_offset:
+        while self.is_leader and self.leader_epoch == epoch and not self._log.closed:
+            if self._log.high_watermark >= self._state.leader_epoch_start_offset:
                 return True
-            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self.add_waiter(fut)
-            try:
-                await fut
-            finally:
-                self.discard_waiter(fut)
+            await wait_for_change((self,), None)
         return False
 
     # ---- replication: the follower's side ------------------------------------------------------
@@ -463,45 +500,45 @@ class Partition:
         watermark as far as this log reaches, then the leader's log start."""
         if records:
             self.append(records, AppendOrigin.REPLICATION)
-        if self.state.on_leader_high_watermark(leader_high_watermark, self.log.log_end_offset):
-            self.log.high_watermark = self.state.high_watermark
-        if leader_log_start > self.log.log_start_offset:
+        if self._state.on_leader_high_watermark(leader_high_watermark, self._log.log_end_offset):
+            self._log.high_watermark = self._state.high_watermark
+        if leader_log_start > self._log.log_start_offset:
             # may raise our high watermark with it (storage/log.py follow_log_start)
             try:
-                start = self.log.follow_log_start(leader_log_start)
+                start = self._log.follow_log_start(leader_log_start)
             except (OSError, KafkaError) as e:
                 self._reraise(e)
-            self.state.on_log_start(start)
+            self._state.on_log_start(start)
 
     def truncate_to_divergence(self, epoch: int, end_offset: int) -> int:
         """The leader says our log parts from its at `epoch` ending at `end_offset`: cut ours back
         to where both agree (Kafka's follower truncation). Returns the new log end."""
-        mine_epoch, mine_end = self.log.end_offset_for_epoch(epoch)
+        mine_epoch, mine_end = self._log.end_offset_for_epoch(epoch)
         if epoch < 0 or mine_epoch < 0:
-            target = min(self.log.high_watermark, self.log.log_end_offset)
+            target = min(self._log.high_watermark, self._log.log_end_offset)
         elif mine_epoch == epoch:
             target = min(end_offset, mine_end)
         else:
-            target = min(mine_end, self.log.log_end_offset)
-        if target < self.log.log_end_offset:
+            target = min(mine_end, self._log.log_end_offset)
+        if target < self._log.log_end_offset:
             logger.info("truncating follower log after divergence", topic=self.topic, partition=self.index,
-                        to=target, was=self.log.log_end_offset, leader_epoch=epoch)
+                        to=target, was=self._log.log_end_offset, leader_epoch=epoch)
             try:
-                self.log.truncate_to(target)
+                self._log.truncate_to(target)
             except (OSError, KafkaError) as e:
                 self._reraise(e)
-            self.state.on_truncate(target)
-        return self.log.log_end_offset
+            self._state.on_truncate(target)
+        return self._log.log_end_offset
 
     def restart_at(self, offset: int) -> None:
         """The leader has nothing from our log end on (its log starts later): start over there."""
         logger.info("follower log restarts at the leader's log start", topic=self.topic, partition=self.index,
                     offset=offset)
         try:
-            self.log.truncate_fully_and_start_at(offset)
+            self._log.truncate_fully_and_start_at(offset)
         except (OSError, KafkaError) as e:
             self._reraise(e)
-        self.state.on_truncate(offset)
+        self._state.on_truncate(offset)
 
     # ---- reads ------------------------------------------------------------------------------
     def check_epoch(self, current_leader_epoch: int) -> ErrorCode:
@@ -528,7 +565,7 @@ class Partition:
         the end of the data returned, not the LSO: a consumer needs no more, and looking further
         would load later segments' transaction indexes for nothing).
         """
-        plog = self.log
+        plog = self._log
         hw, lso, start, leo = plog.high_watermark, plog.last_stable_offset, plog.log_start_offset, plog.log_end_offset
         code = ErrorCode.NONE
         if isolation is not Isolation.LOG_END and not self.is_leader:
@@ -565,7 +602,7 @@ class Partition:
         code = self.check_epoch(current_leader_epoch)
         if code:
             raise KafkaError(code)
-        plog = self.log
+        plog = self._log
         upper = plog.last_stable_offset if isolation is Isolation.READ_COMMITTED else plog.high_watermark
         if timestamp == EARLIEST_TIMESTAMP:
             return plog.log_start_offset, -1
@@ -587,16 +624,16 @@ class Partition:
         return -1, -1
 
     def _check_high_watermark_caught_up(self) -> None:
-        epoch_start = self.state.leader_epoch_start_offset
-        if epoch_start > self.log.high_watermark:
+        epoch_start = self._state.leader_epoch_start_offset
+        if epoch_start > self._log.high_watermark:
             raise KafkaError(ErrorCode.OFFSET_NOT_AVAILABLE,
                              f"Failed to fetch offsets for partition {self.topic}-{self.index} with leader epoch "
-                             f"{self.leader_epoch} as this partition's high watermark ({self.log.high_watermark}) "
+                             f"{self.leader_epoch} as this partition's high watermark ({self._log.high_watermark}) "
                              f"is lagging behind the start offset from the beginning of this epoch ({epoch_start}).")
 
     def _exact(self, batch_offset: int, timestamp: int) -> tuple[int, int] | None:
         """The index finds the batch; Kafka answers with the record, so decode that one batch."""
-        data = self.log.read(batch_offset, 1).data
+        data = self._log.read(batch_offset, 1).data
         if len(data) < HEADER_SIZE:
             return None
         for r in decode_batch(data)[1]:
@@ -612,54 +649,107 @@ class Partition:
         starting at the log end, so that asking for it (a consumer whose position is current)
         gets the log end rather than UNDEFINED.
         """
-        entries = self.log.leader_epochs
-        leo = self.log.log_end_offset
+        entries = self._log.leader_epochs
+        leo = self._log.log_end_offset
         if self.is_leader and (not entries or entries[-1][0] < self.leader_epoch):
             entries = [(e, start) for e, start in entries if start < leo] + [(self.leader_epoch, leo)]
         return end_offset_for(entries, epoch, leo)
 
     def producer(self, producer_id: int) -> ProducerEntry | None:
-        return self.log.producer_state.get(producer_id)
+        return self._log.producer_state.get(producer_id)
 
     def active_producers(self) -> list[ProducerEntry]:
-        return sorted(self.log.producer_state.active_producers.values(), key=lambda e: e.producer_id)
+        return sorted(self._log.producer_state.active_producers.values(), key=lambda e: e.producer_id)
 
     @property
     def size_in_bytes(self) -> int:
-        return self.log.size_in_bytes
+        return self._log.size_in_bytes
 
     @property
     def segment_count(self) -> int:
-        return self.log.segment_count
+        return self._log.segment_count
 
     def replace_log(self, log: PartitionLog) -> None:
-        """The replica's log moved to another log directory (broker/replica_move.py): `log` holds
+        """The replica's log moved to another log directory (broker/partition/move.py): `log` holds
         every batch, offset and the high watermark of the one it replaces."""
-        self.log = log
+        self._log = log
         self.notify()
 
     def update_config(self, config: LogConfig) -> None:
-        self.log.update_config(config)
-        self.state.min_isr = config.min_insync_replicas
+        self._log.update_config(config)
+        self._state.min_isr = config.min_insync_replicas
 
-    # ---- parked fetches ---------------------------------------------------------------------
-    def add_waiter(self, fut: asyncio.Future[None]) -> None:
-        self._waiters.append(fut)
+    # ---- housekeeping (broker/housekeeping.py runs it) ------------------------------------------
+    async def maintain(self, now_ms: int, write: Callable[[Callable[[], bool]], Awaitable[bool]], *,
+                       retention: bool, expiry: bool) -> None:
+        """One housekeeping pass: forget idle producers (`expiry`), checkpoint (`write` runs the
+        writes, on the logs' I/O thread), flush what flush.ms asks for when appends stopped; with
+        `retention`, delete old segments, waking parked fetches when that moves the log start as
+        DeleteRecords does, and compact. The log is looked up after every await: a move to
+        another log directory may have swapped it meanwhile."""
+        if expiry:
+            self._log.expire_producers(now_ms)  # never one with an open transaction
+        if self._log.closed:
+            return  # deleted (or the broker stopping) while an earlier partition's writes ran
+        job = self._log.begin_checkpoint()
+        if job.writes_anything:
+            await write(functools.partial(self._log.write_checkpoint, job))
+            if self._log.closed:
+                return
+        if self._log.flush_due(now_ms):  # flush_ms holds when appends stop, too
+            await self._group_commit.flush(self._log)
+        if not retention:
+            return
+        start = self._log.log_start_offset
+        deleted = self._log.apply_retention(now_ms)
+        if self._log.log_start_offset != start:
+            self.notify()  # a fetch parked below the new start answers OFFSET_OUT_OF_RANGE now
+        retired = self._log.take_retired_files()  # also DeleteRecords' since the last pass
+        if retired:
+            await asyncio.to_thread(unlink_all, self._log.fs, retired)
+        if deleted:
+            logger.info("retention deleted segments", topic=self.topic, partition=self.index, segments=deleted)
+        if self._log.config.compacts:
+            await self.compact(now_ms)
 
+    async def compact(self, now_ms: int) -> cleaner.CleanStats:
+        """One compaction pass, its long part in a worker thread (storage/cleaner.py)."""
+        job = cleaner.prepare(self._log, now_ms=now_ms)
+        if isinstance(job, cleaner.CleanStats):
+            return job
+        try:
+            cleaned = await asyncio.to_thread(cleaner.run, job)
+        finally:
+            job.close()
+        return cleaner.install(self._log, job, cleaned)  # discards the pass if the log changed meanwhile
+
+    # ---- parked requests --------------------------------------------------------------------
     def notify(self) -> None:
-        """Wake requests parked on this partition: new data, a moved HW or LSO, a lost leadership."""
+        """Wake requests parked on this partition (`wait_for_change`): new data, a moved HW, LSO
+        or log start, a lost leadership, a closed log."""
         if self._waiters:
             waiters, self._waiters = self._waiters, []
             for w in waiters:
                 if not w.done():
                     w.set_result(None)
 
-    def discard_waiter(self, fut: asyncio.Future[None]) -> None:
-        try:
-            self._waiters.remove(fut)
-        except ValueError:
-            pass
-
     def close(self) -> None:
         self.notify()
-        self.log.close()
+        self._log.close()
+
+
+async def wait_for_change(parts: Sequence[Partition], timeout_s: float | None) -> None:
+    """Park until one of `parts` notifies, or `timeout_s` passed (None: however long it takes).
+    A fetch over many partitions parks once on all of them and wakes on whichever moves first;
+    Partition's own waits (acks=all, DeleteRecords, a coordinator's load) are the one-partition case."""
+    fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    for p in parts:
+        p._waiters.append(fut)
+    try:
+        await asyncio.wait_for(fut, timeout_s)
+    except TimeoutError:
+        pass
+    finally:
+        for p in parts:
+            if fut in p._waiters:
+                p._waiters.remove(fut)
