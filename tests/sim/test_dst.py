@@ -1,5 +1,5 @@
-"""The whole-cluster simulation in `make test`: determinism, a fixed rotation of seeds, and the
-break switches each caught (docs/simulation.md).
+"""The whole-cluster simulation in `make test`: determinism and a fixed rotation of seeds
+(docs/simulation.md; the break switches: test_dst_breaks.py).
 
 A failing seed here replays outside pytest, with the brokers' logs:
 `python -m tests.helpers.dst --seed N --seconds S --intensity I --trace`.
@@ -11,8 +11,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 from tests.helpers.dst.run import simulate
 
@@ -64,27 +62,3 @@ def test_the_rotation_of_seeds_finds_nothing() -> None:
             failed.append(f"{r.summary()}\n  replay: {_replay(seed, LIGHT['seconds'], LIGHT['intensity'])}")
         assert r.progress["acked"] > 0, f"seed {seed} acknowledged nothing: {r.summary()}"
     assert not failed, "\n".join(failed)
-
-
-# Each switch with the seeds (and run length) tried in turn until one catches it: the cheap ones
-# on the light rotation's first seeds; acks, hw and truncate need a leader cut off or killed while
-# it holds what its followers have not fetched, which a longer, busier run brings.
-CATCHES = {
-    "lso": (range(1, 4), 6.0, 0.25),
-    "markers": (range(1, 4), 6.0, 0.25),
-    "dedup": (range(1, 6), 8.0, 0.25),
-    "acks": (range(1, 7), 20.0, 0.5),
-    "hw": (range(1, 7), 20.0, 0.5),
-    "truncate": (range(1, 7), 20.0, 0.5),
-}
-
-
-@pytest.mark.parametrize("switch", sorted(CATCHES))
-def test_each_break_switch_is_caught(switch: str) -> None:
-    seeds, seconds, intensity = CATCHES[switch]
-    for seed in seeds:
-        r = simulate(seed, seconds, intensity=intensity, breaks=switch)
-        if not r.ok:
-            return
-    pytest.fail(f"break switch {switch!r} went unnoticed in seeds {seeds.start}-{seeds.stop - 1} "
-                f"({seconds:g} virtual s, intensity {intensity:g})")

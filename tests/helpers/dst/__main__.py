@@ -14,18 +14,28 @@ import os
 import sys
 import time
 from multiprocessing import Pool
+
+from .nemesis import KINDS
 from typing import Any
 
 
-def _one(job: tuple[int, float, int, str, str, float]) -> tuple[int, bool, str, float]:
+def _one(job: tuple[int, float, int, str, str, float, tuple[str, ...]]) -> tuple[int, bool, str, float]:
     from .run import simulate
-    seed, seconds, size, disk, breaks, intensity = job
+    seed, seconds, size, disk, breaks, intensity, faults = job
     t0 = time.monotonic()
     try:
-        result = simulate(seed, seconds, size=size, disk=disk, breaks=breaks, intensity=intensity)
+        result = simulate(seed, seconds, size=size, disk=disk, breaks=breaks, intensity=intensity, faults=faults)
     except Exception as e:  # noqa: BLE001 - a harness error is a failing seed too, reported by number
         return seed, False, f"seed {seed}: harness error {e!r}", time.monotonic() - t0
     return seed, result.ok, f"{result.summary()} digest {result.digest()}", time.monotonic() - t0
+
+
+def _kinds(spec: str) -> tuple[str, ...]:
+    kinds = tuple(k for k in spec.split(",") if k)
+    unknown = set(kinds) - set(KINDS)
+    if unknown:
+        raise SystemExit(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(KINDS)}")
+    return kinds
 
 
 def _seeds(spec: str) -> list[int]:
@@ -52,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--disk", choices=("sim", "os"), default="sim")
     ap.add_argument("--break", dest="breaks", default="", help="break switches (storage/faults.py), comma-separated")
     ap.add_argument("--intensity", type=float, default=1.0, help="workload rate (1: ~70 sends, ~20 transactions a second)")
+    ap.add_argument("--faults", default=",".join(KINDS), help=f"fault kinds, comma-separated (default all: {','.join(KINDS)})")
     ap.add_argument("--history", help="write the history (JSON lines) here")
     args = ap.parse_args(argv)
     if os.environ.get("PYTHONHASHSEED") != "0":
@@ -61,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         return _many(args)
     from .run import simulate
     result = simulate(args.seed, args.seconds, size=args.size, logs=args.trace, disk=args.disk, breaks=args.breaks,
-                      intensity=args.intensity)
+                      intensity=args.intensity, faults=_kinds(args.faults))
     if args.trace:
         print("\n".join(result.trace))
     if args.history:
@@ -75,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _many(args: Any) -> int:
     seeds = _seeds(args.seeds)
-    jobs = [(s, args.seconds, args.size, args.disk, args.breaks, args.intensity) for s in seeds]
+    jobs = [(s, args.seconds, args.size, args.disk, args.breaks, args.intensity, _kinds(args.faults)) for s in seeds]
     failed: list[int] = []
     t0 = time.monotonic()
     with Pool(args.jobs, maxtasksperchild=20) as pool:

@@ -31,6 +31,7 @@ import structlog
 
 from storage import faults
 from storage.fs import OS_FS
+from storage.txn_index import TransactionIndex
 from tests.helpers.chaos import checker
 
 from .clock import SimClock
@@ -39,7 +40,7 @@ from .disk import SimFileSystem
 from .invariants import Invariants, compare_replicas
 from .loop import PROC, Deadlock, SimLoop
 from .net import SimNetwork
-from .nemesis import Nemesis
+from .nemesis import KINDS, Nemesis
 from .workload import TOPIC, Workload
 
 INVARIANT_EVERY_S = 0.1
@@ -114,6 +115,9 @@ def collected() -> Iterator[None]:
         for t in threading.enumerate():  # the killed brokers' loop watchdogs hold their worlds until they end
             if t.name == "loop-watch":
                 t.join(5)
+        # A process-wide cache (one per broker process in production) that every simulated broker
+        # shares: only a cache (the index file is the truth), but it would keep this run's disks alive.
+        TransactionIndex._cached.clear()
         _collect()
         if enabled:
             gc.enable()
@@ -158,15 +162,17 @@ def _quiet_logs(loop: SimLoop, trace: list[str] | None) -> None:
 
 
 def simulate(seed: int, seconds: float = 30.0, *, size: int = 3, logs: bool = False,
-             disk: str = "sim", breaks: str = "", intensity: float = 1.0) -> Result:
+             disk: str = "sim", breaks: str = "", intensity: float = 1.0,
+             faults: tuple[str, ...] = KINDS) -> Result:
     with collected(), seeded_ids(seed), broken(breaks), tempfile.TemporaryDirectory(prefix="ketch-sim-") as tmp:
         try:
-            return _run(seed, seconds, size, logs, disk, Path(tmp), intensity)  # its frame, and the world, gone before collecting
+            return _run(seed, seconds, size, logs, disk, Path(tmp), intensity, faults)  # its frame, and the world, gone before collecting
         finally:
             structlog.reset_defaults()  # its processor holds the run's loop
 
 
-def _run(seed: int, seconds: float, size: int, logs: bool, disk: str, tmp: Path, intensity: float) -> Result:
+def _run(seed: int, seconds: float, size: int, logs: bool, disk: str, tmp: Path, intensity: float,
+         faults: tuple[str, ...]) -> Result:
     history: list[str] = []
     trace: list[str] = []
     loop = SimLoop(random.Random(seed))
@@ -183,7 +189,7 @@ def _run(seed: int, seconds: float, size: int, logs: bool, disk: str, tmp: Path,
     cluster = SimCluster(loop, size, make_fs, trace=note, root=root)
     invariants = Invariants()
     workload = Workload(loop, cluster.bootstrap, seed, write, intensity=intensity)
-    nemesis = Nemesis(cluster, random.Random(seed * 7 + 1), note)
+    nemesis = Nemesis(cluster, random.Random(seed * 7 + 1), note, faults)
     report = None
     try:
         asyncio.set_event_loop(loop)

@@ -230,7 +230,7 @@ class Poller(Worker):
         sim = self.sim
         c = Consumer(sim.bootstrap, client_id=self.name, isolation_level=self.isolation,
                      enable_auto_commit=False, auto_offset_reset="earliest",
-                     fetch_max_wait_ms=100, request_timeout_ms=10_000, clock=self.clock())
+                     request_timeout_ms=10_000, clock=self.clock())
         await c.start()
         try:
             tps = [TopicPartition(TOPIC, p) for p in range(sim.partitions)]
