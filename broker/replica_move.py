@@ -16,6 +16,12 @@ retention or DeleteRecords (a copy left below it starts over at the new start; `
 log start over). A step reads on the event loop (one pread, as a fetch does) and appends to the
 future log in a worker thread: nobody else touches the future log until the swap.
 
+The copy steps of every move on the broker share one quota when
+replica_alter_log_dirs_io_max_bytes_per_second is set (Kafka's
+replica.alter.log.dirs.io.max.bytes.per.second): `MoveThrottle`, a token bucket that starts
+empty, so a move of N bytes takes at least N/rate less one step. A replica written to faster than
+the rate never catches up, and its move never swaps (as in Kafka) until the rate is raised.
+
 Once caught up, the future log is flushed off the loop, and the catch-up and flush repeat until
 little comes in meanwhile. The swap is then one synchronous step on the loop, so no append can
 fall between the two logs — Kafka holds the partition's write lock for the same step: copy what
@@ -35,18 +41,20 @@ import asyncio
 import functools
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import structlog
 
+from protocol.clock import Clock
 from storage.faults import crash_point
 from storage.fs import FileSystem
 from storage.log import PartitionLog
 from storage.offload import Offload
 
 from .log_dirs import DELETE_SUFFIX, FUTURE_MARKER, LogDir, LogDirs
+from .replication.throttle import ByteRateQuota
 
 if TYPE_CHECKING:
     from .group_commit import GroupCommit
@@ -58,6 +66,25 @@ T = TypeVar("T")
 
 COPY_BYTES = 1 << 20  # read per step
 FLUSH_ROUNDS = 5  # catch up and flush at most this often before the swap takes what is left
+
+
+class MoveThrottle:
+    """The broker's one quota for the copies of replica moves (see the module docstring)."""
+
+    def __init__(self, bytes_per_s: int, clock: Clock,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        self.clock = clock
+        self.sleep = sleep
+        self.quota = ByteRateQuota(bytes_per_s, clock.monotonic(), start_full=False)
+        self.step_bytes = min(COPY_BYTES, bytes_per_s)  # a step no bigger than a second's worth
+        self.waited_s = 0.0  # how long copies waited for the quota, all together
+
+    async def take(self, nbytes: int) -> None:
+        """Wait until the quota has room, then spend `nbytes` of it."""
+        while (wait := self.quota.wait_s(self.clock.monotonic())) > 0:
+            self.waited_s += wait
+            await self.sleep(wait)
+        self.quota.record(nbytes, self.clock.monotonic())
 
 
 class SourceError(Exception):
@@ -193,7 +220,7 @@ class ReplicaMove:
 
     def __init__(self, part: Partition, destination: LogDir, log_dirs: LogDirs, fs: FileSystem, offload: Offload,
                  group_commit: GroupCommit, now_ms: Callable[[], int], on_done: Callable[[ReplicaMove], None],
-                 on_disk_error: Callable[[LogDir, str], None]) -> None:
+                 on_disk_error: Callable[[LogDir, str], None], throttle: MoveThrottle | None = None) -> None:
         self.part = part
         self.destination = destination
         self.log_dirs = log_dirs
@@ -203,6 +230,7 @@ class ReplicaMove:
         self.now_ms = now_ms
         self.on_done = on_done
         self.on_disk_error = on_disk_error  # the destination's disk failed: its directory goes offline
+        self.throttle = throttle
         self.future: PartitionLog | None = None
         self.copy: FutureCopy | None = None
         self._inflight: asyncio.Future[Any] | None = None
@@ -268,11 +296,15 @@ class ReplicaMove:
         copy = self.copy
         assert copy is not None
         steps = 0
+        throttle = self.throttle
         while True:
             self._check(current)
-            chunk = copy.plan()
+            chunk = copy.plan() if throttle is None else copy.plan(throttle.step_bytes)
             if chunk is None:
                 return steps
+            if throttle is not None and chunk.data:
+                await throttle.take(len(chunk.data))
+                self._check(current)  # the current log may have moved on meanwhile: this step still applies
             await self._off_loop(functools.partial(copy.apply, chunk))
             steps += 1
             crash_point("move_copying")

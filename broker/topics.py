@@ -38,7 +38,7 @@ from .log_io import LogIO
 from .metadata import dynamic_configs
 from .metadata.image import LOST_DIR, MetadataImage, PartitionInfo, TopicInfo
 from .partition import Partition
-from .replica_move import ReplicaMove
+from .replica_move import MoveThrottle, ReplicaMove
 from .replication.replica_state import NO_LEADER, Assignment
 
 log = structlog.get_logger()
@@ -118,6 +118,8 @@ class TopicTable:
                                 cfg.node_id, cfg.cluster_id, fs, "log_dirs" if cfg.log_dirs else "data_dir")
         self.meta_file = Path(cfg.metadata_dir) / "topics.json"
         self.moves: dict[Key, ReplicaMove] = {}  # replicas moving to another log directory
+        rate = cfg.replica_alter_log_dirs_io_max_bytes_per_second
+        self.move_throttle = MoveThrottle(rate, clock) if rate > 0 else None  # one quota for every move
         self.offline: set[Key] = set()  # replicas assigned here whose log directory failed
         # False until this broker is registered: a replica not found while a log directory is
         # unreadable since the start may be in it, and is not created elsewhere (log_dirs.holds_unknown).
@@ -314,7 +316,7 @@ class TopicTable:
     def _start_move(self, part: Partition, d: LogDir) -> None:
         self.moves[(part.topic, part.index)] = ReplicaMove(
             part, d, self.log_dirs, self.fs, self.log_io, self.group_commit, self.clock.now_ms, self._move_done,
-            self.fail_log_dir)
+            self.fail_log_dir, self.move_throttle)
 
     def _move_done(self, move: ReplicaMove) -> None:
         if self.moves.get(move.key) is move:

@@ -4,15 +4,21 @@ log start, and the directory swap interrupted at every step."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 from _batches import make_batch
 from helpers.recording_fs import RecordingFileSystem
 
+from broker.group_commit import GroupCommit
 from broker.log_dirs import FUTURE_MARKER, LogDirs
-from broker.replica_move import FutureCopy, commit_swap, create_future_dir
+from broker.log_io import LogIO
+from broker.partition import AppendOrigin, Partition
+from broker.replica_move import FutureCopy, MoveThrottle, ReplicaMove, commit_swap, create_future_dir
+from broker.replication.replica_state import Assignment
 from protocol.batch import iter_batches
+from protocol.clock import ManualClock
 from storage import LogConfig, PartitionLog
 from storage.fs import OS_FS
 
@@ -179,3 +185,54 @@ def test_a_future_directory_whose_creation_was_interrupted_is_removed_at_start(t
     ld.prepare()
     assert ld.where[("t", 0)].path == a and ld.resume == {}
     assert [p.name for p in b.iterdir()] == ["meta.properties"]
+
+
+class SimulatedTime:
+    """A manual clock whose sleeps advance it at once: a throttled copy runs at full speed in the
+    test while the time it waited is counted exactly."""
+
+    def __init__(self) -> None:
+        self.clock = ManualClock(1_000_000)
+        self.waits: list[float] = []
+
+    async def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.clock.advance(max(1, round(seconds * 1000)))
+        await asyncio.sleep(0)
+
+
+async def move_once(tmp_path: Path, throttle: MoveThrottle | None) -> tuple[int, Partition]:
+    """A partition of about 2 MB in dir a, moved to dir b: (its size, the partition after the move)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    dirs = LogDirs([str(a), str(b)], str(a), 1, "c", OS_FS)
+    dirs.prepare()
+    gc, io = GroupCommit(), LogIO()
+    part = Partition.open(a, "t", 0, LogConfig(segment_bytes=512 * 1024), 1, ManualClock(1_000_000), gc, offload=io)
+    dirs.place(("t", 0))
+    part.become_leader(Assignment((1,), frozenset({1}), 1, 0, 0))
+    for _ in range(250):
+        part.append(make_batch(8, value_size=1000), AppendOrigin.CLIENT)
+    size = sum(f.stat().st_size for f in (a / "t-0").glob("*.log"))
+    done = asyncio.Event()
+    ReplicaMove(part, dirs.dirs[1], dirs, OS_FS, io, gc, lambda: 1_000_000, lambda m: done.set(),
+                lambda d, why: None, throttle)
+    await asyncio.wait_for(done.wait(), 60)
+    assert part.log.directory == b / "t-0" and dirs.locate(("t", 0)) is dirs.dirs[1]
+    part.close()
+    gc.close()
+    io.close()
+    return size, part
+
+
+async def test_a_throttled_move_copies_no_faster_than_the_rate(tmp_path: Path) -> None:
+    """replica.alter.log.dirs.io.max.bytes.per.second: the copy of about 2 MB under 256 KiB/s
+    waits, in the simulated time of its sleeps, at least what the bytes past the first step take
+    at that rate — and little more."""
+    rate = 256 * 1024
+    t = SimulatedTime()
+    size, _ = await move_once(tmp_path / "slow", MoveThrottle(rate, t.clock, t.sleep))
+    waited = sum(t.waits)
+    assert size > 2_000_000
+    assert waited >= (size - rate) / rate, (waited, size / rate)
+    assert waited <= size / rate + 1
+    assert t.clock.monotonic() - 1_000 >= (size - rate) / rate  # the clock the quota reads moved as much
