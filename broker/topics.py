@@ -313,10 +313,10 @@ class TopicTable:
         self._start_move(part, d)
         return ErrorCode.NONE
 
-    def _start_move(self, part: Partition, d: LogDir) -> None:
+    def _start_move(self, part: Partition, d: LogDir, resume: bool = False) -> None:
         self.moves[(part.topic, part.index)] = ReplicaMove(
             part, d, self.log_dirs, self.fs, self.log_io, self.group_commit, self.clock.now_ms, self._move_done,
-            self.fail_log_dir, self.move_throttle)
+            self.fail_log_dir, self.move_throttle, resume)
 
     def _move_done(self, move: ReplicaMove) -> None:
         if self.moves.get(move.key) is move:
@@ -390,7 +390,7 @@ class TopicTable:
                     topic.local[i] = part
                     resume = self.log_dirs.resume.pop((name, i), None)
                     if resume is not None and resume.online and part.log.directory.parent != resume.path:
-                        self._start_move(part, resume)  # a move a stop interrupted starts over
+                        self._start_move(part, resume, resume=True)  # a move a stop interrupted goes on
                 self._lead_or_follow(part, pinfo)
         if old.brokers != image.brokers or old.topics is not image.topics:
             # fenced or stopping brokers may not (re)join an ISR (KIP-841)
