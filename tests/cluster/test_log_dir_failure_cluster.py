@@ -46,8 +46,8 @@ def disks(c: Cluster, node: int) -> tuple[Path, Path]:
 @pytest.fixture
 def cluster(cluster_factory) -> Cluster:  # type: ignore[no-untyped-def]
     voters = voters_for(3)
-    c: Cluster = cluster_factory(3, start=False, args_for=lambda c, n: ["--voters", voters],
-                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000"})
+    # the default session timeout: nothing here waits for a fence, and none should happen
+    c: Cluster = cluster_factory(3, start=False, args_for=lambda c, n: ["--voters", voters])
     for n in c.node_ids:
         a, b = disks(c, n)
         c[n].env["KETCH_LOG_DIRS"] = f"{a},{b}"
