@@ -10,7 +10,8 @@ import signal
 import sys
 from importlib.metadata import entry_points
 
-from storage.faults import announce
+from storage import faults
+from storage.fs import OS_FS
 
 from . import cluster_up
 from .config import ConfigError, load_config
@@ -31,13 +32,16 @@ def _broker(args: argparse.Namespace) -> int:
         print(f"ketch broker: {e}", file=sys.stderr)
         return 2
     configure(cfg.log_format, cfg.log_level)
-    announce()
+    faults.announce()
 
     async def run() -> None:
-        server = BrokerServer(cfg)
+        fs, dying_disk = faults.file_system(OS_FS)
+        server = BrokerServer(cfg, fs=fs)
+        loop = asyncio.get_running_loop()
+        if dying_disk is not None:
+            loop.add_signal_handler(faults.DYING_SIGNAL, dying_disk.die)
         await server.start()
         stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()

@@ -88,6 +88,9 @@ class BrokerConfig:
     # Bytes/s this broker may fetch, all together, for replicas a reassignment is adding here or a
     # topic lists in follower.replication.throttled.replicas (docs/cluster.md); -1: no limit.
     follower_replication_throttled_rate: int = -1
+    # Bytes/s the copies of AlterReplicaLogDirs moves may take, all together (broker/partition/move.py);
+    # -1: no limit (Kafka's default is Long.MAX_VALUE).
+    replica_alter_log_dirs_io_max_bytes_per_second: int = -1
     # Kafka's default is 3; Ketch takes at most the voters, so one broker needs no setting
     offsets_topic_replication_factor: int = 3
     transaction_state_replication_factor: int = 3

@@ -222,6 +222,9 @@ _BROKER_NAMES: dict[str, tuple[str, str, str]] = {
                                            "how often partitions go back to their preferred leader (ms here)"),
     "follower_replication_throttled_rate": ("follower.replication.throttled.rate", "LONG",
                                             "bytes/s that throttled replicas fetch, together (-1: no limit)"),
+    "replica_alter_log_dirs_io_max_bytes_per_second": ("replica.alter.log.dirs.io.max.bytes.per.second", "LONG",
+                                                       "bytes/s that replica moves between log directories copy, "
+                                                       "together (-1: no limit)"),
     "replica_lag_time_max_ms": ("replica.lag.time.max.ms", "LONG",
                                 "a follower not caught up for this long leaves the ISR"),
     "offsets_topic_replication_factor": ("offsets.topic.replication.factor", "SHORT",

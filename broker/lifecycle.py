@@ -12,6 +12,13 @@ before registering and gives that epoch back as PreviousBrokerEpoch. Without it 
 crash) the controller treats the broker's logs as possibly torn (KIP-966): a partition only it
 can lead waits for it and it leads again under a new leader epoch.
 
+The registration lists the broker's log directories that are online; each heartbeat names those
+that failed since (OfflineLogDirs), and after it the broker tells the controller which directory
+holds each replica the committed image does not place yet (AssignReplicasToDirs, KIP-858): with
+both the controller moves the ISR places and leaderships of a failed directory's replicas to
+other brokers (controller/quorum_controller.py). A directory failing cuts the wait for the next
+heartbeat short (`wake`).
+
 Each acknowledged heartbeat also renews a lease: three quarters of the session timeout from when
 the heartbeat was sent, so it always ends before the controller can fence the broker and hand its
 partitions to another. A broker cut off from the controller (or paused and woken up) cannot know
@@ -22,6 +29,7 @@ partition's leader — a group's committed offsets — would be stale, so it doe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from collections.abc import Callable
@@ -31,6 +39,7 @@ import structlog
 
 from protocol.clock import SYSTEM_CLOCK, Clock
 from protocol.errors import ErrorCode
+from protocol.messages import assign_replicas_to_dirs as ard
 from protocol.messages.broker_heartbeat import BrokerHeartbeatRequest, BrokerHeartbeatResponse
 from protocol.messages.broker_registration import (
     BrokerRegistrationRequest,
@@ -45,6 +54,8 @@ from .wire import BrokerConnection, WireError
 log = structlog.get_logger()
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"  # Kafka's name; {"version": 0, "brokerEpoch": N}
+# directory id -> topic id -> partitions: replicas whose log directory the controller is to learn
+Assignments = dict[uuid.UUID, dict[uuid.UUID, list[int]]]
 
 
 def take_clean_shutdown_epoch(fs: FileSystem, metadata_dir: Path) -> int:
@@ -74,7 +85,9 @@ class BrokerLifecycle:
     def __init__(self, node_id: int, cluster_id: str, listeners: Callable[[], list[tuple[str, str, int]]],
                  rack: str | None, controller: Callable[[], tuple[str, int] | None],
                  metadata_offset: Callable[[], int], heartbeat_interval_s: float,
-                 session_timeout_s: float, previous_epoch: int = -1, clock: Clock = SYSTEM_CLOCK) -> None:
+                 session_timeout_s: float, previous_epoch: int = -1, clock: Clock = SYSTEM_CLOCK,
+                 online_dirs: Callable[[], list[uuid.UUID]] = list, offline_dirs: Callable[[], list[uuid.UUID]] = list,
+                 assignments: Callable[[], Assignments] = dict) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.incarnation = uuid.uuid4()  # a new one per process: the controller tells restarts apart
@@ -92,7 +105,11 @@ class BrokerLifecycle:
         self.fenced = True
         self._conn: BrokerConnection | None = None
         self._conn_to: tuple[str, int] | None = None
+        self._online_dirs = online_dirs
+        self._offline_dirs = offline_dirs
+        self._assignments = assignments
         self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
         self.registered = asyncio.Event()
 
     def start(self) -> None:
@@ -115,7 +132,13 @@ class BrokerLifecycle:
                     self._conn.close()
                 self._conn = None
             if not registered_now:  # a new registration heartbeats at once: unfenced sooner
-                await asyncio.sleep(self.interval)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.interval)
+            self._wake.clear()
+
+    def wake(self) -> None:
+        """Heartbeat now, not at the next interval (a log directory failed: the controller is to know)."""
+        self._wake.set()
 
     async def shut_down(self, timeout: float) -> None:
         """Controlled shutdown: heartbeat with WantShutDown until the controller has moved every
@@ -166,7 +189,7 @@ class BrokerLifecycle:
             resp = await conn.request(BrokerRegistrationRequest(
                 broker_id=self.node_id, cluster_id=self.cluster_id, incarnation_id=self.incarnation,
                 listeners=[Listener(name=n, host=h, port=p, security_protocol=0) for n, h, p in self._listeners()],
-                rack=self.rack, previous_broker_epoch=self.previous_epoch), timeout=10.0)
+                rack=self.rack, previous_broker_epoch=self.previous_epoch, log_dirs=self._online_dirs()), timeout=10.0)
             assert isinstance(resp, BrokerRegistrationResponse)
             if resp.error_code == 0:
                 self.epoch = resp.broker_epoch  # fenced until caught up: no lease yet
@@ -174,7 +197,8 @@ class BrokerLifecycle:
                 return True
             return False
         resp = await conn.request(BrokerHeartbeatRequest(
-            broker_id=self.node_id, broker_epoch=self.epoch, current_metadata_offset=self._offset()), timeout=10.0)
+            broker_id=self.node_id, broker_epoch=self.epoch, current_metadata_offset=self._offset(),
+            offline_log_dirs=self._offline_dirs()), timeout=10.0)
         assert isinstance(resp, BrokerHeartbeatResponse)
         if resp.error_code in (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED):
             self.previous_epoch, self.epoch = self.epoch, None  # register again: same process, logs as they were
@@ -187,4 +211,21 @@ class BrokerLifecycle:
             self.fenced = resp.is_fenced
             if not resp.is_fenced:
                 self.registered.set()
+            await self._assign(conn, self.epoch)
         return False
+
+    async def _assign(self, conn: BrokerConnection, epoch: int) -> None:
+        """Tell the controller the log directory of each replica it does not place yet. Sent again
+        at the next heartbeat while the committed image does not show it (or the answer is lost)."""
+        due = self._assignments()
+        if not due:
+            return
+        resp = await conn.request(ard.AssignReplicasToDirsRequest(
+            broker_id=self.node_id, broker_epoch=epoch, directories=[ard.DirectoryData(id=d, topics=[
+                ard.TopicData(topic_id=t, partitions=[ard.PartitionData(partition_index=i) for i in parts])
+                for t, parts in topics.items()]) for d, topics in due.items()]), timeout=10.0)
+        assert isinstance(resp, ard.AssignReplicasToDirsResponse)
+        refused = [(t.topic_id, p.partition_index, p.error_code) for d in resp.directories for t in d.topics
+                   for p in t.partitions if p.error_code]
+        if resp.error_code or refused:
+            log.debug("log directory assignments refused", error=resp.error_code, partitions=refused[:10])

@@ -5,8 +5,9 @@ Each directory carries a meta.properties as Kafka's does (cluster.id, node.id, a
 its own, version 1), so a directory moved to another broker or cluster is refused at start rather
 than served. At start every directory is listed once, in a worker thread: `topic-N` is a
 partition's replica, a `topic-N` holding FUTURE_MARKER is a copy AlterReplicaLogDirs was making
-when the broker stopped (broker/partition/move.py), and `*-delete` is a replica a finished move
-left to remove. A partition found in two directories without a marker is refused, as Kafka
+when the broker stopped (broker/partition/move.py: the move goes on from it once the replica
+opens; two such copies of one partition are both removed), and `*-delete` is a replica a
+finished move left to remove. A partition found in two directories without a marker is refused, as Kafka
 refuses it: only an operator knows which copy is right.
 
 Placement is Kafka's rule (LogManager.nextLogDirs): the online directory holding the fewest
@@ -165,7 +166,14 @@ class LogDirs:
             if key is None:
                 continue
             if self.fs.exists(d.path / name / FUTURE_MARKER):
-                self.resume[key] = d
+                other = self.resume.pop(key, None)
+                if other is None:
+                    self.resume[key] = d
+                else:  # a move redirected as the broker stopped: which one was wanted last is not known
+                    for x in (other, d):
+                        self.fs.remove_tree(x.path / name)
+                    log.warning("two unfinished copies of a replica removed: the move is to be asked again",
+                                partition=name, log_dirs=[str(other.path), str(d.path)])
                 continue
             other = self.where.get(key)
             if other is not None:
@@ -176,9 +184,10 @@ class LogDirs:
     def _resolve_futures(self) -> None:
         """A future replica whose partition has no replica left was being swapped in when the
         broker stopped (the old directory already retired): it is the replica. Any other is an
-        unfinished copy: removed, and the move starts again once the partition opens. With a
-        directory unreadable, a lone future is left as it is: the replica it would replace may
-        be there, or retired there (the partition stays offline meanwhile: `holds_unknown`)."""
+        unfinished copy: the move goes on from it once the partition opens (ReplicaMove's
+        `resume`). With a directory unreadable, a lone future is left as it is: the replica it
+        would replace may be there, or retired there (the partition stays offline meanwhile:
+        `holds_unknown`)."""
         for key, d in list(self.resume.items()):
             directory = d.path / f"{key[0]}-{key[1]}"
             if key not in self.where and self.unknown_offline:
@@ -191,8 +200,6 @@ class LogDirs:
                 self.where[key] = d
                 del self.resume[key]
                 log.info("a moved replica's swap finished at start", partition=directory.name, log_dir=str(d.path))
-            else:
-                self.fs.remove_tree(directory)
 
     # ---- placement --------------------------------------------------------------------------------
     def locate(self, key: Key) -> LogDir | None:

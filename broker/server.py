@@ -66,7 +66,7 @@ from .quorum.messages import Entry, Snapshot
 from .quorum.shell import METADATA_DIR, QuorumShell
 from .replication.fetcher import ReplicaFetcher
 from .replication.manager import ReplicaManager
-from .replication.throttle import listed
+from .throttle import listed
 from .topics import TopicTable
 from .txn.coordinator import TransactionCoordinator
 
@@ -286,7 +286,10 @@ class BrokerServer:
         self.lifecycle = BrokerLifecycle(cfg.node_id, cfg.cluster_id, self._listeners, cfg.rack,
                                          self.quorum.leader_address, lambda: self.controller.image.offset,
                                          cfg.broker_heartbeat_interval_ms / 1000, cfg.broker_session_timeout_ms / 1000,
-                                         clock=clock)
+                                         clock=clock, online_dirs=lambda: self.topics.log_dirs.online_ids,
+                                         offline_dirs=lambda: self.topics.log_dirs.offline_ids,
+                                         assignments=self.topics.dir_assignments)
+        self.topics.on_log_dir_failure = self.lifecycle.wake
         self._controller_task: asyncio.Task[None] | None = None
         fetcher = ReplicaFetcher(cfg.node_id, self._broker_address, self._topic_id, throttled=self._throttled,
                                  throttled_rate=cfg.follower_replication_throttled_rate,
@@ -321,9 +324,11 @@ class BrokerServer:
         return self.cfg.node_id
 
     def _metadata_dir_failed(self) -> None:
-        """The log directory holding the metadata log failed: Kafka halts the broker, since it can
-        neither follow the metadata nor be sure of what it wrote; the other brokers take over."""
-        log.critical("the metadata log's directory failed: stopping the broker", log_dir=self.cfg.metadata_dir)
+        """The log directory holding the metadata log failed, or the last one online: Kafka halts
+        the broker, since it can neither follow the metadata nor be sure of what it wrote (nor hold
+        any replica); the other brokers take over."""
+        log.critical("the metadata log's directory, or the last log directory online, failed: stopping the broker",
+                     metadata_dir=self.cfg.metadata_dir)
         os._exit(1)
 
     def _broker_address(self, node: int) -> tuple[str, int] | None:

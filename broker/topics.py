@@ -36,9 +36,9 @@ from .group_commit import GroupCommit
 from .log_dirs import Key, LogDir, LogDirs, partition_key
 from .log_io import LogIO
 from .metadata import dynamic_configs
-from .metadata.image import MetadataImage, PartitionInfo, TopicInfo
+from .metadata.image import LOST_DIR, MetadataImage, PartitionInfo, TopicInfo
 from .partition import Partition
-from .partition.move import ReplicaMove
+from .partition.move import MoveThrottle, ReplicaMove
 from .partition.replica_state import NO_LEADER, Assignment
 
 log = structlog.get_logger()
@@ -118,11 +118,14 @@ class TopicTable:
                                 cfg.node_id, cfg.cluster_id, fs, "log_dirs" if cfg.log_dirs else "data_dir")
         self.meta_file = Path(cfg.metadata_dir) / "topics.json"
         self.moves: dict[Key, ReplicaMove] = {}  # replicas moving to another log directory
+        rate = cfg.replica_alter_log_dirs_io_max_bytes_per_second
+        self.move_throttle = MoveThrottle(rate, clock) if rate > 0 else None  # one quota for every move
         self.offline: set[Key] = set()  # replicas assigned here whose log directory failed
         # False until this broker is registered: a replica not found while a log directory is
         # unreadable since the start may be in it, and is not created elsewhere (log_dirs.holds_unknown).
         self.started = False
         self.on_metadata_dir_failure: Callable[[], None] | None = None  # the server stops the broker
+        self.on_log_dir_failure: Callable[[], None] | None = None  # the controller is to hear of it now
         self.by_name: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}
         self.group_commit = GroupCommit()  # shared by every partition: one sync of each log at a time
@@ -223,8 +226,11 @@ class TopicTable:
     def fail_log_dir(self, d: LogDir, reason: str) -> None:
         """Take `d` offline with every replica in it, as Kafka does on an I/O error there: their
         logs are closed without another write, produce and fetch for them answer
-        KAFKA_STORAGE_ERROR, moves to or from `d` stop; the other directories go on. The metadata
-        log's directory failing stops the broker (Kafka halts too)."""
+        KAFKA_STORAGE_ERROR, moves to or from `d` stop; the other directories go on, and the
+        controller hears of it (broker/lifecycle.py) and moves the ISR places and leaderships of
+        the replicas here to other brokers. The metadata log's directory failing, or the last
+        one online, stops the broker (Kafka halts too)."""
+        was_online = d.online
         for key in self.log_dirs.fail(d, reason):
             self._stop_move(key)
             if self.log_dirs.locate(key) is d:
@@ -232,8 +238,30 @@ class TopicTable:
         for key, move in list(self.moves.items()):
             if move.destination is d or move.part.directory.parent == d.path:
                 self._stop_move(key)
-        if d.path == self.log_dirs.metadata_dir and self.on_metadata_dir_failure is not None:
+        lost = d.path == self.log_dirs.metadata_dir or not any(x.online for x in self.log_dirs.dirs)
+        if lost and self.on_metadata_dir_failure is not None:
             self.on_metadata_dir_failure()
+        elif was_online and self.on_log_dir_failure is not None:
+            self.on_log_dir_failure()
+
+    def dir_assignments(self) -> dict[uuid.UUID, dict[uuid.UUID, list[int]]]:
+        """Replicas here whose log directory the committed image does not show (AssignReplicasToDirs,
+        KIP-858): directory id -> topic id -> partitions. A replica offline without a directory
+        (one unreadable since the start may hold it) is Kafka's LOST directory. Only with several
+        log directories: with one, a failed directory stops the broker."""
+        if len(self.log_dirs.dirs) < 2:
+            return {}
+        node = self.cfg.node_id
+        out: dict[uuid.UUID, dict[uuid.UUID, list[int]]] = {}
+        placed = {k: d.dir_id for k, d in self.log_dirs.where.items()}
+        placed.update({k: LOST_DIR for k in self.offline if k not in placed})
+        for (name, i), dir_id in placed.items():
+            t = self.image.topics.get(name)
+            if dir_id is None or t is None or i >= len(t.partitions) or node not in t.partitions[i].replicas:
+                continue
+            if t.partitions[i].directory(node) != dir_id:
+                out.setdefault(dir_id, {}).setdefault(t.topic_id, []).append(i)
+        return out
 
     def _take_offline(self, key: Key) -> None:
         self.offline.add(key)
@@ -285,10 +313,10 @@ class TopicTable:
         self._start_move(part, d)
         return ErrorCode.NONE
 
-    def _start_move(self, part: Partition, d: LogDir) -> None:
+    def _start_move(self, part: Partition, d: LogDir, resume: bool = False) -> None:
         self.moves[(part.topic, part.index)] = ReplicaMove(
             part, d, self.log_dirs, self.fs, self.log_io, self.group_commit, self.clock.now_ms, self._move_done,
-            self.fail_log_dir)
+            self.fail_log_dir, self.move_throttle, resume)
 
     def _move_done(self, move: ReplicaMove) -> None:
         if self.moves.get(move.key) is move:
@@ -362,7 +390,7 @@ class TopicTable:
                     topic.local[i] = part
                     resume = self.log_dirs.resume.pop((name, i), None)
                     if resume is not None and resume.online and part.directory.parent != resume.path:
-                        self._start_move(part, resume)  # a move a stop interrupted starts over
+                        self._start_move(part, resume, resume=True)  # a move a stop interrupted goes on
                 self._lead_or_follow(part, pinfo)
         if old.brokers != image.brokers or old.topics is not image.topics:
             # fenced or stopping brokers may not (re)join an ISR (KIP-841)

@@ -72,6 +72,7 @@ CONTROLLER_SUPPORTED: dict[int, tuple[int, int]] = {
     62: (0, 4),   # BrokerRegistration
     63: (0, 1),   # BrokerHeartbeat
     67: (0, 0),   # AllocateProducerIds (brokers ask the active controller for a block)
+    73: (0, 0),   # AssignReplicasToDirs (which log directory holds each replica, KIP-858)
 }
 
 API_NAMES: dict[int, str] = {
@@ -86,7 +87,7 @@ API_NAMES: dict[int, str] = {
     47: "OffsetDelete", 60: "DescribeCluster",
     61: "DescribeProducers", 65: "DescribeTransactions", 66: "ListTransactions", 75: "DescribeTopicPartitions", 52: "Vote", 53: "BeginQuorumEpoch", 54: "EndQuorumEpoch",
     55: "DescribeQuorum", 59: "FetchSnapshot", 67: "AllocateProducerIds", 62: "BrokerRegistration",
-    63: "BrokerHeartbeat",
+    63: "BrokerHeartbeat", 73: "AssignReplicasToDirs",
 }
 
 

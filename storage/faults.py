@@ -9,6 +9,9 @@ either in production.
   the replica whole. SIGKILL, not an
   exception or a clean exit, because that is the failure simulated: no `finally`, flush or
   shutdown hook runs.
+* `KETCH_TEST_DYING_DIR=<directory>` puts the broker's files on a `FaultyFileSystem` whose disk
+  under that directory dies (every operation there fails with EIO, as a dead disk's do) once the
+  process gets SIGUSR2: a test of broker processes fails one log directory when it chooses.
 
 One module for both, in storage/, the lowest layer holding a guarantee to break: the log and the
 producer state read the switches without importing the broker. Both variables are read once at
@@ -19,11 +22,16 @@ purpose. Unset, each check costs one comparison.
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import structlog
+
+from .fs import Data, File, FileStat, FileSystem
 
 log = structlog.get_logger(__name__)
 
@@ -67,6 +75,11 @@ if CRASH_AT is not None and CRASH_AT not in POINTS:
     raise SystemExit(f"{CRASH_ENV}: unknown crash point {CRASH_AT!r}; known: {sorted(POINTS)}")
 
 
+DYING_DIR_ENV = "KETCH_TEST_DYING_DIR"
+DYING_DIR = os.environ.get(DYING_DIR_ENV) or None
+DYING_SIGNAL = signal.SIGUSR2
+
+
 def broken(name: str) -> bool:
     """Whether this process was told to break `name` (unset: always False)."""
     return name in BROKEN
@@ -89,3 +102,129 @@ def announce() -> None:
     if CRASH_AT:
         log.warning("test build: the broker kills itself at a transaction step", env=CRASH_ENV,
                     point=CRASH_AT, what=POINTS[CRASH_AT])
+    if DYING_DIR:
+        log.warning("test build: a log directory's disk dies on SIGUSR2", env=DYING_DIR_ENV, log_dir=DYING_DIR)
+
+
+# Called with (operation, path) before the operation runs; raising fails that operation.
+Fault = Callable[[str, Path], None]
+
+
+class DyingDisk:
+    """A fault: every operation under `root` fails with EIO once `die()` was called."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.dead = False
+
+    def die(self) -> None:
+        if not self.dead:
+            log.warning("test build: the disk under a log directory died", log_dir=str(self.root))
+        self.dead = True
+
+    def __call__(self, op: str, path: Path) -> None:
+        if self.dead and (path == self.root or self.root in path.parents):
+            raise OSError(errno.EIO, "Input/output error", str(path))
+
+
+def file_system(inner: FileSystem) -> tuple[FileSystem, DyingDisk | None]:
+    """The file system a broker runs on: `inner`, unless KETCH_TEST_DYING_DIR is set."""
+    if DYING_DIR is None:
+        return inner, None
+    disk = DyingDisk(Path(DYING_DIR).absolute())
+    return FaultyFileSystem(inner, disk), disk
+
+
+class FaultyFileSystem:
+    """Delegates to `inner`, calling `hook(operation, path)` before every operation (a test
+    records them, or raises to fail one)."""
+
+    def __init__(self, inner: FileSystem, hook: Fault) -> None:
+        self.fs = inner
+        self.hook = hook
+
+    def open(self, path: Path, *, create: bool = False, truncate: bool = False,
+             read_only: bool = False) -> File:
+        self.hook("create" if create else "open", path)
+        return FaultyFile(self.hook, path, self.fs.open(path, create=create, truncate=truncate,
+                                                            read_only=read_only))
+
+    def read(self, path: Path) -> bytes:
+        self.hook("read", path)
+        return self.fs.read(path)
+
+    def stat(self, path: Path) -> FileStat:
+        self.hook("stat", path)
+        return self.fs.stat(path)
+
+    def exists(self, path: Path) -> bool:
+        self.hook("exists", path)
+        return self.fs.exists(path)
+
+    def listdir(self, path: Path) -> list[str]:
+        self.hook("listdir", path)
+        return self.fs.listdir(path)
+
+    def rename(self, src: Path, dst: Path) -> None:
+        self.hook("rename", src)
+        self.hook("renamed-to", dst)
+        self.fs.rename(src, dst)
+
+    def unlink(self, path: Path) -> None:
+        self.hook("unlink", path)
+        self.fs.unlink(path)
+
+    def mkdir(self, path: Path) -> None:
+        self.hook("mkdir", path)
+        self.fs.mkdir(path)
+
+    def remove_tree(self, path: Path) -> None:
+        self.hook("remove_tree", path)
+        self.fs.remove_tree(path)
+
+    def fsync_dir(self, path: Path) -> None:
+        self.hook("fsync_dir", path)
+        self.fs.fsync_dir(path)
+
+
+class FaultyFile:
+    def __init__(self, hook: Fault, path: Path, inner: File) -> None:
+        self.hook = hook
+        self.path = path
+        self.inner = inner
+
+    def pwrite(self, data: Data, pos: int) -> None:
+        self.hook("pwrite", self.path)
+        self.inner.pwrite(data, pos)
+
+    def pwritev(self, parts: Sequence[Data], pos: int) -> int:
+        self.hook("pwritev", self.path)
+        return self.inner.pwritev(parts, pos)
+
+    def pread(self, size: int, pos: int) -> bytes:
+        self.hook("pread", self.path)
+        return self.inner.pread(size, pos)
+
+    def size(self) -> int:
+        self.hook("size", self.path)
+        return self.inner.size()
+
+    def truncate(self, size: int) -> None:
+        self.hook("truncate", self.path)
+        self.inner.truncate(size)
+
+    def sync(self) -> None:
+        self.hook("sync", self.path)
+        self.inner.sync()
+
+    def datasync(self) -> None:
+        self.hook("datasync", self.path)
+        self.inner.datasync()
+
+    def dup(self) -> File:
+        self.hook("dup", self.path)
+        return FaultyFile(self.hook, self.path, self.inner.dup())
+
+    def close(self) -> None:
+        self.hook("close", self.path)
+        self.inner.close()

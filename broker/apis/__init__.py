@@ -82,4 +82,5 @@ CONTROLLER_HANDLERS: dict[int, Handler] = {
     52: quorum.vote, 53: quorum.begin_quorum_epoch,
     54: quorum.end_quorum_epoch, 55: quorum.describe_quorum, 59: quorum.fetch_snapshot,
     62: quorum.broker_registration, 63: quorum.broker_heartbeat, 67: quorum.allocate_producer_ids,
+    73: quorum.assign_replicas_to_dirs,
 }

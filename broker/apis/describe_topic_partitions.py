@@ -56,14 +56,15 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
             break
         chosen = list(enumerate(topic.info.partitions))[first:first + budget]
         budget -= len(chosen)
-        offline = {b.node_id for b in table.image.brokers if b.fenced}
+        image = table.image
+        offline = {b.node_id for b in image.brokers if b.fenced}
         topics.append(DescribeTopicPartitionsResponseTopic(
             error_code=0, name=name, topic_id=topic.topic_id, is_internal=topic.is_internal,
             topic_authorized_operations=TOPIC_OPERATIONS,
             partitions=[DescribeTopicPartitionsResponsePartition(
                 error_code=ErrorCode.LEADER_NOT_AVAILABLE if p.leader < 0 else 0, partition_index=i,
                 leader_id=p.leader, leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas),
-                isr_nodes=list(p.isr), offline_replicas=[r for r in p.replicas if r in offline],
+                isr_nodes=list(p.isr), offline_replicas=[r for r in p.replicas if r in offline or not image.replica_online(p, r)],
                 eligible_leader_replicas=list(p.elr), last_known_elr=list(p.last_known_elr))
                 for i, p in chosen]))
         if first + len(chosen) < topic.num_partitions:

@@ -2,7 +2,8 @@
 
 Everything comes from this broker's metadata image, so every broker answers for the whole
 cluster: the live brokers on the listener the request came in on, each partition's leader,
-replicas, ISR and the replicas on fenced brokers (offline)."""
+replicas, ISR and the offline replicas: on fenced brokers, or in a log directory their broker
+reported failed (KIP-858)."""
 
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ def topic_entry(ctx: BrokerContext, topic: Topic, ops: int = AUTHORIZED_OPERATIO
             MetadataResponsePartition(
                 error_code=ErrorCode.LEADER_NOT_AVAILABLE if p.leader < 0 else 0, partition_index=i,
                 leader_id=p.leader, leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas),
-                isr_nodes=list(p.isr), offline_replicas=[r for r in p.replicas if r in offline])
+                isr_nodes=list(p.isr), offline_replicas=[r for r in p.replicas if r in offline or not image.replica_online(p, r)])
             for i, p in enumerate(topic.info.partitions)
         ],
     )

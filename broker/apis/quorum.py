@@ -11,11 +11,13 @@ malformed one). Stale epochs are the node's business: it answers with its own ep
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages import allocate_producer_ids as apids
+from protocol.messages import assign_replicas_to_dirs as ard
 from protocol.messages import begin_quorum_epoch as bqe
 from protocol.messages import broker_heartbeat as bhb
 from protocol.messages import broker_registration as breg
@@ -184,7 +186,7 @@ async def broker_registration(ctx: BrokerContext, client: ClientInfo, header: Re
     try:
         epoch = await shell.register_broker(req.broker_id, req.incarnation_id,
                                             [(lst.name, lst.host, lst.port) for lst in req.listeners], req.rack,
-                                            ctx.clock.monotonic_ms(), req.previous_broker_epoch)
+                                            ctx.clock.monotonic_ms(), req.previous_broker_epoch, req.log_dirs)
     except KafkaError as e:
         return breg.BrokerRegistrationResponse(error_code=e.code)
     return breg.BrokerRegistrationResponse(error_code=0, broker_epoch=epoch)
@@ -193,7 +195,8 @@ async def broker_registration(ctx: BrokerContext, client: ClientInfo, header: Re
 async def broker_heartbeat(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                            req: bhb.BrokerHeartbeatRequest) -> bhb.BrokerHeartbeatResponse:
     """Decided one at a time with the other partition-affecting changes (ControllerShell): an
-    unfence, fence or controlled shutdown carries the leadership changes that follow from it."""
+    unfence, fence, controlled shutdown or failed log directory (OfflineLogDirs, v1) carries the
+    leadership changes that follow from it."""
     shell, controller = ctx.controller_shell, ctx.controller
     if shell is None or controller is None or not shell.active:
         return bhb.BrokerHeartbeatResponse(error_code=ErrorCode.NOT_CONTROLLER)
@@ -206,7 +209,7 @@ async def broker_heartbeat(ctx: BrokerContext, client: ClientInfo, header: Reque
     def decide() -> tuple[bytes | None, None]:
         error, entry, caught_up, fenced, may_stop = controller.heartbeat(
             req.broker_id, req.broker_epoch, req.current_metadata_offset, req.want_fence, req.want_shut_down,
-            ctx.clock.monotonic_ms())
+            ctx.clock.monotonic_ms(), req.offline_log_dirs)
         outcome.append((error, caught_up, fenced, may_stop))
         return (None if error else entry), None
 
@@ -219,3 +222,32 @@ async def broker_heartbeat(ctx: BrokerContext, client: ClientInfo, header: Reque
         return bhb.BrokerHeartbeatResponse(error_code=error)
     return bhb.BrokerHeartbeatResponse(error_code=0, is_caught_up=caught_up, is_fenced=fenced,
                                        should_shut_down=may_stop)
+
+
+async def assign_replicas_to_dirs(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+                                  req: ard.AssignReplicasToDirsRequest) -> ard.AssignReplicasToDirsResponse:
+    """Which log directory holds each replica of the sending broker (KIP-858), decided one at a
+    time with the other partition-affecting changes: an assignment to a directory already
+    reported failed moves the replica out of its ISR and leadership in the same entry."""
+    shell, controller = ctx.controller_shell, ctx.controller
+    if shell is None or controller is None or not shell.active:
+        return ard.AssignReplicasToDirsResponse(error_code=ErrorCode.NOT_CONTROLLER)
+    wanted = [(d.id, t.topic_id, p.partition_index) for d in req.directories for t in d.topics for p in t.partitions]
+    outcome: list[tuple[int, dict[tuple[uuid.UUID, int], int]]] = []
+
+    def decide() -> tuple[bytes | None, None]:
+        error, entry, per_partition = controller.assign_replicas_to_dirs(req.broker_id, req.broker_epoch, wanted)
+        outcome.append((error, per_partition))
+        return (None if error else entry), None
+
+    try:
+        await shell.run(decide)
+    except KafkaError as e:
+        return ard.AssignReplicasToDirsResponse(error_code=e.code)
+    error, codes = outcome[0]
+    if error:
+        return ard.AssignReplicasToDirsResponse(error_code=error)
+    return ard.AssignReplicasToDirsResponse(error_code=0, directories=[ard.DirectoryResult(id=d.id, topics=[
+        ard.TopicResult(topic_id=t.topic_id, partitions=[
+            ard.PartitionResult(partition_index=p.partition_index, error_code=codes.get((t.topic_id, p.partition_index), 0))
+            for p in t.partitions]) for t in d.topics]) for d in req.directories])

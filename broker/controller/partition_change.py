@@ -87,6 +87,6 @@ def _last_known(p: PartitionInfo, target_isr: Sequence[int], leader: int) -> lis
 
 def framed(change: PartitionChangeRecord) -> bytes:
     """The change as a metadata record: v0 (Kafka's oldest, what Ketch always wrote) unless it
-    carries ELR fields, which need v2."""
+    carries directories (v1, KIP-858) or ELR fields (v2)."""
     elr_fields = change.eligible_leader_replicas is not None or change.last_known_elr is not None
-    return frame(change, ELR_RECORD_VERSION if elr_fields else 0)
+    return frame(change, ELR_RECORD_VERSION if elr_fields else 1 if change.directories is not None else 0)

@@ -11,12 +11,16 @@ none, it has no leader (-1) until a member of its ELR (or its last known leader)
 unless the topic sets unclean.leader.election.enable, when any live replica takes it (losing what
 it lacks). ElectLeaders and the periodic preferred-leader check move leadership back to the first
 replica once it is in sync.
+
+A replica whose log directory its broker reported failed (KIP-858: metadata/image.py
+`replica_online`) counts, for that partition only, as a replica on a broker that is down: it
+leaves the ISR in the next sweep and may not lead.
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.metadata_records import NO_LEADER_CHANGE, PartitionChangeRecord
@@ -67,18 +71,26 @@ def initial_state(replicas: Sequence[int], live: Iterable[int]) -> PartitionInfo
     return PartitionInfo(tuple(replicas), isr, leader, 0, 0)
 
 
+def eligible(image: MetadataImage, p: PartitionInfo, live: set[int]) -> Callable[[int], bool]:
+    """Who may lead `p` or join its ISR: a live broker whose replica's log directory is online."""
+    if not p.directories:
+        return live.__contains__
+    return lambda r: r in live and image.replica_online(p, r)
+
+
 def move_leadership(image: MetadataImage, leaving: set[int], default_min_isr: int,
                     unclean_shutdown: frozenset[int] = frozenset()) -> list[PartitionChangeRecord]:
     """Changes for every partition after brokers `leaving` are fenced or shut down (out of every
-    ISR; `unclean_shutdown` out of every ELR too), and every leaderless partition that a live
-    broker (one that came back) may now lead."""
+    ISR; `unclean_shutdown` out of every ELR too), replicas in failed log directories out of
+    their ISR, and every leaderless partition that a live broker (one that came back) may now lead."""
     live = {b.node_id for b in image.brokers if b.live} - leaving
     out = []
     for t in image.topics.values():
         m = min_isr(image, t, default_min_isr)
         for i, p in enumerate(t.partitions):
-            change = build(t, i, [r for r in p.isr if r not in leaving], live.__contains__, m,
-                           unclean_shutdown=unclean_shutdown, unclean_election=unclean_allowed(t))
+            ok = eligible(image, p, live)
+            isr = [r for r in p.isr if r not in leaving and (not p.directories or image.replica_online(p, r))]
+            change = build(t, i, isr, ok, m, unclean_shutdown=unclean_shutdown, unclean_election=unclean_allowed(t))
             if change is not None:
                 out.append(change)
     return out
@@ -104,7 +116,7 @@ def elect(image: MetadataImage, wanted: Iterable[tuple[TopicInfo, int]], unclean
             target = p.replicas[0] if p.replicas else NO_LEADER
             if p.leader == target:
                 outcome[key] = ErrorCode.ELECTION_NOT_NEEDED
-            elif target in live and target in p.isr:
+            elif eligible(image, p, live)(target) and target in p.isr:
                 changes.append(PartitionChangeRecord(partition_id=i, topic_id=t.topic_id, leader=target))
                 outcome[key] = ErrorCode.NONE
             else:
@@ -113,7 +125,7 @@ def elect(image: MetadataImage, wanted: Iterable[tuple[TopicInfo, int]], unclean
         if p.leader in live:
             outcome[key] = ErrorCode.ELECTION_NOT_NEEDED
             continue
-        change = build(t, i, None, live.__contains__, min_isr(image, t, default_min_isr), unclean_election=True)
+        change = build(t, i, None, eligible(image, p, live), min_isr(image, t, default_min_isr), unclean_election=True)
         if change is not None and change.leader not in (NO_LEADER, NO_LEADER_CHANGE):
             changes.append(change)
             outcome[key] = ErrorCode.NONE

@@ -12,6 +12,13 @@ from for the session timeout is fenced (on a new leader, every broker gets a ful
 A fence or a controlled shutdown is one entry with the partition changes that move leadership
 away (placement.py); an unfence brings back leaders for partitions that had none.
 
+Log directories (KIP-858): a broker registers the ids of its online log directories, tells which
+directory holds each of its replicas (AssignReplicasToDirs), and names failed ones in its
+heartbeats. A directory newly reported failed is one entry: the broker's registration without it
+and, for every replica the directory holds, the same partition changes a fence makes for that
+partition alone (out of the ISR, leadership to another in-sync replica). An assignment to a
+directory already failed — the broker reports the failure before the assignment — does the same.
+
 Topics: decided against the committed image only — the shell runs one topic or partition
 decision at a time and waits for its entry to commit — so a topic and its partitions are one
 entry: on every broker they appear together or not at all.
@@ -20,7 +27,7 @@ entry: on every broker they appear together or not at all.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from protocol.errors import ErrorCode, KafkaError
@@ -43,13 +50,23 @@ from protocol.messages.metadata_records import (
 )
 from protocol.topic_partition import TopicPartition
 
-from ..metadata.image import NO_LEADER, MetadataImage, TopicInfo
+from ..metadata.image import NO_LEADER, BrokerInfo, MetadataImage, TopicInfo
 from . import reassignment
 from .partition_change import build, framed, min_isr
-from .placement import check_assignment, elect, initial_state, led_by, move_leadership, place
+from .placement import (
+    check_assignment,
+    elect,
+    eligible,
+    initial_state,
+    led_by,
+    move_leadership,
+    place,
+    unclean_allowed,
+)
 
 PRODUCER_ID_BLOCK = 1000
-REGISTER_BROKER_RECORD_VERSION = 1
+REGISTER_BROKER_RECORD_VERSION = 3  # v3: the log directories (KIP-858)
+REGISTRATION_CHANGE_DIRS_VERSION = 2  # BrokerRegistrationChangeRecord v2: the log directories
 PLAINTEXT = 0  # SecurityProtocol id
 
 
@@ -101,7 +118,8 @@ class QuorumController:
 
     # ---- brokers --------------------------------------------------------------------------------------
     def register_broker(self, broker_id: int, incarnation_id: object, listeners: Sequence[tuple[str, str, int]],
-                        rack: str | None, now_ms: int, previous_broker_epoch: int = -1) -> tuple[bytes, int]:
+                        rack: str | None, now_ms: int, previous_broker_epoch: int = -1,
+                        log_dirs: Iterable[uuid.UUID] = ()) -> tuple[bytes, int]:
         """(entry, broker epoch) for a broker that (re)starts: a new epoch, fenced until caught up.
 
         A broker registering again takes, in the same entry, the partition changes fencing it would:
@@ -111,14 +129,15 @@ class QuorumController:
         only it can lead is left without a leader until it is unfenced, when it leads again under a
         new leader epoch: kept at the old epoch, it took new records at offsets a returning follower
         still held under that epoch, and the follower saw no divergence. After a clean shutdown
-        such a partition keeps its leader and epoch: its log is whole."""
+        such a partition keeps its leader and epoch: its log is whole. `log_dirs`: the ids of its
+        log directories that are online (a replica in another is offline: placement.py)."""
         epoch = max([b.epoch for b in self.image.brokers] + [self._next_broker_epoch or 0]) + 1
         self._next_broker_epoch = epoch
         self._heard[broker_id] = now_ms
         record = RegisterBrokerRecord(
             broker_id=broker_id, incarnation_id=incarnation_id, broker_epoch=epoch,  # type: ignore[arg-type]
             end_points=[BrokerEndpoint(name=n, host=h, port=p, security_protocol=PLAINTEXT) for n, h, p in listeners],
-            rack=rack, fenced=True)
+            rack=rack, fenced=True, log_dirs=sorted(log_dirs))
         old = self.image.broker(broker_id)
         clean = old is not None and previous_broker_epoch == old.epoch
         moves = move_leadership(self.image, {broker_id}, self.min_insync_replicas,
@@ -128,11 +147,15 @@ class QuorumController:
         return frame_batch([frame(record, REGISTER_BROKER_RECORD_VERSION)] + [framed(c) for c in moves]), epoch
 
     def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int, want_fence: bool,
-                  want_shut_down: bool, now_ms: int) -> tuple[int, bytes | None, bool, bool, bool]:
+                  want_shut_down: bool, now_ms: int, offline_dirs: Iterable[uuid.UUID] = ()
+                  ) -> tuple[int, bytes | None, bool, bool, bool]:
         """(error, entry to propose or None, caught up, fenced once it applies, may shut down).
 
         A broker that wants to shut down is marked so (its leaderships move to other ISR members
-        in the same entry) and is told it may stop once it leads nothing."""
+        in the same entry) and is told it may stop once it leads nothing. Log directories in
+        `offline_dirs` that its registration still has online go offline in the same entry
+        (see the module docstring); one that would leave it none online is ignored (a broker
+        whose every log directory failed stops, as Kafka's halts)."""
         b = self.image.broker(broker_id)
         if b is None:
             return ErrorCode.BROKER_ID_NOT_REGISTERED, None, False, True, False
@@ -140,31 +163,79 @@ class QuorumController:
             return ErrorCode.STALE_BROKER_EPOCH, None, False, True, False
         self._heard[broker_id] = now_ms
         caught_up = metadata_offset >= b.registered_at
+        records: list[bytes] = []
+        failed = set(offline_dirs)
+        online = tuple(d for d in b.log_dirs if d not in failed)
+        if online and len(online) < len(b.log_dirs):
+            records.append(frame(BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=b.epoch,
+                                                                log_dirs=list(online)),
+                                 REGISTRATION_CHANGE_DIRS_VERSION))
+            b = replace(b, log_dirs=online)
         if want_shut_down:
             if b.fenced or not led_by(self.image, broker_id) and b.in_controlled_shutdown:
-                return 0, None, caught_up, b.fenced, True
+                return 0, self._with_moves(records, set(), b) if records else None, caught_up, b.fenced, True
             if not b.in_controlled_shutdown:
                 change = BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=b.epoch,
                                                         in_controlled_shutdown=1)
-                return 0, self._with_moves([frame(change, 1)], {broker_id}), caught_up, False, False
-            moves = move_leadership(self.image, {broker_id}, self.min_insync_replicas)
-            return 0, frame_batch([framed(c) for c in moves]) if moves else None, caught_up, False, False
+                records.append(frame(change, 1))
+            return 0, self._with_moves(records, {broker_id}, b), caught_up, False, False
         if b.fenced and caught_up and not want_fence:
-            record = frame(UnfenceBrokerRecord(id=broker_id, epoch=b.epoch))
-            return 0, self._with_moves([record], set(), unfenced=broker_id), True, False, False
+            records.append(frame(UnfenceBrokerRecord(id=broker_id, epoch=b.epoch)))
+            return 0, self._with_moves(records, set(), replace(b, fenced=False)), True, False, False
         if not b.fenced and want_fence:
-            record = frame(FenceBrokerRecord(id=broker_id, epoch=b.epoch))
-            return 0, self._with_moves([record], {broker_id}), caught_up, True, False
-        return 0, None, caught_up, b.fenced, False
+            records.append(frame(FenceBrokerRecord(id=broker_id, epoch=b.epoch)))
+            return 0, self._with_moves(records, {broker_id}, b), caught_up, True, False
+        return 0, self._with_moves(records, set(), b) if records else None, caught_up, b.fenced, False
 
-    def _with_moves(self, records: list[bytes], leaving: set[int], unfenced: int | None = None) -> bytes:
-        """`records` and the leadership changes they call for, as one entry."""
+    def _with_moves(self, records: list[bytes], leaving: set[int], changed: BrokerInfo | None = None) -> bytes | None:
+        """`records` and the leadership changes they call for, as one entry (None if neither);
+        `changed`: a broker as `records` leave it (unfenced, or with fewer log directories online)."""
         image = self.image
-        if unfenced is not None:
-            b = image.broker(unfenced)
-            assert b is not None
-            image = image._with_broker(image.offset, replace(b, fenced=False))  # noqa: SLF001
-        return frame_batch(records + [framed(c) for c in move_leadership(image, leaving, self.min_insync_replicas)])
+        if changed is not None:
+            image = image._with_broker(image.offset, changed)  # noqa: SLF001
+        out = records + [framed(c) for c in move_leadership(image, leaving, self.min_insync_replicas)]
+        return frame_batch(out) if out else None
+
+    def assign_replicas_to_dirs(self, broker_id: int, broker_epoch: int,
+                                assignments: Iterable[tuple[uuid.UUID, uuid.UUID, int]]
+                                ) -> tuple[int, bytes | None, dict[tuple[uuid.UUID, int], int]]:
+        """AssignReplicasToDirs: (error, entry or None, error per (topic id, partition)) for
+        `assignments` of (directory, topic id, partition) — the log directory that holds each
+        replica of this broker. A replica assigned to a directory the broker has reported failed
+        leaves the ISR and its leadership in the same entry (the module docstring)."""
+        b = self.image.broker(broker_id)
+        if b is None or b.epoch != broker_epoch:
+            return ErrorCode.STALE_BROKER_EPOCH, None, {}
+        wanted = {(topic_id, i): d for d, topic_id, i in assignments}  # a partition named twice: the last
+        by_id = {t.topic_id: t for t in self.image.topics.values()}
+        live = set(self.image.live_brokers())
+        outcome: dict[tuple[uuid.UUID, int], int] = {}
+        changes = []
+        for (topic_id, i), d in wanted.items():
+            t = by_id.get(topic_id)
+            if t is None:
+                outcome[(topic_id, i)] = ErrorCode.UNKNOWN_TOPIC_ID
+                continue
+            if not 0 <= i < len(t.partitions):
+                outcome[(topic_id, i)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            p = t.partitions[i]
+            if broker_id not in p.replicas:
+                outcome[(topic_id, i)] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                continue
+            outcome[(topic_id, i)] = ErrorCode.NONE
+            if p.directory(broker_id) == d:
+                continue
+            directories = p.with_directory(broker_id, d)
+            placed = replace(p, directories=directories)
+            moved = replace(t, partitions=t.partitions[:i] + (placed,) + t.partitions[i + 1:])
+            isr = None if self.image.replica_online(placed, broker_id) else [r for r in p.isr if r != broker_id]
+            change = build(moved, i, isr, eligible(self.image, placed, live), min_isr(self.image, t, self.min_insync_replicas),
+                           unclean_election=unclean_allowed(t))  # a replica back online may lead a leaderless partition
+            change = replace(change or PartitionChangeRecord(partition_id=i, topic_id=topic_id),
+                             directories=list(directories))
+            changes.append(framed(change))
+        return 0, frame_batch(changes) if changes else None, outcome
 
     def expire(self, now_ms: int) -> bytes | None:
         """Fence every unfenced broker not heard from for the session timeout: one entry, with
@@ -308,7 +379,8 @@ class QuorumController:
         isr = list(dict.fromkeys(r for r, _ in new_isr))
         if broker_id not in isr or any(r not in p.replicas for r in isr):
             return ErrorCode.INVALID_REQUEST, None
-        if any(r not in p.isr and not ((x := self.image.broker(r)) and x.live) for r in isr):
+        if any(r not in p.isr and not ((x := self.image.broker(r)) and x.live and self.image.replica_online(p, r))
+               for r in isr):
             return ErrorCode.INELIGIBLE_REPLICA, None
         if any(e != -1 and not ((x := self.image.broker(r)) and x.epoch == e) for r, e in new_isr):
             return ErrorCode.INELIGIBLE_REPLICA, None

@@ -53,11 +53,11 @@ class ControllerShell:
 
     async def register_broker(self, broker_id: int, incarnation_id: uuid.UUID,
                               listeners: Sequence[tuple[str, str, int]], rack: str | None, now_ms: int,
-                              previous_broker_epoch: int) -> int:
+                              previous_broker_epoch: int, log_dirs: Sequence[uuid.UUID] = ()) -> int:
         """The new broker epoch, once the registration (and the partition changes it calls for) committed."""
         c = self.controller
         return await self.run(lambda: c.register_broker(broker_id, incarnation_id, listeners, rack, now_ms,
-                                                        previous_broker_epoch))
+                                                        previous_broker_epoch, log_dirs))
 
     # ---- the topic changes, as the client listener (forwarded) and this node ask for them ---------
     async def create_topic(self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str],

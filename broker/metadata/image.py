@@ -33,6 +33,10 @@ from protocol.messages.metadata_records import (
 )
 
 NO_LEADER = -1
+# Kafka's reserved directory ids (DirectoryId): a replica not yet assigned to a directory (as every
+# replica of a record older than KIP-858) counts as online; one whose directory is lost does not.
+UNASSIGNED_DIR = uuid.UUID(int=0)
+LOST_DIR = uuid.UUID(int=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +56,8 @@ class BrokerInfo:
     inter_broker_host: str = ""  # the inter-broker listener (BROKER)
     inter_broker_port: int = 0
     in_controlled_shutdown: bool = False  # asked to stop: its leaderships are moved away
+    # its log directories that are online, sorted (KIP-858); () when it never said (every one online)
+    log_dirs: tuple[uuid.UUID, ...] = ()
 
     @property
     def live(self) -> bool:
@@ -75,6 +81,19 @@ class PartitionInfo:
     elr: tuple[int, ...] = ()
     # ...and, once the ISR is empty, the leader it had then (Kafka's last known leader)
     last_known_elr: tuple[int, ...] = ()
+    # the log directory each replica is in, in the replicas' order, as its broker reported it
+    # (AssignReplicasToDirs, KIP-858); () while none is known
+    directories: tuple[uuid.UUID, ...] = ()
+
+    def directory(self, node: int) -> uuid.UUID:
+        if not self.directories or node not in self.replicas:
+            return UNASSIGNED_DIR
+        return self.directories[self.replicas.index(node)]
+
+    def with_directory(self, node: int, directory: uuid.UUID) -> tuple[uuid.UUID, ...]:
+        dirs = list(self.directories or (UNASSIGNED_DIR,) * len(self.replicas))
+        dirs[self.replicas.index(node)] = directory
+        return tuple(dirs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +124,19 @@ class MetadataImage:
     def live_brokers(self) -> list[int]:
         return [b.node_id for b in self.brokers if b.live]
 
+    def replica_online(self, p: PartitionInfo, node: int) -> bool:
+        """Whether `node`'s replica of `p` is in a log directory its broker has online (KIP-858):
+        a replica in a failed directory may neither lead nor be in the ISR."""
+        if not p.directories:
+            return True
+        d = p.directory(node)
+        if d == UNASSIGNED_DIR:
+            return True
+        if d == LOST_DIR:
+            return False
+        b = self.broker(node)
+        return b is None or not b.log_dirs or d in b.log_dirs
+
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         return next((t for t in self.topics.values() if t.topic_id == topic_id), None)
 
@@ -121,39 +153,45 @@ class MetadataImage:
         controller decides one change at a time on the latest image (controller/shell.py); this is
         what every broker checks of the result all the same, the same way on every broker: the
         leader is in the ISR (an empty ISR has no leader: KIP-966), the ISR and the ELR are among
-        the replicas and apart, and whoever joins the ISR is live."""
+        the replicas and apart, and whoever joins the ISR is live, its replica in a directory that
+        is online."""
         if any(r not in new.replicas for r in new.isr) or any(r not in new.replicas or r in new.isr for r in new.elr):
             raise ValueError(f"partition change to ISR {list(new.isr)}, ELR {list(new.elr)} outside the replicas "
                              f"{list(new.replicas)} or overlapping")
         if new.leader != NO_LEADER and new.leader not in new.isr:
             raise ValueError(f"partition change to leader {new.leader} outside the ISR {list(new.isr)}")
         joining = [r for r in new.isr if r not in old.isr]
-        if any(not ((b := self.broker(r)) and b.live) for r in joining):
-            raise ValueError(f"partition change adds {joining} to the ISR {list(old.isr)}: not all are live")
+        if any(not ((b := self.broker(r)) and b.live and self.replica_online(new, r)) for r in joining):
+            raise ValueError(f"partition change adds {joining} to the ISR {list(old.isr)}: not all are live "
+                             "with their replica's log directory online")
 
     def to_snapshot(self) -> bytes:
         """The image as a quorum snapshot's payload (JSON: small, and readable when debugging)."""
         topics = [{"name": t.name, "topic_id": str(t.topic_id), "configs": dict(t.configs),
-                   "partitions": [asdict(p) for p in t.partitions]} for t in self.topics.values()]
-        return json.dumps({"version": 3, "offset": self.offset, "next_producer_id": self.next_producer_id,
-                           "brokers": [asdict(b) for b in self.brokers], "topics": topics,
+                   "partitions": [{**asdict(p), "directories": [str(d) for d in p.directories]}
+                                  for p in t.partitions]} for t in self.topics.values()]
+        brokers = [{**asdict(b), "log_dirs": [str(d) for d in b.log_dirs]} for b in self.brokers]
+        return json.dumps({"version": 4, "offset": self.offset, "next_producer_id": self.next_producer_id,
+                           "brokers": brokers, "topics": topics,
                            "broker_configs": {k: dict(v) for k, v in self.broker_configs.items()}},
                           sort_keys=True).encode()
 
     @classmethod
     def from_snapshot(cls, data: bytes) -> MetadataImage:
         raw = json.loads(data)
-        if raw.pop("version", None) not in (1, 2, 3):
+        if raw.pop("version", None) not in (1, 2, 3, 4):
             raise ValueError("unknown metadata snapshot version")
         topics = {}
         for t in raw.get("topics", ()):
             parts = tuple(PartitionInfo(tuple(p["replicas"]), tuple(p["isr"]), p["leader"], p["leader_epoch"],
                                         p["partition_epoch"], tuple(p.get("adding", ())), tuple(p.get("removing", ())),
-                                        tuple(p.get("elr", ())), tuple(p.get("last_known_elr", ())))
+                                        tuple(p.get("elr", ())), tuple(p.get("last_known_elr", ())),
+                                        tuple(uuid.UUID(d) for d in p.get("directories", ())))
                           for p in t["partitions"])
             topics[t["name"]] = TopicInfo(t["name"], uuid.UUID(t["topic_id"]), parts, dict(t["configs"]))
         return cls(offset=raw["offset"], next_producer_id=raw["next_producer_id"],
-                   brokers=tuple(BrokerInfo(**b) for b in raw.get("brokers", ())), topics=topics,
+                   brokers=tuple(BrokerInfo(**{**b, "log_dirs": tuple(uuid.UUID(d) for d in b.get("log_dirs", ()))})
+                                 for b in raw.get("brokers", ())), topics=topics,
                    broker_configs={k: dict(v) for k, v in raw.get("broker_configs", {}).items()})
 
     def apply_all(self, offset: int, records: Iterable[object]) -> MetadataImage:
@@ -192,7 +230,9 @@ class MetadataImage:
                                  f"registered: {b}")
             fenced = {1: True, -1: False}.get(record.fenced, b.fenced)
             shutting = b.in_controlled_shutdown or record.in_controlled_shutdown == 1
-            return self._with_broker(offset, replace(b, fenced=fenced, in_controlled_shutdown=shutting))
+            log_dirs = tuple(sorted(record.log_dirs)) if record.log_dirs else b.log_dirs  # empty: unchanged
+            return self._with_broker(offset, replace(b, fenced=fenced, in_controlled_shutdown=shutting,
+                                                     log_dirs=log_dirs))
         if isinstance(record, ProducerIdsRecord):
             if record.next_producer_id <= self.next_producer_id:
                 raise ValueError(f"producer-id block ending at {record.next_producer_id} does not follow "
@@ -203,7 +243,8 @@ class MetadataImage:
             host, port = ends.get("PLAINTEXT", ("", 0))
             ib_host, ib_port = ends.get("BROKER", ("", 0))
             return self._with_broker(offset, BrokerInfo(record.broker_id, record.broker_epoch, host, port, record.rack,
-                                                        record.fenced, offset, ib_host, ib_port))
+                                                        record.fenced, offset, ib_host, ib_port,
+                                                        log_dirs=tuple(sorted(record.log_dirs))))
         if isinstance(record, FenceBrokerRecord | UnfenceBrokerRecord):
             b = self.broker(record.id)
             if b is None or b.epoch != record.epoch:
@@ -213,6 +254,14 @@ class MetadataImage:
                 return self._with_broker(offset, replace(b, fenced=True, registered_at=offset))
             return self._with_broker(offset, replace(b, fenced=False))
         raise ValueError(f"no rule to apply {type(record).__name__}")
+
+
+def _directories(dirs: Iterable[uuid.UUID], replicas: Iterable[int]) -> tuple[uuid.UUID, ...]:
+    """A record's directories, one per replica (KIP-858); none (v0) is ()."""
+    out, n = tuple(dirs), len(tuple(replicas))
+    if out and len(out) != n:
+        raise ValueError(f"{len(out)} directories for {n} replicas")
+    return out
 
 
 def _find(topics: Mapping[str, TopicInfo], topic_id: uuid.UUID) -> TopicInfo:
@@ -250,7 +299,8 @@ def _apply_topic_record(topics: Mapping[str, TopicInfo], record: Any) -> dict[st
                              f"{len(t.partitions)} partitions")
         p = PartitionInfo(tuple(record.replicas), tuple(record.isr), record.leader, record.leader_epoch,
                           record.partition_epoch, tuple(record.adding_replicas), tuple(record.removing_replicas),
-                          tuple(record.eligible_leader_replicas or ()), tuple(record.last_known_elr or ()))
+                          tuple(record.eligible_leader_replicas or ()), tuple(record.last_known_elr or ()),
+                          _directories(record.directories, record.replicas))
         out[t.name] = replace(t, partitions=t.partitions + (p,))
     else:
         assert isinstance(record, PartitionChangeRecord)
@@ -260,8 +310,15 @@ def _apply_topic_record(topics: Mapping[str, TopicInfo], record: Any) -> dict[st
                              f"{len(t.partitions)} partitions")
         old = t.partitions[record.partition_id]
         leader_changed = record.leader != NO_LEADER_CHANGE
+        replicas = tuple(record.replicas) if record.replicas is not None else old.replicas
+        if record.directories is not None:
+            directories = _directories(record.directories, replicas)
+        elif record.replicas is not None and old.directories:  # replicas that stay keep theirs
+            directories = tuple(old.directory(r) for r in replicas)
+        else:
+            directories = old.directories
         new = PartitionInfo(
-            replicas=tuple(record.replicas) if record.replicas is not None else old.replicas,
+            replicas=replicas,
             isr=tuple(record.isr) if record.isr is not None else old.isr,
             leader=record.leader if leader_changed else old.leader,
             leader_epoch=old.leader_epoch + 1 if leader_changed else old.leader_epoch,
@@ -269,7 +326,8 @@ def _apply_topic_record(topics: Mapping[str, TopicInfo], record: Any) -> dict[st
             adding=tuple(record.adding_replicas) if record.adding_replicas is not None else old.adding,
             removing=tuple(record.removing_replicas) if record.removing_replicas is not None else old.removing,
             elr=tuple(record.eligible_leader_replicas) if record.eligible_leader_replicas is not None else old.elr,
-            last_known_elr=tuple(record.last_known_elr) if record.last_known_elr is not None else old.last_known_elr)
+            last_known_elr=tuple(record.last_known_elr) if record.last_known_elr is not None else old.last_known_elr,
+            directories=directories)
         parts = list(t.partitions)
         parts[record.partition_id] = new
         out[t.name] = replace(t, partitions=tuple(parts))

@@ -16,6 +16,12 @@ retention or DeleteRecords (a copy left below it starts over at the new start; `
 log start over). A step reads on the event loop (one pread, as a fetch does) and appends to the
 future log in a worker thread: nobody else touches the future log until the swap.
 
+The copy steps of every move on the broker share one quota when
+replica_alter_log_dirs_io_max_bytes_per_second is set (Kafka's
+replica.alter.log.dirs.io.max.bytes.per.second): `MoveThrottle`, a token bucket that starts
+empty, so a move of N bytes takes at least N/rate less one step. A replica written to faster than
+the rate never catches up, and its move never swaps (as in Kafka) until the rate is raised.
+
 Once caught up, the future log is flushed off the loop, and the catch-up and flush repeat until
 little comes in meanwhile. The swap is then one synchronous step on the loop, so no append can
 fall between the two logs — Kafka holds the partition's write lock for the same step: copy what
@@ -23,11 +29,16 @@ came since the last flush, take the current log's high watermark and log start, 
 remainder, then `commit_swap`: rename the current directory to `topic-N.<id>-delete` and fsync
 its log directory, then remove the future's marker and fsync its directory. Each step is durable
 before the next, so a crash anywhere leaves exactly one replica a start recognises
-(broker/log_dirs.py): before the rename the old one (the copy is removed and the move starts
-again), after it the new one (a future whose partition has no other directory left is the
-replica). Then the partition takes the new log, syncs waiting on the old one move to it, and the
-retired directory is removed off the loop. Copying and swapping a log is work on the log itself,
-so this module lives beside Partition, inside the seal around its log (__init__.py).
+(broker/log_dirs.py): before the rename the old one, after it the new one (a future whose
+partition has no other directory left is the replica). Then the partition takes the new log,
+syncs waiting on the old one move to it, and the retired directory is removed off the loop.
+Copying and swapping a log is work on the log itself, so this module lives beside Partition,
+inside the seal around its log (__init__.py).
+
+A move a stop interrupted before the rename goes on once the partition opens again
+(`FutureCopy.resume`): the copy found in the destination is opened (its recovery drops a torn
+tail), cut back to where its leader epochs agree with the current log's, and copied on from
+there, rather than copied again from the start.
 """
 
 from __future__ import annotations
@@ -36,18 +47,20 @@ import asyncio
 import functools
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import structlog
 
+from protocol.clock import Clock
 from storage.faults import crash_point
 from storage.fs import FileSystem
 from storage.log import PartitionLog
 from storage.offload import Offload
 
 from ..log_dirs import DELETE_SUFFIX, FUTURE_MARKER, LogDir, LogDirs
+from ..throttle import ByteRateQuota
 
 if TYPE_CHECKING:
     from ..group_commit import GroupCommit
@@ -59,6 +72,25 @@ T = TypeVar("T")
 
 COPY_BYTES = 1 << 20  # read per step
 FLUSH_ROUNDS = 5  # catch up and flush at most this often before the swap takes what is left
+
+
+class MoveThrottle:
+    """The broker's one quota for the copies of replica moves (see the module docstring)."""
+
+    def __init__(self, bytes_per_s: int, clock: Clock,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        self.clock = clock
+        self.sleep = sleep
+        self.quota = ByteRateQuota(bytes_per_s, clock.monotonic(), start_full=False)
+        self.step_bytes = min(COPY_BYTES, bytes_per_s)  # a step no bigger than a second's worth
+        self.waited_s = 0.0  # how long copies waited for the quota, all together
+
+    async def take(self, nbytes: int) -> None:
+        """Wait until the quota has room, then spend `nbytes` of it."""
+        while (wait := self.quota.wait_s(self.clock.monotonic())) > 0:
+            self.waited_s += wait
+            await self.sleep(wait)
+        self.quota.record(nbytes, self.clock.monotonic())
 
 
 class SourceError(Exception):
@@ -92,10 +124,38 @@ class FutureCopy:
         self.current = current
         self.future = future
         self._truncated: int | None = None  # lowest log end a truncation of the current log left
+        self._start_over = False  # the next step empties the future log and copies from the start
         current.on_truncate = self._on_truncate
 
     def _on_truncate(self, log_end: int) -> None:
         self._truncated = log_end if self._truncated is None else min(self._truncated, log_end)
+
+    def resume(self) -> int | None:
+        """The future log is a copy a stop interrupted (found at start): keep what of it agrees
+        with the current log, as a follower keeps what agrees with its leader — by leader epochs,
+        the copy's latest against the current log's history — and copy on from there. The current
+        log may have lost a tail the copy holds, or been truncated and written anew under a later
+        epoch after the copy took the old batches. Where it resumes; None: it starts over (the
+        copy lacks the current log's first batches, or shares no epoch with it)."""
+        cur, fut = self.current, self.future
+        point: int | None = fut.log_end_offset
+        epochs = fut.leader_epochs
+        if fut.log_start_offset > self._first_offset():
+            point = None
+        elif epochs:
+            latest = epochs[-1][0]
+            epoch, end = cur.end_offset_for_epoch(latest)
+            if epoch < 0:
+                point = None
+            elif epoch != latest:  # the current log never had the copy's latest epoch
+                end = min(end, fut.end_offset_for_epoch(epoch)[1])
+            if point is not None:
+                point = min(point, end, cur.log_end_offset)
+        if point is None or point < fut.log_start_offset:
+            self._start_over = True
+            return None
+        self._on_truncate(point)
+        return point
 
     def _first_offset(self) -> int:
         """Where a copy of the current log begins: the batch holding its log start."""
@@ -117,8 +177,9 @@ class FutureCopy:
             self._truncated = None
         restart = None
         first = self._first_offset()
-        if end < first:  # fresh, or left behind by the log start
+        if end < first or self._start_over:  # fresh, left behind by the log start, or not to be kept
             restart = end = first
+            self._start_over = False
         at = max(end, cur.log_start_offset)
         if at >= cur.log_end_offset:
             return None if truncate is None and restart is None else Chunk(truncate, restart, b"")
@@ -194,7 +255,8 @@ class ReplicaMove:
 
     def __init__(self, part: Partition, destination: LogDir, log_dirs: LogDirs, fs: FileSystem, offload: Offload,
                  group_commit: GroupCommit, now_ms: Callable[[], int], on_done: Callable[[ReplicaMove], None],
-                 on_disk_error: Callable[[LogDir, str], None]) -> None:
+                 on_disk_error: Callable[[LogDir, str], None], throttle: MoveThrottle | None = None,
+                 resume: bool = False) -> None:
         self.part = part
         self.destination = destination
         self.log_dirs = log_dirs
@@ -204,6 +266,8 @@ class ReplicaMove:
         self.now_ms = now_ms
         self.on_done = on_done
         self.on_disk_error = on_disk_error  # the destination's disk failed: its directory goes offline
+        self.throttle = throttle
+        self.resume = resume  # a copy a stop interrupted may be in the destination: go on from it
         self.future: PartitionLog | None = None
         self.copy: FutureCopy | None = None
         self._inflight: asyncio.Future[Any] | None = None
@@ -231,10 +295,16 @@ class ReplicaMove:
         try:
             log.info("moving a replica to another log directory", partition=where,
                      source=str(current.directory.parent), destination=str(dest.path))
-            future_dir = await self._off_loop(lambda: create_future_dir(self.fs, dest.path, part.topic, part.index))
+            future_dir = dest.path / f"{part.topic}-{part.index}"
+            found = self.resume and await self._off_loop(lambda: self.fs.exists(future_dir / FUTURE_MARKER))
+            if not found:
+                await self._off_loop(lambda: create_future_dir(self.fs, dest.path, part.topic, part.index))
             self.future = await self._off_loop(lambda: PartitionLog.open(
                 future_dir, current.config, now_ms=self.now_ms, fs=self.fs, offload=self.offload))
             self.copy = FutureCopy(current, self.future)
+            if found:
+                log.info("replica move resumed", partition=where, destination=str(dest.path),
+                         from_offset=self.copy.resume(), copied_up_to=self.future.log_end_offset)
             for _ in range(FLUSH_ROUNDS):
                 copied = await self._catch_up(current)
                 await self._off_loop(self.future.flush)
@@ -269,11 +339,15 @@ class ReplicaMove:
         copy = self.copy
         assert copy is not None
         steps = 0
+        throttle = self.throttle
         while True:
             self._check(current)
-            chunk = copy.plan()
+            chunk = copy.plan() if throttle is None else copy.plan(throttle.step_bytes)
             if chunk is None:
                 return steps
+            if throttle is not None and chunk.data:
+                await throttle.take(len(chunk.data))
+                self._check(current)  # the current log may have moved on meanwhile: this step still applies
             await self._off_loop(functools.partial(copy.apply, chunk))
             steps += 1
             crash_point("move_copying")

@@ -43,9 +43,9 @@ from protocol.topic_partition import TopicPartition
 
 from ..partition import Partition
 from ..partition.replica_state import Role
+from ..throttle import ByteRateQuota
 from ..wire import BrokerConnection, WireError
 from .follower_session import FetchPlan, FetchState, FollowerSession
-from .throttle import ByteRateQuota
 
 log = structlog.get_logger()
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -28,18 +27,7 @@ from protocol.messages.describe_log_dirs import DescribeLogDirsRequest, Describe
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
 from protocol.messages.produce import PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData
 from protocol.records import build_batch_from_messages
-
-
-class DyingDisk:
-    """Fails every file operation under `root` once `dead` is set."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.dead = False
-
-    def __call__(self, op: str, path: Path) -> None:
-        if self.dead and (path == self.root or self.root in path.parents):
-            raise OSError(errno.EIO, "Input/output error", str(path))
+from storage.faults import DyingDisk
 
 
 def produce(port: int, topic: str, partition: int) -> int:

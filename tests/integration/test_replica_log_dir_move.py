@@ -4,6 +4,7 @@ middle of a move comes back with the replica whole."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -50,9 +51,9 @@ def placement(broker: BrokerProcess, topic: str) -> dict[tuple[str, bool], int]:
             for r in resp.results for t in r.topics if t.name == topic for p in t.partitions}
 
 
-def fill(bootstrap: str, topic: str, n: int) -> list[bytes]:
+def fill(bootstrap: str, topic: str, n: int, prefix: bytes = b"fill") -> list[bytes]:
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **QUIET})
-    values = [b"fill-%06d-" % i + VALUE for i in range(n)]
+    values = [prefix + b"-%06d-" % i + VALUE for i in range(n)]
     for v in values:
         while True:
             try:
@@ -142,9 +143,11 @@ def test_a_replica_moves_to_the_other_dir_while_a_producer_writes_to_it(tmp_path
 
 @pytest.mark.parametrize("point", ["move_copying", "move_swapping"])
 def test_a_broker_killed_during_a_move_restarts_with_the_replica_whole(tmp_path: Path, point: str) -> None:
-    """SIGKILLed while the future log is being copied: the original replica is intact, the copy is
-    thrown away and the move starts again. Killed between retiring the old directory and taking
-    the marker off the new one: the new one is the replica."""
+    """SIGKILLed while the future log is being copied: the original replica is intact and the
+    move goes on from the copy (not from the start) once the broker is back, while producers
+    write to the partition. Killed between retiring the old directory and taking the marker off
+    the new one: the new one is the replica. Either way nothing acknowledged is lost, and the
+    partition ends in one directory."""
     a, b = tmp_path / "disk-a", tmp_path / "disk-b"
     broker = BrokerProcess(tmp_path / "data", env={"KETCH_LOG_DIRS": f"{a},{b}", "KETCH_TEST_CRASH_AT": point},
                            log_path=tmp_path / "broker.log")
@@ -160,11 +163,18 @@ def test_a_broker_killed_during_a_move_restarts_with_the_replica_whole(tmp_path:
         assert (a / f"{topic}-0").is_dir() == (point == "move_copying")
         del broker.env["KETCH_TEST_CRASH_AT"]
         broker.start()
+        written += fill(broker.bootstrap, topic, 500, b"later")  # acknowledged (acks=all) while the move goes on
         wait_until(lambda: placement(broker, topic) == {(str(b), False): 0}, timeout=60, interval=0.05,
                    message="the replica in the other directory")
         assert [r.value for r in consume_all(broker.bootstrap, topic, 1, timeout=60)] == written
         assert not (b / f"{topic}-0" / FUTURE_MARKER).exists()
         wait_until(lambda: not any(p.name.startswith(f"{topic}-0") for p in a.iterdir()), timeout=10,
                    message="nothing of the partition left in the first directory")
+        resumed = [json.loads(line) for line in broker.log_text().splitlines()
+                   if "replica move resumed" in line and line.startswith("{")]
+        if point == "move_copying":
+            assert len(resumed) == 1 and resumed[0]["from_offset"] > 0, resumed
+        else:
+            assert resumed == []
     finally:
         broker.close()

@@ -59,3 +59,29 @@ async def test_answers_a_preference_for_a_replica_to_come_and_a_move_redirected_
         assert part.log_end_offset == 50
     finally:
         table.close()
+
+
+async def test_a_move_waits_for_the_brokers_move_throttle(tmp_path: Path) -> None:
+    """replica_alter_log_dirs_io_max_bytes_per_second reaches the moves: about 6 KB copied at
+    4000 B/s waits for the quota (the bound itself: tests/unit/test_replica_move.py)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    table = TopicTable(BrokerConfig(node_id=1, log_dirs=f"{a},{b}", replica_alter_log_dirs_io_max_bytes_per_second=4000),
+                       SystemClock())
+    table.load()
+    tid = uuid.uuid4()
+    image = MetadataImage().apply(1, TopicRecord(name="t", topic_id=tid))
+    image = image.apply(2, PartitionRecord(partition_id=0, topic_id=tid, replicas=[2, 1], isr=[2], leader=2,
+                                           leader_epoch=0, partition_epoch=0))
+    table.apply_image(image)
+    try:
+        part = table.partition("t", 0)
+        assert part is not None and part.directory.parent == a and table.move_throttle is not None
+        for i in range(30):
+            part._log.append(build_batch_from_messages([(None, b"%03d" % i * 60, [], None)]), leader_epoch=0)
+        assert table.alter_log_dir("t", 0, str(b)) == ErrorCode.NONE
+        await wait_until_async(lambda: not table.moves and part.directory.parent == b, 15,
+                               message="the replica in b")
+        assert table.move_throttle.waited_s > 0.5
+        assert part.log_end_offset == 30
+    finally:
+        table.close()

@@ -47,7 +47,8 @@ def test_partitions_are_found_in_every_dir_and_leftovers_of_a_move_are_resolved(
         for n in names:
             (tmp_path / d / n).mkdir(parents=True)
     # A copy being made (a future replica) whose move a crash interrupted: the replica stays where it
-    # was, the move is resumed from scratch. One whose old directory was already retired: it is the replica.
+    # was, the copy too, and the move goes on from it. One whose old directory was already retired: it is
+    # the replica.
     (tmp_path / "b" / "t-0").mkdir()
     (tmp_path / "b" / "t-0" / FUTURE_MARKER).write_bytes(b"")
     (tmp_path / "b" / "t-0" / "00000000000000000000.log").write_bytes(b"")
@@ -59,7 +60,7 @@ def test_partitions_are_found_in_every_dir_and_leftovers_of_a_move_are_resolved(
     assert {k: d.path.name for k, d in ld.where.items()} == {("t", 0): "a", ("t", 2): "a", ("t", 1): "b",
                                                              ("u", 0): "b", ("u", 1): "a"}
     assert ld.resume == {("t", 0): b}
-    assert not (tmp_path / "b" / "t-0").exists()  # the interrupted copy is gone; the move starts again
+    assert (tmp_path / "b" / "t-0" / FUTURE_MARKER).exists()  # the interrupted copy is kept, still marked
     assert not (tmp_path / "a" / "u-1" / FUTURE_MARKER).exists()
     assert not (tmp_path / "a" / "x.7c2f-delete").exists()
 

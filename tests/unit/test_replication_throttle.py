@@ -1,10 +1,10 @@
-"""The follower's replication quota (broker/replication/throttle.py), on a hand-driven clock."""
+"""The follower's replication quota (broker/throttle.py), on a hand-driven clock."""
 
 from __future__ import annotations
 
 import pytest
 
-from broker.replication.throttle import ByteRateQuota, listed
+from broker.throttle import ByteRateQuota, listed
 
 
 def test_the_bucket_holds_one_second_and_goes_into_debt() -> None:

@@ -14,9 +14,9 @@ import os
 import sys
 import time
 from multiprocessing import Pool
+from typing import Any
 
 from .nemesis import KINDS
-from typing import Any
 
 
 def _one(job: tuple[int, float, int, str, str, float, tuple[str, ...]]) -> tuple[int, bool, str, float]:
@@ -90,7 +90,7 @@ def _many(args: Any) -> int:
     failed: list[int] = []
     t0 = time.monotonic()
     with Pool(args.jobs, maxtasksperchild=20) as pool:
-        for seed, ok, summary, took in pool.imap_unordered(_one, jobs):
+        for seed, ok, summary, _took in pool.imap_unordered(_one, jobs):
             if not ok:
                 failed.append(seed)
                 print(summary, flush=True)

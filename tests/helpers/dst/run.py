@@ -39,8 +39,8 @@ from .cluster import SimCluster
 from .disk import SimFileSystem
 from .invariants import Invariants, compare_replicas
 from .loop import PROC, Deadlock, SimLoop
-from .net import SimNetwork
 from .nemesis import KINDS, Nemesis
+from .net import SimNetwork
 from .workload import TOPIC, Workload
 
 INVARIANT_EVERY_S = 0.1

@@ -22,11 +22,12 @@ def listed(value: str, partition: int, node: int) -> bool:
 
 
 class ByteRateQuota:
-    def __init__(self, bytes_per_s: int, now_s: float) -> None:
+    def __init__(self, bytes_per_s: int, now_s: float, *, start_full: bool = True) -> None:
+        """`start_full`: the first second's worth may go at once (else nothing goes before it accrues)."""
         if bytes_per_s <= 0:
             raise ValueError("a quota needs a positive rate")
         self.rate = bytes_per_s
-        self._tokens = float(bytes_per_s)
+        self._tokens = float(bytes_per_s) if start_full else 0.0
         self._at = now_s
 
     def _refill(self, now_s: float) -> None:
