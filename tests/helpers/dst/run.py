@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -41,7 +42,7 @@ from .invariants import Invariants, compare_replicas
 from .loop import PROC, Deadlock, SimLoop
 from .nemesis import KINDS, Nemesis
 from .net import SimNetwork
-from .workload import TOPIC, Workload
+from .workload import COPY_IN, COPY_OUT, TOPIC, Workload
 
 INVARIANT_EVERY_S = 0.1
 START_TIMEOUT_S = 60.0
@@ -127,7 +128,9 @@ def _collect() -> None:
     """A collection that does not report what the closed loop's coroutines complain of as they go."""
     hook, sys.unraisablehook = sys.unraisablehook, lambda _: None
     try:
-        gc.collect()
+        with warnings.catch_warnings():  # a killed process's tasks that never took their first step
+            warnings.simplefilter("ignore", RuntimeWarning)
+            gc.collect()
     finally:
         sys.unraisablehook = hook
 
@@ -278,7 +281,8 @@ async def _create_topics(loop: SimLoop, cluster: SimCluster, workload: Workload)
         admin = Admin(cluster.bootstrap, clock=workload.clock)
         await admin.start()
         try:
-            await admin.create_topics([NewTopic("mixed", workload.partitions, min(3, cluster.size))])
+            await admin.create_topics([NewTopic(t, workload.partitions, min(3, cluster.size))
+                                       for t in (TOPIC, COPY_IN, COPY_OUT)])
         finally:
             await admin.close()
 

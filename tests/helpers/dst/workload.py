@@ -27,6 +27,7 @@ from .loop import Process, SimLoop
 History = Callable[[dict[str, Any]], None]
 TOPIC, COPY_IN, COPY_OUT = "mixed", "copy-in", "copy-out"
 COPIER_GROUP = "copier"
+DRAIN_S = 120.0  # virtual seconds the copier gets to copy the rest of its input after the faults
 
 
 class Worker:
@@ -222,9 +223,10 @@ class Zombie(Worker):
 
 
 class Poller(Worker):
-    def __init__(self, sim: Workload, name: str, isolation: str) -> None:
+    def __init__(self, sim: Workload, name: str, isolation: str, topic: str = TOPIC) -> None:
         super().__init__(sim, name)
         self.isolation = isolation
+        self.topic = topic
 
     async def incarnation(self, inc: int) -> None:
         sim = self.sim
@@ -233,7 +235,7 @@ class Poller(Worker):
                      request_timeout_ms=10_000, clock=self.clock())
         await c.start()
         try:
-            tps = [TopicPartition(TOPIC, p) for p in range(sim.partitions)]
+            tps = [TopicPartition(self.topic, p) for p in range(sim.partitions)]
             c.assign(tps)
             c.seek_to_beginning(*tps)
             while not self.halt:
@@ -244,11 +246,124 @@ class Poller(Worker):
                         if r.value is not None]
                 if recs:
                     sim.write({"f": "poll", "proc": self.name, "inc": inc, "iso": self.isolation,
-                               "topic": TOPIC, "recs": recs, "t0": t0, "t1": t1})
+                               "topic": self.topic, "recs": recs, "t0": t0, "t1": t1})
         except RetriableError as e:
             self.note("poll", e)
         finally:
             await c.close()
+
+
+class Feeder(Worker):
+    """The copier's input: ``in-<n>`` to partition n mod P, idempotent and acks=all. What the
+    input holds in the end is read back, so the copier is judged against the input as it is."""
+
+    def __init__(self, sim: Workload, name: str) -> None:
+        super().__init__(sim, name)
+        self.next = 0
+
+    async def incarnation(self, inc: int) -> None:
+        sim = self.sim
+        p = Producer(sim.bootstrap, client_id=self.name, enable_idempotence=True, acks="all", linger_ms=2,
+                     request_timeout_ms=10_000, delivery_timeout_ms=30_000, clock=self.clock())
+        await p.start()
+        try:
+            while not self.halt:
+                await p.send(COPY_IN, b"in-%d" % self.next, partition=self.next % sim.partitions)
+                self.next += 1
+                await asyncio.sleep(self.rng.uniform(0.01, 0.1) / sim.intensity)
+        finally:
+            try:
+                await asyncio.wait_for(p.flush(), 30)
+            except (KafkaClientError, TimeoutError) as e:
+                self.note("flush", e)
+            await p.close(timeout=5)
+
+
+class Copier(Worker):
+    """Consume-transform-produce, exactly once: a consumer in group COPIER_GROUP reads the input,
+    a transactional producer writes ``t<txn>|<value>`` to the same partition of the output and
+    commits the consumer's offsets in the same transaction. After a failed transaction it aborts
+    and rewinds to the group's committed offsets; after an error it cannot go on from, a new
+    incarnation (a restarted application) starts from them."""
+
+    def __init__(self, sim: Workload, name: str) -> None:
+        super().__init__(sim, name)
+        self.txn = 0
+        self.committed: set[int] = set()
+        self.aborted: set[int] = set()
+        self.unknown: set[int] = set()
+        self.ends: dict[int, int] | None = None  # input end offsets once the feeder stopped: drain to them
+        self.done_upto: dict[int, int] = {}  # what the last committed transaction committed, per partition
+
+    def finished(self) -> bool:
+        return self.ends is not None and all(self.done_upto.get(p, 0) >= e for p, e in self.ends.items())
+
+    async def run(self) -> None:
+        inc = 0
+        while not self.finished() and not self.halt:
+            inc += 1
+            try:
+                await self.incarnation(inc)
+            except (KafkaClientError, OSError, TimeoutError) as e:
+                self.note("incarnation", e)
+                await asyncio.sleep(0.5)
+
+    async def incarnation(self, inc: int) -> None:
+        sim = self.sim
+        c = Consumer(sim.bootstrap, group_id=COPIER_GROUP, client_id=f"{self.name}-{inc}",
+                     isolation_level="read_committed", enable_auto_commit=False, auto_offset_reset="earliest",
+                     session_timeout_ms=10_000, heartbeat_interval_ms=1_000, request_timeout_ms=10_000,
+                     clock=self.clock())
+        p = Producer(sim.bootstrap, client_id=f"{self.name}-{inc}", transactional_id="sim-copier",
+                     transaction_timeout_ms=sim.txn_timeout_ms, linger_ms=2, request_timeout_ms=10_000,
+                     delivery_timeout_ms=30_000, clock=self.clock())
+        await c.start()
+        await p.start()
+        try:
+            await asyncio.wait_for(p.init_transactions(), 60)
+            c.subscribe([COPY_IN])
+            while not self.finished() and not self.halt:
+                got = await c.getmany(timeout_ms=500)
+                if not got:
+                    continue
+                if not await self._copy(c, p, got):
+                    return
+        finally:
+            await p.close(timeout=5)
+            await c.close()
+
+    async def _copy(self, c: Consumer, p: Producer, got: dict[TopicPartition, list[Any]]) -> bool:
+        self.txn += 1
+        no = self.txn
+        try:
+            await p.begin_transaction()
+            offsets = {}
+            for tp in sorted(got):
+                for r in got[tp]:
+                    await p.send(COPY_OUT, b"t%d|" % no + r.value, partition=tp.partition)
+                offsets[tp] = got[tp][-1].offset + 1
+            await asyncio.wait_for(p.send_offsets_to_transaction(offsets, c.group_metadata()), 30)
+            await asyncio.wait_for(p.commit_transaction(), 30)
+        except (KafkaClientError, OSError, TimeoutError) as e:
+            self.note("txn", e)
+            if isinstance(e, FatalError | TimeoutError):
+                self.unknown.add(no)
+                return False
+            try:
+                await asyncio.wait_for(p.abort_transaction(), 30)
+            except (KafkaClientError, OSError, TimeoutError) as e2:
+                self.note("abort", e2)
+                self.unknown.add(no)
+                return False
+            self.aborted.add(no)
+            for tp in c.assignment():  # rewind: the group's offsets are where the copy stands
+                committed = await c.committed(tp)
+                c.seek(tp, committed if committed is not None else 0)
+            return True
+        self.committed.add(no)
+        for tp, o in offsets.items():
+            self.done_upto[tp.partition] = max(self.done_upto.get(tp.partition, 0), o)
+        return True
 
 
 class Workload:
@@ -269,38 +384,82 @@ class Workload:
             TxnProducer(self, "t1", "sim-t1"), TxnProducer(self, "t2", "sim-t2"),
             Poller(self, "rc1", "read_committed"), Poller(self, "ru1", "read_uncommitted"),
             Zombie(self, "z1"),
+            Feeder(self, "feeder"), Poller(self, "verifier", "read_committed", COPY_OUT),
         ]
+        self.copier = Copier(self, "copier")
         self.procs: list[Process] = []
         self.tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
-        self.write({"f": "meta", "topic": TOPIC, "partitions": self.partitions, "txn_timeout_ms": self.txn_timeout_ms})
-        for i, w in enumerate(self.workers):
+        self.write({"f": "meta", "topic": TOPIC, "partitions": self.partitions, "txn_timeout_ms": self.txn_timeout_ms,
+                    "copier": {"input": COPY_IN, "output": COPY_OUT}})
+        for i, w in enumerate([*self.workers, self.copier]):
             proc = Process(f"client-{w.name}", f"10.0.1.{i + 1}")
             self.procs.append(proc)
             self.tasks.append(self.loop.spawn(proc, w.run(), name=w.name))
 
     async def stop(self) -> None:
+        """The applications stop; the copier first copies what its input holds by then."""
+        for w in self.workers:
+            if not isinstance(w, Poller):
+                w.halt = True
+        await asyncio.wait([t for w, t in zip(self.workers, self.tasks, strict=False) if not isinstance(w, Poller)],
+                           timeout=90)
+        proc = Process("client-drain", "10.0.1.101")
+        source = await self.loop.spawn(proc, self._final_read("read_committed", COPY_IN))
+        self.write(source)
+        self.copier.ends = {int(p): e for p, e in source["ends"].items()}
+        deadline = self.loop.time() + DRAIN_S
+        while not self.copier.finished() and self.loop.time() < deadline:
+            await asyncio.sleep(0.5)
+        self.source = source
         for w in self.workers:
             w.halt = True
+        self.copier.halt = True
         await asyncio.wait(self.tasks, timeout=90)
 
     async def settle(self) -> None:
-        """After healing: a fresh read of the topic, and HW/LSO once transactions had time to end."""
+        """After healing: a fresh read of each topic, HW/LSO once transactions had time to end,
+        the copier's outcome against its group's committed offsets."""
         proc = Process("client-final", "10.0.1.100")
         await self.loop.spawn(proc, self._settle())
 
     async def _settle(self) -> None:
-        offsets = await self._offsets()
+        for topic in (TOPIC, COPY_OUT):
+            offsets = await self._offsets(topic)
+            for p in range(self.partitions):
+                hw, lso = offsets.get(p, (-1, -1))
+                self.write({"f": "offsets", "topic": topic, "partition": p, "hw": hw, "lso": lso})
         for iso in ("read_committed", "read_uncommitted"):
             self.write(await self._final_read(iso))
-        for p in range(self.partitions):
-            hw, lso = offsets.get(p, (-1, -1))
-            self.write({"f": "offsets", "topic": TOPIC, "partition": p, "hw": hw, "lso": lso})
+        self.write(await self._final_read("read_committed", COPY_OUT))
+        c = self.copier
+        self.write({"f": "copier", "pipeline": c.name, "input_topic": COPY_IN, "output_topic": COPY_OUT,
+                    "input": self.source["recs"], "group_offsets": await self._group_offsets(),
+                    "committed": sorted(c.committed), "aborted": sorted(c.aborted), "unknown": sorted(c.unknown)})
 
-    async def _offsets(self) -> dict[int, tuple[int, int]]:
+    async def _group_offsets(self) -> dict[str, int]:
+        c = Consumer(self.bootstrap, group_id=COPIER_GROUP, enable_auto_commit=False, request_timeout_ms=10_000,
+                     clock=self.clock)
+        await c.start()
+        out: dict[str, int] = {}
+        try:
+            for p in range(self.partitions):
+                for _ in range(20):
+                    try:
+                        o = await c.committed(TopicPartition(COPY_IN, p))
+                        out[str(p)] = o if o is not None else -1
+                        break
+                    except (KafkaClientError, OSError, TimeoutError):
+                        await asyncio.sleep(0.5)
+                out.setdefault(str(p), -1)
+        finally:
+            await c.close()
+        return out
+
+    async def _offsets(self, topic: str) -> dict[int, tuple[int, int]]:
         deadline = self.loop.time() + 2 * self.txn_timeout_ms / 1000 + 30
-        tps = [TopicPartition(TOPIC, p) for p in range(self.partitions)]
+        tps = [TopicPartition(topic, p) for p in range(self.partitions)]
         out: dict[int, tuple[int, int]] = {}
         ru = Consumer(self.bootstrap, isolation_level="read_uncommitted", request_timeout_ms=10_000, clock=self.clock)
         rc = Consumer(self.bootstrap, isolation_level="read_committed", request_timeout_ms=10_000, clock=self.clock)
@@ -323,9 +482,9 @@ class Workload:
             await rc.close()
         return out
 
-    async def _final_read(self, isolation: str) -> dict[str, Any]:
+    async def _final_read(self, isolation: str, topic: str = TOPIC) -> dict[str, Any]:
         deadline = self.loop.time() + 60
-        tps = [TopicPartition(TOPIC, p) for p in range(self.partitions)]
+        tps = [TopicPartition(topic, p) for p in range(self.partitions)]
         c = Consumer(self.bootstrap, isolation_level=isolation, auto_offset_reset="earliest", fetch_max_wait_ms=100,
                      request_timeout_ms=10_000, clock=self.clock)
         await c.start()
@@ -360,5 +519,5 @@ class Workload:
             pass
         finally:
             await c.close()
-        return {"f": "final-read", "iso": isolation, "topic": TOPIC, "recs": recs,
+        return {"f": "final-read", "iso": isolation, "topic": topic, "recs": recs,
                 "ends": {str(p): e for p, e in ends.items()}, "complete": complete}
