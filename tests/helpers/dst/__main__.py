@@ -74,7 +74,7 @@ def _many(args: Any) -> int:
     failed: list[int] = []
     t0 = time.monotonic()
     with Pool(args.jobs, maxtasksperchild=20) as pool:
-        for seed, ok, summary, took in pool.imap_unordered(_one, jobs):
+        for seed, ok, summary, _took in pool.imap_unordered(_one, jobs):
             if not ok:
                 failed.append(seed)
                 print(summary, flush=True)

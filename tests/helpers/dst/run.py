@@ -36,8 +36,8 @@ from tests.helpers.chaos import checker
 from .cluster import SimCluster
 from .invariants import Invariants, compare_replicas
 from .loop import PROC, Deadlock, SimLoop
-from .net import SimNetwork
 from .nemesis import Nemesis
+from .net import SimNetwork
 from .workload import TOPIC, Workload
 
 INVARIANT_EVERY_S = 0.1
