@@ -503,15 +503,16 @@ class TransactionCoordinator:
         while True:
             await asyncio.sleep(interval)
             try:
-                await self.reap(self.clock.now_ms())
+                await self.reap()
             except Exception as e:  # a bug here must not stop future timeouts
                 log.error("transaction reaper failed", exc_info=e)
 
-    async def reap(self, now: int) -> None:
+    async def reap(self) -> None:
         """Abort transactions past their timeout; remove transactional ids idle past expiry. Each
         id is decided only once the previous one's write is done (the machine's timers are lazy),
         on the state it has then, and its write is checked against that state again."""
-        for tid, d in self.machine.timed_out(now, self.owns):
+        now = self.clock.now_ms()
+        for tid, d in self.machine.timed_out(now, self.clock.monotonic_ms(), self.owns):
             log.info("aborting timed-out transaction", transactional_id=tid)
             if not (await self._execute(tid, d)).error:
                 self.metrics.transactions_timed_out += 1

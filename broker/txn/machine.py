@@ -293,13 +293,31 @@ class TxnStateMachine:
             if meta is not None and meta.pending is None and served(tid):
                 yield tid, meta
 
-    def timed_out(self, now_ms: int, served: Callable[[str], bool] = lambda _: True) -> Iterator[tuple[str, Decision]]:
+    def timed_out(self, now_ms: int, mono_ms: int,
+                  served: Callable[[str], bool] = lambda _: True) -> Iterator[tuple[str, Decision]]:
         """Abort (fencing the producer) every Ongoing transaction older than its timeout, among
         the ids `served` (not those of a partition still loading). Lazy: each decision is made
-        when the caller asks for the next one."""
+        when the caller asks for the next one.
+
+        Age is measured on this coordinator's monotonic clock (`mono_ms`), not by comparing the
+        wall clock (`now_ms`) with the recorded start time as Kafka does: that start time is the
+        wall clock of whichever broker began the transaction, before any step of it, and a
+        coordinator whose clock is behind it by an hour (stepped back, or a failover to a broker
+        whose clock differs) left the transaction open for that hour, its data holding back the
+        last stable offset of every partition it wrote to (simulation seed 18). The wall clock
+        only says how much of the timeout was already used when this coordinator first looks,
+        bounded by the timeout: so an Ongoing transaction is aborted at most its timeout plus one
+        reaper pass after its coordinator began or loaded it, whatever any wall clock does."""
         for tid, meta in self._idle(served):
-            if meta.state == TxnState.ONGOING and meta.start_ms + meta.timeout_ms < now_ms:
+            if meta.state == TxnState.ONGOING and self._deadline(meta, now_ms, mono_ms) < mono_ms:
                 yield tid, self._fence_and_abort(meta, now_ms, ErrorCode.NONE)
+
+    @staticmethod
+    def _deadline(meta: TxnMetadata, now_ms: int, mono_ms: int) -> int:
+        if meta.deadline_ms is None:
+            left = meta.start_ms + meta.timeout_ms - now_ms  # -1 at most: past it on the wall clock too
+            meta.deadline_ms = mono_ms + min(max(left, -1), meta.timeout_ms)
+        return meta.deadline_ms
 
     def expired(self, now_ms: int, served: Callable[[str], bool] = lambda _: True) -> Iterator[tuple[str, Decision]]:
         """Tombstones for ids idle past transactional.id.expiration.ms with no transaction open

@@ -127,6 +127,10 @@ class TxnMetadata:
     last_producer_epoch: int = NO_PRODUCER_EPOCH
     next_producer_id: int = NO_PRODUCER_ID
     pending: TxnState | None = None
+    # When the Ongoing transaction times out, on this coordinator's monotonic clock (None until
+    # the reaper first looks at it): never written, because `start_ms` is some broker's wall
+    # clock, which a step or a failover to a broker whose clock differs moves by any amount.
+    deadline_ms: int | None = None
 
     def record(self, **changes: object) -> TxnRecord:
         """The current state as a record, with `changes` applied (the next transition)."""
@@ -136,6 +140,8 @@ class TxnMetadata:
         return base.replace(**changes) if changes else base
 
     def apply(self, rec: TxnRecord) -> None:
+        if rec.state != TxnState.ONGOING or self.state != TxnState.ONGOING or rec.start_ms != self.start_ms:
+            self.deadline_ms = None  # another transaction (or none): its timeout is measured afresh
         self.producer_id = rec.producer_id
         self.producer_epoch = rec.producer_epoch
         self.last_producer_id = rec.last_producer_id
