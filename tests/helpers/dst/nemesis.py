@@ -18,6 +18,7 @@ from typing import Any
 
 from .cluster import SimCluster
 
+POWER_LOSS_GAP_S = 60.0  # after a power cut, another waits this long (the first broker's replicas catch up)
 KINDS = ("kill", "power-loss", "pause", "isolate", "one-way", "bridge", "clock", "slow-disk")
 
 
@@ -33,6 +34,7 @@ class Nemesis:
         self.counts: Counter[str] = Counter()
         self.held: list[asyncio.Task[None]] = []
         self.down: set[int] = set()  # nodes a held fault has taken (killed, paused or cut off)
+        self.power_lost: dict[int, float] = {}  # node -> when it last lost power
 
     async def run(self, seconds: float) -> None:
         end = self.loop.time() + seconds
@@ -79,10 +81,30 @@ class Nemesis:
                 return n
         return None
 
+    def power_loss_allowed(self, n: int) -> bool:
+        """Whether losing `n`'s unsynced writes stays inside the promise: Kafka does not fsync per
+        write, so an acknowledged record is safe while at least one in-sync replica keeps it. A
+        power cut is held back while another broker is down, cut off or paused, or lost power
+        within POWER_LOSS_GAP_S, or while some partition's in-sync replicas are `n` alone (as the
+        active controller's image says)."""
+        now = self.loop.time()
+        if any(m != n and (m in self.down or now - t < POWER_LOSS_GAP_S) for m, t in self.power_lost.items()) \
+                or any(m != n for m in self.down):
+            return False
+        image = next((node.broker.controller.image for node in self.cluster.nodes.values()
+                      if node.up and node.broker is not None and node.broker.quorum.serving), None)
+        if image is None:
+            return False
+        return all(set(p.isr) - {n} for t in image.topics.values() for p in t.partitions)
+
     async def inflict(self, kind: str) -> None:
         n = self.target()
         if n is None:
             return
+        if kind == "power-loss" and not self.power_loss_allowed(n):
+            kind = "kill"
+        if kind == "power-loss":
+            self.power_lost[n] = self.loop.time()
         hold = self.rng.uniform(0.5, 12.0)
         c = self.cluster
         self.counts[kind] += 1
