@@ -211,6 +211,9 @@ def _run(seed: int, seconds: float, size: int, logs: bool, disk: str, tmp: Path,
             invariants.fail(loop.time(), f"not every broker serving {HEAL_TIMEOUT_S:.0f} s after healing: "
                             f"{[n for n, node in cluster.nodes.items() if not node.serving]}")
         loop.run_until_complete(workload.stop())
+        for task in workload.tasks:  # an application that died of an error its client should not raise
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                loop.errors.append(f"workload {task.get_name()} died: {task.exception()!r}")
         loop.run_until_complete(workload.settle())
         watch.cancel()
         write(_replicas(cluster, workload, invariants, loop.time()))
@@ -273,16 +276,28 @@ async def _watch(loop: SimLoop, cluster: SimCluster, invariants: Invariants) -> 
 
 async def _create_topics(loop: SimLoop, cluster: SimCluster, workload: Workload) -> None:
     from client.admin import Admin, NewTopic
+    from client.errors import TopicAlreadyExistsError
 
     from .loop import Process
     proc = Process("client-admin", "10.0.1.200")
 
     async def create() -> None:
+        """Every topic made with its partitions before any client can auto-create it with one."""
         admin = Admin(cluster.bootstrap, clock=workload.clock)
         await admin.start()
+        wanted = {TOPIC, COPY_IN, COPY_OUT}
+        deadline = loop.time() + START_TIMEOUT_S
         try:
-            await admin.create_topics([NewTopic(t, workload.partitions, min(3, cluster.size))
-                                       for t in (TOPIC, COPY_IN, COPY_OUT)])
+            while wanted:
+                result = await admin.create_topics([NewTopic(t, workload.partitions, min(3, cluster.size))
+                                                    for t in sorted(wanted)])
+                for name, error in result.items():
+                    if error is None or isinstance(error, TopicAlreadyExistsError):
+                        wanted.discard(name)
+                if wanted and loop.time() > deadline:
+                    raise RuntimeError(f"topics {sorted(wanted)} not created: {result}")
+                if wanted:
+                    await asyncio.sleep(0.5)
         finally:
             await admin.close()
 
