@@ -26,7 +26,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     19: (0, 7),   # CreateTopics
     20: (0, 6),   # DeleteTopics
     21: (0, 2),   # DeleteRecords
-    22: (0, 5),   # InitProducerId
+    22: (0, 6),   # InitProducerId (v6: two-phase commit, KIP-939)
     23: (0, 4),   # OffsetForLeaderEpoch (Kafka 4.0 dropped v0-1, KIP-896; older clients still send them)
     24: (0, 5),   # AddPartitionsToTxn (v4: broker-to-broker batches and verify_only, KIP-890)
     25: (0, 4),   # AddOffsetsToTxn

@@ -101,7 +101,7 @@ class TransactionCoordinator:
         self.machine = TxnStateMachine(
             num_partitions=cfg.transaction_state_num_partitions, max_timeout_ms=cfg.transaction_max_timeout_ms,
             id_expiration_ms=cfg.transactional_id_expiration_ms,
-            allocate_producer_id=producer_ids.allocate)
+            allocate_producer_id=producer_ids.allocate, allow_2pc=cfg.transaction_two_phase_commit_enable)
         self.sender = MarkerSender(cfg.node_id, self._leader_of, broker_address, clock, self._on_markers_done)
         # Verification's own connections: never queued behind (or closed with) a marker (wire.Channel).
         self._verification = Channel(broker_address, f"ketch-txn-verify-{cfg.node_id}")
@@ -277,11 +277,13 @@ class TransactionCoordinator:
     def partition_for(self, tid: str) -> int:
         return self.machine.partition_of(tid)
 
-    async def init_producer_id(self, tid: str, timeout_ms: int, producer_id: int, producer_epoch: int) -> Decision:
+    async def init_producer_id(self, tid: str, timeout_ms: int, producer_id: int, producer_epoch: int, *,
+                               enable_2pc: bool = False, keep_prepared: bool = False) -> Decision:
         if err := self.not_served(tid):
             return Decision(error=err)
         return await self._decide(tid, lambda: self.machine.init_producer_id(
-            tid, timeout_ms, producer_id, producer_epoch, self.clock.now_ms()))
+            tid, timeout_ms, producer_id, producer_epoch, self.clock.now_ms(), enable_2pc=enable_2pc,
+            keep_prepared=keep_prepared))
 
     async def add_partitions(self, tid: str, producer_id: int, producer_epoch: int,
                              partitions: Iterable[TopicPartition]) -> ErrorCode:

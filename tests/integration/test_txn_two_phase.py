@@ -1,0 +1,105 @@
+"""Prepared transactions (KIP-939, two-phase commit) on one real broker process: a transaction of
+a 2PC id outlives its timeout and a SIGKILL of its coordinator, a new instance that initialises
+with KeepPreparedTxn learns its producer id and epoch and commits or aborts it, a stale instance
+is fenced, and 2PC is refused where the broker does not allow it."""
+
+from __future__ import annotations
+
+from helpers import BrokerProcess, wait_until
+from helpers.txn import RawTxn, txn_batch
+
+from protocol.errors import ErrorCode as E
+from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+
+ALLOW_2PC = {"KETCH_TRANSACTION_TWO_PHASE_COMMIT_ENABLE": "true",
+             "KETCH_TRANSACTION_ABORT_TIMED_OUT_INTERVAL_MS": "100"}
+
+
+def test_2pc_is_refused_where_the_broker_does_not_allow_it(broker: BrokerProcess) -> None:
+    c = RawTxn(broker.port)
+    try:
+        versions = c.request(ApiVersionsRequest(), 3)
+        assert isinstance(versions, ApiVersionsResponse)
+        assert [(k.min_version, k.max_version) for k in versions.api_keys if k.api_key == 22] == [(0, 6)]
+        r = c.init_pid("denied", 10_000, enable_2pc=True)
+        assert (r.error_code, r.producer_id) == (E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1)
+        assert c.describe("denied").error_code == E.TRANSACTIONAL_ID_NOT_FOUND  # nothing was written
+        assert c.init_ok("denied") == (c.describe("denied").producer_id, 0)  # without 2PC, as ever
+    finally:
+        c.close()
+
+
+def _prepare(c: RawTxn, tid: str, topic: str, *, timeout_ms: int, enable_2pc: bool) -> tuple[int, int]:
+    """Write three records to each partition of `topic` (2) in a transaction and leave it open."""
+    pid, epoch = c.init_ok(tid, timeout_ms, enable_2pc=enable_2pc)
+    assert c.add_partitions(tid, pid, epoch, {topic: [0, 1]}) == {(topic, 0): 0, (topic, 1): 0}
+    for p in (0, 1):
+        assert c.produce(topic, p, txn_batch(pid, epoch, 0, 3), tid)[0] == 0
+    return pid, epoch
+
+
+def test_a_prepared_transaction_outlives_its_timeout_and_a_sigkill_then_a_new_instance_commits_it(
+        broker_factory) -> None:  # type: ignore[no-untyped-def]
+    b: BrokerProcess = broker_factory(env=ALLOW_2PC)
+    c = RawTxn(b.port)
+    try:
+        c.create_topic("prepared", 2)
+        c.create_topic("plain", 2)
+        pid, epoch = _prepare(c, "2pc", "prepared", timeout_ms=1_000, enable_2pc=True)
+        _prepare(c, "control", "plain", timeout_ms=1_000, enable_2pc=False)
+        # The control transaction, begun alongside with the same timeout, is aborted by the reaper;
+        # the prepared one is not.
+        wait_until(lambda: c.describe("control").transaction_state == "CompleteAbort", timeout=15,
+                   message="the control transaction to time out")
+        assert c.describe("2pc").transaction_state == "Ongoing"
+        assert c.latest("prepared", 0, committed=True) == 0 < c.latest("prepared", 0, committed=False)
+
+        b.restart(kill=True)  # the coordinator dies: the prepared transaction is in its log
+        c.close()
+        c = RawTxn(b.port)
+        d = c.describe("2pc")
+        assert (d.transaction_state, d.producer_id, d.producer_epoch) == ("Ongoing", pid, epoch)
+        assert d.transaction_timeout_ms == 2**31 - 1  # the 2PC mark, as Kafka keeps it
+        assert c.latest("prepared", 1, committed=True) == 0  # still holding the LSO
+
+        # A new instance keeps the transaction: it learns its id and epoch, gets its own epoch.
+        k = c.init_until_done("2pc", 10_000, keep_prepared=True)
+        assert (k.error_code, k.ongoing_txn_producer_id, k.ongoing_txn_producer_epoch) == (0, pid, epoch)
+        assert (k.producer_id, k.producer_epoch) == (pid, epoch + 1)
+        assert c.describe("2pc").transaction_state == "Ongoing"
+        # The instance that wrote it is fenced: it cannot end it, nor write more to a new partition.
+        assert c.end("2pc", pid, epoch, True, version=5).error_code == E.PRODUCER_FENCED
+        assert c.add_partitions("2pc", pid, epoch, {"plain": [0]}) == {("plain", 0): E.PRODUCER_FENCED}
+        # The new instance commits it; read_committed sees every record of it.
+        done = c.end("2pc", k.producer_id, k.producer_epoch, True, version=5)
+        assert (done.error_code, done.producer_id, done.producer_epoch) == (0, pid, epoch + 2)
+        for p in (0, 1):
+            wait_until(lambda p=p: c.latest("prepared", p, committed=True) == 4, timeout=15,  # type: ignore[misc]
+                       message="the commit marker to release the LSO")
+        wait_until(lambda: c.describe("2pc").transaction_state == "CompleteCommit", timeout=15,
+                   message="the coordinator to complete the commit")
+        # A stale instance cannot end the completed transaction either, nor write under its epoch.
+        assert c.end("2pc", pid, epoch, False, version=5).error_code == E.PRODUCER_FENCED
+        assert c.end("2pc", pid, epoch, True, version=3).error_code == E.PRODUCER_FENCED
+        assert c.produce("prepared", 0, txn_batch(pid, epoch, 3, 1), "2pc")[0] == E.INVALID_PRODUCER_EPOCH
+    finally:
+        c.close()
+
+
+def test_a_new_instance_aborts_a_prepared_transaction(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    b: BrokerProcess = broker_factory(env=ALLOW_2PC)
+    c = RawTxn(b.port)
+    try:
+        c.create_topic("undone", 2)
+        pid, epoch = _prepare(c, "2pc-abort", "undone", timeout_ms=1_000, enable_2pc=True)
+        k = c.init_until_done("2pc-abort", 10_000, keep_prepared=True)
+        assert (k.ongoing_txn_producer_id, k.ongoing_txn_producer_epoch) == (pid, epoch)
+        assert c.end("2pc-abort", k.producer_id, k.producer_epoch, False, version=5).error_code == 0
+        for p in (0, 1):  # the LSO moves past the aborted records and the marker
+            wait_until(lambda p=p: c.latest("undone", p, committed=True) == 4, timeout=15,  # type: ignore[misc]
+                       message="the abort marker to release the LSO")
+        wait_until(lambda: c.describe("2pc-abort").transaction_state == "CompleteAbort", timeout=15,
+                   message="the coordinator to complete the abort")
+        assert c.end("2pc-abort", pid, epoch, True, version=5).error_code == E.PRODUCER_FENCED
+    finally:
+        c.close()
