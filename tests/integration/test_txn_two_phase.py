@@ -6,6 +6,8 @@ is fenced, and 2PC is refused where the broker does not allow it."""
 from __future__ import annotations
 
 from helpers import BrokerProcess, wait_until
+from helpers.consume import read_records
+from helpers.two_phase import complete_elsewhere, kill, start_preparer, values
 from helpers.txn import RawTxn, txn_batch
 
 from protocol.errors import ErrorCode as E
@@ -101,5 +103,55 @@ def test_a_new_instance_aborts_a_prepared_transaction(broker_factory) -> None:  
         wait_until(lambda: c.describe("2pc-abort").transaction_state == "CompleteAbort", timeout=15,
                    message="the coordinator to complete the abort")
         assert c.end("2pc-abort", pid, epoch, True, version=5).error_code == E.PRODUCER_FENCED
+    finally:
+        c.close()
+
+
+# ---- with the bundled client, in processes of their own -----------------------------------------
+
+async def _read(bootstrap: str, topic: str) -> list[bytes]:
+    return sorted(r.value or b"" for r in await read_records(bootstrap, topic, 2, "read_committed"))
+
+
+async def test_prepared_in_a_process_killed_then_committed_from_another_after_its_timeout(
+        broker_factory) -> None:  # type: ignore[no-untyped-def]
+    b: BrokerProcess = broker_factory(env=ALLOW_2PC)
+    c = RawTxn(b.port)
+    try:
+        c.create_topic("two-phase", 2)
+        c.create_topic("control", 2)
+        proc, token = start_preparer(b.bootstrap, "app-0", "two-phase", 20, timeout_ms=1_000)
+        kill(proc)  # prepared, then gone
+        assert token.transactional_id == "app-0" and (token.producer_id, token.epoch) == (
+            c.describe("app-0").producer_id, c.describe("app-0").producer_epoch)
+        # A plain transaction with the same timeout, begun now, times out; the prepared one does not.
+        _prepare(c, "control", "control", timeout_ms=1_000, enable_2pc=False)
+        wait_until(lambda: c.describe("control").transaction_state == "CompleteAbort", timeout=15,
+                   message="the control transaction to time out")
+        assert c.describe("app-0").transaction_state == "Ongoing"
+        assert await _read(b.bootstrap, "two-phase") == []  # prepared: nothing visible yet
+        assert complete_elsewhere(b.bootstrap, token, commit=True)
+        wait_until(lambda: all(c.latest("two-phase", p, committed=True) == c.latest("two-phase", p, committed=False)
+                               for p in (0, 1)), timeout=15, message="the commit markers")
+        assert await _read(b.bootstrap, "two-phase") == sorted(values("app-0", 20))
+        # The token is spent: completing it again finds nothing open, and changes nothing.
+        assert not complete_elsewhere(b.bootstrap, token, commit=False)
+        assert await _read(b.bootstrap, "two-phase") == sorted(values("app-0", 20))
+    finally:
+        c.close()
+
+
+async def test_prepared_in_a_process_killed_then_aborted_from_another(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    b: BrokerProcess = broker_factory(env=ALLOW_2PC)
+    c = RawTxn(b.port)
+    try:
+        c.create_topic("two-phase", 2)
+        proc, token = start_preparer(b.bootstrap, "app-1", "two-phase", 10)
+        kill(proc)
+        assert complete_elsewhere(b.bootstrap, token, commit=False)
+        wait_until(lambda: all(c.latest("two-phase", p, committed=True) == c.latest("two-phase", p, committed=False)
+                               for p in (0, 1)), timeout=15, message="the abort markers")
+        assert await _read(b.bootstrap, "two-phase") == []
+        assert c.describe("app-1").transaction_state in ("PrepareAbort", "CompleteAbort")
     finally:
         c.close()
