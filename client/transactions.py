@@ -93,6 +93,11 @@ class Step:
     error: KafkaClientError | None = None
 
 
+# The transaction timeout that marks a two-phase-commit transactional id (KIP-939), as Kafka's
+# coordinator keeps it and DescribeTransactions reports it: Int.MaxValue, no timeout at all.
+TWO_PC_TIMEOUT_MS = 2**31 - 1
+
+
 @dataclass(frozen=True, slots=True)
 class PreparedTransaction:
     """What names a prepared transaction to whoever completes it, in another process perhaps: the

@@ -5,7 +5,12 @@ is fenced, and 2PC is refused where the broker does not allow it."""
 
 from __future__ import annotations
 
-from helpers import BrokerProcess, wait_until
+import json
+import subprocess
+import sys
+import urllib.request
+
+from helpers import BrokerProcess, free_port, wait_until
 from helpers.consume import read_records
 from helpers.two_phase import complete_elsewhere, kill, start_preparer, values
 from helpers.txn import RawTxn, txn_batch
@@ -153,5 +158,70 @@ async def test_prepared_in_a_process_killed_then_aborted_from_another(broker_fac
                                for p in (0, 1)), timeout=15, message="the abort markers")
         assert await _read(b.bootstrap, "two-phase") == []
         assert c.describe("app-1").transaction_state in ("PrepareAbort", "CompleteAbort")
+    finally:
+        c.close()
+
+
+# ---- the operator's tools: ketch txn list --state prepared / complete, and the metrics ----------
+
+def _ketch(b: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "broker", "txn", *args, "--bootstrap", b.bootstrap, "--json"],
+                          capture_output=True, text=True, timeout=60)
+
+
+def _rows(b: BrokerProcess, *args: str) -> list[dict]:  # type: ignore[type-arg]
+    r = _ketch(b, *args)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)  # type: ignore[no-any-return]
+
+
+def _prepared_metrics(port: int) -> tuple[float, float]:
+    """(ketch_prepared_transactions, ketch_prepared_transaction_max_age_seconds) as scraped."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        lines = r.read().decode().splitlines()
+    value = {ln.split(" ")[0]: float(ln.split(" ")[1]) for ln in lines if ln and not ln.startswith("#")}
+    return value["ketch_prepared_transactions"], value["ketch_prepared_transaction_max_age_seconds"]
+
+
+async def test_an_operator_lists_prepared_transactions_and_completes_them(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    metrics = free_port()
+    b: BrokerProcess = broker_factory(env={**ALLOW_2PC, "KETCH_METRICS_LISTEN": f"127.0.0.1:{metrics}"})
+    c = RawTxn(b.port)
+    try:
+        c.create_topic("ops", 2)
+        assert _prepared_metrics(metrics) == (0, 0)
+        tokens = {}
+        for tid in ("op-1", "op-2"):
+            proc, tokens[tid] = start_preparer(b.bootstrap, tid, "ops", 4)
+            kill(proc)
+        plain_pid, plain_epoch = c.init_ok("plain", 600_000)  # an ordinary transaction, open too
+        c.add_partitions("plain", plain_pid, plain_epoch, {"ops": [0]})
+        c.init_ok("idle-2pc", enable_2pc=True)  # a 2PC id with nothing open
+
+        rows = _rows(b, "list", "--state", "prepared")
+        assert [(r["transactional_id"], r["producer_id"], r["producer_epoch"]) for r in rows] == [
+            (t, tokens[t].producer_id, tokens[t].epoch) for t in ("op-1", "op-2")]
+        assert all(r["duration_ms"] >= 0 for r in rows)
+        [d] = _rows(b, "describe", "op-1")
+        assert d["two_pc"] and d["state"] == "Ongoing"
+        count, age = _prepared_metrics(metrics)
+        assert count == 2 and age > 0
+
+        [done] = _rows(b, "complete", "op-1", "--commit")
+        assert (done["producer_id"], done["producer_epoch"], done["result"]) == (
+            tokens["op-1"].producer_id, tokens["op-1"].epoch, "committed")
+        [done] = _rows(b, "complete", "op-2", "--abort")
+        assert done["result"] == "aborted"
+        [again] = _rows(b, "complete", "op-1", "--commit")
+        assert again["result"] == "nothing open"
+        refused = _ketch(b, "complete", "plain", "--abort")
+        assert refused.returncode == 1 and "two-phase" in refused.stderr
+        assert c.describe("plain").transaction_state == "Ongoing"  # left to its timeout
+
+        wait_until(lambda: _rows(b, "list", "--state", "prepared") == [], timeout=15,
+                   message="no prepared transaction listed")
+        wait_until(lambda: _prepared_metrics(metrics) == (0, 0), timeout=15, message="the metrics to follow")
+        got = await _read(b.bootstrap, "ops")
+        assert got == sorted(values("op-1", 4))
     finally:
         c.close()
