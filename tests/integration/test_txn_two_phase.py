@@ -15,6 +15,7 @@ from helpers.consume import read_records
 from helpers.two_phase import complete_elsewhere, kill, start_preparer, values
 from helpers.txn import RawTxn, txn_batch
 
+from client import Producer, ProducerTxnState
 from protocol.errors import ErrorCode as E
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 
@@ -158,6 +159,17 @@ async def test_prepared_in_a_process_killed_then_aborted_from_another(broker_fac
                                for p in (0, 1)), timeout=15, message="the abort markers")
         assert await _read(b.bootstrap, "two-phase") == []
         assert c.describe("app-1").transaction_state in ("PrepareAbort", "CompleteAbort")
+        # The producer that prepared a transaction may complete it itself, from its token.
+        async with Producer(b.bootstrap, transactional_id="app-2", enable_2pc=True) as p:
+            await p.init_transactions()
+            await p.begin_transaction()
+            await p.send("two-phase", b"mine", partition=0)
+            token = await p.prepare_transaction()
+            assert await p.complete_transaction(token, commit=True)
+            assert p.transaction_state is ProducerTxnState.READY
+        wait_until(lambda: c.latest("two-phase", 0, committed=True) == c.latest("two-phase", 0, committed=False),
+                   timeout=15, message="the commit marker")
+        assert await _read(b.bootstrap, "two-phase") == [b"mine"]
     finally:
         c.close()
 
