@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
 
 KEY = 25
+ORDERED = True  # runs alone on its connection, in request order (broker/connection.py)
 
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,

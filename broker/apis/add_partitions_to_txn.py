@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
 
 KEY = 24
+ORDERED = True  # runs alone on its connection, in request order (broker/connection.py)
 
 
 def _results(topics: list[AddPartitionsToTxnTopic], code_for: dict[TopicPartition, int],

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
 
 KEY = 34
+ORDERED = False
 
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
 
 KEY = 37
+ORDERED = False
 
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
 
 KEY = 19
+ORDERED = False
 CONFIG_SOURCE_DEFAULT = 5  # DEFAULT_CONFIG
 CONFIG_SOURCE_TOPIC = 1  # DYNAMIC_TOPIC_CONFIG
 

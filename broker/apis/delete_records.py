@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
 
 KEY = 21
+ORDERED = False
 INVALID_LOW_WATERMARK = -1
 
 

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
 
 KEY = 32
+ORDERED = False
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 

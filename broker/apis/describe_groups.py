@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
 
 KEY = 15
+ORDERED = False
 NOT_REQUESTED = -2147483648
 
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
 
 KEY = 35
+ORDERED = False
 
 
 def _space(path: str) -> tuple[int, int]:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
 
 KEY = 61
+ORDERED = False
 
 
 def _partition(ctx: BrokerContext, topic: str, index: int) -> PartitionResponse:

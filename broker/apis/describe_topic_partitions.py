@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
 
 KEY = 75
+ORDERED = False
 MAX_PARTITIONS_PER_RESPONSE = 2000
 
 

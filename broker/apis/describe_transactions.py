@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
 
 KEY = 65
+ORDERED = False
 
 
 def _one(ctx: BrokerContext, tid: str) -> TransactionState:

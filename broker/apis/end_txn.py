@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
 
 KEY = 26
+ORDERED = True  # runs alone on its connection, in request order (broker/connection.py)
 EPOCH_BUMP_FROM = 5
 
 

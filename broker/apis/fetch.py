@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from ..topics import Topic
 
 KEY = 1
+ORDERED = False
 READ_COMMITTED = 1
 
 

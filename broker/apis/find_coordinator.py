@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
 
 KEY = 10
+ORDERED = False
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
 

@@ -5,6 +5,7 @@ log) would list a reassignment as still running, or miss one just started.)"""
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -21,8 +22,10 @@ log = structlog.get_logger()
 
 def to_controller(local: Handler) -> Handler:
     """`local` answers on the quorum leader, and wherever the leader is unknown or cannot be
-    reached (for DescribeQuorum: NOT_LEADER_OR_FOLLOWER naming the leader this node knows)."""
+    reached (for DescribeQuorum: NOT_LEADER_OR_FOLLOWER naming the leader this node knows). The
+    wrapper is `local`'s (module included: its ORDERED holds for it)."""
 
+    @functools.wraps(local)
     async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader, req: Any) -> Any:
         forwarder = ctx.forwarder
         node = forwarder.leader_elsewhere() if forwarder is not None else None

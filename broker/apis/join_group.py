@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
 
 KEY = 11
+ORDERED = False
 
 
 def client_host(client: ClientInfo) -> str:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
 
 KEY = 2
+ORDERED = False
 READ_COMMITTED = 1
 
 

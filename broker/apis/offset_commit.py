@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
 
 KEY = 8
+ORDERED = False
 
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
 
 KEY = 47
+ORDERED = False
 
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
 
 KEY = 9
+ORDERED = False
 
 
 def _by_topic(offsets: list[FetchedOffset]) -> dict[str, list[FetchedOffset]]:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
 
 KEY = 23
+ORDERED = False
 NO_EPOCH = -1
 
 

@@ -15,9 +15,10 @@ from protocol.messages import partition_reassignments as pr
 from protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
+    from ..context import BrokerContext, ClientInfo, ControllerContext
 
 KEY = pr.ALTER_KEY
+ORDERED = False
 
 
 def _wanted(req: pr.AlterPartitionReassignmentsRequest) -> list[tuple[str, int, list[int] | None]]:
@@ -44,19 +45,16 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
         return pr.AlterPartitionReassignmentsResponse(error_code=e.code, error_message=e.message)
 
 
-async def on_controller(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+async def on_controller(ctx: ControllerContext, client: ClientInfo, header: RequestHeader,
                         req: pr.AlterPartitionReassignmentsRequest) -> pr.AlterPartitionReassignmentsResponse:
     """Controller listener: decided here, never forwarded again."""
-    shell = ctx.controller_shell
-    if shell is None:
-        return pr.AlterPartitionReassignmentsResponse(error_code=ErrorCode.NOT_CONTROLLER)
     try:
-        return _response(await shell.reassign(_wanted(req)))
+        return _response(await ctx.shell.reassign(_wanted(req)))
     except KafkaError as e:
         return pr.AlterPartitionReassignmentsResponse(error_code=e.code, error_message=e.message)
 
 
-async def list_reassignments(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+async def list_reassignments(ctx: BrokerContext | ControllerContext, client: ClientInfo, header: RequestHeader,
                              req: pr.ListPartitionReassignmentsRequest) -> pr.ListPartitionReassignmentsResponse:
     image = ctx.topics.image
     wanted = None if req.topics is None else {(t.name, i) for t in req.topics for i in t.partition_indexes}

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from ..partition import Partition, VerificationGuard
 
 KEY = 0
+ORDERED = False
 log = structlog.get_logger()
 
 _FOR_PRODUCER = {

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
 
 KEY = 14
+ORDERED = False
 
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
 
 KEY = 28
+ORDERED = True  # runs alone on its connection, in request order (broker/connection.py)
 
 # What the coordinator check's verdicts mean to a TxnOffsetCommit client.
 _VERIFY_ERRORS = {

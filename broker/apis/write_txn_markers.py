@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from ..context import BrokerContext, ClientInfo
 
 KEY = 27
+ORDERED = False
 REPLICATION_TIMEOUT_S = 5.0  # the marker sender retries after this
 OFFSETS_TOPIC = "__consumer_offsets"
 log = structlog.get_logger()
