@@ -1,18 +1,13 @@
 """The Kafka connection protocol: frames in, handlers run, responses out in request order.
 
-Each connection is an asyncio.Protocol (cheaper than streams on the hot path), built for one
-listener from what that listener serves — its context and its API table (broker/apis) — and the
-broker's connection registry; it knows nothing else of the broker. Requests on one connection are
-handled concurrently — a long-polling fetch must not hold up the produce behind it on another
-client's connection, and a pipelining client gets its answers as soon as each earlier one is ready
-— but responses are written strictly in request order, as Kafka requires.
-
-An API whose module declares ORDERED is the exception: the transaction coordinator's requests may
-park (the coordinator waits for the previous transaction to complete, and for its own log to be
-durable), and what comes after them on the connection may depend on their outcome — a produce
-after AddPartitionsToTxn, an EndTxn after the produces of its transaction. Kafka processes a
-connection's requests one at a time; here such a request starts only once every earlier request of
-its connection has finished, and every later request starts only once it has finished.
+Each connection is an asyncio.Protocol (cheaper than streams on the hot path) given its listener's
+context and API table (broker/apis) and the broker's connection registry, and nothing else of the
+broker. Its requests are handled concurrently — a long-polling fetch must not hold up the produce
+behind it — but answered strictly in request order, as Kafka requires. An API whose module declares
+ORDERED (the transaction coordinator's: they may park, and what follows them on the connection may
+depend on their outcome, as a produce after AddPartitionsToTxn) starts only once every earlier
+request of its connection has finished, and every later one only once it has: Kafka processes a
+connection's requests one at a time.
 """
 
 from __future__ import annotations
@@ -21,7 +16,8 @@ import asyncio
 import itertools
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -45,36 +41,17 @@ log = structlog.get_logger()
 _conn_ids = itertools.count(1)
 
 
-class ConnectionRegistry:
+class ConnectionRegistry(set["Connection"]):
     """The open connections of every listener, and what they share: the broker's metrics, the
     request limits, and what a closed connection releases (`on_close(conn_id)`: its fetch sessions)."""
 
     def __init__(self, metrics: BrokerMetrics, max_request_bytes: int, max_pipelined: int,
                  on_close: Callable[[int], None]) -> None:
+        super().__init__()
         self.metrics = metrics
         self.max_request_bytes = max_request_bytes
         self.max_pipelined = max_pipelined
         self.on_close = on_close
-        self._live: set[Connection] = set()
-
-    def __iter__(self) -> Iterator[Connection]:
-        return iter(self._live)
-
-    def __len__(self) -> int:
-        return len(self._live)
-
-    def add(self, conn: Connection) -> None:
-        self._live.add(conn)
-        self.metrics.connections_accepted += 1
-
-    def remove(self, conn: Connection) -> None:
-        self._live.discard(conn)
-        self.on_close(conn.info.conn_id)
-
-    def close_all(self) -> None:
-        for c in list(self._live):
-            if c.transport:
-                c.transport.close()
 
 
 async def _after(earlier: set[asyncio.Task[Any]], handler: Coroutine[Any, Any, Any]) -> Any:
@@ -87,19 +64,17 @@ async def _after(earlier: set[asyncio.Task[Any]], handler: Coroutine[Any, Any, A
     return await handler
 
 
+@dataclass(slots=True)
 class _Slot:
     """A place in the per-connection response queue, filled when its handler finishes."""
 
-    __slots__ = ("frame", "done")
-
-    def __init__(self) -> None:
-        self.frame: bytes | None = None
-        self.done = False
+    frame: bytes | None = None
+    done: bool = False
 
 
 class Connection(asyncio.Protocol):
     def __init__(self, ctx: object, apis: ApiTable, registry: ConnectionRegistry, endpoint: tuple[str, int],
-                 inter_broker: bool = False, controller: bool = False) -> None:
+                 inter_broker: bool = False) -> None:
         self.ctx = ctx  # a BrokerContext, or a ControllerContext on the controller listener
         self.apis = apis
         self.registry = registry
@@ -108,7 +83,7 @@ class Connection(asyncio.Protocol):
         # a frame too short for a request header is garbage; one over the limit is refused unread
         self.frames = FrameReader(min_size=8, max_size=registry.max_request_bytes)
         self.slots: deque[_Slot] = deque()
-        self.info = ClientInfo(next(_conn_ids), "?", endpoint, inter_broker, controller=controller)
+        self.info = ClientInfo(next(_conn_ids), "?", endpoint, inter_broker)
         self.closed = False
         self.reading_paused = False
         self.tasks: set[asyncio.Task[Any]] = set()
@@ -120,10 +95,12 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.info.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.registry.add(self)
+        self.metrics.connections_accepted += 1
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self.registry.remove(self)
+        self.registry.discard(self)
+        self.registry.on_close(self.info.conn_id)
         for t in self.tasks:
             t.cancel()
 
@@ -180,7 +157,8 @@ class Connection(asyncio.Protocol):
                 resp = ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION,
                                            api_keys=api_versions_table(self.apis.supported))
                 hdr = RequestHeader(18, 0, header.correlation_id, header.client_id)
-                self._queue_done(encode_response(hdr, resp))
+                self.slots.append(_Slot(encode_response(hdr, resp), True))
+                self._flush()
                 log.info("unsupported ApiVersions version, answered with v0 ranges", conn=self.info.conn_id,
                          version=header.api_version, client_id=header.client_id)
                 return
@@ -209,13 +187,6 @@ class Connection(asyncio.Protocol):
         self.tasks.add(task)
         started = time.perf_counter()
         task.add_done_callback(lambda t: self._finished(t, slot, header, started))
-
-    def _queue_done(self, frame: bytes | None) -> None:
-        slot = _Slot()
-        slot.frame = frame
-        slot.done = True
-        self.slots.append(slot)
-        self._flush()
 
     def _finished(self, task: asyncio.Task[Any], slot: _Slot, header: RequestHeader, started: float) -> None:
         self.tasks.discard(task)

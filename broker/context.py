@@ -51,7 +51,6 @@ class ClientInfo:
     endpoint: tuple[str, int]
     inter_broker: bool = False
     client_id: str | None = None
-    controller: bool = False  # the controller listener: the metadata quorum's protocol only
     # Done once the latest produce request of this connection has appended: the next one appends
     # only after it (broker/apis/produce.py), whatever either waited for before appending.
     produce_appended: asyncio.Future[None] | None = None

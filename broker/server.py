@@ -122,10 +122,6 @@ class BrokerServer:
         self._controller_task: asyncio.Task[None] | None = None
         self.started_ms = clock.now_ms()
 
-    @property
-    def node_id(self) -> int:
-        return self.cfg.node_id
-
     def _metadata_dir_failed(self) -> None:
         """The log directory holding the metadata log failed, or the last one online: Kafka halts
         the broker, since it can neither follow the metadata nor be sure of what it wrote (nor hold
@@ -267,8 +263,8 @@ class BrokerServer:
             host, port = parse_host_port("controller_listen", cfg.controller_listen)
             setting, value = "controller_listen", cfg.controller_listen
         self._controller_server = await self._listen(
-            setting, value, host, port, lambda: Connection(self.controller_ctx, CONTROLLER_APIS, self.connections,
-                                                           self.controller_endpoint, controller=True),
+            setting, value, host, port,
+            lambda: Connection(self.controller_ctx, CONTROLLER_APIS, self.connections, self.controller_endpoint),
             " (controller listener)")
         bound = self._controller_server.sockets[0].getsockname()
         self.controller_endpoint = ("127.0.0.1" if host in ("0.0.0.0", "", "::") else host), bound[1]
@@ -330,7 +326,9 @@ class BrokerServer:
             self._controller_task.cancel()
         await self.quorum.stop()
         servers = self._close_listeners()
-        self.connections.close_all()
+        for c in list(self.connections):
+            if c.transport:
+                c.transport.close()
         for srv in servers:
             await srv.wait_closed()
         await self.txn.stop()

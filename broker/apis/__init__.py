@@ -9,6 +9,7 @@ whether its requests run in request order (`ORDERED`, broker/connection.py says 
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 import sys
@@ -16,17 +17,45 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import structlog
+
+from protocol.headers import RequestHeader
 from protocol.supported import CONTROLLER_SUPPORTED, SUPPORTED
 
-from ..context import ControllerHandler, Handler
-from . import api_versions, controller_topics, forwarded, partition_reassignments, quorum
+from ..context import BrokerContext, ClientInfo, ControllerHandler, Handler
+from ..wire import WireError
+from . import api_versions, controller_topics, partition_reassignments, quorum
+
+log = structlog.get_logger()
+
+
+def to_controller(local: Handler) -> Handler:
+    """A client-listener handler that forwards to the quorum leader; `local` answers on the leader,
+    and wherever the leader is unknown or cannot be reached (for DescribeQuorum:
+    NOT_LEADER_OR_FOLLOWER naming the leader this node knows). It is `local`'s, module included
+    (whose ORDERED holds for it)."""
+
+    @functools.wraps(local)
+    async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader, req: Any) -> Any:
+        forwarder = ctx.forwarder
+        node = forwarder.leader_elsewhere() if forwarder is not None else None
+        if forwarder is not None and node is not None:
+            try:
+                return await forwarder.forward(node, req, header.api_version)
+            except (WireError, OSError) as e:
+                log.info("forwarding to the quorum leader failed; answered here", api_key=header.api_key,
+                         leader=node, error=str(e))
+        return await local(ctx, client, header, req)
+
+    return handle
+
 
 # Every module named for a Kafka API declares its KEY, its `handle` and whether it is ORDERED.
 _MODULES = [importlib.import_module(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(__path__)]
 HANDLERS: dict[int, Handler] = {m.KEY: m.handle for m in _MODULES if hasattr(m, "KEY")}
 # Forwarded to the quorum leader's controller listener, as Kafka's brokers forward them.
-HANDLERS[55] = forwarded.to_controller(quorum.describe_quorum)
-HANDLERS[46] = forwarded.to_controller(partition_reassignments.list_reassignments)
+HANDLERS[55] = to_controller(quorum.describe_quorum)
+HANDLERS[46] = to_controller(partition_reassignments.list_reassignments)
 
 # The controller listener: the metadata quorum's protocol (KRaft), and nothing a client uses.
 CONTROLLER_HANDLERS: dict[int, ControllerHandler] = {

@@ -8,8 +8,6 @@ the background; DescribeLogDirs shows the future replica and its lag meanwhile),
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from protocol.headers import RequestHeader
 from protocol.messages.alter_replica_log_dirs import (
     AlterReplicaLogDirPartitionResult,
@@ -18,8 +16,7 @@ from protocol.messages.alter_replica_log_dirs import (
     AlterReplicaLogDirTopicResult,
 )
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
+from ..context import BrokerContext, ClientInfo
 
 KEY = 34
 ORDERED = False

@@ -6,8 +6,6 @@ Names and configs are checked again here: the controller listener is open to any
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages import alter_configs as ac
@@ -20,11 +18,9 @@ from protocol.messages.metadata_records import BROKER_RESOURCE, TOPIC_RESOURCE
 from protocol.primitives import ZERO_UUID
 from protocol.topic_partition import TopicPartition
 
+from ..context import ClientInfo, ControllerContext
 from ..metadata import dynamic_configs
 from ..topics import validate_topic_name
-
-if TYPE_CHECKING:
-    from ..context import ClientInfo, ControllerContext
 
 ORDERED = False
 

@@ -10,8 +10,6 @@ endpoint type, so neither can happen there (Kafka would use INVALID_REQUEST).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.describe_cluster import (
@@ -23,8 +21,7 @@ from protocol.messages.describe_cluster import (
     DescribeClusterResponse,
 )
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
+from ..context import BrokerContext, ClientInfo
 
 KEY = 60
 ORDERED = False

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from protocol.headers import RequestHeader
 from protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
+from ..context import BrokerContext, ClientInfo
 
 KEY = 12
 ORDERED = False

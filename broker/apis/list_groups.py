@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from protocol.headers import RequestHeader
 from protocol.messages.list_groups import ListedGroup, ListGroupsRequest, ListGroupsResponse
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
+from ..context import BrokerContext, ClientInfo
 
 KEY = 16
 ORDERED = False

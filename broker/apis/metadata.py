@@ -21,10 +21,10 @@ from protocol.messages.metadata import (
 )
 from protocol.primitives import ZERO_UUID
 
+from ..context import BrokerContext, ClientInfo
 from .describe_cluster import CLUSTER_OPERATIONS
 
 if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
     from ..topics import Topic
 
 KEY = 3

@@ -2,20 +2,17 @@
 APIs. Alter goes to the active controller (here, or forwarded; the controller listener takes it
 too) and is answered once the reassignment has started — the new replicas then catch up and join
 the ISR, and the controller drops the old ones (broker/controller/reassignment.py). List is forwarded to the quorum
-leader (apis/forwarded.py) and answered from its metadata image: the partitions with replicas being
+leader (to_controller in broker/apis/__init__.py) and answered from its metadata image: the partitions with replicas being
 added or removed."""
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages import partition_reassignments as pr
 from protocol.topic_partition import TopicPartition
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo, ControllerContext
+from ..context import BrokerContext, ClientInfo, ControllerContext
 
 KEY = pr.ALTER_KEY
 ORDERED = False

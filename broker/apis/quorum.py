@@ -11,9 +11,6 @@ malformed one). Stale epochs are the node's business: it answers with its own ep
 
 from __future__ import annotations
 
-import uuid
-from typing import TYPE_CHECKING
-
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages import allocate_producer_ids as apids
@@ -27,11 +24,9 @@ from protocol.messages import fetch as kfetch
 from protocol.messages import fetch_snapshot as ksnap
 from protocol.messages import vote as kvote
 
+from ..context import BrokerContext, ClientInfo, ControllerContext
 from ..quorum import wire_codec as wc
 from ..quorum.messages import FetchResponse, FetchSnapshotResponse, VoteResponse
-
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo, ControllerContext
 
 ORDERED = False
 
@@ -195,20 +190,12 @@ async def broker_heartbeat(ctx: ControllerContext, client: ClientInfo, header: R
         # an acknowledged heartbeat renews the broker's lease on its leaderships (lifecycle.py):
         # only a controller that is certainly still the controller may give one
         return bhb.BrokerHeartbeatResponse(error_code=ErrorCode.NOT_CONTROLLER)
-    outcome: list[tuple[int, bool, bool, bool]] = []
-
-    def decide() -> tuple[bytes | None, None]:
-        error, entry, caught_up, fenced, may_stop = controller.heartbeat(
-            req.broker_id, req.broker_epoch, req.current_metadata_offset, req.want_fence, req.want_shut_down,
-            ctx.clock.monotonic_ms(), req.offline_log_dirs)
-        outcome.append((error, caught_up, fenced, may_stop))
-        return (None if error else entry), None
-
     try:
-        await shell.run(decide)
+        error, _, caught_up, fenced, may_stop = await shell.answer(lambda: controller.heartbeat(
+            req.broker_id, req.broker_epoch, req.current_metadata_offset, req.want_fence, req.want_shut_down,
+            ctx.clock.monotonic_ms(), req.offline_log_dirs))
     except KafkaError as e:
         return bhb.BrokerHeartbeatResponse(error_code=e.code)
-    error, caught_up, fenced, may_stop = outcome[0]
     if error:
         return bhb.BrokerHeartbeatResponse(error_code=error)
     return bhb.BrokerHeartbeatResponse(error_code=0, is_caught_up=caught_up, is_fenced=fenced,
@@ -224,18 +211,11 @@ async def assign_replicas_to_dirs(ctx: ControllerContext, client: ClientInfo, he
     if not shell.active:
         return ard.AssignReplicasToDirsResponse(error_code=ErrorCode.NOT_CONTROLLER)
     wanted = [(d.id, t.topic_id, p.partition_index) for d in req.directories for t in d.topics for p in t.partitions]
-    outcome: list[tuple[int, dict[tuple[uuid.UUID, int], int]]] = []
-
-    def decide() -> tuple[bytes | None, None]:
-        error, entry, per_partition = controller.assign_replicas_to_dirs(req.broker_id, req.broker_epoch, wanted)
-        outcome.append((error, per_partition))
-        return (None if error else entry), None
-
     try:
-        await shell.run(decide)
+        error, _, codes = await shell.answer(lambda: controller.assign_replicas_to_dirs(req.broker_id, req.broker_epoch,
+                                                                                       wanted))
     except KafkaError as e:
         return ard.AssignReplicasToDirsResponse(error_code=e.code)
-    error, codes = outcome[0]
     if error:
         return ard.AssignReplicasToDirsResponse(error_code=error)
     return ard.AssignReplicasToDirsResponse(error_code=0, directories=[ard.DirectoryResult(id=d.id, topics=[

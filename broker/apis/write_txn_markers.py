@@ -19,7 +19,6 @@ Not replicated in time: REQUEST_TIMED_OUT (or the ISR's error), and the sender t
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
 import structlog
 
@@ -36,10 +35,8 @@ from protocol.records import build_control_batch
 from protocol.topic_partition import TopicPartition
 from storage.faults import broken, crash_point
 
+from ..context import BrokerContext, ClientInfo
 from ..partition import AppendOrigin, Partition
-
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
 
 KEY = 27
 ORDERED = False

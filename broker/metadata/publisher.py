@@ -35,10 +35,6 @@ class MetadataPublisher:
     def subscribe(self, subscriber: Callable[[MetadataImage], None]) -> None:
         self._subscribers.append(subscriber)
 
-    def replay(self, offset: int, record: object) -> None:
-        """A committed record, in log order."""
-        self.image = self.image.apply(offset, record)
-
     def replay_all(self, offset: int, records: Sequence[object]) -> None:
         """The records of one committed entry: all applied, or (ValueError) none."""
         self.image = self.image.apply_all(offset, records)

@@ -35,8 +35,8 @@ def test_blocks_in_flight_never_overlap_and_commit_in_order() -> None:
     r1, s1, n1 = c.allocate_producer_ids(1, e1)
     r2, s2, n2 = c.allocate_producer_ids(2, e2)  # before the first committed
     assert (s1, n1, s2, n2) == (0, PRODUCER_ID_BLOCK, PRODUCER_ID_BLOCK, PRODUCER_ID_BLOCK)
-    c.metadata.replay(5, unframe(r1))
-    c.metadata.replay(6, unframe(r2))
+    c.metadata.replay_all(5, [unframe(r1)])
+    c.metadata.replay_all(6, [unframe(r2)])
     assert (c.image.offset, c.image.next_producer_id) == (6, 2 * PRODUCER_ID_BLOCK)
 
 
@@ -44,7 +44,7 @@ def test_a_new_leader_starts_from_what_was_committed() -> None:
     c = QuorumController()
     e1, e2 = _two_brokers(c)
     r1, _, _ = c.allocate_producer_ids(1, e1)
-    c.metadata.replay(3, unframe(r1))
+    c.metadata.replay_all(3, [unframe(r1)])
     c.allocate_producer_ids(1, e1)  # proposed, then leadership lost before it committed
     c.reset()
     _, start, _ = c.allocate_producer_ids(2, e2)
@@ -91,7 +91,7 @@ LISTENERS = [("PLAINTEXT", "h1", 9092), ("BROKER", "h1", 9093)]
 
 def _register(c: QuorumController, node: int, now: int, offset: int) -> int:
     record, epoch = c.register_broker(node, uuid.uuid4(), LISTENERS, None, now)
-    c.metadata.replay(offset, unframe(record))
+    c.metadata.replay_all(offset, [unframe(record)])
     return epoch
 
 
