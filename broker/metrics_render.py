@@ -135,10 +135,9 @@ def _quorum(ctx: BrokerContext, out: Exposition) -> None:
                hw)
     out.family("ketch_quorum_is_leader", "gauge", "1 on the node that leads the metadata quorum.",
                1 if leader == ctx.node_id else 0)
-    if ctx.controller is not None:
-        out.family("ketch_brokers", "gauge", "Brokers registered in the metadata log, by state.",
-                   [((("state", state),), sum(1 for b in ctx.controller.image.brokers if b.fenced == fenced))
-                    for state, fenced in (("alive", False), ("fenced", True))])
+    out.family("ketch_brokers", "gauge", "Brokers registered in the metadata log, by state.",
+               [((("state", state),), sum(1 for b in ctx.topics.image.brokers if b.fenced == fenced))
+                for state, fenced in (("alive", False), ("fenced", True))])
 
 
 def _partitions(ctx: BrokerContext, out: Exposition) -> None:

@@ -11,18 +11,15 @@ transaction kept for the new instance (OngoingTxnProducerId/Epoch; -1 when none 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 
+from ..context import BrokerContext, ClientInfo
 from ..txn.wire_errors import for_version
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
-
 KEY = 22
+ORDERED = True  # runs alone on its connection, in request order (broker/connection.py)
 
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,

@@ -1,4 +1,5 @@
-"""The controller's decisions, sans-IO: what records to propose for a request, given the image.
+"""The controller's decisions, sans-IO: what records to propose for a request, given the image
+(the broker's own, which its MetadataPublisher keeps: the controller holds no copy).
 
 It runs on the quorum leader. Decisions are taken against a working view — the committed image
 plus what this controller proposed and has not seen committed yet — so two requests in flight
@@ -51,6 +52,7 @@ from protocol.messages.metadata_records import (
 from protocol.topic_partition import TopicPartition
 
 from ..metadata.image import NO_LEADER, BrokerInfo, MetadataImage, TopicInfo
+from ..metadata.publisher import MetadataPublisher
 from . import reassignment
 from .partition_change import build, framed, min_isr
 from .placement import (
@@ -72,8 +74,8 @@ PLAINTEXT = 0  # SecurityProtocol id
 
 class QuorumController:
     def __init__(self, producer_id_floor: int = 0, session_timeout_ms: int = 9000,
-                 min_insync_replicas: int = 1) -> None:
-        self.image = MetadataImage()
+                 min_insync_replicas: int = 1, metadata: MetadataPublisher | None = None) -> None:
+        self.metadata = metadata or MetadataPublisher()  # the committed image: this broker's, not a copy
         self.session_timeout_ms = session_timeout_ms
         self.min_insync_replicas = min_insync_replicas  # the static setting: the cluster-wide default's start
         self._next_producer_id: int | None = None  # working view: includes uncommitted blocks
@@ -85,13 +87,9 @@ class QuorumController:
         self._lead_since_ms: int | None = None
         self._fencing: set[tuple[int, int]] = set()  # (broker, epoch) proposed for fencing, not yet applied
 
-    def replay(self, offset: int, record: object) -> None:
-        """A committed record, in log order (on every broker, leader or not)."""
-        self.image = self.image.apply(offset, record)
-
-    def replay_all(self, offset: int, records: Sequence[object]) -> None:
-        """The records of one committed entry: all applied, or (ValueError) none."""
-        self.image = self.image.apply_all(offset, records)
+    @property
+    def image(self) -> MetadataImage:
+        return self.metadata.image
 
     def reset(self) -> None:
         """Leadership changed: forget what was proposed and not committed, and who was heard."""

@@ -10,6 +10,8 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from protocol.clock import SYSTEM_CLOCK
+
 from ..admin import Admin
 from ..errors import KafkaClientError
 
@@ -54,8 +56,7 @@ async def reachable(bootstrap: str, within: float) -> None:
     """Fail fast, in the user's terms, when nothing listens at any bootstrap address: retrying for
     the whole timeout (30 s) against a refused port only hides a typo in --bootstrap. A broker
     restarting there is back within `within`."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
+    deadline = SYSTEM_CLOCK.monotonic() + within
     errors: dict[str, str] = {}
     while True:
         for item in bootstrap.split(","):
@@ -73,7 +74,7 @@ async def reachable(bootstrap: str, within: float) -> None:
                 continue
             writer.close()
             return
-        if loop.time() >= deadline:
+        if SYSTEM_CLOCK.monotonic() >= deadline:
             raise CommandError("no broker reachable at " + ", ".join(f"{a} ({why})" for a, why in errors.items()))
         await asyncio.sleep(0.5)
 

@@ -18,7 +18,7 @@ LISTENERS = [("PLAINTEXT", "h", 9092), ("BROKER", "h", 9093)]
 
 def _commit(c: QuorumController, entry: bytes | None) -> None:
     assert entry is not None
-    c.replay_all(c.image.offset + 1, unframe_batch(entry))
+    c.metadata.replay_all(c.image.offset + 1, unframe_batch(entry))
 
 
 def _cluster(n: int) -> QuorumController:
