@@ -47,6 +47,7 @@ from .config import BrokerConfig, ConfigError, parse_host_port
 from .context import BrokerContext, ClientInfo
 from .controller.client import ControllerClient
 from .controller.quorum_controller import QuorumController
+from .controller.recovery import UncleanRecovery
 from .controller.shell import ControllerShell
 from .fetch_session import FetchSessionCache
 from .forwarding import ControllerForwarder
@@ -301,10 +302,13 @@ class BrokerServer:
                                           self._broker_address)
         self.propagation = Propagation(cfg.node_id, lambda: self.topics.image, self._broker_address, clock)
         self.forwarder = ControllerForwarder(cfg.node_id, self.quorum)
+        self.recovery = UncleanRecovery(cfg.node_id, self.controller, self.controller_shell, self._broker_address,
+                                        clock)
         self.ctx = BrokerContext(cfg.node_id, cfg, clock, self.topics, self.groups, self.txn, self.producer_ids,
                                  self.metrics, self.quorum, self.controller, self.controller_shell, self.replication,
                                  self.controller_client, self.propagation, self.forwarder,
-                                 FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots))
+                                 FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots),
+                                 lambda: self.lifecycle.epoch)
         self.connections: set[Connection] = set()
         self._metrics_endpoint: MetricsEndpoint | None = None
         self._server: asyncio.Server | None = None
@@ -519,7 +523,8 @@ class BrokerServer:
     async def _fence_silent_brokers(self) -> None:
         """On the quorum leader: write the cluster-wide min.insync.replicas if the log has none
         (Kafka 4.1's activation record), fence brokers whose heartbeats stopped, finish reassignments
-        whose new replicas are in sync, and every `leader_imbalance_check_interval_ms` give
+        whose new replicas are in sync, start the recovery elections of partitions nobody is known
+        to hold whole (controller/recovery.py), and every `leader_imbalance_check_interval_ms` give
         partitions back to their preferred replica (Kafka's auto leader rebalance). The
         controller decides all of it."""
         next_rebalance = self.clock.monotonic_ms() + self.cfg.leader_imbalance_check_interval_ms
@@ -531,6 +536,7 @@ class BrokerServer:
                 await self.controller_shell.run(lambda: (self.controller.activate(), None))
                 await self.controller_shell.run(lambda: (self.controller.expire(self.clock.monotonic_ms()), None))
                 await self.controller_shell.run(lambda: (self.controller.complete_reassignments(), None))
+                self.recovery.poke()
                 if self.clock.monotonic_ms() >= next_rebalance:
                     next_rebalance = self.clock.monotonic_ms() + self.cfg.leader_imbalance_check_interval_ms
                     await self.controller_shell.run(lambda: (self.controller.rebalance_leaders(), None))
@@ -599,6 +605,7 @@ class BrokerServer:
             await srv.wait_closed()
         await self.txn.stop()
         self.propagation.close()
+        self.recovery.close()
         self.forwarder.close()
         await self.groups.stop()
         self.topics.close()

@@ -32,6 +32,7 @@ from . import (
     fetch,
     find_coordinator,
     forwarded,
+    get_replica_log_info,
     heartbeat,
     incremental_alter_configs,
     init_producer_id,
@@ -59,6 +60,8 @@ HANDLERS: dict[int, Handler] = {
               delete_topics, init_producer_id, describe_configs, create_partitions, alter_configs,
               incremental_alter_configs, describe_cluster, offset_for_leader_epoch, describe_topic_partitions,
               elect_leaders, partition_reassignments,
+              # the controller's recovery elections (KIP-966), inter-broker listener only
+              get_replica_log_info,
               # logs: record deletion, log directories
               delete_records, describe_log_dirs, alter_replica_log_dirs,
               # consumer groups (broker/group)
