@@ -13,9 +13,9 @@ REPLAY = "PYTHONPATH=. python -m tests.helpers.dst --seed {seed} --seconds {seco
 def test_seed_314_every_broker_back_from_an_unclean_shutdown_the_longest_log_leads() -> None:
     """Broker 2 loses power (its logs lose their unflushed tails), 1 and 3 are killed, and all
     three register again on a new controller: 1 and 3 left every ISR to 2, still registered from
-    before, and 2, back too, led again as the last known leader; 1 and 3 truncated 363
-    acknowledged records of mixed-1 (and more of every other partition) to its torn log. Now
-    such a partition waits for every candidate and the longest log leads
+    before, and 2, back too, led again as the last known leader; 1 and 3 truncated their logs to
+    its torn ones (mixed-1 from 608 to 245, and most other partitions), losing 232 acknowledged
+    writes. Now such a partition waits for every candidate and the longest log leads
     (broker/controller/recovery.py)."""
     result = simulate(314, 30)
     assert result.ok, result.summary() + "\nreplay: " + REPLAY.format(seed=314, seconds=30)
