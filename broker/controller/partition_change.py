@@ -23,9 +23,8 @@ here from the ISR it should have, so that the ELR and the leader follow one set 
   broker/controller/recovery.py) — leads, as the whole ISR; a sole member needs no asking. Electing
   one without looking (its last known leader, as before) made a broker whose log a power cut had
   torn lead while two whole replicas were back (simulation seed 314): they truncated to it (mixed-1
-  from 608 to 245), and 232 acknowledged writes were lost. Only while the candidates are not all
-  back, and only where the topic allows it, an unclean election takes a live candidate, else any
-  live replica.
+  from 608 to 245), and 232 acknowledged writes were lost. An unclean election (the topic allows
+  it, or an operator asks) does not wait: it takes a live candidate, else any live replica.
 """
 
 from __future__ import annotations
