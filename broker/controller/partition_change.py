@@ -16,11 +16,13 @@ here from the ISR it should have, so that the ELR and the leader follow one set 
   may hold acknowledged records no replica known to be whole holds — members of an ISR or ELR below
   min.insync.replicas that left it by an unclean shutdown (their logs may be torn, or may be
   whole: a killed process loses nothing) — and the leader the partition had when its ISR emptied.
-  Cleared once the ISR is back at min.insync.replicas, or a recovery election has chosen among them.
+  Cleared once the ISR is back at min.insync.replicas (or by an unclean election).
 * With the ISR and the ELR empty, nobody is known to hold everything: the partition waits until
   every LastKnownElr member may lead again, and then the one whose log goes furthest — the highest
   last leader epoch, then the highest log end, as the controller asked each (GetReplicaLogInfo,
-  broker/controller/recovery.py) — leads, as the whole ISR; a sole member needs no asking. Electing
+  broker/controller/recovery.py) — leads, as the whole ISR; a sole member needs no asking. The
+  others stay candidates until the ISR is back at min.insync.replicas: should the new leader lose
+  its page cache before they are in sync again, they are asked with it. Electing
   one without looking (its last known leader, as before) made a broker whose log a power cut had
   torn lead while two whole replicas were back (simulation seed 314): they truncated to it (mixed-1
   from 608 to 245), and 232 acknowledged writes were lost. An unclean election (the topic allows
@@ -73,17 +75,19 @@ def build(t: TopicInfo, i: int, isr: Sequence[int] | None, may_lead: Callable[[i
     leader = p.leader if p.leader != NO_LEADER and valid(p.leader) else \
         next((r for r in p.replicas if valid(r)), NO_LEADER)
     from_elr = leader != NO_LEADER and leader not in target_isr
-    chosen = False  # by recovery, or unclean: the ISR and the candidates start again from it
+    recovered = unclean = False  # the new leader is the whole ISR
     if leader == NO_LEADER and not target_isr and not elr and last_known:
         leader = recover_from(last_known, may_lead, logs)
-        chosen = leader != NO_LEADER
+        recovered = leader != NO_LEADER
     if leader == NO_LEADER and unclean_election:  # what it lacks is lost: the operator chose availability
         leader = next((r for r in last_known + list(p.replicas) if may_lead(r)), NO_LEADER)
-        chosen = leader != NO_LEADER
-    if from_elr or chosen:  # the new leader is the whole ISR
+        unclean = leader != NO_LEADER
+    if from_elr or recovered or unclean:
         target_isr = [leader]
-        elr = [] if chosen or min_insync <= 1 else [r for r in elr if r != leader]
-    if chosen:
+        elr = [] if recovered or unclean or min_insync <= 1 else [r for r in elr if r != leader]
+    if recovered and len(target_isr) < min_insync:  # the others stay candidates until back in sync
+        last_known = [r for r in last_known if r != leader]
+    elif recovered or unclean:
         last_known = []
     change = PartitionChangeRecord(
         partition_id=i, topic_id=t.topic_id,

@@ -166,9 +166,13 @@ def test_every_replica_back_from_an_unclean_shutdown_the_longest_log_leads() -> 
     entry = c.recover({2: (epochs[2], {(t.topic_id, 0): (0, 245)}), 3: (epochs[3], {(t.topic_id, 0): (0, 608)})})
     _commit(c, entry)
     p = c.image.topics["t"].partitions[0]
-    assert (p.leader, p.isr, p.elr, p.last_known_elr) == (3, (3,), (), ())
+    assert (p.leader, p.isr, p.elr, p.last_known_elr) == (3, (3,), (), (2,))  # 2 a candidate until in sync
     assert p.leader_epoch > before.leader_epoch
     assert c.logs_to_inspect() == {}
+    _commit(c, c.alter_partition(3, epochs[3], t.topic_id, 0, p.leader_epoch, p.partition_epoch,
+                                 [(3, epochs[3]), (1, epochs[1])])[1])
+    p = c.image.topics["t"].partitions[0]
+    assert (p.leader, p.isr, p.elr, p.last_known_elr) == (3, (3, 1), (), ())
 
 
 def test_a_recovery_election_waits_for_every_candidate_answering_in_its_current_registration() -> None:
