@@ -21,6 +21,7 @@ import structlog
 from protocol.clock import Clock
 from protocol.errors import KafkaError
 from protocol.messages.get_replica_log_info import (
+    MAX_PARTITIONS,
     GetReplicaLogInfoRequest,
     GetReplicaLogInfoResponse,
     TopicPartitions,
@@ -76,19 +77,26 @@ class UncleanRecovery:
         return f"{t.name if t is not None else topic_id}-{i}"
 
     async def _ask(self, broker: int, parts: Sequence[Key]) -> Answer | None:
-        by_topic: dict[uuid.UUID, list[int]] = {}
-        for topic_id, i in parts:
-            by_topic.setdefault(topic_id, []).append(i)
-        request = GetReplicaLogInfoRequest(topic_partitions=[TopicPartitions(topic_id=t, partitions=ps)
-                                                             for t, ps in by_topic.items()])
+        """What `broker` answers for `parts`, in requests of at most MAX_PARTITIONS (a broker
+        answers no more at once); None if it does not, or restarted between two of them."""
         deadline = self._clock.monotonic() + ASK_S
+        epochs: set[int] = set()
+        ends: dict[Key, tuple[int, int]] = {}
         try:
             conn = await asyncio.wait_for(self._channel.connection(broker), ASK_S)
-            resp = await conn.request(request, timeout=max(deadline - self._clock.monotonic(), 0.001))
+            for first in range(0, len(parts), MAX_PARTITIONS):
+                by_topic: dict[uuid.UUID, list[int]] = {}
+                for topic_id, i in parts[first:first + MAX_PARTITIONS]:
+                    by_topic.setdefault(topic_id, []).append(i)
+                request = GetReplicaLogInfoRequest(topic_partitions=[TopicPartitions(topic_id=t, partitions=ps)
+                                                                     for t, ps in by_topic.items()])
+                resp = await conn.request(request, timeout=max(deadline - self._clock.monotonic(), 0.001))
+                assert isinstance(resp, GetReplicaLogInfoResponse)
+                epochs.add(resp.broker_epoch)
+                ends.update({(t.topic_id, p.partition): (p.last_written_leader_epoch, p.log_end_offset)
+                             for t in resp.topic_partition_log_info_list
+                             for p in t.partition_log_info if p.error_code == 0})
         except (WireError, OSError, TimeoutError) as e:
             log.debug("recovery election: a candidate did not answer", broker=broker, error=str(e))
             return None
-        assert isinstance(resp, GetReplicaLogInfoResponse)
-        return resp.broker_epoch, {(t.topic_id, p.partition): (p.last_written_leader_epoch, p.log_end_offset)
-                                   for t in resp.topic_partition_log_info_list
-                                   for p in t.partition_log_info if p.error_code == 0}
+        return (epochs.pop(), ends) if len(epochs) == 1 else None
