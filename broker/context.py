@@ -72,6 +72,7 @@ class BrokerContext:
     propagation: Propagation | None = None  # waits until every live broker has a topic change
     forwarder: ControllerForwarder | None = None  # admin requests Kafka forwards to the controller
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)  # KIP-227 (apis/fetch.py)
+    broker_epoch: Callable[[], int | None] = lambda: None  # this broker's registration, once it has one
 
 
 @dataclass(frozen=True, slots=True)

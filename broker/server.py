@@ -29,6 +29,7 @@ from .context import BrokerContext, ControllerContext
 from .controller import timers
 from .controller.client import ControllerClient
 from .controller.quorum_controller import QuorumController
+from .controller.recovery import UncleanRecovery
 from .controller.shell import ControllerShell
 from .fetch_session import FetchSessionCache
 from .forwarding import ControllerForwarder
@@ -101,9 +102,12 @@ class BrokerServer:
         self.metadata.subscribe(lambda image: self.txn.sender.poke())  # markers waiting for a leader or an address
         self.propagation = Propagation(cfg.node_id, lambda: self.topics.image, self._broker_address, clock)
         self.forwarder = ControllerForwarder(cfg.node_id, self.quorum)
+        self.recovery = UncleanRecovery(cfg.node_id, self.controller, self.controller_shell, self._broker_address,
+                                        clock)
         self.ctx = BrokerContext(cfg.node_id, cfg, clock, self.topics, self.groups, self.txn, self.producer_ids,
                                  self.metrics, self.quorum, self.replication, self.controller_client, self.propagation,
-                                 self.forwarder, FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots))
+                                 self.forwarder, FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots),
+                                 lambda: self.lifecycle.epoch)
         self.controller_ctx = ControllerContext(cfg.node_id, cfg, clock, self.topics, self.quorum, self.controller,
                                                 self.controller_shell)
         self.connections = ConnectionRegistry(self.metrics, cfg.socket_request_max_bytes, cfg.max_pipelined_requests,
@@ -186,7 +190,8 @@ class BrokerServer:
         self.lifecycle.start()
         self.replication.start()
         self._controller_task = asyncio.get_running_loop().create_task(
-            timers.run(self.controller_shell, self.clock, self.cfg.leader_imbalance_check_interval_ms))
+            timers.run(self.controller_shell, self.clock, self.cfg.leader_imbalance_check_interval_ms,
+                       self.recovery.poke))
         # Clients are served only once the controller has unfenced this broker, however long that
         # takes (a quorum still forming, the controller unreachable), as Kafka's brokers wait: a
         # fenced broker is in nobody's metadata, holds no leadership, and answers every request
@@ -333,6 +338,7 @@ class BrokerServer:
             await srv.wait_closed()
         await self.txn.stop()
         self.propagation.close()
+        self.recovery.close()
         self.forwarder.close()
         await self.groups.stop()
         self.topics.close()

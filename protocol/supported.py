@@ -50,6 +50,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     66: (0, 1),   # ListTransactions
     55: (0, 2),   # DescribeQuorum (the metadata quorum, also answered on the controller listener)
     75: (0, 0),   # DescribeTopicPartitions (KIP-966)
+    93: (0, 0),   # GetReplicaLogInfo (KIP-966's unclean recovery; the controller asks, inter-broker listener only)
 }
 
 # The controller listener speaks the metadata quorum's protocol (KRaft) and takes the topic changes brokers forward.
@@ -87,7 +88,7 @@ API_NAMES: dict[int, str] = {
     47: "OffsetDelete", 60: "DescribeCluster",
     61: "DescribeProducers", 65: "DescribeTransactions", 66: "ListTransactions", 75: "DescribeTopicPartitions", 52: "Vote", 53: "BeginQuorumEpoch", 54: "EndQuorumEpoch",
     55: "DescribeQuorum", 59: "FetchSnapshot", 67: "AllocateProducerIds", 62: "BrokerRegistration",
-    63: "BrokerHeartbeat", 73: "AssignReplicasToDirs",
+    63: "BrokerHeartbeat", 73: "AssignReplicasToDirs", 93: "GetReplicaLogInfo",
 }
 
 
