@@ -77,13 +77,18 @@ class AtomicKills(DriverKills):
                 f"the driver ended ({proc.returncode}) without reaching {point} of batch {batch}, {self.context()}:\n"
                 f"{self.log.read_text()[-4000:]}")
             self._wait_gone(proc)
+            self.points.append(f"{point}@{batch}")
         else:
-            proc = self.start_driver()
-            self._kill_watched(proc, point, batch, timeout)
-        self.points.append(f"{point}@{batch}")
+            self.at_watched_point(self.start_driver(), point, batch, timeout)
         return point
 
-    def _kill_watched(self, proc: subprocess.Popen[bytes], point: str, batch: int, timeout: float) -> None:
+    def at_watched_point(self, proc: subprocess.Popen[bytes], point: str | None = None, batch: int | None = None,
+                         timeout: float = 240, *, kill_driver: bool = True) -> str:
+        """Wait for a point watched from here (random if None) of the next micro-batch or the one
+        after, then SIGKILL the driver (unless the caller kills something else there)."""
+        point = point or self.rng.choice(WATCHED)
+        if batch is None:
+            batch = len(checkpoint_batches(self.ck)) + self.rng.randint(0, 1)
         if point == "logged":
             def cond() -> bool:
                 return (self.ck / "commits" / str(batch)).exists()
@@ -100,7 +105,10 @@ class AtomicKills(DriverKills):
             return bool(cond())
 
         wait_until(ready, timeout=timeout, interval=0.02, message=f"kill point {point}, {self.context()}")
-        self.kill_driver(proc)
+        if kill_driver:
+            self.kill_driver(proc)
+        self.points.append(f"{point}@{batch}")
+        return point
 
     def _wait_gone(self, proc: subprocess.Popen[bytes]) -> None:
         """The driver killed itself: wait until nothing of its process group is left."""

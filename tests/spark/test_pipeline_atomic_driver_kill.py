@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 def test_a_driver_killed_between_its_commits_is_finished_by_the_restart_and_no_reader_sees_part_of_it(
         broker_factory, topic: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     b = broker_factory(env=ALLOW_2PC)
-    run = AtomicKills(b.bootstrap, topic, tmp_path, 300, max_offsets_per_trigger=60)
+    run = AtomicKills(b.bootstrap, topic, tmp_path, 120, max_offsets_per_trigger=40)
     asyncio.run(create_topics(run.bootstrap, [run.src, run.out]))
     run.generate()
     run.run_and_kill("completed")
