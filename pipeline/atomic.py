@@ -281,11 +281,11 @@ async def _take_over(sink: SinkOptions, tokens: Sequence[PreparedTransaction]) -
                 raise RuntimeError(f"{token.transactional_id}: the prepared transaction {token} is not open "
                                    f"(found {kept}); the micro-batch is not committed")
 
-    try:
-        await asyncio.gather(*(one(t) for t in tokens))
-    except BaseException:
+    results = await asyncio.gather(*(one(t) for t in tokens), return_exceptions=True)
+    failed = [r for r in results if isinstance(r, BaseException)]
+    if failed:
         await _close_all(keepers.values())
-        raise
+        raise failed[0]
     return keepers
 
 
@@ -295,14 +295,23 @@ async def _close_all(producers: Iterable[Producer]) -> None:
             await p.close()
 
 
+async def _completing(admin: Admin, transactional_id: str) -> bool:
+    try:
+        described = await admin.describe_transactions([transactional_id])
+    except KafkaClientError as e:
+        if e.code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:  # never had a transaction: nothing to wait for
+            return False
+        raise
+    return described[transactional_id].state in ("PrepareCommit", "PrepareAbort")
+
+
 async def _markers_written(sink: SinkOptions, transactional_ids: Iterable[str]) -> None:
     """Wait until no transaction of these ids is still having its markers written."""
     waiting = list(transactional_ids)
     deadline = time.monotonic() + MARKERS_TIMEOUT_S
     while waiting:
-        described = await broker_io.admin_call(sink.bootstrap, partial(Admin.describe_transactions,
-                                                                       transactional_ids=tuple(waiting)))
-        waiting = [t for t, d in described.items() if d.state in ("PrepareCommit", "PrepareAbort")]
+        waiting = [t for t in waiting
+                   if await broker_io.admin_call(sink.bootstrap, partial(_completing, transactional_id=t))]
         if waiting:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"transaction markers still being written after {MARKERS_TIMEOUT_S}s: {waiting}")
