@@ -44,7 +44,6 @@ import hashlib
 import json
 import logging
 import re
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -57,6 +56,7 @@ from client import (
     Producer,
     TopicPartition,
 )
+from protocol.clock import SYSTEM_CLOCK
 from protocol.errors import ErrorCode
 
 from . import broker_io
@@ -308,12 +308,12 @@ async def _completing(admin: Admin, transactional_id: str) -> bool:
 async def _markers_written(sink: SinkOptions, transactional_ids: Iterable[str]) -> None:
     """Wait until no transaction of these ids is still having its markers written."""
     waiting = list(transactional_ids)
-    deadline = time.monotonic() + MARKERS_TIMEOUT_S
+    deadline = SYSTEM_CLOCK.monotonic() + MARKERS_TIMEOUT_S
     while waiting:
         waiting = [t for t in waiting
                    if await broker_io.admin_call(sink.bootstrap, partial(_completing, transactional_id=t))]
         if waiting:
-            if time.monotonic() > deadline:
+            if SYSTEM_CLOCK.monotonic() > deadline:
                 raise TimeoutError(f"transaction markers still being written after {MARKERS_TIMEOUT_S}s: {waiting}")
             await asyncio.sleep(0.01)
 
