@@ -51,6 +51,9 @@ class ClientInfo:
     endpoint: tuple[str, int]
     inter_broker: bool = False
     client_id: str | None = None
+    # Who is asking, in Kafka's "User:<name>" form: set by authentication (SASL or a client
+    # certificate) and read by the authorizer. ANONYMOUS until a listener authenticates.
+    principal: str = "User:ANONYMOUS"
     # Done once the latest produce request of this connection has appended: the next one appends
     # only after it (broker/apis/produce.py), whatever either waited for before appending.
     produce_appended: asyncio.Future[None] | None = None
