@@ -79,3 +79,22 @@ def test_two_members_share_and_one_takes_over_when_the_other_leaves(broker: Brok
         check.close()
     per_partition = Counter(p for _, p, _, _ in consumed)
     assert {tp.partition: tp.offset for tp in committed} == {p: per_partition[p] for p in range(PARTITIONS)}
+
+
+def test_a_regex_subscription_picks_up_a_topic_created_later(broker: BrokerProcess) -> None:
+    """librdkafka sends a `^`-subscription as SubscribedTopicRegex; the broker resolves it, and a
+    matching topic created while the member runs joins its assignment at a later heartbeat."""
+    prefix = unique_topic("kip848re")
+    first, second = f"{prefix}-a", f"{prefix}-b"
+    create_topic(broker.bootstrap, first, 2)
+    m = ProtocolConsumer(broker.bootstrap, f"g-{uuid.uuid4().hex[:8]}", [f"^{prefix}-.*"], "regex")
+    try:
+        wait_until(lambda: m.assignment() == {(first, 0), (first, 1)}, timeout=60,
+                   message=lambda: f"the first topic's partitions: {m.assignment()}")
+        create_topic(broker.bootstrap, second, 2)
+        produce(broker.bootstrap, second, make_messages(20, seed=5))
+        wait_until(lambda: {(first, 0), (first, 1), (second, 0), (second, 1)} == m.assignment() and m.count() >= 20,
+                   timeout=60, message=lambda: f"both topics, 20 records: {m.assignment()} {m.count()}")
+    finally:
+        m.close()
+    assert {t for t, _, _, _ in m.consumed} == {second}
