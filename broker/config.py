@@ -110,6 +110,11 @@ class BrokerConfig:
     offsets_retention_minutes: int = 10080
     offsets_retention_check_interval_ms: int = 600000
     offset_metadata_max_bytes: int = 4096
+    # KIP-848 consumer groups (ConsumerGroupHeartbeat): the broker sets their session and heartbeat
+    # interval, and computes their assignments with the first of these assignors a member asks for
+    group_consumer_session_timeout_ms: int = 45000
+    group_consumer_heartbeat_interval_ms: int = 5000
+    group_consumer_assignors: str = "uniform,range"
 
     message_max_bytes: int = 1048588
     socket_request_max_bytes: int = 100 * 1024 * 1024
@@ -166,6 +171,10 @@ class BrokerConfig:
             raise ConfigError("num_partitions", self.num_partitions, "must be at least 1")
         if self.flush_messages is not None and self.flush_messages < 1:
             raise ConfigError("flush_messages", self.flush_messages, "must be at least 1")
+        assignors = [a.strip() for a in self.group_consumer_assignors.split(",") if a.strip()]
+        if not assignors or any(a not in ("uniform", "range") for a in assignors):
+            raise ConfigError("group_consumer_assignors", self.group_consumer_assignors,
+                              "must list uniform and/or range, comma-separated")
         if self.log_format not in LOG_FORMATS:
             raise ConfigError("log_format", self.log_format, f"must be one of {', '.join(LOG_FORMATS)}")
         if self.log_level.lower() not in LOG_LEVELS:

@@ -21,6 +21,7 @@ from typing import Any
 from protocol.clock import SYSTEM_CLOCK, Clock
 from protocol.errors import ErrorCode
 from protocol.messages import partition_reassignments as pr
+from protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest, DescribedAssignment
 from protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsTopic
 from protocol.messages.create_topics import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
 from protocol.messages.delete_groups import DeleteGroupsRequest
@@ -521,12 +522,17 @@ class Admin:
         return out
 
     async def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
+        """Classic groups by DescribeGroups; a group it does not know as classic (GROUP_ID_NOT_FOUND,
+        as Kafka 4 answers for a KIP-848 consumer group) by ConsumerGroupDescribe."""
         out = {}
         for gid in group_ids:
             resp: DescribeGroupsResponse = await self._to_coordinator(
                 "DescribeGroups", gid, COORDINATOR_GROUP, DescribeGroupsRequest(groups=[gid]),
                 lambda r: r.groups[0].error_code)
             g = resp.groups[0]
+            if g.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+                out[gid] = await self._describe_consumer_group(gid)
+                continue
             if g.error_code:
                 raise error_from_code(g.error_code, f"group {gid}")
             members = []
@@ -541,6 +547,22 @@ class Admin:
                                                  assignment))
             out[gid] = GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data, tuple(members))
         return out
+
+    async def _describe_consumer_group(self, gid: str) -> GroupDescription:
+        resp = await self._to_coordinator("ConsumerGroupDescribe", gid, COORDINATOR_GROUP,
+                                          ConsumerGroupDescribeRequest(group_ids=[gid]),
+                                          lambda r: r.groups[0].error_code)
+        g = resp.groups[0]
+        if g.error_code:
+            raise error_from_code(g.error_code, f"group {gid}")
+
+        def tps(a: DescribedAssignment) -> tuple[TopicPartition, ...]:
+            return tuple(TopicPartition(t.topic_name, p) for t in a.topic_partitions for p in sorted(t.partitions))
+
+        members = tuple(MemberDescription(m.member_id, m.instance_id, m.client_id, m.client_host, tps(m.assignment),
+                                          m.member_epoch, tps(m.target_assignment)) for m in g.members)
+        return GroupDescription(g.group_id, g.group_state, "consumer", g.assignor_name, members, "consumer",
+                                g.group_epoch, g.assignment_epoch)
 
     async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, KafkaClientError | None]:
         """Delete empty groups and their offsets; per group None, or the error (NON_EMPTY_GROUP,

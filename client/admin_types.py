@@ -89,6 +89,8 @@ class MemberDescription:
     client_id: str
     client_host: str
     assignment: tuple[TopicPartition, ...]
+    member_epoch: int = -1  # a consumer group's (KIP-848); -1 for a classic group
+    target_assignment: tuple[TopicPartition, ...] = ()  # a consumer group's member is moving towards it
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +98,11 @@ class GroupDescription:
     group_id: str
     state: str
     protocol_type: str
-    protocol: str
+    protocol: str  # a classic group's protocol; a consumer group's server assignor
     members: tuple[MemberDescription, ...]
+    group_type: str = "classic"  # or "consumer" (KIP-848)
+    group_epoch: int = -1  # a consumer group's group and assignment epochs
+    assignment_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)

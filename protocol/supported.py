@@ -48,6 +48,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     61: (0, 0),   # DescribeProducers
     65: (0, 0),   # DescribeTransactions
     66: (0, 1),   # ListTransactions
+    68: (0, 1),   # ConsumerGroupHeartbeat (KIP-848; v1 adds regex subscriptions and is all librdkafka 2.16 sends)
+    69: (0, 0),   # ConsumerGroupDescribe (KIP-848)
     55: (0, 2),   # DescribeQuorum (the metadata quorum, also answered on the controller listener)
     75: (0, 0),   # DescribeTopicPartitions (KIP-966)
     93: (0, 0),   # GetReplicaLogInfo (KIP-966's unclean recovery; the controller asks, inter-broker listener only)
@@ -86,7 +88,7 @@ API_NAMES: dict[int, str] = {
     34: "AlterReplicaLogDirs", 35: "DescribeLogDirs",
     37: "CreatePartitions", 42: "DeleteGroups", 43: "ElectLeaders", 45: "AlterPartitionReassignments", 46: "ListPartitionReassignments", 44: "IncrementalAlterConfigs", 56: "AlterPartition",
     47: "OffsetDelete", 60: "DescribeCluster",
-    61: "DescribeProducers", 65: "DescribeTransactions", 66: "ListTransactions", 75: "DescribeTopicPartitions", 52: "Vote", 53: "BeginQuorumEpoch", 54: "EndQuorumEpoch",
+    61: "DescribeProducers", 65: "DescribeTransactions", 66: "ListTransactions", 68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe", 75: "DescribeTopicPartitions", 52: "Vote", 53: "BeginQuorumEpoch", 54: "EndQuorumEpoch",
     55: "DescribeQuorum", 59: "FetchSnapshot", 67: "AllocateProducerIds", 62: "BrokerRegistration",
     63: "BrokerHeartbeat", 73: "AssignReplicasToDirs", 93: "GetReplicaLogInfo",
 }

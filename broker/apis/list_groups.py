@@ -17,6 +17,6 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
     err, groups = ctx.groups.list_groups(req.states_filter if v >= 4 else None,
                                             req.types_filter if v >= 5 else None)
     return ListGroupsResponse(error_code=err, groups=[
-        ListedGroup(group_id=gid, protocol_type=ptype, group_state=state, group_type="classic")
-        for gid, ptype, state in groups
+        ListedGroup(group_id=gid, protocol_type=ptype, group_state=state, group_type=kind)
+        for gid, ptype, state, kind in groups
     ])

@@ -37,8 +37,8 @@ def _by_topic(offsets: list[FetchedOffset]) -> dict[str, list[FetchedOffset]]:
 
 
 def _fetch(ctx: BrokerContext, group_id: str, partitions: list[TopicPartition] | None,
-           require_stable: bool) -> tuple[int, list[FetchedOffset]]:
-    err, offsets = ctx.groups.fetch_offsets(group_id, partitions, require_stable)
+           require_stable: bool, member_id: str | None = None, member_epoch: int = -1) -> tuple[int, list[FetchedOffset]]:
+    err, offsets = ctx.groups.fetch_offsets(group_id, partitions, require_stable, member_id, member_epoch)
     if err and partitions is not None:
         offsets = [FetchedOffset(t, p, -1, -1, "", err) for t, p in partitions]
     return err, offsets
@@ -53,7 +53,8 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
         groups = []
         for g in req.groups:
             parts = None if g.topics is None else [TopicPartition(t.name, p) for t in g.topics for p in t.partition_indexes]
-            err, offsets = _fetch(ctx, g.group_id, parts, stable)
+            member = (g.member_id, g.member_epoch) if v >= 9 else (None, -1)  # a consumer group's member (KIP-848)
+            err, offsets = _fetch(ctx, g.group_id, parts, stable, *member)
             groups.append(OffsetFetchResponseGroup(group_id=g.group_id, error_code=err, topics=[] if err else [
                 OffsetFetchResponseTopics(name=name, partitions=[
                     OffsetFetchResponsePartitions(partition_index=o.partition, committed_offset=o.offset,

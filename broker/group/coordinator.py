@@ -29,8 +29,11 @@ from protocol.errors import ErrorCode, KafkaError
 from protocol.records import Record, build_batch, decode_batches
 
 from ..partition import AppendOrigin, Isolation, Partition, VerificationGuard
+from .assignors import TopicMeta
+from .consumer import ConsumerGroupSummary, ConsumerHeartbeat, HeartbeatResult
 from .model import (
     CommitPlan,
+    Effects,
     FetchedOffset,
     GroupSummary,
     JoinRequest,
@@ -69,6 +72,9 @@ def settings_from(cfg: BrokerConfig) -> Settings:
         offsets_retention_check_interval_ms=cfg.offsets_retention_check_interval_ms,
         offset_metadata_max_bytes=cfg.offset_metadata_max_bytes,
         max_group_size=cfg.group_max_size,
+        consumer_session_timeout_ms=cfg.group_consumer_session_timeout_ms,
+        consumer_heartbeat_interval_ms=cfg.group_consumer_heartbeat_interval_ms,
+        consumer_assignors=tuple(a.strip() for a in cfg.group_consumer_assignors.split(",") if a.strip()),
     )
 
 
@@ -78,7 +84,7 @@ class GroupCoordinator:
         self.cfg = cfg
         self.topics = topics
         self.clock = clock
-        self.sm = GroupStateMachine(settings_from(cfg), topics.exists, lease_held=lease_held)
+        self.sm = GroupStateMachine(settings_from(cfg), topics.exists, lease_held=lease_held, topics=self._topic_view)
         self._waiters: dict[int, asyncio.Future[JoinResult | SyncResult]] = {}
         self._tokens = itertools.count(1)
         self._wake = asyncio.Event()
@@ -86,6 +92,10 @@ class GroupCoordinator:
         self._load_task: asyncio.Task[None] | None = None
         self._loads: set[asyncio.Task[None]] = set()  # partitions whose leadership came here later
         self._commits: set[asyncio.Task[dict[TopicPartition, int]]] = set()  # see _commit_and_apply
+
+    def _topic_view(self) -> dict[str, TopicMeta]:
+        """The cluster's topics as KIP-848 assignments name them: id and partition count."""
+        return {name: (info.topic_id, len(info.partitions)) for name, info in self.topics.image.topics.items()}
 
     # ---- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -218,12 +228,15 @@ class GroupCoordinator:
         fx = self.sm.drain()
         if fx.writes:
             self._write(fx.writes)
+        self._deliver(fx)
+        return result
+
+    def _deliver(self, fx: Effects) -> None:
         for token, reply in fx.replies:
             fut = self._waiters.pop(token, None)
             if fut is not None and not fut.done():
                 fut.set_result(reply)
         self._wake.set()
-        return result
 
     def _write(self, writes: list[Write], *, producer_id: int = -1, producer_epoch: int = -1,
                guard: VerificationGuard | None = None
@@ -314,6 +327,34 @@ class GroupCoordinator:
         finally:
             self._waiters.pop(token, None)
 
+    async def consumer_heartbeat(self, req: ConsumerHeartbeat) -> HeartbeatResult:
+        """A KIP-848 heartbeat is answered once the records it caused are on the in-sync replicas,
+        as Kafka's coordinator answers: a member must not act on an epoch or an assignment that a
+        coordinator move could take back."""
+        await self.ensure_topic()
+        result = self.sm.consumer_heartbeat(req, Now.of(self.clock))
+        fx = self.sm.drain()
+        try:
+            _, written = self._write(fx.writes) if fx.writes else (-1, [])
+        except KafkaError as e:
+            log.warning("writing a consumer group's records failed", group=req.group_id, error=e.code.name)
+            written, result = [], HeartbeatResult(ErrorCode.NOT_COORDINATOR if e.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+                                                  else ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        finally:
+            fx.writes = []
+            self._deliver(fx)
+        for partition, end, flush in written:
+            if flush is not None:
+                await flush
+            code = await partition.replicated(end, COMMIT_TIMEOUT_S)
+            if code:
+                log.warning("a consumer group's records were not replicated", group=req.group_id, error=code)
+                return HeartbeatResult(ErrorCode.NOT_COORDINATOR)
+        return result
+
+    def describe_consumer_group(self, group_id: str) -> tuple[int, ConsumerGroupSummary | None]:
+        return self.sm.describe_consumer_group(group_id)
+
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int) -> int:
         return self._apply(self.sm.heartbeat(group_id, member_id, group_instance_id, generation, Now.of(self.clock)))
 
@@ -341,14 +382,15 @@ class GroupCoordinator:
         task.add_done_callback(self._commits.discard)
         return asyncio.shield(task)
 
-    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None,
-                      require_stable: bool) -> tuple[int, list[FetchedOffset]]:
-        return self.sm.fetch_offsets(group_id, partitions, require_stable)
+    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool,
+                      member_id: str | None = None, member_epoch: int = -1) -> tuple[int, list[FetchedOffset]]:
+        return self.sm.fetch_offsets(group_id, partitions, require_stable, member_id, member_epoch)
 
     def describe_group(self, group_id: str) -> tuple[int, GroupSummary]:
         return self.sm.describe_group(group_id)
 
-    def list_groups(self, states: list[str] | None, types: list[str] | None) -> tuple[int, list[tuple[str, str, str]]]:
+    def list_groups(self, states: list[str] | None,
+                    types: list[str] | None) -> tuple[int, list[tuple[str, str, str, str]]]:
         return self.sm.list_groups(states, types)
 
     def delete_groups(self, group_ids: list[str]) -> dict[str, int]:

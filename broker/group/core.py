@@ -36,6 +36,10 @@ class Settings:
     offsets_retention_check_interval_ms: int = 600000
     offset_metadata_max_bytes: int = 4096
     max_group_size: int = 2_147_483_647  # Kafka's group.max.size; its default is Integer.MAX_VALUE
+    # KIP-848 consumer groups: the session and heartbeat interval are the broker's, not the client's
+    consumer_session_timeout_ms: int = 45000
+    consumer_heartbeat_interval_ms: int = 5000
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
 
 
 class Timers:

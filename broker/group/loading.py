@@ -7,6 +7,8 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from . import records as rec
+from .consumer_loading import ConsumerLoad, build
+from .consumer_loading import load_record as load_consumer_record
 from .core import GroupTable
 from .model import Group, Loading, Member, Now, OffsetEntry, TopicPartition
 
@@ -27,13 +29,23 @@ class PendingOffsets(Protocol):
     def restore_pending(self, g: Group, producer_id: int, offsets: dict[TopicPartition, OffsetEntry]) -> None: ...
 
 
+class ConsumerSessions(Protocol):
+    """What loading needs of the KIP-848 part: the members of consumer groups read back
+    (consumer.ConsumerGroups)."""
+
+    def resume(self, g: Group, now: Now) -> None: ...
+
+
 class PartitionLoading:
     """Ownership of `__consumer_offsets` partitions and replaying them."""
 
-    def __init__(self, table: GroupTable, sessions: Sessions, pending: PendingOffsets) -> None:
+    def __init__(self, table: GroupTable, sessions: Sessions, pending: PendingOffsets,
+                 consumer_sessions: ConsumerSessions) -> None:
         self.t = table
         self._sessions = sessions
         self._pending = pending
+        self._consumer_sessions = consumer_sessions
+        self._consumer: dict[int, dict[str, ConsumerLoad]] = {}  # partition -> KIP-848 groups read so far
 
     def own_partitions(self, partitions: Iterable[int], now: Now) -> None:
         """Take over partitions that have nothing to load (the topic was just created)."""
@@ -45,6 +57,7 @@ class PartitionLoading:
         parked in a join or sync are told NOT_COORDINATOR so they find the new coordinator."""
         self.t.owned.discard(partition)
         self.t.loading.pop(partition, None)
+        self._consumer.pop(partition, None)
         for gid in [gid for gid, g in self.t.groups.items() if g.partition == partition]:
             self._sessions.unloaded(self.t.groups.pop(gid))
 
@@ -52,6 +65,7 @@ class PartitionLoading:
         """Start reading the partition back for the election of `coordinator_epoch`; a load of an
         earlier election that is still reading is superseded (see `loads`)."""
         self.t.loading[partition] = Loading(coordinator_epoch)
+        self._consumer[partition] = {}
 
     def loads(self, partition: int, coordinator_epoch: int) -> bool:
         """Is the load of `coordinator_epoch` still the partition's current one? A load whose
@@ -71,6 +85,9 @@ class PartitionLoading:
         k = rec.decode_key(key)
         if isinstance(k, rec.GroupKey):
             ld.groups[k.group] = None if value is None else rec.decode_group_value(value)
+            return
+        if isinstance(k, rec.ConsumerKey):
+            load_consumer_record(self._consumer.setdefault(partition, {}), k, value)
             return
         tp = TopicPartition(k.topic, k.partition)
         entry = None
@@ -104,14 +121,18 @@ class PartitionLoading:
     def finish_loading(self, partition: int, now: Now) -> None:
         """Turn what was read into live groups; those with members resume (Sessions.resume)."""
         ld = self.t.loading.pop(partition)
-        for gid in set(ld.groups) | set(ld.offsets):
+        consumer = {gid: cg for gid, cl in self._consumer.pop(partition, {}).items() if (cg := build(cl)) is not None}
+        for gid in set(ld.groups) | set(ld.offsets) | set(consumer):
             value = ld.groups.get(gid)
             offsets = {tp: e for tp, e in ld.offsets.get(gid, {}).items() if e is not None}
-            if value is None and not offsets:
+            if value is None and not offsets and gid not in consumer:
                 continue
             g = Group(gid, partition, state_timestamp=now.wall)
             g.offsets = offsets
-            if value is not None:
+            if gid in consumer:
+                g.consumer = consumer[gid]
+                self._consumer_sessions.resume(g, now)
+            elif value is not None:
                 g.protocol_type = value.protocol_type or None
                 g.generation = value.generation
                 g.protocol_name = value.protocol_name

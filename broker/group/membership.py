@@ -520,6 +520,9 @@ class Membership:
             return E.UNKNOWN_MEMBER_ID
         return E.ILLEGAL_GENERATION if 0 <= generation != g.generation else 0
 
+    def fetch_error(self, g: Group, member_id: str | None, member_epoch: int) -> int:
+        return 0  # a classic group's OffsetFetch names no member (Kafka ignores v9's fields for it)
+
     def resume(self, g: Group, now: Now) -> None:
         """A group read back with members is Stable again, and they must heartbeat within a session
         timeout, as after a coordinator move in Kafka."""

@@ -13,6 +13,7 @@ from protocol.clock import Clock
 from protocol.topic_partition import TopicPartition
 
 from . import records as rec
+from .consumer_model import ConsumerGroupData
 from .subscriptions import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 
 
@@ -112,6 +113,9 @@ class Group:
     in_initial_delay: bool = False
     initial_delay_remaining: int = 0
     new_member_added: bool = False
+    # set: a KIP-848 consumer group (consumer.py), whose members are there and not in `members`;
+    # `state` is then Empty or Stable only, for the offsets' rules (retention, deletion)
+    consumer: ConsumerGroupData | None = None
 
     def rebalance_timeout(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)

@@ -23,6 +23,10 @@ class MemberChecks(Protocol):
     def txn_commit_error(self, group_id: str, member_id: str, group_instance_id: str | None,
                          generation: int) -> int: ...
 
+    def fetch_error(self, g: Group, member_id: str | None, member_epoch: int) -> int: ...
+
+    def tombstones(self, g: Group) -> list[rec.Key]: ...
+
 
 class Offsets:
     """What is committed, pending in a transaction, fetched, expired and deleted."""
@@ -140,14 +144,19 @@ class Offsets:
             del self._txn_groups[producer_id]
 
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None,
-                      require_stable: bool) -> tuple[int, list[FetchedOffset]]:
-        """(group error, offsets). partitions None = every partition the group has an offset for."""
+                      require_stable: bool, member_id: str | None = None,
+                      member_epoch: int = -1) -> tuple[int, list[FetchedOffset]]:
+        """(group error, offsets). partitions None = every partition the group has an offset for.
+        A member of a consumer group (OffsetFetch v9) must give its current member epoch."""
         err = self.t.coordinator_error(group_id)
         if err:
             return err, []
         g = self.t.groups.get(group_id)
         if g is None or g.state is DEAD:
             return 0, [FetchedOffset(t, p, NO_OFFSET, -1, "", 0) for t, p in partitions or []]
+        err = self._members.fetch_error(g, member_id, member_epoch)
+        if err:
+            return err, []
         if partitions is None:
             partitions = sorted(g.offsets)
         out = []
@@ -238,7 +247,8 @@ class Offsets:
         for pid in g.txn_pending:
             self._unindex(pid, g.group_id)
         g.txn_pending.clear()
-        self.t.write(g.partition, rec.GroupKey(g.group_id), None)
+        for key in self._members.tombstones(g):
+            self.t.write(g.partition, key, None)
         del self.t.groups[g.group_id]
 
     def restore_pending(self, g: Group, producer_id: int, offsets: dict[TopicPartition, OffsetEntry]) -> None:

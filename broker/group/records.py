@@ -3,8 +3,10 @@
 The schemas (OffsetCommitKey/Value, GroupMetadataKey/Value) are declared in
 protocol/messages/coordinator_records.py with every other Kafka message; this module chooses the
 versions Kafka 3.x/4.x write and turns them into the small dataclasses the group state machines use.
-The key's version says what the record is: 0 or 1 an offset commit, 2 a group's metadata. A record
-with a null value is a tombstone (the offset or group is gone; compaction may drop the key).
+The key's version says what the record is: 0 or 1 an offset commit, 2 a classic group's metadata,
+3 to 8 the records of a KIP-848 consumer group (ConsumerKey; their values are the schema objects
+themselves, read and written by consumer.py). A record with a null value is a tombstone (the offset
+or group is gone; compaction may drop the key).
 
 Versions written, as Kafka's group coordinator chooses them: offset key 1, offset value 3 (or 1
 when the commit carries an explicit expire timestamp, which only v1 can hold), group key 2, group
@@ -16,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
+from protocol.messages import coordinator_records as cr
 from protocol.messages.coordinator_records import (
     GROUP_METADATA_KEY_VERSION,
     OFFSET_COMMIT_KEY_VERSIONS,
@@ -83,13 +86,74 @@ class GroupValue:
     members: tuple[MemberValue, ...] = field(default=())
 
 
-Key = OffsetKey | GroupKey
+@dataclass(frozen=True, slots=True)
+class ConsumerKey:
+    """A consumer group's record: `kind` is the key version (CONSUMER_* below), `member` empty for the
+    group-wide kinds."""
+
+    kind: int
+    group: str
+    member: str = ""
+
+
+CONSUMER_GROUP = cr.CONSUMER_GROUP_METADATA_KEY_VERSION
+CONSUMER_PARTITIONS = cr.CONSUMER_GROUP_PARTITION_METADATA_KEY_VERSION
+CONSUMER_MEMBER = cr.CONSUMER_GROUP_MEMBER_METADATA_KEY_VERSION
+CONSUMER_TARGET = cr.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY_VERSION
+CONSUMER_TARGET_MEMBER = cr.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY_VERSION
+CONSUMER_CURRENT = cr.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY_VERSION
+_CONSUMER_KEYS: dict[int, type[cr._Record]] = {
+    CONSUMER_GROUP: cr.ConsumerGroupMetadataKey, CONSUMER_PARTITIONS: cr.ConsumerGroupPartitionMetadataKey,
+    CONSUMER_MEMBER: cr.ConsumerGroupMemberMetadataKey, CONSUMER_TARGET: cr.ConsumerGroupTargetAssignmentMetadataKey,
+    CONSUMER_TARGET_MEMBER: cr.ConsumerGroupTargetAssignmentMemberKey,
+    CONSUMER_CURRENT: cr.ConsumerGroupCurrentMemberAssignmentKey,
+}
+_MEMBER_KINDS = (CONSUMER_MEMBER, CONSUMER_TARGET_MEMBER, CONSUMER_CURRENT)
+CONSUMER_VALUES: dict[int, type[cr._Record]] = {
+    CONSUMER_GROUP: cr.ConsumerGroupMetadataValue, CONSUMER_PARTITIONS: cr.ConsumerGroupPartitionMetadataValue,
+    CONSUMER_MEMBER: cr.ConsumerGroupMemberMetadataValue,
+    CONSUMER_TARGET: cr.ConsumerGroupTargetAssignmentMetadataValue,
+    CONSUMER_TARGET_MEMBER: cr.ConsumerGroupTargetAssignmentMemberValue,
+    CONSUMER_CURRENT: cr.ConsumerGroupCurrentMemberAssignmentValue,
+}
+CONSUMER_VALUE_VERSION: Final = 0
+
+
+def consumer_group_keys(group: str) -> list[ConsumerKey]:
+    """The group-wide records of a consumer group, in the order Kafka tombstones them when the
+    group goes (its members' records go first, as each member leaves)."""
+    return [ConsumerKey(CONSUMER_TARGET, group), ConsumerKey(CONSUMER_PARTITIONS, group),
+            ConsumerKey(CONSUMER_GROUP, group)]
+
+
+def consumer_member_keys(group: str, member: str) -> list[ConsumerKey]:
+    """A member's records, in the order Kafka tombstones them when it leaves."""
+    return [ConsumerKey(CONSUMER_CURRENT, group, member), ConsumerKey(CONSUMER_TARGET_MEMBER, group, member),
+            ConsumerKey(CONSUMER_MEMBER, group, member)]
+
+
+def encode_consumer_value(value: cr._Record) -> bytes:
+    return version_prefixed(value, CONSUMER_VALUE_VERSION)
+
+
+def decode_consumer_value(kind: int, data: bytes) -> cr._Record:
+    try:
+        return read_version_prefixed(CONSUMER_VALUES[kind], data)[1]
+    except (DecodeError, UnicodeDecodeError) as e:
+        raise RecordFormatError(f"malformed consumer group record (key version {kind}): {e}") from e
+
+
+Key = OffsetKey | GroupKey | ConsumerKey
 
 
 def encode_key(key: Key) -> bytes:
     if isinstance(key, OffsetKey):
         return version_prefixed(OffsetCommitKey(group=key.group, topic=key.topic, partition=key.partition),
                                 OFFSET_KEY_VERSION)
+    if isinstance(key, ConsumerKey):
+        cls = _CONSUMER_KEYS[key.kind]
+        fields = {"group_id": key.group, "member_id": key.member} if key.kind in _MEMBER_KINDS else {"group_id": key.group}
+        return version_prefixed(cls(**fields), key.kind)
     return version_prefixed(GroupMetadataKey(group=key.group), GROUP_METADATA_KEY_VERSION)
 
 
@@ -101,9 +165,12 @@ def decode_key(data: bytes) -> Key:
             return OffsetKey(_text(k.group), _text(k.topic), k.partition)
         if version == GROUP_METADATA_KEY_VERSION:
             return GroupKey(_text(read_version_prefixed(GroupMetadataKey, data)[1].group))
+        if version in _CONSUMER_KEYS:
+            ck = read_version_prefixed(_CONSUMER_KEYS[version], data)[1]
+            return ConsumerKey(version, _text(getattr(ck, "group_id", None)), _text(getattr(ck, "member_id", "")))
     except (DecodeError, UnicodeDecodeError) as e:
         raise RecordFormatError(f"malformed key: {e}") from e
-    raise RecordFormatError(f"unknown key version {version} (3+ are consumer-protocol records Ketch does not use)")
+    raise RecordFormatError(f"unknown key version {version} (9+: share and streams groups, which Ketch does not have)")
 
 
 def encode_offset_value(v: OffsetValue) -> bytes:

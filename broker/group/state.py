@@ -15,16 +15,23 @@ The rules are Kafka's classic group protocol (see docs/groups.md for the walk-th
 * CompletingRebalance -> Stable when the leader's SyncGroup assignment is stored; members that
   never send SyncGroup within the rebalance timeout are dropped and the group rebalances again.
 * Any member that stops heartbeating for its session timeout is dropped.
+
+KIP-848 consumer groups (ConsumerGroupHeartbeat) are consumer.py's, over the same table: a group is
+one or the other (Group.consumer), and an empty one turns into the other kind when a member of the
+other protocol joins.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
+from . import records as rec
+from .assignors import TopicMeta
+from .consumer import TIMER_KINDS, ConsumerGroups, ConsumerGroupSummary, ConsumerHeartbeat, HeartbeatResult
 from .core import DEAD, EXPIRE, STABLE, E, GroupTable, Settings
 from .loading import PartitionLoading
 from .membership import Membership
-from .model import GroupSummary, MemberSummary, Now
+from .model import Group, GroupSummary, JoinRequest, JoinResult, MemberSummary, Now
 from .offsets import Offsets
 
 __all__ = ["GROUP_OPERATIONS", "GroupStateMachine", "Settings"]
@@ -38,16 +45,18 @@ class GroupStateMachine:
 
     def __init__(self, settings: Settings, partition_exists: Callable[[str, int], bool],
                  new_member_id: Callable[[str], str] | None = None,
-                 lease_held: Callable[[], bool] = lambda: True) -> None:
+                 lease_held: Callable[[], bool] = lambda: True,
+                 topics: Callable[[], Mapping[str, TopicMeta]] = dict) -> None:
         self.table = t = GroupTable(settings, lease_held)
         self.membership = m = Membership(t, new_member_id)
-        self.offsets = o = Offsets(t, m, partition_exists)
-        self.loader = ld = PartitionLoading(t, m, o)
+        self.consumer = c = ConsumerGroups(t, topics, None if new_member_id is None else lambda: new_member_id(""))
+        checks = _MemberChecks(t, m, c)
+        self.offsets = o = Offsets(t, checks, partition_exists)
+        self.loader = ld = PartitionLoading(t, m, o, c)
         self.groups, self.owned, self.loading = t.groups, t.owned, t.loading  # the table's, for reading
         self.partition_for, self.coordinator_error, self.drain = t.partition_for, t.coordinator_error, t.drain
         self.next_deadline = t.timers.next_deadline
-        self.join_group, self.sync_group, self.heartbeat, self.leave_group = (
-            m.join_group, m.sync_group, m.heartbeat, m.leave_group)
+        self.sync_group, self.heartbeat, self.leave_group = m.sync_group, m.heartbeat, m.leave_group
         self.commit_offsets, self.prepare_txn_offsets, self.offsets_written, self.txn_offsets_failed = (
             o.commit_offsets, o.prepare_txn_offsets, o.offsets_written, o.txn_offsets_failed)
         self.complete_txn, self.fetch_offsets, self.expire_offsets = o.complete_txn, o.fetch_offsets, o.expire_offsets
@@ -55,6 +64,19 @@ class GroupStateMachine:
         self.own_partitions, self.unload_partition, self.begin_loading, self.loads = (
             ld.own_partitions, ld.unload_partition, ld.begin_loading, ld.loads)
         self.load_record, self.load_marker, self.finish_loading = ld.load_record, ld.load_marker, ld.finish_loading
+
+    def join_group(self, token: int, req: JoinRequest, now: Now) -> None:
+        """A classic JoinGroup; an empty consumer group becomes classic for it first."""
+        if not self.consumer.yield_to_classic(req.group_id, now):
+            self.table.reply(token, JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id))
+            return
+        self.membership.join_group(token, req, now)
+
+    def consumer_heartbeat(self, req: ConsumerHeartbeat, now: Now) -> HeartbeatResult:
+        return self.consumer.heartbeat(req, now)
+
+    def describe_consumer_group(self, group_id: str) -> tuple[int, ConsumerGroupSummary | None]:
+        return self.consumer.describe(group_id)
 
     @property
     def active(self) -> bool:
@@ -71,6 +93,8 @@ class GroupStateMachine:
             if key == EXPIRE:
                 self.offsets.expire_offsets(now)
                 self.table.check_retention(now)
+            elif key[0] in TIMER_KINDS:
+                self.consumer.on_timer(key, now)
             else:
                 self.membership.on_timer(key, now)
 
@@ -82,6 +106,8 @@ class GroupStateMachine:
         g = self.table.groups.get(group_id)
         if g is None:
             return 0, dead
+        if g.consumer is not None:  # Kafka 4: DescribeGroups is for classic groups, ConsumerGroupDescribe for these
+            return E.GROUP_ID_NOT_FOUND, GroupSummary(group_id, DEAD.value, "", "", ())
         stable = g.state is STABLE
         members = tuple(
             MemberSummary(m.member_id, m.group_instance_id, m.client_id, m.client_host,
@@ -91,19 +117,49 @@ class GroupStateMachine:
                                (g.protocol_name or "") if stable else "", members)
 
     def list_groups(self, states: list[str] | None = None,
-                    types: list[str] | None = None) -> tuple[int, list[tuple[str, str, str]]]:
-        """(error, [(group id, protocol type, state)]). Every group here is a classic group."""
+                    types: list[str] | None = None) -> tuple[int, list[tuple[str, str, str, str]]]:
+        """(error, [(group id, protocol type, state, group type)]): group type "classic" or "consumer"."""
         err = 0 if self.table.active else E.COORDINATOR_NOT_AVAILABLE
         if self.table.loading:
             err = E.COORDINATOR_LOAD_IN_PROGRESS
         want_states = {s.lower() for s in states or []}
-        if types and "classic" not in {t.lower() for t in types}:
-            return err, []
+        want_types = {t.lower() for t in types or []}
         out = []
         for g in self.table.groups.values():
             if g.state is DEAD or g.partition not in self.table.owned:
                 continue
-            if want_states and g.state.value.lower() not in want_states:
+            kind, state = ("consumer", g.consumer.state()) if g.consumer is not None else ("classic", g.state.value)
+            if (want_states and state.lower() not in want_states) or (want_types and kind not in want_types):
                 continue
-            out.append((g.group_id, g.protocol_type or "", g.state.value))
+            out.append((g.group_id, g.protocol_type or "", state, kind))
         return err, out
+
+
+class _MemberChecks:
+    """The member checks of offset commits and fetches, by the kind of the group (offsets.MemberChecks)."""
+
+    def __init__(self, table: GroupTable, classic: Membership, consumer: ConsumerGroups) -> None:
+        self.t, self._classic, self._consumer = table, classic, consumer
+
+    def _consumer_group(self, group_id: str) -> Group | None:
+        g = self.t.groups.get(group_id)
+        return g if g is not None and g.consumer is not None and not self.t.coordinator_error(group_id) else None
+
+    def commit_error(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
+                     now: Now) -> int:
+        g = self._consumer_group(group_id)
+        if g is not None:
+            return self._consumer.commit_error(g, member_id, generation, transactional=False)
+        return self._classic.commit_error(group_id, member_id, group_instance_id, generation, now)
+
+    def txn_commit_error(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int) -> int:
+        g = self._consumer_group(group_id)
+        if g is not None:
+            return self._consumer.commit_error(g, member_id, generation, transactional=True)
+        return self._classic.txn_commit_error(group_id, member_id, group_instance_id, generation)
+
+    def fetch_error(self, g: Group, member_id: str | None, member_epoch: int) -> int:
+        return self._consumer.fetch_error(g, member_id, member_epoch) if g.consumer is not None else 0
+
+    def tombstones(self, g: Group) -> list[rec.Key]:
+        return self._consumer.tombstones(g)

@@ -36,10 +36,20 @@ async def _describe(admin: Admin, args: argparse.Namespace) -> None:
     except KafkaClientError as e:
         raise CommandError(f"describing {args.group!r}: {e}") from None
     ends = await _ends(admin, sorted(committed))
+    def parts(tps: tuple[TopicPartition, ...]) -> str:
+        return ",".join(f"{tp.topic}-{tp.partition}" for tp in tps)
+
+    consumer = g.group_type == "consumer"
     d: dict[str, Any] = {
-        "group": g.group_id, "state": g.state, "protocol_type": g.protocol_type, "protocol": g.protocol,
+        "group": g.group_id, "type": g.group_type, "state": g.state, "protocol_type": g.protocol_type,
+        "protocol": g.protocol,
+        # a consumer group's (KIP-848) epochs; the member epoch and target show where a rebalance stands
+        **({"group_epoch": g.group_epoch, "assignment_epoch": g.assignment_epoch} if consumer else {}),
         "members": [{"member_id": m.member_id, "instance_id": m.group_instance_id, "client_id": m.client_id,
-                     "host": m.client_host} for m in g.members],
+                     "host": m.client_host,
+                     **({"epoch": m.member_epoch} if consumer else {}),
+                     "assignment": parts(m.assignment),
+                     **({"target": parts(m.target_assignment)} if consumer else {})} for m in g.members],
         # end and lag -1: unknown (the partition is gone or has no leader)
         "offsets": [{"topic": tp.topic, "partition": tp.partition, "committed": off, "end": ends.get(tp, -1),
                      "lag": max(ends[tp] - off, 0) if tp in ends else -1} for tp, off in sorted(committed.items())],
@@ -47,7 +57,11 @@ async def _describe(admin: Admin, args: argparse.Namespace) -> None:
     if args.json:
         print_rows([d], True)
         return
-    print(f"group {d['group']}  state {d['state']}  protocol {d['protocol_type']}/{d['protocol']}")
+    if consumer:
+        print(f"group {d['group']}  type consumer  state {d['state']}  assignor {d['protocol']}  "
+              f"epoch {d['group_epoch']}  assignment epoch {d['assignment_epoch']}")
+    else:
+        print(f"group {d['group']}  type classic  state {d['state']}  protocol {d['protocol_type']}/{d['protocol']}")
     print_rows(d["members"], False)
     print_rows(d["offsets"], False)
 

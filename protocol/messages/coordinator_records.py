@@ -8,20 +8,44 @@ Kafka's own dump tools read these topics directly; keeping Kafka's layout is wha
 
 On disk, a key and a value are each an int16 version followed by the struct at that version
 (`version_prefixed` / `read_version_prefixed`). The key's version tells the kind of record in
-`__consumer_offsets`: 0 and 1 an offset commit, 2 a group's metadata (3+ are the KIP-848
-consumer-group records Ketch does not write). A null value is a tombstone.
+`__consumer_offsets`: 0 and 1 an offset commit, 2 a classic group's metadata, 3 to 8 the records of
+a KIP-848 consumer group (ConsumerGroupMetadata, ConsumerGroupPartitionMetadata,
+ConsumerGroupMemberMetadata, ConsumerGroupTargetAssignmentMetadata, ConsumerGroupTargetAssignmentMember,
+ConsumerGroupCurrentMemberAssignment, from Kafka's group-coordinator message definitions). A null
+value is a tombstone.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import TypeVar
 
 from ..primitives import DecodeError, Reader, Writer
-from ..schema import BYTES, INT8, INT16, INT32, INT64, STRING, Array, Message, Struct, f, schema
+from ..schema import (
+    BYTES,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    STRING,
+    UUID,
+    Array,
+    Message,
+    NullableStruct,
+    Struct,
+    f,
+    schema,
+)
 
 # __consumer_offsets key versions (the kind of record).
 OFFSET_COMMIT_KEY_VERSIONS = (0, 1)
 GROUP_METADATA_KEY_VERSION = 2
+CONSUMER_GROUP_METADATA_KEY_VERSION = 3
+CONSUMER_GROUP_PARTITION_METADATA_KEY_VERSION = 4
+CONSUMER_GROUP_MEMBER_METADATA_KEY_VERSION = 5
+CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY_VERSION = 6
+CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY_VERSION = 7
+CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY_VERSION = 8
 
 M = TypeVar("M", bound=Message)
 
@@ -121,6 +145,144 @@ class TransactionLogValue(_Record):
     transaction_start_timestamp_ms: int = f(INT64)
     client_transaction_version: int = f(INT16, "none", tag=2, tagged="1+", default=0)
     next_producer_epoch: int = f(INT16, "none", tag=3, tagged="1+", default=-1)
+
+
+# ---- KIP-848 consumer groups: keys (the group, or the group and a member) and values (all version 0)
+
+
+@schema
+class ConsumerGroupMetadataKey(_Record):
+    VERSIONS = (3, 3)
+    FLEXIBLE = None
+    group_id: str = f(STRING, "3")
+
+
+@schema
+class ConsumerGroupPartitionMetadataKey(_Record):
+    VERSIONS = (4, 4)
+    FLEXIBLE = None
+    group_id: str = f(STRING, "4")
+
+
+@schema
+class ConsumerGroupMemberMetadataKey(_Record):
+    VERSIONS = (5, 5)
+    FLEXIBLE = None
+    group_id: str = f(STRING, "5")
+    member_id: str = f(STRING, "5")
+
+
+@schema
+class ConsumerGroupTargetAssignmentMetadataKey(_Record):
+    VERSIONS = (6, 6)
+    FLEXIBLE = None
+    group_id: str = f(STRING, "6")
+
+
+@schema
+class ConsumerGroupTargetAssignmentMemberKey(_Record):
+    VERSIONS = (7, 7)
+    FLEXIBLE = None
+    group_id: str = f(STRING, "7")
+    member_id: str = f(STRING, "7")
+
+
+@schema
+class ConsumerGroupCurrentMemberAssignmentKey(_Record):
+    VERSIONS = (8, 8)
+    FLEXIBLE = None
+    group_id: str = f(STRING, "8")
+    member_id: str = f(STRING, "8")
+
+
+@schema
+class ConsumerGroupMetadataValue(_Record):
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    epoch: int = f(INT32)
+
+
+@schema
+class PartitionRacks(Struct):
+    partition: int = f(INT32)
+    racks: list[str] = f(Array(STRING))
+
+
+@schema
+class TopicMetadata(Struct):
+    topic_id: uuid.UUID = f(UUID)
+    topic_name: str = f(STRING)
+    num_partitions: int = f(INT32)
+    partition_metadata: list[PartitionRacks] = f(Array(PartitionRacks))
+
+
+@schema
+class ConsumerGroupPartitionMetadataValue(_Record):
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    topics: list[TopicMetadata] = f(Array(TopicMetadata))
+
+
+@schema
+class ClassicProtocol(Struct):
+    name: str = f(STRING)
+    metadata: bytes = f(BYTES)
+
+
+@schema
+class ClassicMemberMetadata(Struct):
+    session_timeout_ms: int = f(INT32)
+    supported_protocols: list[ClassicProtocol] = f(Array(ClassicProtocol))
+
+
+@schema
+class ConsumerGroupMemberMetadataValue(_Record):
+    """ClassicMemberMetadata (tag 0) is for classic members of a consumer group (online upgrade),
+    which Ketch does not have: read and ignored."""
+
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    instance_id: str | None = f(STRING, default=None)
+    rack_id: str | None = f(STRING, default=None)
+    client_id: str = f(STRING)
+    client_host: str = f(STRING)
+    subscribed_topic_names: list[str] = f(Array(STRING))
+    subscribed_topic_regex: str | None = f(STRING, default=None)
+    rebalance_timeout_ms: int = f(INT32, default=-1)
+    server_assignor: str | None = f(STRING, default=None)
+    classic_member_metadata: ClassicMemberMetadata | None = f(NullableStruct(ClassicMemberMetadata), "0+", tag=0,
+                                                              tagged="0+", default=None)
+
+
+@schema
+class ConsumerTopicPartitions(Struct):
+    topic_id: uuid.UUID = f(UUID)
+    partitions: list[int] = f(Array(INT32))
+
+
+@schema
+class ConsumerGroupTargetAssignmentMetadataValue(_Record):
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    assignment_epoch: int = f(INT32)
+
+
+@schema
+class ConsumerGroupTargetAssignmentMemberValue(_Record):
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    topic_partitions: list[ConsumerTopicPartitions] = f(Array(ConsumerTopicPartitions))
+
+
+@schema
+class ConsumerGroupCurrentMemberAssignmentValue(_Record):
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    member_epoch: int = f(INT32)
+    previous_member_epoch: int = f(INT32)
+    state: int = f(INT8)
+    assigned_partitions: list[ConsumerTopicPartitions] = f(Array(ConsumerTopicPartitions))
+    partitions_pending_revocation: list[ConsumerTopicPartitions] = f(Array(ConsumerTopicPartitions))
 
 
 def version_prefixed(msg: Message, version: int) -> bytes:

@@ -15,6 +15,8 @@ from . import (
     begin_quorum_epoch,
     broker_heartbeat,
     broker_registration,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_partitions,
     create_topics,
     delete_groups,
@@ -113,6 +115,8 @@ _PAIRS: tuple[tuple[type[Message], type[Message]], ...] = (
     (describe_cluster.DescribeClusterRequest, describe_cluster.DescribeClusterResponse),
     (offset_delete.OffsetDeleteRequest, offset_delete.OffsetDeleteResponse),
     (get_replica_log_info.GetReplicaLogInfoRequest, get_replica_log_info.GetReplicaLogInfoResponse),
+    (consumer_group_heartbeat.ConsumerGroupHeartbeatRequest, consumer_group_heartbeat.ConsumerGroupHeartbeatResponse),
+    (consumer_group_describe.ConsumerGroupDescribeRequest, consumer_group_describe.ConsumerGroupDescribeResponse),
 )
 
 REQUESTS: dict[int, type[Message]] = {req.API_KEY: req for req, _ in _PAIRS}

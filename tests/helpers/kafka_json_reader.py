@@ -1,7 +1,8 @@
 """An independent reader of Kafka's internal-topic records, written from the JSON definitions.
 
 It interprets field lists transcribed from Kafka's OffsetCommitKey/Value.json,
-GroupMetadataKey/Value.json and TransactionLogKey/Value.json and shares no code with protocol/,
+GroupMetadataKey/Value.json, the ConsumerGroup*Key/Value.json of KIP-848 and
+TransactionLogKey/Value.json and shares no code with protocol/,
 so a test that decodes Ketch's bytes with it checks Ketch against Kafka's definitions, not
 against itself.
 """
@@ -45,6 +46,30 @@ DEFS: dict[str, tuple[str | None, list[F]]] = {  # name -> (flexibleVersions, fi
         fld("ClientTransactionVersion", "int16", "none", tag=2, tagged="1+"),
         # KIP-939's addition on Kafka's trunk (the 4.0 JSON stops at tag 2)
         fld("NextProducerEpoch", "int16", "none", tag=3, tagged="1+")]),
+    # KIP-848 consumer groups (group-coordinator/src/main/resources/common/message/ConsumerGroup*.json)
+    "ConsumerGroupMetadataKey": (None, [fld("GroupId", "string", "3")]),
+    "ConsumerGroupMetadataValue": ("0+", [fld("Epoch", "int32")]),
+    "ConsumerGroupPartitionMetadataKey": (None, [fld("GroupId", "string", "4")]),
+    "ConsumerGroupPartitionMetadataValue": ("0+", [fld("Topics", "[]", fields=[
+        fld("TopicId", "uuid"), fld("TopicName", "string"), fld("NumPartitions", "int32"),
+        fld("PartitionMetadata", "[]", fields=[fld("Partition", "int32"), fld("Racks", "[]string")])])]),
+    "ConsumerGroupMemberMetadataKey": (None, [fld("GroupId", "string", "5"), fld("MemberId", "string", "5")]),
+    "ConsumerGroupMemberMetadataValue": ("0+", [
+        fld("InstanceId", "string", nullable="0+"), fld("RackId", "string", nullable="0+"),
+        fld("ClientId", "string"), fld("ClientHost", "string"), fld("SubscribedTopicNames", "[]string"),
+        fld("SubscribedTopicRegex", "string", nullable="0+"), fld("RebalanceTimeoutMs", "int32"),
+        fld("ServerAssignor", "string", nullable="0+")]),
+    "ConsumerGroupTargetAssignmentMetadataKey": (None, [fld("GroupId", "string", "6")]),
+    "ConsumerGroupTargetAssignmentMetadataValue": ("0+", [fld("AssignmentEpoch", "int32")]),
+    "ConsumerGroupTargetAssignmentMemberKey": (None, [fld("GroupId", "string", "7"), fld("MemberId", "string", "7")]),
+    "ConsumerGroupTargetAssignmentMemberValue": ("0+", [fld("TopicPartitions", "[]", fields=[
+        fld("TopicId", "uuid"), fld("Partitions", "[]int32")])]),
+    "ConsumerGroupCurrentMemberAssignmentKey": (None, [fld("GroupId", "string", "8"),
+                                                       fld("MemberId", "string", "8")]),
+    "ConsumerGroupCurrentMemberAssignmentValue": ("0+", [
+        fld("MemberEpoch", "int32"), fld("PreviousMemberEpoch", "int32"), fld("State", "int8"),
+        fld("AssignedPartitions", "[]", fields=[fld("TopicId", "uuid"), fld("Partitions", "[]int32")]),
+        fld("PartitionsPendingRevocation", "[]", fields=[fld("TopicId", "uuid"), fld("Partitions", "[]int32")])]),
 }
 INTS = {"int8": ">b", "int16": ">h", "int32": ">i", "int64": ">q"}
 
@@ -81,6 +106,8 @@ class _Buf:
 def _read_type(b: _Buf, type_: str, sub: list[F] | None, v: int, flex: bool, nullable: bool) -> Any:
     if type_ in INTS:
         return struct.unpack(INTS[type_], b.take(struct.calcsize(INTS[type_])))[0]
+    if type_ == "uuid":
+        return b.take(16).hex()
     if type_ in ("string", "bytes"):
         n = b.uvarint() - 1 if flex else struct.unpack(">h" if type_ == "string" else ">i",
                                                        b.take(2 if type_ == "string" else 4))[0]
@@ -96,6 +123,8 @@ def _read_type(b: _Buf, type_: str, sub: list[F] | None, v: int, flex: bool, nul
         return None
     if type_ == "[]int32":
         return [struct.unpack(">i", b.take(4))[0] for _ in range(n)]
+    if type_ == "[]string":
+        return [_read_type(b, "string", None, v, flex, False) for _ in range(n)]
     assert sub is not None
     return [_read_fields(b, sub, v, flex) for _ in range(n)]
 

@@ -612,8 +612,8 @@ def test_list_and_describe() -> None:
     (m,), gen = h.stable_group(1)
     h.commit({("t", 0): 1}, group="solo")
     err, groups = h.sm.list_groups()
-    assert err == 0 and sorted(groups) == [(G, "consumer", "Stable"), ("solo", "", "Empty")]
-    assert h.sm.list_groups(["stable"])[1] == [(G, "consumer", "Stable")]
+    assert err == 0 and sorted(groups) == [(G, "consumer", "Stable", "classic"), ("solo", "", "Empty", "classic")]
+    assert h.sm.list_groups(["stable"])[1] == [(G, "consumer", "Stable", "classic")]
     assert h.sm.list_groups(None, ["consumer"])[1] == []
     err, d = h.sm.describe_group(G)
     assert (d.state, d.protocol_type, d.protocol_name) == ("Stable", "consumer", "range")

@@ -111,9 +111,9 @@ def test_group_metadata_values_of_other_versions_are_read() -> None:
 
 
 def test_consumer_offsets_tombstone_is_a_null_value_and_unknown_kinds_are_refused() -> None:
-    # KIP-848's consumer-group records use key versions 3+: not ours to misread
+    # key versions 9+ are share and streams groups' records: not ours to misread
     with pytest.raises(rec.RecordFormatError):
-        rec.decode_key(struct.pack(">h", 3) + s16("grp"))
+        rec.decode_key(struct.pack(">h", 9) + s16("grp"))
     with pytest.raises(rec.RecordFormatError):
         rec.decode_key(struct.pack(">h", 1) + s16(None) + s16("t") + struct.pack(">i", 0))
     with pytest.raises(rec.RecordFormatError):
@@ -211,3 +211,46 @@ def test_ketch_transaction_records_read_by_the_json_reader(r: TxnRecord) -> None
     assert got.get("NextProducerId", -1) == r.next_producer_id
     assert got.get("NextProducerEpoch", -1) == r.next_producer_epoch  # KIP-939's tag 3
     assert _read("TransactionLogKey", txn_encode_key("tid")) == (0, {"TransactionalId": "tid"})
+
+
+def test_consumer_group_records_read_by_the_json_reader() -> None:
+    """KIP-848's records as Ketch writes them, decoded from Kafka's field lists (key versions 3-8)."""
+    import uuid
+
+    from broker.group.consumer import to_topic_partitions
+    from protocol.messages import coordinator_records as cr
+
+    t = uuid.UUID(int=0xABC)
+    for kind, name, member in ((3, "ConsumerGroupMetadataKey", ""), (4, "ConsumerGroupPartitionMetadataKey", ""),
+                               (5, "ConsumerGroupMemberMetadataKey", "m"), (6, "ConsumerGroupTargetAssignmentMetadataKey", ""),
+                               (7, "ConsumerGroupTargetAssignmentMemberKey", "m"),
+                               (8, "ConsumerGroupCurrentMemberAssignmentKey", "m")):
+        key = rec.encode_key(rec.ConsumerKey(kind, "g", member))
+        assert _read(name, key) == (kind, {"GroupId": "g", **({"MemberId": "m"} if member else {})})
+        assert rec.decode_key(key) == rec.ConsumerKey(kind, "g", member)
+    cur = cr.ConsumerGroupCurrentMemberAssignmentValue(
+        member_epoch=5, previous_member_epoch=4, state=1,
+        assigned_partitions=to_topic_partitions(frozenset({(t, 0), (t, 2)})),
+        partitions_pending_revocation=to_topic_partitions(frozenset({(t, 1)})))
+    assert _read("ConsumerGroupCurrentMemberAssignmentValue", rec.encode_consumer_value(cur)) == (0, {
+        "MemberEpoch": 5, "PreviousMemberEpoch": 4, "State": 1,
+        "AssignedPartitions": [{"TopicId": t.hex, "Partitions": [0, 2]}],
+        "PartitionsPendingRevocation": [{"TopicId": t.hex, "Partitions": [1]}]})
+    member = cr.ConsumerGroupMemberMetadataValue(instance_id="i", rack_id=None, client_id="c", client_host="/h",
+                                                 subscribed_topic_names=["a", "b"], subscribed_topic_regex=None,
+                                                 rebalance_timeout_ms=300000, server_assignor="range")
+    assert _read("ConsumerGroupMemberMetadataValue", rec.encode_consumer_value(member)) == (0, {
+        "InstanceId": "i", "RackId": None, "ClientId": "c", "ClientHost": "/h", "SubscribedTopicNames": ["a", "b"],
+        "SubscribedTopicRegex": None, "RebalanceTimeoutMs": 300000, "ServerAssignor": "range"})
+    meta = cr.ConsumerGroupPartitionMetadataValue(topics=[cr.TopicMetadata(topic_id=t, topic_name="a",
+                                                                           num_partitions=3)])
+    assert _read("ConsumerGroupPartitionMetadataValue", rec.encode_consumer_value(meta)) == (0, {"Topics": [
+        {"TopicId": t.hex, "TopicName": "a", "NumPartitions": 3, "PartitionMetadata": []}]})
+    for name, value, fields in (
+            ("ConsumerGroupMetadataValue", cr.ConsumerGroupMetadataValue(epoch=9), {"Epoch": 9}),
+            ("ConsumerGroupTargetAssignmentMetadataValue", cr.ConsumerGroupTargetAssignmentMetadataValue(
+                assignment_epoch=9), {"AssignmentEpoch": 9}),
+            ("ConsumerGroupTargetAssignmentMemberValue", cr.ConsumerGroupTargetAssignmentMemberValue(
+                topic_partitions=to_topic_partitions(frozenset({(t, 1)}))),
+             {"TopicPartitions": [{"TopicId": t.hex, "Partitions": [1]}]})):
+        assert _read(name, rec.encode_consumer_value(value)) == (0, fields)

@@ -216,7 +216,8 @@ def test_round_trip(cls: type[Message], version: int) -> None:
 # GetReplicaLogInfo's: test_schemas_get_replica_log_info.py).
 _NOT_IN_ORACLE = {f"{n}{kind}" for n in ("Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "FetchSnapshot",
                                           "AllocateProducerIds", "BrokerRegistration", "BrokerHeartbeat",
-                                          "AlterPartition", "AssignReplicasToDirs", "GetReplicaLogInfo")
+                                          "AlterPartition", "AssignReplicasToDirs", "GetReplicaLogInfo",
+                                          "ConsumerGroupHeartbeat", "ConsumerGroupDescribe")
                   for kind in ("Request", "Response")}
 
 
@@ -241,6 +242,39 @@ def test_alter_partition_v3_bytes_follow_kafkas_json() -> None:
                 + b"\x00" + b"\x00")
     assert w.getvalue() == expected
     assert AlterPartitionRequest.read(Reader(expected), 3) == req
+
+
+def test_consumer_group_heartbeat_v1_bytes_follow_kafkas_json() -> None:
+    """ConsumerGroupHeartbeat v1, as ConsumerGroupHeartbeatRequest/Response.json order the fields
+    (flexible from v0): the request librdkafka 2.16 writes, and a response whose Assignment, a
+    nullable struct, is an int8 marker (1 present, -1 null) before its fields, as librdkafka reads it."""
+    import uuid
+
+    from protocol.messages.consumer_group_heartbeat import (
+        ConsumerGroupHeartbeatRequest,
+        ConsumerGroupHeartbeatResponse,
+        HeartbeatAssignment,
+        HeartbeatTopicPartitions,
+    )
+
+    t = uuid.UUID(int=7)
+    req = (b"\x02g" + b"\x02m" + b"\x00\x00\x00\x00"  # GroupId, MemberId, MemberEpoch 0
+           + b"\x00" + b"\x00"  # InstanceId, RackId: null
+           + b"\x00\x04\x93\xe0"  # RebalanceTimeoutMs 300000
+           + b"\x02\x02t"  # SubscribedTopicNames ["t"]
+           + b"\x00" + b"\x00"  # SubscribedTopicRegex, ServerAssignor: null
+           + b"\x01"  # TopicPartitions: []
+           + b"\x00")  # tagged fields
+    assert ConsumerGroupHeartbeatRequest.decode(req, 1) == ConsumerGroupHeartbeatRequest(
+        group_id="g", member_id="m", member_epoch=0, rebalance_timeout_ms=300000, subscribed_topic_names=["t"],
+        topic_partitions=[])
+    resp = ConsumerGroupHeartbeatResponse(member_id="m", member_epoch=3, heartbeat_interval_ms=5000,
+                                          assignment=HeartbeatAssignment(topic_partitions=[
+                                              HeartbeatTopicPartitions(topic_id=t, partitions=[0, 2])]))
+    assert resp.encode(1) == (b"\x00\x00\x00\x00" + b"\x00\x00" + b"\x00" + b"\x02m" + b"\x00\x00\x00\x03"
+                              + b"\x00\x00\x13\x88" + b"\x01" + b"\x02" + t.bytes + b"\x03" + b"\x00\x00\x00\x00"
+                              + b"\x00\x00\x00\x02" + b"\x00" + b"\x00" + b"\x00")
+    assert ConsumerGroupHeartbeatResponse(member_epoch=1).encode(1)[-2:] == b"\xff\x00"
 
 
 def test_oracle_is_available() -> None:

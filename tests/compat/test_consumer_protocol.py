@@ -1,0 +1,100 @@
+"""confluent-kafka (librdkafka 2.16) with `group.protocol=consumer`: the broker assigns (KIP-848).
+
+Two members share a topic's partitions, every record is consumed once with commit-after-process,
+and when one leaves the other takes its partitions over from the committed offsets.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from helpers import BrokerProcess, make_messages, unique_topic, wait_until
+from helpers.confluent import QUIET, create_topic, produce
+from helpers.consumer_protocol import FAST_CONSUMER_GROUPS, ProtocolConsumer
+
+pytestmark = pytest.mark.compat
+
+PARTITIONS = 4
+PER_PHASE = 200
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path_factory.mktemp("kip848") / "data", env=FAST_CONSUMER_GROUPS)
+    b.start()
+    yield b
+    b.close()
+
+
+def _split(members: list[ProtocolConsumer], sizes: list[int], topic: str) -> bool:
+    for m in members:
+        if m.error is not None:
+            raise AssertionError(f"{m.name} failed: {m.error!r}")
+    owned = [m.assignment() for m in members]
+    flat = [p for s in owned for p in s]
+    return sorted(len(s) for s in owned) == sizes and sorted(flat) == [(topic, p) for p in range(PARTITIONS)]
+
+
+def test_two_members_share_and_one_takes_over_when_the_other_leaves(broker: BrokerProcess) -> None:
+    topic = unique_topic("kip848")
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    msgs = make_messages(2 * PER_PHASE, seed=3)
+    a = ProtocolConsumer(broker.bootstrap, group, [topic], "a")
+    b = ProtocolConsumer(broker.bootstrap, group, [topic], "b")
+    everyone = [a, b]
+    try:
+        wait_until(lambda: _split([a, b], [2, 2], topic), timeout=60,
+                   message=lambda: f"two members with two partitions each: {a.assignment()} {b.assignment()}")
+        produce(broker.bootstrap, topic, msgs[:PER_PHASE])
+        wait_until(lambda: a.count() + b.count() >= PER_PHASE, timeout=60,
+                   message=lambda: f"the first {PER_PHASE} records (have {a.count() + b.count()})")
+        for m in everyone:  # each read only from the partitions it owns
+            assert {(t, p) for t, p, _, _ in m.consumed} <= m.assignment(), m.name
+        handed_over = a.assignment()
+        a.close()
+        wait_until(lambda: _split([b], [PARTITIONS], topic), timeout=60,
+                   message=lambda: f"b owns every partition: {b.assignment()}")
+        produce(broker.bootstrap, topic, msgs[PER_PHASE:])
+        wait_until(lambda: a.count() + b.count() >= 2 * PER_PHASE, timeout=60,
+                   message=lambda: f"all {2 * PER_PHASE} records (have {a.count() + b.count()})")
+    finally:
+        for m in everyone:
+            if m.is_alive():
+                m.close()
+    consumed = [c for m in everyone for c in m.consumed]
+    values = Counter(v for _, _, _, v in consumed)
+    assert not [v[:8] for v, n in values.items() if n > 1], "records consumed more than once"
+    assert set(values) == {m.value for m in msgs}, "records missing"
+    assert any((t, p) in handed_over for t, p, _, _ in b.consumed), "b did not consume what a handed over"
+    assert not a.commit_errors and not b.commit_errors
+    check = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, **QUIET})
+    try:
+        committed = check.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=10)
+    finally:
+        check.close()
+    per_partition = Counter(p for _, p, _, _ in consumed)
+    assert {tp.partition: tp.offset for tp in committed} == {p: per_partition[p] for p in range(PARTITIONS)}
+
+
+def test_a_regex_subscription_picks_up_a_topic_created_later(broker: BrokerProcess) -> None:
+    """librdkafka sends a `^`-subscription as SubscribedTopicRegex; the broker resolves it, and a
+    matching topic created while the member runs joins its assignment at a later heartbeat."""
+    prefix = unique_topic("kip848re")
+    first, second = f"{prefix}-a", f"{prefix}-b"
+    create_topic(broker.bootstrap, first, 2)
+    m = ProtocolConsumer(broker.bootstrap, f"g-{uuid.uuid4().hex[:8]}", [f"^{prefix}-.*"], "regex")
+    try:
+        wait_until(lambda: m.assignment() == {(first, 0), (first, 1)}, timeout=60,
+                   message=lambda: f"the first topic's partitions: {m.assignment()}")
+        create_topic(broker.bootstrap, second, 2)
+        produce(broker.bootstrap, second, make_messages(20, seed=5))
+        wait_until(lambda: {(first, 0), (first, 1), (second, 0), (second, 1)} == m.assignment() and m.count() >= 20,
+                   timeout=60, message=lambda: f"both topics, 20 records: {m.assignment()} {m.count()}")
+    finally:
+        m.close()
+    assert {t for t, _, _, _ in m.consumed} == {second}
