@@ -15,11 +15,14 @@ from . import (
     begin_quorum_epoch,
     broker_heartbeat,
     broker_registration,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_records,
     delete_topics,
+    describe_acls,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -113,6 +116,9 @@ _PAIRS: tuple[tuple[type[Message], type[Message]], ...] = (
     (describe_cluster.DescribeClusterRequest, describe_cluster.DescribeClusterResponse),
     (offset_delete.OffsetDeleteRequest, offset_delete.OffsetDeleteResponse),
     (get_replica_log_info.GetReplicaLogInfoRequest, get_replica_log_info.GetReplicaLogInfoResponse),
+    (describe_acls.DescribeAclsRequest, describe_acls.DescribeAclsResponse),
+    (create_acls.CreateAclsRequest, create_acls.CreateAclsResponse),
+    (delete_acls.DeleteAclsRequest, delete_acls.DeleteAclsResponse),
 )
 
 REQUESTS: dict[int, type[Message]] = {req.API_KEY: req for req, _ in _PAIRS}
