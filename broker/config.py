@@ -127,6 +127,12 @@ class BrokerConfig:
     producer_id_expiration_ms: int = 24 * 3600 * 1000
     producer_id_expiration_check_interval_ms: int = 10 * 60 * 1000  # Kafka's default
 
+    # Authorization (docs/security.md): Kafka's authorizer.class.name as on/off. Off, every request
+    # is allowed (as before); on, each is checked against the ACLs in the metadata log.
+    authorizer: bool = False
+    super_users: str = ""  # Kafka's super.users: "User:admin;User:broker" may do everything
+    allow_everyone_if_no_acl_found: bool = False  # Kafka's default: a resource without ACLs is denied
+
     log_format: str = "auto"  # auto | json | console
     log_level: str = "info"
 
@@ -166,6 +172,10 @@ class BrokerConfig:
             raise ConfigError("num_partitions", self.num_partitions, "must be at least 1")
         if self.flush_messages is not None and self.flush_messages < 1:
             raise ConfigError("flush_messages", self.flush_messages, "must be at least 1")
+        for p in (p.strip() for p in self.super_users.split(";") if p.strip()):
+            kind, sep, name = p.partition(":")
+            if not sep or not kind or not name:
+                raise ConfigError("super_users", self.super_users, f"{p!r} is not a principal TYPE:NAME (User:admin)")
         if self.log_format not in LOG_FORMATS:
             raise ConfigError("log_format", self.log_format, f"must be one of {', '.join(LOG_FORMATS)}")
         if self.log_level.lower() not in LOG_LEVELS:

@@ -11,6 +11,10 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import TypeVar
 
+from .messages.create_acls import AclCreation
+from .messages.delete_acls import DeleteAclsFilter, DeleteAclsMatchingAcl
+from .messages.describe_acls import AclDescription, DescribeAclsRequest, DescribeAclsResource
+
 CLUSTER_NAME = "kafka-cluster"  # the one name of the CLUSTER resource
 WILDCARD = "*"  # a LITERAL resource name, principal or host that matches every one
 
@@ -154,3 +158,55 @@ class AclFilter:
             if value == 0:
                 return f"the filter's {name} is UNKNOWN"
         return None
+
+
+# ---- to and from the wire (the broker's handlers, the controller's forwarding, the client's Admin) ----
+def creation_of(b: AclBinding) -> AclCreation:
+    return AclCreation(resource_type=b.resource_type, resource_name=b.resource_name,
+                       resource_pattern_type=b.pattern_type, principal=b.principal, host=b.host,
+                       operation=b.operation, permission_type=b.permission)
+
+
+def binding_of(c: AclCreation | DeleteAclsMatchingAcl) -> AclBinding:
+    pattern = c.resource_pattern_type if isinstance(c, AclCreation) else c.pattern_type
+    return AclBinding(c.resource_type, c.resource_name, pattern, c.principal, c.host, c.operation, c.permission_type)
+
+
+def filter_of(r: DescribeAclsRequest | DeleteAclsFilter) -> AclFilter:
+    return AclFilter(r.resource_type_filter, r.resource_name_filter, r.pattern_type_filter, r.principal_filter,
+                     r.host_filter, r.operation, r.permission_type)
+
+
+def delete_filter_of(f: AclFilter) -> DeleteAclsFilter:
+    return DeleteAclsFilter(resource_type_filter=f.resource_type, resource_name_filter=f.resource_name,
+                            pattern_type_filter=f.pattern_type, principal_filter=f.principal, host_filter=f.host,
+                            operation=f.operation, permission_type=f.permission)
+
+
+def describe_request_of(f: AclFilter) -> DescribeAclsRequest:
+    return DescribeAclsRequest(resource_type_filter=f.resource_type, resource_name_filter=f.resource_name,
+                               pattern_type_filter=f.pattern_type, principal_filter=f.principal, host_filter=f.host,
+                               operation=f.operation, permission_type=f.permission)
+
+
+def matching_acl_of(b: AclBinding) -> DeleteAclsMatchingAcl:
+    return DeleteAclsMatchingAcl(error_code=0, resource_type=b.resource_type, resource_name=b.resource_name,
+                                 pattern_type=b.pattern_type, principal=b.principal, host=b.host,
+                                 operation=b.operation, permission_type=b.permission)
+
+
+def described(resources: list[DescribeAclsResource]) -> list[AclBinding]:
+    """The bindings a DescribeAcls answer lists."""
+    return [AclBinding(r.resource_type, r.resource_name, r.pattern_type, a.principal, a.host, a.operation,
+                       a.permission_type) for r in resources for a in r.acls]
+
+
+def describe_resources(bindings: list[AclBinding]) -> list[DescribeAclsResource]:
+    """Bindings grouped by resource pattern, as DescribeAcls answers them."""
+    by_pattern: dict[tuple[int, str, int], list[AclDescription]] = {}
+    for b in sorted(bindings, key=lambda b: (b.resource_type, b.resource_name, b.pattern_type, b.principal, b.host,
+                                             b.operation, b.permission)):
+        by_pattern.setdefault((b.resource_type, b.resource_name, b.pattern_type), []).append(
+            AclDescription(principal=b.principal, host=b.host, operation=b.operation, permission_type=b.permission))
+    return [DescribeAclsResource(resource_type=t, resource_name=n, pattern_type=p, acls=acls)
+            for (t, n, p), acls in by_pattern.items()]
