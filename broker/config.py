@@ -132,6 +132,12 @@ class BrokerConfig:
     producer_id_expiration_ms: int = 24 * 3600 * 1000
     producer_id_expiration_check_interval_ms: int = 10 * 60 * 1000  # Kafka's default
 
+    # Authorization (docs/security.md): Kafka's authorizer.class.name as on/off. Off, every request
+    # is allowed (as before); on, each is checked against the ACLs in the metadata log.
+    authorizer: bool = False
+    super_users: str = ""  # Kafka's super.users: "User:admin;User:broker" may do everything
+    allow_everyone_if_no_acl_found: bool = False  # Kafka's default: a resource without ACLs is denied
+
     log_format: str = "auto"  # auto | json | console
     log_level: str = "info"
 
@@ -175,6 +181,10 @@ class BrokerConfig:
         if not assignors or any(a not in ("uniform", "range") for a in assignors):
             raise ConfigError("group_consumer_assignors", self.group_consumer_assignors,
                               "must list uniform and/or range, comma-separated")
+        for p in (p.strip() for p in self.super_users.split(";") if p.strip()):
+            kind, sep, name = p.partition(":")
+            if not sep or not kind or not name:
+                raise ConfigError("super_users", self.super_users, f"{p!r} is not a principal TYPE:NAME (User:admin)")
         if self.log_format not in LOG_FORMATS:
             raise ConfigError("log_format", self.log_format, f"must be one of {', '.join(LOG_FORMATS)}")
         if self.log_level.lower() not in LOG_LEVELS:

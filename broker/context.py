@@ -22,6 +22,7 @@ from protocol.headers import RequestHeader
 from protocol.schema import Message
 
 from .fetch_session import FetchSessionCache
+from .security.authorizer import Authorizer
 
 if TYPE_CHECKING:
     from .config import BrokerConfig
@@ -76,6 +77,7 @@ class BrokerContext:
     forwarder: ControllerForwarder | None = None  # admin requests Kafka forwards to the controller
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)  # KIP-227 (apis/fetch.py)
     broker_epoch: Callable[[], int | None] = lambda: None  # this broker's registration, once it has one
+    authorizer: Authorizer = field(default_factory=Authorizer)  # who may do what (off: everyone everything)
 
 
 @dataclass(frozen=True, slots=True)

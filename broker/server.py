@@ -46,6 +46,7 @@ from .propagation import Propagation
 from .quorum.shell import METADATA_DIR, QuorumShell
 from .replication.fetcher import ReplicaFetcher
 from .replication.manager import ReplicaManager
+from .security.authorizer import Authorizer, AuthorizerSettings, parse_super_users
 from .throttle import throttled
 from .topics import TopicTable
 from .txn.coordinator import TransactionCoordinator
@@ -107,7 +108,10 @@ class BrokerServer:
         self.ctx = BrokerContext(cfg.node_id, cfg, clock, self.topics, self.groups, self.txn, self.producer_ids,
                                  self.metrics, self.quorum, self.replication, self.controller_client, self.propagation,
                                  self.forwarder, FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots),
-                                 lambda: self.lifecycle.epoch)
+                                 lambda: self.lifecycle.epoch,
+                                 Authorizer(AuthorizerSettings(cfg.authorizer, parse_super_users(cfg.super_users),
+                                                               cfg.allow_everyone_if_no_acl_found),
+                                            lambda: self.metadata.image.acls))
         self.controller_ctx = ControllerContext(cfg.node_id, cfg, clock, self.topics, self.quorum, self.controller,
                                                 self.controller_shell)
         self.connections = ConnectionRegistry(self.metrics, cfg.socket_request_max_bytes, cfg.max_pipelined_requests,

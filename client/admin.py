@@ -18,12 +18,23 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
+from protocol.acl import (
+    AclBinding,
+    AclFilter,
+    binding_of,
+    creation_of,
+    delete_filter_of,
+    describe_request_of,
+    described,
+)
 from protocol.clock import SYSTEM_CLOCK, Clock
 from protocol.errors import ErrorCode
 from protocol.messages import partition_reassignments as pr
 from protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest, DescribedAssignment
+from protocol.messages.create_acls import CreateAclsRequest
 from protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsTopic
 from protocol.messages.create_topics import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
+from protocol.messages.delete_acls import DeleteAclsRequest
 from protocol.messages.delete_groups import DeleteGroupsRequest
 from protocol.messages.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicState
@@ -203,6 +214,55 @@ class Admin:
                 raise error_from_code(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp}")
             out.setdefault(leader, {}).setdefault(tp.topic, []).append(tp.partition)
         return out
+
+    # ------------------------------------------------------------------ ACLs
+    async def create_acls(self, bindings: Iterable[AclBinding]) -> list[KafkaClientError | None]:
+        """Create ACL bindings (any broker forwards them to the controller); per binding, in
+        order, None or why not (SECURITY_DISABLED without an authorizer, CLUSTER_AUTHORIZATION_FAILED
+        without ALTER on the cluster, INVALID_REQUEST for a binding Kafka refuses)."""
+        bindings = list(bindings)
+        req = CreateAclsRequest(creations=[creation_of(b) for b in bindings])
+
+        async def attempt() -> Any:
+            resp = await self._cluster.request_any(req)
+            for r in resp.results:
+                if r.error_code and ErrorCode(r.error_code).retriable:
+                    raise error_from_code(r.error_code, "CreateAcls")
+            return resp
+
+        resp = await self._retrying("CreateAcls", attempt)
+        return [error_from_code(r.error_code, r.error_message) if r.error_code else None for r in resp.results]
+
+    async def describe_acls(self, selector: AclFilter | None = None) -> list[AclBinding]:
+        """The ACL bindings `selector` selects (None: all), as a broker's metadata image has them."""
+        req = describe_request_of(selector or AclFilter())
+
+        async def attempt() -> Any:
+            resp = await self._cluster.request_any(req)
+            if resp.error_code:
+                raise error_from_code(resp.error_code, resp.error_message or "DescribeAcls")
+            return resp
+
+        return described((await self._retrying("DescribeAcls", attempt)).resources)
+
+    async def delete_acls(self, selectors: Iterable[AclFilter]) -> list[list[AclBinding]]:
+        """Delete the bindings each filter selects; per filter, the bindings it removed. A filter
+        that fails raises (its error), after the others were applied."""
+        selectors = list(selectors)
+        req = DeleteAclsRequest(filters=[delete_filter_of(f) for f in selectors])
+
+        async def attempt() -> Any:
+            resp = await self._cluster.request_any(req)
+            for r in resp.filter_results:
+                if r.error_code and ErrorCode(r.error_code).retriable:
+                    raise error_from_code(r.error_code, "DeleteAcls")
+            return resp
+
+        resp = await self._retrying("DeleteAcls", attempt)
+        for r in resp.filter_results:
+            if r.error_code:
+                raise error_from_code(r.error_code, r.error_message or "DeleteAcls")
+        return [[binding_of(m) for m in r.matching_acls] for r in resp.filter_results]
 
     # ------------------------------------------------------------------ topics
     async def create_topics(self, topics: Iterable[NewTopic], *, validate_only: bool = False,

@@ -33,6 +33,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     26: (0, 5),   # EndTxn (v5: epoch bumped at every transaction end, KIP-890)
     27: (0, 1),   # WriteTxnMarkers
     28: (0, 4),   # TxnOffsetCommit
+    29: (0, 3),   # DescribeAcls (SECURITY_DISABLED unless the authorizer is on; docs/security.md)
+    30: (0, 3),   # CreateAcls (decided by the controller)
+    31: (0, 3),   # DeleteAcls (decided by the controller)
     32: (0, 4),   # DescribeConfigs
     33: (0, 2),   # AlterConfigs (topics; broker configs are static)
     34: (0, 2),   # AlterReplicaLogDirs (a replica moves to another log directory: broker/partition/move.py)
@@ -61,6 +64,8 @@ CONTROLLER_SUPPORTED: dict[int, tuple[int, int]] = {
     18: (0, 4),   # ApiVersions
     19: (0, 7),   # CreateTopics (forwarded by brokers)
     20: (0, 6),   # DeleteTopics (forwarded)
+    30: (0, 3),   # CreateAcls (forwarded)
+    31: (0, 3),   # DeleteAcls (forwarded)
     33: (0, 2),   # AlterConfigs (topic configs, forwarded)
     37: (0, 3),   # CreatePartitions (forwarded)
     43: (0, 2),   # ElectLeaders (forwarded)
@@ -84,7 +89,8 @@ API_NAMES: dict[int, str] = {
     15: "DescribeGroups", 16: "ListGroups", 17: "SaslHandshake", 18: "ApiVersions", 19: "CreateTopics",
     20: "DeleteTopics", 21: "DeleteRecords", 22: "InitProducerId",
     23: "OffsetForLeaderEpoch", 24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn",
-    26: "EndTxn", 27: "WriteTxnMarkers", 28: "TxnOffsetCommit", 32: "DescribeConfigs", 33: "AlterConfigs",
+    26: "EndTxn", 27: "WriteTxnMarkers", 28: "TxnOffsetCommit", 29: "DescribeAcls", 30: "CreateAcls",
+    31: "DeleteAcls", 32: "DescribeConfigs", 33: "AlterConfigs",
     34: "AlterReplicaLogDirs", 35: "DescribeLogDirs",
     37: "CreatePartitions", 42: "DeleteGroups", 43: "ElectLeaders", 45: "AlterPartitionReassignments", 46: "ListPartitionReassignments", 44: "IncrementalAlterConfigs", 56: "AlterPartition",
     47: "OffsetDelete", 60: "DescribeCluster",

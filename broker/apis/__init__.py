@@ -13,18 +13,23 @@ import functools
 import importlib
 import pkgutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
+from protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
+from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
+from protocol.messages import describe_quorum as dq
+from protocol.messages import partition_reassignments as pr
+from protocol.schema import Message
 from protocol.supported import CONTROLLER_SUPPORTED, SUPPORTED
 
 from ..context import BrokerContext, ClientInfo, ControllerHandler, Handler
 from ..wire import WireError
-from . import api_versions, controller_topics, partition_reassignments, quorum
+from . import api_versions, controller_acls, controller_topics, partition_reassignments, quorum
 
 log = structlog.get_logger()
 
@@ -50,12 +55,29 @@ def to_controller(local: Handler) -> Handler:
     return handle
 
 
+def cluster_described(handler: Handler, refused: Callable[[], Message]) -> Handler:
+    """`handler` behind Kafka's check of DESCRIBE on the cluster (`refused()` answers without it),
+    made before anything is forwarded: the controller listener does not know who asked."""
+
+    @functools.wraps(handler)
+    async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader, req: Any) -> Any:
+        if not ctx.authorizer.allows(client, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+            return refused()
+        return await handler(ctx, client, header, req)
+
+    return handle
+
+
 # Every module named for a Kafka API declares its KEY, its `handle` and whether it is ORDERED.
 _MODULES = [importlib.import_module(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(__path__)]
 HANDLERS: dict[int, Handler] = {m.KEY: m.handle for m in _MODULES if hasattr(m, "KEY")}
 # Forwarded to the quorum leader's controller listener, as Kafka's brokers forward them.
-HANDLERS[55] = to_controller(quorum.describe_quorum)
-HANDLERS[46] = to_controller(partition_reassignments.list_reassignments)
+HANDLERS[55] = cluster_described(to_controller(quorum.describe_quorum),
+                                 lambda: dq.DescribeQuorumResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
+HANDLERS[46] = cluster_described(to_controller(partition_reassignments.list_reassignments),
+                                 lambda: pr.ListPartitionReassignmentsResponse(
+                                     error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                     error_message="Cluster authorization failed."))
 
 # The controller listener: the metadata quorum's protocol (KRaft), and nothing a client uses.
 CONTROLLER_HANDLERS: dict[int, ControllerHandler] = {
@@ -67,7 +89,7 @@ CONTROLLER_HANDLERS: dict[int, ControllerHandler] = {
     52: quorum.vote, 53: quorum.begin_quorum_epoch,
     54: quorum.end_quorum_epoch, 55: quorum.describe_quorum, 59: quorum.fetch_snapshot,
     62: quorum.broker_registration, 63: quorum.broker_heartbeat, 67: quorum.allocate_producer_ids,
-    73: quorum.assign_replicas_to_dirs,
+    73: quorum.assign_replicas_to_dirs, 30: controller_acls.create_acls, 31: controller_acls.delete_acls,
 }
 
 

@@ -7,6 +7,7 @@ with TxnOffsetCommit become visible (or are dropped) with the rest of the transa
 
 from __future__ import annotations
 
+from protocol.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
@@ -22,6 +23,11 @@ ORDERED = True  # runs alone on its connection, in request order (broker/connect
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
+    authz = ctx.authorizer  # Kafka's checks: WRITE on the transactional id, READ on the group
+    if not authz.allows(client, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not authz.allows(client, AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if not req.group_id:
         return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID)
     await ctx.groups.ensure_topic()

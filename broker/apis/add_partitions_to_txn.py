@@ -9,6 +9,7 @@ nothing is added and the others answer OPERATION_NOT_ATTEMPTED, as in Kafka.
 
 from __future__ import annotations
 
+from protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.add_partitions_to_txn import (
@@ -52,11 +53,27 @@ async def _one(ctx: BrokerContext, tid: str, pid: int, epoch: int, topics: list[
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
     v = header.api_version
+    authz = ctx.authorizer
     if v <= 3:
+        topics, tid = req.v3_and_below_topics, req.v3_and_below_transactional_id
+        # Kafka's checks: WRITE on the transactional id, then on each topic (the partitions of the
+        # others are then OPERATION_NOT_ATTEMPTED: nothing is added)
+        refused: dict[TopicPartition, int] = {}
+        if not authz.allows(client, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+            refused = {TopicPartition(t.name, p): ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                       for t in topics for p in t.partitions}
+        else:
+            writable = authz.allowed(client, AclOperation.WRITE, ResourceType.TOPIC, {t.name for t in topics})
+            refused = {TopicPartition(t.name, p): ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                       for t in topics if t.name not in writable for p in t.partitions}
+        if refused:
+            return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=_results(
+                topics, refused, ErrorCode.OPERATION_NOT_ATTEMPTED))
         res = await _one(ctx, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
                          req.v3_and_below_producer_epoch, req.v3_and_below_topics, False, v)
         return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=res)
-    if not client.inter_broker:
+    if not client.inter_broker or not authz.allows(client, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER,
+                                                   CLUSTER_NAME):
         # v4+ is the broker-to-broker form (Kafka authorizes it as CLUSTER_ACTION): a client
         # could otherwise ask about, or add partitions to, anyone's transaction.
         return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,

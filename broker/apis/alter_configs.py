@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from protocol.acl import AclOperation
 from protocol.headers import RequestHeader
 from protocol.messages.alter_configs import (
     AlterConfigsRequest,
@@ -11,6 +12,7 @@ from protocol.messages.alter_configs import (
 
 from ..context import BrokerContext, ClientInfo
 from ..topic_configs import ConfigOp, ConfigResource, alter
+from .describe_configs import refusal
 
 KEY = 33
 ORDERED = False
@@ -20,7 +22,10 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: AlterConfigsRequest) -> AlterConfigsResponse:
     resources = [ConfigResource(r.resource_type, r.resource_name, tuple(ConfigOp(c.name, c.value) for c in r.configs))
                  for r in req.resources]
-    results = await alter(ctx.topics, ctx.node_id, resources, incremental=False, validate_only=req.validate_only)
+    refused = [refusal(ctx, client, AclOperation.ALTER_CONFIGS, r.type, r.name) for r in resources]
+    decided = iter(await alter(ctx.topics, ctx.node_id, [r for r, x in zip(resources, refused, strict=True) if x is None],
+                               incremental=False, validate_only=req.validate_only))
+    results = [x if x is not None else next(decided) for x in refused]
     return AlterConfigsResponse(throttle_time_ms=0, responses=[
         AlterConfigsResourceResponse(error_code=code, error_message=msg, resource_type=r.type, resource_name=r.name)
         for r, (code, msg) in zip(resources, results, strict=True)])

@@ -8,6 +8,8 @@ the background; DescribeLogDirs shows the future replica and its lag meanwhile),
 
 from __future__ import annotations
 
+from protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
+from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.alter_replica_log_dirs import (
     AlterReplicaLogDirPartitionResult,
@@ -30,8 +32,9 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
             for i in t.partitions:
                 wanted[(t.name, i)] = d.path
     results: dict[str, list[AlterReplicaLogDirPartitionResult]] = {}
+    allowed = ctx.authorizer.allows(client, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME)
     for (topic, index), path in wanted.items():
-        code = ctx.topics.alter_log_dir(topic, index, path)
+        code = ctx.topics.alter_log_dir(topic, index, path) if allowed else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         results.setdefault(topic, []).append(AlterReplicaLogDirPartitionResult(partition_index=index, error_code=code))
     return AlterReplicaLogDirsResponse(throttle_time_ms=0, results=[
         AlterReplicaLogDirTopicResult(topic_name=t, partitions=ps) for t, ps in results.items()])

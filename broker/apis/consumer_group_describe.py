@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import uuid
 
+from protocol.acl import AclOperation, ResourceType
+from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.consumer_group_describe import (
     ConsumerGroupDescribeRequest,
@@ -38,10 +40,12 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
     out = []
     for gid in req.group_ids:
         err, s = ctx.groups.describe_consumer_group(gid)
+        if not ctx.authorizer.allows(client, AclOperation.DESCRIBE, ResourceType.GROUP, gid):
+            err, s = ErrorCode.GROUP_AUTHORIZATION_FAILED, None
         if s is None:
             out.append(DescribedConsumerGroup(error_code=err, group_id=gid, group_state="Dead", group_epoch=-1,
                                               assignment_epoch=-1, assignor_name="",
-                                              error_message=f"Group {gid} not found." if err == 69 else None))
+                                              error_message=f"Group {gid} not found." if err == ErrorCode.GROUP_ID_NOT_FOUND else None))
             continue
         out.append(DescribedConsumerGroup(
             error_code=0, group_id=gid, group_state=s.state, group_epoch=s.group_epoch,

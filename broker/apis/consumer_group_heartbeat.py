@@ -3,6 +3,8 @@ revocations and leaves (broker/group/consumer.py decides; the answer waits for i
 
 from __future__ import annotations
 
+from protocol.acl import AclOperation, ResourceType
+from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
@@ -21,6 +23,12 @@ ORDERED = False
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
+    # Kafka's checks: READ on the group, then DESCRIBE on every topic the member names
+    if not ctx.authorizer.allows(client, AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    named = set(req.subscribed_topic_names or ())
+    if named - ctx.authorizer.allowed(client, AclOperation.DESCRIBE, ResourceType.TOPIC, named):
+        return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     owned = None if req.topic_partitions is None else frozenset(
         (t.topic_id, p) for t in req.topic_partitions for p in t.partitions)
     r = await ctx.groups.consumer_heartbeat(ConsumerHeartbeat(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from protocol.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages.create_partitions import (
@@ -29,6 +30,10 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
     grown: dict[str, int] = {}
     for t in req.topics:
         if named[t.name] > 1:
+            continue
+        if not ctx.authorizer.allows(client, AclOperation.ALTER, ResourceType.TOPIC, t.name):
+            results.append(CreatePartitionsTopicResult(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                                       error_message="Authorization failed."))
             continue
         assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
         try:

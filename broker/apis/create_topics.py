@@ -16,6 +16,7 @@ from protocol.messages.create_topics import (
 )
 
 from ..context import BrokerContext, ClientInfo
+from .metadata import may_create
 
 KEY = 19
 ORDERED = False
@@ -34,6 +35,10 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                                                 error_message="topic named twice in one request"))
             continue
         seen.add(t.name)
+        if not may_create(ctx, client, t.name):  # CREATE on the cluster or the topic
+            results.append(CreatableTopicResult(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                                error_message="Authorization failed."))
+            continue
         configs = {c.name: c.value for c in t.configs if c.value is not None}
         assignments = [list(a.broker_ids) for a in sorted(t.assignments, key=lambda a: a.partition_index)]
         try:

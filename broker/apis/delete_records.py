@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 
+from protocol.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages.delete_records import (
@@ -49,6 +50,10 @@ async def _delete(ctx: BrokerContext, topic: str, index: int, offset: int, timeo
     return await part.replicas_deleted_before(target, timeout_s)
 
 
+async def _refused() -> tuple[int, int]:
+    return INVALID_LOW_WATERMARK, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: DeleteRecordsRequest) -> DeleteRecordsResponse:
     # Kafka keys the request by partition: a partition named twice is deleted to the last offset
@@ -58,9 +63,10 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
         for p in t.partitions:
             wanted.setdefault(t.name, {})[p.partition_index] = p.offset
     timeout_s = max(req.timeout_ms, 0) / 1000
+    deletable = ctx.authorizer.allowed(client, AclOperation.DELETE, ResourceType.TOPIC, wanted)
     keys = [(name, index) for name, offsets in wanted.items() for index in offsets]
-    results = await asyncio.gather(*(_delete(ctx, name, index, wanted[name][index], timeout_s)
-                                     for name, index in keys))
+    results = await asyncio.gather(*(_delete(ctx, name, index, wanted[name][index], timeout_s) if name in deletable
+                                     else _refused() for name, index in keys))
     answers = dict(zip(keys, results, strict=True))
     topics = []
     for name, offsets in wanted.items():

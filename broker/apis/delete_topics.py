@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 
+from protocol.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages.delete_topics import DeletableTopicResult, DeleteTopicsRequest, DeleteTopicsResponse
@@ -33,6 +34,12 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                                                     error_code=ErrorCode.UNKNOWN_TOPIC_ID))
                 continue
             name = t.name
+        if not ctx.authorizer.allows(client, AclOperation.DELETE, ResourceType.TOPIC, name or ""):
+            by_id = topic_id not in (None, ZERO_UUID)  # asked by id: the name is not told
+            results.append(DeletableTopicResult(name=None if by_id else name, topic_id=topic_id or ZERO_UUID,
+                                                error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                                error_message="Authorization failed."))
+            continue
         try:
             found = ctx.topics.get(name or "")
             if found is not None and found.is_internal:

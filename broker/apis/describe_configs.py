@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.describe_configs import (
@@ -98,13 +99,29 @@ def _cluster_default_entries(ctx: BrokerContext, req: DescribeConfigsRequest) ->
     return out
 
 
+def refusal(ctx: BrokerContext, client: ClientInfo, op: AclOperation, resource_type: int,
+            name: str) -> tuple[ErrorCode, str] | None:
+    """Why `client` may not describe or alter (`op`) a config resource, or None: a topic's needs
+    `op` on the topic, a broker's on the cluster (Kafka's checks; DescribeConfigs, AlterConfigs and
+    IncrementalAlterConfigs share them)."""
+    authz = ctx.authorizer
+    if resource_type == RESOURCE_TOPIC and not authz.allows(client, op, ResourceType.TOPIC, name):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
+    if resource_type == RESOURCE_BROKER and not authz.allows(client, op, ResourceType.CLUSTER, CLUSTER_NAME):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+    return None
+
+
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: DescribeConfigsRequest) -> DescribeConfigsResponse:
     results = []
     for res in req.resources:
         entries: list[DescribeConfigsResourceResult] = []
         code, msg = 0, None
-        if res.resource_type == RESOURCE_TOPIC:
+        refused = refusal(ctx, client, AclOperation.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
+        if refused is not None:
+            code, msg = refused
+        elif res.resource_type == RESOURCE_TOPIC:
             topic = ctx.topics.get(res.resource_name)
             if topic is None:
                 code, msg = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {res.resource_name!r} does not exist"

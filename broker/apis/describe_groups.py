@@ -5,6 +5,8 @@ An unknown group is not an error here: Kafka answers it as an empty group in sta
 
 from __future__ import annotations
 
+from protocol.acl import AclOperation, ResourceType
+from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.describe_groups import (
     DescribedGroup,
@@ -27,6 +29,10 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
     ops = GROUP_OPERATIONS if header.api_version >= 3 and req.include_authorized_operations else NOT_REQUESTED
     out = []
     for gid in req.groups:
+        if not ctx.authorizer.allows(client, AclOperation.DESCRIBE, ResourceType.GROUP, gid):
+            out.append(DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=gid, group_state="",
+                                      protocol_type="", protocol_data="", members=[]))
+            continue
         err, s = ctx.groups.describe_group(gid)
         out.append(DescribedGroup(
             error_code=err, group_id=gid, group_state=s.state, protocol_type=s.protocol_type,

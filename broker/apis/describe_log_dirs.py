@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.describe_log_dirs import (
@@ -39,6 +40,9 @@ def _space(path: str) -> tuple[int, int]:
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+    if not ctx.authorizer.allows(client, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        # Kafka: the error (v3+), and nothing described
+        return DescribeLogDirsResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
     wanted: dict[str, set[int]] | None = None
     if req.topics is not None:
         wanted = {}

@@ -7,6 +7,8 @@ what the coordinators know.
 
 from __future__ import annotations
 
+from protocol.acl import AclOperation, ResourceType
+from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.describe_producers import (
     DescribeProducersRequest,
@@ -39,6 +41,10 @@ def _partition(ctx: BrokerContext, topic: str, index: int) -> PartitionResponse:
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: DescribeProducersRequest) -> DescribeProducersResponse:
+    readable = ctx.authorizer.allowed(client, AclOperation.READ, ResourceType.TOPIC, {t.name for t in req.topics})
     return DescribeProducersResponse(throttle_time_ms=0, topics=[
-        TopicResponse(name=t.name, partitions=[_partition(ctx, t.name, i) for i in t.partition_indexes])
+        TopicResponse(name=t.name, partitions=[
+            _partition(ctx, t.name, i) if t.name in readable else PartitionResponse(
+                partition_index=i, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, active_producers=[])
+            for i in t.partition_indexes])
         for t in req.topics])

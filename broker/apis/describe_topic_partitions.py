@@ -9,6 +9,7 @@ answers INVALID_REQUEST for every topic.
 
 from __future__ import annotations
 
+from protocol.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.describe_topic_partitions import (
@@ -30,7 +31,10 @@ MAX_PARTITIONS_PER_RESPONSE = 2000
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse:
     table = ctx.topics
-    names = sorted({t.name for t in req.topics}) if req.topics else sorted(table.by_name)
+    asked = {t.name for t in req.topics}
+    # Kafka's checks: DESCRIBE on each topic; named ones refused, the rest of the whole list left out
+    visible = ctx.authorizer.allowed(client, AclOperation.DESCRIBE, ResourceType.TOPIC, asked or table.by_name)
+    names = sorted(asked or visible)
     start_topic, start_index = (req.cursor.topic_name, req.cursor.partition_index) if req.cursor else ("", 0)
     if req.cursor is not None and (start_topic not in names or start_index < 0):
         # Kafka's error response: every requested topic carries the error
@@ -43,6 +47,10 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
         if name < start_topic:
             continue
         topic = table.get(name)
+        if name not in visible:
+            topics.append(DescribeTopicPartitionsResponseTopic(
+                error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, is_internal=False))
+            continue
         if topic is None:
             topics.append(DescribeTopicPartitionsResponseTopic(
                 error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, is_internal=False))

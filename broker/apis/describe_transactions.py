@@ -6,6 +6,7 @@ FindCoordinator); an id it coordinates but does not know answers TRANSACTIONAL_I
 
 from __future__ import annotations
 
+from protocol.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.describe_transactions import (
@@ -40,5 +41,9 @@ def _one(ctx: BrokerContext, tid: str) -> TransactionState:
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
-    return DescribeTransactionsResponse(throttle_time_ms=0,
-                                        transaction_states=[_one(ctx, t) for t in req.transactional_ids])
+    allowed = ctx.authorizer.allowed(client, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, req.transactional_ids)
+    return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=[
+        _one(ctx, t) if t in allowed else TransactionState(
+            error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, transactional_id=t, transaction_state="",
+            transaction_timeout_ms=0, transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1, topics=[])
+        for t in req.transactional_ids])

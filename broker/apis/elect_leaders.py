@@ -5,6 +5,7 @@ UNKNOWN_TOPIC_OR_PARTITION. v0 asks for the preferred leader."""
 
 from __future__ import annotations
 
+from protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages.elect_leaders import UNCLEAN, ElectLeadersRequest, ElectLeadersResponse
@@ -20,6 +21,8 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: ElectLeadersRequest) -> ElectLeadersResponse:
     unclean = header.api_version >= 1 and req.election_type == UNCLEAN
     elector = ctx.controller_client
+    if not ctx.authorizer.allows(client, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        return ElectLeadersResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if elector is None:
         return ElectLeadersResponse(error_code=ErrorCode.NOT_CONTROLLER)
     try:

@@ -11,6 +11,8 @@ transaction that follows.
 
 from __future__ import annotations
 
+from protocol.acl import AclOperation, ResourceType
+from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
 
@@ -24,6 +26,8 @@ EPOCH_BUMP_FROM = 5
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader, req: EndTxnRequest) -> EndTxnResponse:
     v = header.api_version
+    if not ctx.authorizer.allows(client, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+        return EndTxnResponse(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     d = await ctx.txn.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, req.committed,
                                  bump_epoch=v >= EPOCH_BUMP_FROM)
     if d.error:

@@ -21,8 +21,10 @@ far the follower has got — the high watermark moves, the follower may rejoin t
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.fetch import (
@@ -123,9 +125,23 @@ def _quiet(part: Partition, fp: FetchPartition, told: Told, replica: bool, isola
     return (lso if isolation is Isolation.READ_COMMITTED else hw) <= fp.fetch_offset <= leo
 
 
+def may_read(ctx: BrokerContext, client: ClientInfo, replica: int) -> Callable[[str], bool]:
+    """Whether the requester may read a topic, on this fetch: READ on it (Kafka's check), or for a
+    follower CLUSTER_ACTION on the cluster. Asked at every read, so a READ revoked while the
+    consumer's fetch session runs refuses its next fetch."""
+    authz = ctx.authorizer
+    if not authz.enabled:
+        return lambda name: True
+    if replica >= 0:
+        follower = authz.allows(client, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+        return lambda name: follower
+    return lambda name: authz.allows(client, AclOperation.READ, ResourceType.TOPIC, name)
+
+
 def _collect(ctx: BrokerContext, req: FetchRequest, version: int, wanted: list[tuple[Key, FetchPartition]],
              replica: int = -1,
-             told: dict[Key, Told] | None = None) -> tuple[list[tuple[Key, PartitionData]], int, list[Partition], bool]:
+             told: dict[Key, Told] | None = None,
+             readable: Callable[[str], bool] = lambda name: True) -> tuple[list[tuple[Key, PartitionData]], int, list[Partition], bool]:
     """The answer for each partition as it stands, the bytes in them, the partitions to wait
     on, and whether reading a partition failed (an offset out of range, a fenced epoch): then,
     like Kafka (`errorReadingData`), the fetch is answered at once instead of waiting. Unknown
@@ -143,6 +159,10 @@ def _collect(ctx: BrokerContext, req: FetchRequest, version: int, wanted: list[t
     for key, fp in wanted:
         topic_key, index = key
         t = _topic(ctx, topic_key)
+        name = t.name if t is not None else topic_key if isinstance(topic_key, str) else None  # an unknown id: None
+        if name is not None and not readable(name):
+            out.append((key, _error(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)))
+            continue
         if t is None:
             code = ErrorCode.UNKNOWN_TOPIC_ID if isinstance(topic_key, uuid.UUID) \
                 else ctx.topics.missing(topic_key, index)
@@ -197,11 +217,13 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader, 
     fc = _context(ctx, client, req, version, replica)
     if fc.kind == Kind.ERROR:
         return _response(*ctx.fetch_sessions.respond(fc, [], ctx.clock.monotonic_ms()))
-    if replica >= 0:
+    readable = may_read(ctx, client, replica)
+    if replica >= 0 and readable(""):
         _follower_fetched(ctx, fc.partitions, replica, req.replica_state.replica_epoch if version >= 15 else -1)
     while True:
         answers, total, watched, failed = _collect(ctx, req, version, fc.partitions, replica,
-                                                   fc.session.told if fc.kind == Kind.INCREMENTAL and fc.session else None)
+                                                   fc.session.told if fc.kind == Kind.INCREMENTAL and fc.session else None,
+                                                   readable)
         remaining = deadline - ctx.clock.monotonic()
         if total >= max(req.min_bytes, 1) or remaining <= 0 or not watched or failed:
             return _response(*ctx.fetch_sessions.respond(fc, answers, ctx.clock.monotonic_ms()))

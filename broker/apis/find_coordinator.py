@@ -12,6 +12,7 @@ leader, or a leader that is not a live broker, or the topic not there yet.
 
 from __future__ import annotations
 
+from protocol.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.find_coordinator import Coordinator, FindCoordinatorRequest, FindCoordinatorResponse
@@ -33,6 +34,10 @@ async def _one(ctx: BrokerContext, client: ClientInfo, key: str, key_type: int) 
 
     if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
         return refuse(ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}")
+    resource, denied = (ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED) if key_type == KEY_TYPE_GROUP \
+        else (ResourceType.TRANSACTIONAL_ID, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not ctx.authorizer.allows(client, AclOperation.DESCRIBE, resource, key):
+        return refuse(denied, f"{resource.name} authorization failed.")
     if key_type == KEY_TYPE_GROUP:
         if not ctx.groups.sm.active:
             return refuse(ErrorCode.COORDINATOR_NOT_AVAILABLE, "shutting down")

@@ -9,6 +9,7 @@ and Kafka requires CLUSTER_ACTION for it.
 
 from __future__ import annotations
 
+from protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.get_replica_log_info import (
@@ -31,6 +32,8 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
     out: list[TopicPartitionLogInfo] = []
     left = MAX_PARTITIONS
     truncated = False
+    trusted = client.inter_broker and ctx.authorizer.allows(client, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER,
+                                                            CLUSTER_NAME)
     for tp in req.topic_partitions or ():
         if left < len(tp.partitions):
             truncated = True
@@ -40,7 +43,7 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
         topic = ctx.topics.by_id.get(tp.topic_id)
         infos = []
         for i in wanted:
-            if not client.inter_broker:
+            if not trusted:
                 code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
             elif topic is None:
                 code = ErrorCode.UNKNOWN_TOPIC_ID

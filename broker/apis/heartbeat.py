@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from protocol.acl import AclOperation, ResourceType
+from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 
@@ -13,6 +15,8 @@ ORDERED = False
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: HeartbeatRequest) -> HeartbeatResponse:
+    if not ctx.authorizer.allows(client, AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return HeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     await ctx.groups.ensure_topic()
     instance = req.group_instance_id if header.api_version >= 3 else None
     err = ctx.groups.heartbeat(req.group_id, req.member_id, instance, req.generation_id)

@@ -11,6 +11,7 @@ transaction kept for the new instance (OngoingTxnProducerId/Epoch; -1 when none 
 
 from __future__ import annotations
 
+from protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
@@ -22,8 +23,23 @@ KEY = 22
 ORDERED = True  # runs alone on its connection, in request order (broker/connection.py)
 
 
+def _refusal(ctx: BrokerContext, client: ClientInfo, req: InitProducerIdRequest) -> ErrorCode:
+    """Kafka's checks: WRITE on the transactional id; for an idempotent producer IDEMPOTENT_WRITE on
+    the cluster, or WRITE on some topic (KIP-679)."""
+    authz = ctx.authorizer
+    if req.transactional_id is not None:
+        ok = authz.allows(client, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id)
+        return ErrorCode.NONE if ok else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    ok = authz.allows(client, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME) or \
+        authz.allows_any(client, AclOperation.WRITE, ResourceType.TOPIC)
+    return ErrorCode.NONE if ok else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: InitProducerIdRequest) -> InitProducerIdResponse:
+    refused = _refusal(ctx, client, req)
+    if refused:
+        return InitProducerIdResponse(error_code=refused, producer_id=-1, producer_epoch=-1)
     if req.transactional_id is None:
         try:
             return InitProducerIdResponse(error_code=0, producer_id=ctx.producer_ids.allocate(), producer_epoch=0)

@@ -6,6 +6,8 @@ timeout passes, so this handler may wait minutes; other requests on the connecti
 
 from __future__ import annotations
 
+from protocol.acl import AclOperation, ResourceType
+from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse, JoinGroupResponseMember
 
@@ -24,6 +26,9 @@ def client_host(client: ClientInfo) -> str:
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: JoinGroupRequest) -> JoinGroupResponse:
     v = header.api_version
+    if not ctx.authorizer.allows(client, AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return JoinGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, generation_id=-1,
+                                 protocol_name=None if v >= 7 else "", leader="", member_id="", members=[])
     result = await ctx.groups.join(JoinRequest(
         group_id=req.group_id,
         member_id=req.member_id,

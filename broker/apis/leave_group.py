@@ -6,6 +6,8 @@ members (possibly named only by group instance id, the admin path) with an error
 
 from __future__ import annotations
 
+from protocol.acl import AclOperation, ResourceType
+from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse, MemberResponse
 
@@ -17,6 +19,8 @@ ORDERED = False
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: LeaveGroupRequest) -> LeaveGroupResponse:
+    if not ctx.authorizer.allows(client, AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return LeaveGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     await ctx.groups.ensure_topic()
     if header.api_version < 3:
         top, errors = ctx.groups.leave(req.group_id, [(req.member_id, None)])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.headers import RequestHeader
 from protocol.messages.list_groups import ListedGroup, ListGroupsRequest, ListGroupsResponse
 
@@ -16,6 +17,11 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
     v = header.api_version
     err, groups = ctx.groups.list_groups(req.states_filter if v >= 4 else None,
                                             req.types_filter if v >= 5 else None)
+    authz = ctx.authorizer
+    if not authz.allows(client, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        # Kafka: without DESCRIBE on the cluster, the groups the requester may DESCRIBE
+        visible = authz.allowed(client, AclOperation.DESCRIBE, ResourceType.GROUP, [g[0] for g in groups])
+        groups = [g for g in groups if g[0] in visible]
     return ListGroupsResponse(error_code=err, groups=[
         ListedGroup(group_id=gid, protocol_type=ptype, group_state=state, group_type=kind)
         for gid, ptype, state, kind in groups

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from protocol.errors import KafkaError
+from protocol.acl import AclOperation, ResourceType
+from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages.list_offsets import (
     ListOffsetsPartitionResponse,
@@ -25,9 +26,14 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
     isolation = Isolation.READ_COMMITTED if version >= 2 and req.isolation_level == READ_COMMITTED \
         else Isolation.READ_UNCOMMITTED
     topics = []
+    described = ctx.authorizer.allowed(client, AclOperation.DESCRIBE, ResourceType.TOPIC, {t.name for t in req.topics})
     for t in req.topics:
         parts = []
         for p in t.partitions:
+            if t.name not in described:
+                parts.append(ListOffsetsPartitionResponse(partition_index=p.partition_index,
+                                                          error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             part = ctx.topics.partition(t.name, p.partition_index)
             if part is None:
                 parts.append(ListOffsetsPartitionResponse(partition_index=p.partition_index,

@@ -7,6 +7,7 @@ the admin client reports a typo instead of an empty list.
 
 from __future__ import annotations
 
+from protocol.acl import AclOperation, ResourceType
 from protocol.headers import RequestHeader
 from protocol.messages.list_transactions import (
     ListTransactionsRequest,
@@ -32,6 +33,9 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
     out = []
     for meta in sorted(coord.all(), key=lambda m: m.transactional_id):
         state = coord.visible_state(meta).wire_name
+        if not ctx.authorizer.allows(client, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                                     meta.transactional_id):
+            continue  # Kafka lists only the transactional ids the requester may DESCRIBE
         if req.state_filters and state not in states:
             continue
         if pids and meta.producer_id not in pids:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages.describe_cluster import AUTHORIZED_OPERATIONS_OMITTED
@@ -79,9 +80,11 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
     topics: list[MetadataResponseTopic] = []
     table = ctx.topics
     ops = TOPIC_OPERATIONS if req.include_topic_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+    authz = ctx.authorizer
     if req.topics is None or (header.api_version == 0 and not req.topics):
-        # null (v1+) or empty (v0) means every topic
-        topics = [topic_entry(ctx, t, ops) for t in table.by_name.values()]
+        # null (v1+) or empty (v0) means every topic: those the requester may not DESCRIBE are left out
+        visible = authz.allowed(client, AclOperation.DESCRIBE, ResourceType.TOPIC, table.by_name)
+        topics = [topic_entry(ctx, t, ops) for t in table.by_name.values() if t.name in visible]
     else:
         for rt in req.topics:
             name = rt.name
@@ -92,9 +95,21 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                                                         topic_id=rt.topic_id))
                     continue
                 name = found.name
+            if not authz.allows(client, AclOperation.DESCRIBE, ResourceType.TOPIC, name or ""):
+                # named explicitly: refused, as Kafka answers (whether it exists stays unsaid)
+                by_id = rt.name is None  # asked by id: the name is not told either
+                topics.append(MetadataResponseTopic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                                    name=None if by_id else name,
+                                                    topic_id=rt.topic_id if by_id else ZERO_UUID,
+                                                    is_internal=False))
+                continue
             t = table.get(name) if name else None
             if t is None:
                 auto = ctx.config.auto_create_topics and (header.api_version < 4 or req.allow_auto_topic_creation)
+                if auto and not may_create(ctx, client, name or ""):
+                    topics.append(MetadataResponseTopic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name,
+                                                        is_internal=False))
+                    continue
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 if auto:
                     try:
@@ -118,6 +133,13 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
         cluster_authorized_operations=(CLUSTER_OPERATIONS if req.include_cluster_authorized_operations
                                        else AUTHORIZED_OPERATIONS_OMITTED),
     )
+
+
+def may_create(ctx: BrokerContext, client: ClientInfo, name: str) -> bool:
+    """CREATE on the cluster or on the topic (Kafka's check for CreateTopics and auto-creation)."""
+    authz = ctx.authorizer
+    return authz.allows(client, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME) or \
+        authz.allows(client, AclOperation.CREATE, ResourceType.TOPIC, name)
 
 
 def _controller_id(ctx: BrokerContext, brokers: list[tuple[int, str, int, str | None]]) -> int:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from protocol.acl import AclOperation, ResourceType
+from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.offset_fetch import (
     OffsetFetchRequest,
@@ -36,9 +38,30 @@ def _by_topic(offsets: list[FetchedOffset]) -> dict[str, list[FetchedOffset]]:
     return out
 
 
-def _fetch(ctx: BrokerContext, group_id: str, partitions: list[TopicPartition] | None,
-           require_stable: bool, member_id: str | None = None, member_epoch: int = -1) -> tuple[int, list[FetchedOffset]]:
-    err, offsets = ctx.groups.fetch_offsets(group_id, partitions, require_stable, member_id, member_epoch)
+def _fetch(ctx: BrokerContext, client: ClientInfo, group_id: str, partitions: list[TopicPartition] | None,
+           require_stable: bool, member_id: str | None = None,
+           member_epoch: int = -1) -> tuple[int, list[FetchedOffset]]:
+    """Kafka's checks first: DESCRIBE on the group, then on each topic — a partition of a topic
+    the requester may not DESCRIBE is refused when named, left out when all are asked for."""
+    authz = ctx.authorizer
+    err: int
+    offsets: list[FetchedOffset]
+    if not authz.allows(client, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        err, offsets = ErrorCode.GROUP_AUTHORIZATION_FAILED, []
+    else:
+        named = None if partitions is None else {t for t, _ in partitions}
+        hidden = set() if named is None else named - authz.allowed(client, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                                                   named)
+        asked = None if partitions is None else [tp for tp in partitions if tp[0] not in hidden]
+        err, offsets = (ctx.groups.fetch_offsets(group_id, asked, require_stable, member_id, member_epoch)
+                        if asked != [] else (0, []))
+        if partitions is None:
+            shown = authz.allowed(client, AclOperation.DESCRIBE, ResourceType.TOPIC, {o.topic for o in offsets})
+            offsets = [o for o in offsets if o.topic in shown]
+        elif not err:
+            refused = [FetchedOffset(t, p, -1, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                       for t, p in partitions if t in hidden]
+            offsets = offsets + refused
     if err and partitions is not None:
         offsets = [FetchedOffset(t, p, -1, -1, "", err) for t, p in partitions]
     return err, offsets
@@ -54,7 +77,7 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
         for g in req.groups:
             parts = None if g.topics is None else [TopicPartition(t.name, p) for t in g.topics for p in t.partition_indexes]
             member = (g.member_id, g.member_epoch) if v >= 9 else (None, -1)  # a consumer group's member (KIP-848)
-            err, offsets = _fetch(ctx, g.group_id, parts, stable, *member)
+            err, offsets = _fetch(ctx, client, g.group_id, parts, stable, *member)
             groups.append(OffsetFetchResponseGroup(group_id=g.group_id, error_code=err, topics=[] if err else [
                 OffsetFetchResponseTopics(name=name, partitions=[
                     OffsetFetchResponsePartitions(partition_index=o.partition, committed_offset=o.offset,
@@ -65,7 +88,7 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
             ]))
         return OffsetFetchResponse(groups=groups)
     parts = None if req.topics is None else [TopicPartition(t.name, p) for t in req.topics for p in t.partition_indexes]
-    err, offsets = _fetch(ctx, req.group_id, parts, stable)
+    err, offsets = _fetch(ctx, client, req.group_id, parts, stable)
     topics = [
         OffsetFetchResponseTopic(name=name, partitions=[
             OffsetFetchResponsePartition(partition_index=o.partition, committed_offset=o.offset,

@@ -10,6 +10,7 @@ replica_id (v3+) distinguishes followers, of which a single broker has none.
 
 from __future__ import annotations
 
+from protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.offset_for_leader_epoch import (
@@ -41,7 +42,16 @@ def _answer(ctx: BrokerContext, topic: str, p: OffsetForLeaderPartition) -> Epoc
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
+    authz = ctx.authorizer
+    if header.api_version >= 3 and req.replica_id >= 0:  # a follower: CLUSTER_ACTION (Kafka's check)
+        cluster = authz.allows(client, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+        allowed = {t.topic for t in req.topics} if cluster else set()
+    else:
+        allowed = authz.allowed(client, AclOperation.DESCRIBE, ResourceType.TOPIC, {t.topic for t in req.topics})
     return OffsetForLeaderEpochResponse(topics=[
-        OffsetForLeaderTopicResult(topic=t.topic, partitions=[_answer(ctx, t.topic, p) for p in t.partitions])
+        OffsetForLeaderTopicResult(topic=t.topic, partitions=[
+            _answer(ctx, t.topic, p) if t.topic in allowed
+            else EpochEndOffset(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, partition=p.partition)
+            for p in t.partitions])
         for t in req.topics
     ])

@@ -7,6 +7,7 @@ added or removed."""
 
 from __future__ import annotations
 
+from protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages import partition_reassignments as pr
@@ -34,6 +35,9 @@ def _response(outcome: dict[TopicPartition, tuple[ErrorCode, str | None]]) -> pr
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: pr.AlterPartitionReassignmentsRequest) -> pr.AlterPartitionReassignmentsResponse:
     """Client listener: through the ControllerClient (forwarded when the controller is elsewhere)."""
+    if not ctx.authorizer.allows(client, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        return pr.AlterPartitionReassignmentsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                                      error_message="Cluster authorization failed.")
     if ctx.controller_client is None:
         return pr.AlterPartitionReassignmentsResponse(error_code=ErrorCode.NOT_CONTROLLER)
     try:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from protocol import batch as rb
+from protocol.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages.produce import (
@@ -124,12 +125,28 @@ async def replicated(ctx: BrokerContext, part: Partition, res: AppendResult, res
 Verdicts = dict[TopicPartition, tuple[ErrorCode, "VerificationGuard"]]
 
 
-async def _verify_transactional(ctx: BrokerContext, req: ProduceRequest) -> Verdicts:
+def refusals(ctx: BrokerContext, client: ClientInfo, req: ProduceRequest) -> dict[str, ErrorCode]:
+    """Topic -> why the requester may not write there (Kafka's checks): a transactional request
+    needs WRITE on its transactional id (else every partition is refused), each topic WRITE."""
+    authz = ctx.authorizer
+    if not authz.enabled:
+        return {}
+    names = {td.name for td in req.topic_data}
+    if req.transactional_id is not None and not authz.allows(client, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                                              req.transactional_id):
+        return dict.fromkeys(names, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    return dict.fromkeys(names - authz.allowed(client, AclOperation.WRITE, ResourceType.TOPIC, names),
+                         ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+
+
+async def _verify_transactional(ctx: BrokerContext, req: ProduceRequest, refused: dict[str, ErrorCode]) -> Verdicts:
     """Coordinator verdicts for the partitions where a transactional batch opens a transaction,
     each with the guard its append must still hold."""
     guards: dict[TopicPartition, VerificationGuard] = {}
     by_producer: dict[tuple[int, int], list[TopicPartition]] = {}
     for td in req.topic_data:
+        if td.name in refused:
+            continue
         for pd in td.partition_data:
             part = ctx.topics.partition(td.name, pd.index)
             if part is None or not pd.records or len(pd.records) < rb.HEADER_SIZE:
@@ -160,11 +177,12 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
     transactional = req.transactional_id is not None
     earlier, appended = client.produce_appended, asyncio.get_running_loop().create_future()
     client.produce_appended = appended
+    refused = refusals(ctx, client, req)
     try:
-        verdicts = await _verify_transactional(ctx, req) if transactional and not bad_acks else {}
+        verdicts = await _verify_transactional(ctx, req, refused) if transactional and not bad_acks else {}
         if earlier is not None and not earlier.done():
             await earlier
-        responses, waits = _append_all(ctx, req, verdicts, transactional, bad_acks)
+        responses, waits = _append_all(ctx, req, verdicts, transactional, bad_acks, refused)
     finally:
         if not appended.done():
             appended.set_result(None)
@@ -180,8 +198,8 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
 Waits = list[tuple[list[PartitionProduceResponse], int, Awaitable[PartitionProduceResponse]]]
 
 
-def _append_all(ctx: BrokerContext, req: ProduceRequest, verdicts: Verdicts, transactional: bool, bad_acks: bool
-                ) -> tuple[list[TopicProduceResponse], Waits]:
+def _append_all(ctx: BrokerContext, req: ProduceRequest, verdicts: Verdicts, transactional: bool, bad_acks: bool,
+                refused: dict[str, ErrorCode]) -> tuple[list[TopicProduceResponse], Waits]:
     """Every partition's append (or refusal), without yielding to the loop: the answers, and what
     each appended partition still waits for (replication, flush) before it is answered."""
     responses = []
@@ -191,13 +209,16 @@ def _append_all(ctx: BrokerContext, req: ProduceRequest, verdicts: Verdicts, tra
         parts: list[PartitionProduceResponse] = []
         for pd in td.partition_data:
             part = ctx.topics.partition(name, pd.index)
-            refused, guard = verdicts.get(TopicPartition(name, pd.index), (ErrorCode.NONE, None))
-            if refused:
+            denied = refused.get(name)
+            verdict, guard = verdicts.get(TopicPartition(name, pd.index), (ErrorCode.NONE, None))
+            if denied is not None:
+                parts.append(PartitionProduceResponse(index=pd.index, error_code=denied, base_offset=-1))
+            elif verdict:
                 log.info("transactional produce refused by the coordinator check", topic=name, partition=pd.index,
-                         transactional_id=req.transactional_id, error=refused.name)
-                parts.append(PartitionProduceResponse(index=pd.index, error_code=refused, base_offset=-1,
+                         transactional_id=req.transactional_id, error=verdict.name)
+                parts.append(PartitionProduceResponse(index=pd.index, error_code=verdict, base_offset=-1,
                                                       error_message="partition is not in the producer's "
-                                                      "ongoing transaction" if refused == ErrorCode.INVALID_TXN_STATE
+                                                      "ongoing transaction" if verdict == ErrorCode.INVALID_TXN_STATE
                                                       else None))
             elif bad_acks:
                 parts.append(PartitionProduceResponse(index=pd.index, error_code=ErrorCode.INVALID_REQUIRED_ACKS,

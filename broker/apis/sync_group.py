@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from protocol.acl import AclOperation, ResourceType
+from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 
@@ -15,6 +17,8 @@ ORDERED = False
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: SyncGroupRequest) -> SyncGroupResponse:
     v = header.api_version
+    if not ctx.authorizer.allows(client, AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return SyncGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, assignment=b"")
     result = await ctx.groups.sync(SyncRequest(
         group_id=req.group_id,
         generation_id=req.generation_id,

@@ -12,6 +12,7 @@ held by the append, so a marker that lands between the answer and the append ref
 
 from __future__ import annotations
 
+from protocol.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.txn_offset_commit import (
@@ -46,9 +47,24 @@ def _answer(req: TxnOffsetCommitRequest, code_for: dict[TopicPartition, int]) ->
         for t in req.topics])
 
 
+def _every(req: TxnOffsetCommitRequest, code: int) -> dict[TopicPartition, int]:
+    return {TopicPartition(t.name, p.partition_index): code for t in req.topics for p in t.partitions}
+
+
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     v = header.api_version
+    # Kafka's checks: WRITE on the transactional id, READ on the group, READ on each topic
+    authz = ctx.authorizer
+    if not authz.allows(client, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+        return _answer(req, _every(req, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+    if not authz.allows(client, AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return _answer(req, _every(req, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+    readable = authz.allowed(client, AclOperation.READ, ResourceType.TOPIC, {t.name for t in req.topics})
+    if len(readable) < len({t.name for t in req.topics}):
+        return _answer(req, {TopicPartition(t.name, p.partition_index): ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                             if t.name not in readable else ErrorCode.OPERATION_NOT_ATTEMPTED
+                             for t in req.topics for p in t.partitions})
     offsets: dict[TopicPartition, OffsetCommitIn] = {
         TopicPartition(t.name, p.partition_index): OffsetCommitIn(offset=p.committed_offset,
                                                     leader_epoch=p.committed_leader_epoch if v >= 2 else -1,

@@ -22,6 +22,7 @@ import asyncio
 
 import structlog
 
+from protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages.write_txn_markers import (
@@ -82,6 +83,9 @@ def _refused(req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+    if client.inter_broker and not ctx.authorizer.allows(client, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER,
+                                                         CLUSTER_NAME):
+        return _refused(req)
     if not client.inter_broker:
         # A client could forge commit or abort markers for someone else's transaction. Until
         # there is authentication, only the inter-broker listener is trusted (Kafka requires

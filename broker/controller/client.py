@@ -15,11 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from protocol.acl import AclBinding, AclFilter, binding_of, creation_of, delete_filter_of
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import alter_configs as ac
 from protocol.messages import alter_partition as ap
+from protocol.messages import create_acls as ca
 from protocol.messages import create_partitions as cp
 from protocol.messages import create_topics as ct
+from protocol.messages import delete_acls as da
 from protocol.messages import delete_topics as dt
 from protocol.messages import elect_leaders as el
 from protocol.messages import partition_reassignments as pr
@@ -164,6 +167,20 @@ class ControllerClient:
         _raise(resp.error_code, resp.error_message)
         return {TopicPartition(r.name, p.partition_index): (ErrorCode(p.error_code), p.error_message)
                 for r in resp.responses for p in r.partitions}
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[tuple[int, str | None]]:
+        """CreateAcls, decided by the active controller: (error, message) per binding."""
+        if self.shell.active:
+            return await self.shell.create_acls(bindings)
+        resp: Any = await self._forward(ca.CreateAclsRequest(creations=[creation_of(b) for b in bindings]))
+        return [(r.error_code, r.error_message) for r in resp.results]
+
+    async def delete_acls(self, filters: Sequence[AclFilter]) -> list[tuple[int, str | None, list[AclBinding]]]:
+        """DeleteAcls, decided by the active controller: (error, message, removed) per filter."""
+        if self.shell.active:
+            return await self.shell.delete_acls(filters)
+        resp: Any = await self._forward(da.DeleteAclsRequest(filters=[delete_filter_of(f) for f in filters]))
+        return [(r.error_code, r.error_message, [binding_of(m) for m in r.matching_acls]) for r in resp.filter_results]
 
     # ---- the wire ---------------------------------------------------------------------------------
     async def _forward(self, request: Message) -> object:

@@ -31,11 +31,13 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
+from protocol.acl import AclBinding, AclFilter
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.metadata_records import (
     BROKER_RESOURCE,
     NO_LEADER_CHANGE,
     TOPIC_RESOURCE,
+    AccessControlEntryRecord,
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
@@ -44,6 +46,7 @@ from protocol.messages.metadata_records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     TopicRecord,
     UnfenceBrokerRecord,
@@ -376,6 +379,44 @@ class QuorumController:
         out += [frame(ConfigRecord(resource_type=BROKER_RESOURCE, resource_name=resource_name, name=k, value=None))
                 for k in sorted(now) if k not in configs]
         return frame_batch(out) if out else None
+
+    # ---- ACLs -------------------------------------------------------------------------------------
+    def create_acls(self, bindings: Sequence[AclBinding]) -> tuple[bytes | None, list[tuple[int, str | None]]]:
+        """CreateAcls: (entry, (error, message) per binding). A binding Kafka would refuse gets
+        INVALID_REQUEST; one that exists already (or twice in the request) is created once."""
+        have = set(self.image.acls.values())
+        records: list[bytes] = []
+        results: list[tuple[int, str | None]] = []
+        for b in bindings:
+            problem = b.problem()
+            if problem is not None:
+                results.append((int(ErrorCode.INVALID_REQUEST), problem))
+                continue
+            if b not in have:
+                have.add(b)
+                records.append(frame(AccessControlEntryRecord(
+                    id=uuid.uuid4(), resource_type=b.resource_type, resource_name=b.resource_name,
+                    pattern_type=b.pattern_type, principal=b.principal, host=b.host, operation=b.operation,
+                    permission_type=b.permission)))
+            results.append((0, None))
+        return (frame_batch(records) if records else None), results
+
+    def delete_acls(self, filters: Sequence[AclFilter]
+                    ) -> tuple[bytes | None, list[tuple[int, str | None, list[AclBinding]]]]:
+        """DeleteAcls: (entry, (error, message, the bindings it removes) per filter); a binding
+        two filters match is removed once and listed by both, as Kafka answers."""
+        removing: list[uuid.UUID] = []
+        results: list[tuple[int, str | None, list[AclBinding]]] = []
+        for flt in filters:
+            problem = flt.problem()
+            if problem is not None:
+                results.append((int(ErrorCode.INVALID_REQUEST), problem, []))
+                continue
+            matched = [(i, b) for i, b in self.image.acls.items() if flt.matches(b)]
+            removing += [i for i, _ in matched if i not in removing]
+            results.append((0, None, [b for _, b in matched]))
+        entry = frame_batch([frame(RemoveAccessControlEntryRecord(id=i)) for i in removing]) if removing else None
+        return entry, results
 
     def activate(self) -> bytes | None:
         """What a newly active controller writes first if the log lacks it (Kafka 4.1's activation

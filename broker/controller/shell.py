@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from protocol.acl import AclBinding, AclFilter
 from protocol.errors import ErrorCode, KafkaError
 from protocol.topic_partition import TopicPartition
 
@@ -91,6 +92,14 @@ class ControllerShell:
     async def set_broker_configs(self, resource_name: str, configs: Mapping[str, str]) -> None:
         c = self.controller
         await self.run(lambda: (c.set_broker_configs(resource_name, configs), None))
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[tuple[int, str | None]]:
+        c = self.controller
+        return await self.run(lambda: c.create_acls(bindings))
+
+    async def delete_acls(self, filters: Sequence[AclFilter]) -> list[tuple[int, str | None, list[AclBinding]]]:
+        c = self.controller
+        return await self.run(lambda: c.delete_acls(filters))
 
     async def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, partition: int,
                               leader_epoch: int, partition_epoch: int, new_isr: Sequence[tuple[int, int]]) -> int:

@@ -15,10 +15,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from protocol.acl import AclBinding
 from protocol.messages.metadata_records import (
     BROKER_RESOURCE,
     NO_LEADER_CHANGE,
     TOPIC_RESOURCE,
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     FenceBrokerRecord,
@@ -27,6 +29,7 @@ from protocol.messages.metadata_records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     TopicRecord,
     UnfenceBrokerRecord,
@@ -112,6 +115,8 @@ class MetadataImage:
     topics: Mapping[str, TopicInfo] = field(default_factory=dict)  # by name
     # dynamic broker configs by resource name: "" the cluster-wide default, "N" broker N's own
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # the ACL bindings by the id their AccessControlEntryRecord gave them (the authorizer reads them)
+    acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=dict)
 
     def broker(self, node_id: int) -> BrokerInfo | None:
         return next((b for b in self.brokers if b.node_id == node_id), None)
@@ -171,15 +176,16 @@ class MetadataImage:
                    "partitions": [{**asdict(p), "directories": [str(d) for d in p.directories]}
                                   for p in t.partitions]} for t in self.topics.values()]
         brokers = [{**asdict(b), "log_dirs": [str(d) for d in b.log_dirs]} for b in self.brokers]
-        return json.dumps({"version": 4, "offset": self.offset, "next_producer_id": self.next_producer_id,
+        acls = [{"id": str(i), **asdict(b)} for i, b in self.acls.items()]
+        return json.dumps({"version": 5, "offset": self.offset, "next_producer_id": self.next_producer_id,
                            "brokers": brokers, "topics": topics,
-                           "broker_configs": {k: dict(v) for k, v in self.broker_configs.items()}},
+                           "broker_configs": {k: dict(v) for k, v in self.broker_configs.items()}, "acls": acls},
                           sort_keys=True).encode()
 
     @classmethod
     def from_snapshot(cls, data: bytes) -> MetadataImage:
         raw = json.loads(data)
-        if raw.pop("version", None) not in (1, 2, 3, 4):
+        if raw.pop("version", None) not in (1, 2, 3, 4, 5):
             raise ValueError("unknown metadata snapshot version")
         topics = {}
         for t in raw.get("topics", ()):
@@ -192,7 +198,8 @@ class MetadataImage:
         return cls(offset=raw["offset"], next_producer_id=raw["next_producer_id"],
                    brokers=tuple(BrokerInfo(**{**b, "log_dirs": tuple(uuid.UUID(d) for d in b.get("log_dirs", ()))})
                                  for b in raw.get("brokers", ())), topics=topics,
-                   broker_configs={k: dict(v) for k, v in raw.get("broker_configs", {}).items()})
+                   broker_configs={k: dict(v) for k, v in raw.get("broker_configs", {}).items()},
+                   acls={uuid.UUID(a.pop("id")): AclBinding(**a) for a in raw.get("acls", ())})
 
     def apply_all(self, offset: int, records: Iterable[object]) -> MetadataImage:
         """The records of one entry, together: ValueError (and this image unchanged) if any fails."""
@@ -223,6 +230,16 @@ class MetadataImage:
                 self._check_change(self.topics[t.name].partitions[record.partition_id],
                                    t.partitions[record.partition_id])
             return replace(self, offset=offset, topics=topics)
+        if isinstance(record, AccessControlEntryRecord):
+            if record.id in self.acls:
+                raise ValueError(f"ACL {record.id} exists already")
+            binding = AclBinding(record.resource_type, record.resource_name, record.pattern_type, record.principal,
+                                 record.host, record.operation, record.permission_type)
+            return replace(self, offset=offset, acls={**self.acls, record.id: binding})
+        if isinstance(record, RemoveAccessControlEntryRecord):
+            if record.id not in self.acls:
+                raise ValueError(f"no ACL {record.id} to remove")
+            return replace(self, offset=offset, acls={i: b for i, b in self.acls.items() if i != record.id})
         if isinstance(record, BrokerRegistrationChangeRecord):
             b = self.broker(record.broker_id)
             if b is None or b.epoch != record.broker_epoch:

@@ -1,4 +1,4 @@
-"""`ketch topic|group|txn ...` and `ketch cluster describe|drain`: administration from the command
+"""`ketch topic|group|txn|acl ...` and `ketch cluster describe|drain`: administration from the command
 line, like Kafka's scripts (kafka-topics, kafka-configs, kafka-consumer-groups, kafka-transactions,
 kafka-reassign-partitions, kafka-leader-election, kafka-log-dirs, kafka-metadata-quorum).
 
@@ -15,16 +15,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import cluster, groups, topics, txns
+from . import acls, cluster, groups, topics, txns
 from .support import common_options
 
 
 def add_parsers(sub: Any) -> None:
-    """`ketch topic`, `ketch group`, `ketch txn` (the `ketch.commands` entry point)."""
+    """`ketch topic`, `ketch group`, `ketch txn`, `ketch acl` (the `ketch.commands` entry point)."""
     common = common_options()
     topics.add_parsers(sub, common)
     groups.add_parsers(sub, common)
     txns.add_parsers(sub, common)
+    acls.add_parsers(sub, common)
 
 
 def add_cluster_parsers(csub: Any) -> None:

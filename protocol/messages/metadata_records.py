@@ -201,10 +201,38 @@ class NoOpRecord(_MetadataRecord):
     FLEXIBLE = 0
 
 
+@schema
+class AccessControlEntryRecord(_MetadataRecord):
+    """An ACL binding was created (protocol/acl.py); `id` is what removes it."""
+
+    RECORD_TYPE = 18
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    id: uuid.UUID = f(UUID)
+    resource_type: int = f(INT8)
+    resource_name: str = f(STRING)
+    pattern_type: int = f(INT8)
+    principal: str = f(STRING)
+    host: str = f(STRING)
+    operation: int = f(INT8)
+    permission_type: int = f(INT8)
+
+
+@schema
+class RemoveAccessControlEntryRecord(_MetadataRecord):
+    """The ACL binding with this id was deleted."""
+
+    RECORD_TYPE = 19
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    id: uuid.UUID = f(UUID)
+
+
 RECORD_TYPES: dict[int, type[_MetadataRecord]] = {
     cls.RECORD_TYPE: cls for cls in (ProducerIdsRecord, RegisterBrokerRecord, FenceBrokerRecord, UnfenceBrokerRecord,
                                      BrokerRegistrationChangeRecord, TopicRecord, PartitionRecord,
-                                     PartitionChangeRecord, ConfigRecord, RemoveTopicRecord, NoOpRecord)}
+                                     PartitionChangeRecord, ConfigRecord, RemoveTopicRecord, NoOpRecord,
+                                     AccessControlEntryRecord, RemoveAccessControlEntryRecord)}
 
 
 def frame(record: _MetadataRecord, version: int = 0) -> bytes:

@@ -17,11 +17,14 @@ from . import (
     broker_registration,
     consumer_group_describe,
     consumer_group_heartbeat,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_records,
     delete_topics,
+    describe_acls,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -117,6 +120,9 @@ _PAIRS: tuple[tuple[type[Message], type[Message]], ...] = (
     (get_replica_log_info.GetReplicaLogInfoRequest, get_replica_log_info.GetReplicaLogInfoResponse),
     (consumer_group_heartbeat.ConsumerGroupHeartbeatRequest, consumer_group_heartbeat.ConsumerGroupHeartbeatResponse),
     (consumer_group_describe.ConsumerGroupDescribeRequest, consumer_group_describe.ConsumerGroupDescribeResponse),
+    (describe_acls.DescribeAclsRequest, describe_acls.DescribeAclsResponse),
+    (create_acls.CreateAclsRequest, create_acls.CreateAclsResponse),
+    (delete_acls.DeleteAclsRequest, delete_acls.DeleteAclsResponse),
 )
 
 REQUESTS: dict[int, type[Message]] = {req.API_KEY: req for req, _ in _PAIRS}

@@ -1,0 +1,1 @@
+"""Who may do what: the authorizer (ACLs). Authentication sets ClientInfo.principal elsewhere."""
