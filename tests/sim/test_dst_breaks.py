@@ -1,6 +1,8 @@
 """Each of the chaos suite's break switches (storage/faults.py) is caught by the simulation: the
 checker or an invariant fails the run. A switch nobody catches would mean a guarantee the
-simulator cannot see broken (docs/simulation.md lists the one it cannot: fence).
+simulator cannot see broken. `fence` is caught by the zombie's bare Produce to a partition outside
+its transaction (tests/helpers/dst/workload.py Zombie.raw_write): a library client asks the
+coordinator first and is refused there, whatever the partition leader does.
 
 A seed that caught it replays with `python -m tests.helpers.dst --seed N --break SWITCH ... --trace`.
 """
@@ -20,6 +22,7 @@ LEADER_CUT = ("isolate", "kill", "pause")
 # killed or paused while it holds what its followers have not fetched.
 CATCHES: dict[str, tuple[range, float, float, tuple[str, ...]]] = {
     "lso": (range(1, 4), 6.0, 0.25, ALL),
+    "fence": (range(1, 4), 6.0, 0.25, ALL),
     "markers": (range(1, 4), 6.0, 0.25, ALL),
     "dedup": (range(1, 6), 8.0, 0.25, ALL),
     "acks": (range(1, 7), 10.0, 0.5, LEADER_CUT),

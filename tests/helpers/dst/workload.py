@@ -20,6 +20,9 @@ from client.consumer import Consumer
 from client.errors import FatalError, KafkaClientError, RetriableError
 from client.producer import Producer
 from client.structs import TopicPartition
+from protocol.errors import ErrorCode
+from protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from protocol.records import Record, build_batch
 
 from .clock import SimClock
 from .loop import Process, SimLoop
@@ -208,6 +211,8 @@ class Zombie(Worker):
                 except (KafkaClientError, OSError, TimeoutError) as e:
                     w["error"] = _error_name(e)
                 writes.append(w)
+            if sim.partitions > 1:
+                writes.append(await self.raw_write(old, tid, pid, epoch, (part + 1) % sim.partitions, inc))
             commit: str | None = None
             try:
                 await asyncio.wait_for(old.commit_transaction(), 30)
@@ -220,6 +225,37 @@ class Zombie(Worker):
             await old.close(timeout=5)
             await new.close(timeout=5)
         await asyncio.sleep(self.rng.uniform(1.0, 3.0))
+
+
+    async def raw_write(self, old: Producer, tid: str, pid: int, epoch: int, part: int, inc: int) -> dict[str, Any]:
+        """The old epoch's first batch to a partition outside its transaction, sent as a bare Produce
+        with no AddPartitionsToTxn before it -- what a client that writes before its coordinator
+        answered sends (KIP-890's case). A library client asks the coordinator first and learns it
+        is fenced there, so only this write tests the partition leader's own refusal: the
+        coordinator's verification and the leader's producer state (the `fence` break switch)."""
+        w: dict[str, Any] = {"partition": part, "value": f"{self.name}-{inc}-raw", "t0": self.loop.time(),
+                             "error": None, "offset": None}
+        batch = build_batch([Record(0, 0, None, w["value"].encode(), [])], base_timestamp=self.clock().now_ms(),
+                            producer_id=pid, producer_epoch=epoch, base_sequence=0, transactional=True)
+        req = ProduceRequest(transactional_id=tid, acks=-1, timeout_ms=10_000, topic_data=[TopicProduceData(
+            name=TOPIC, partition_data=[PartitionProduceData(index=part, records=batch)])])
+        cluster = old._cluster
+        try:
+            tp = TopicPartition(TOPIC, part)
+            leader = cluster.leader_for(tp)
+            if leader is None:
+                await cluster.refresh_metadata()
+                leader = cluster.leader_for(tp)
+            if leader is None:
+                w["error"] = "LEADER_NOT_AVAILABLE"
+                return w
+            conn = await cluster.connection(leader, timeout=10)
+            resp = await asyncio.wait_for(conn.request(req, timeout=15), 20)
+            p = resp.responses[0].partition_responses[0]
+            w.update(error=ErrorCode(p.error_code).name, offset=p.base_offset if p.error_code == 0 else None)
+        except (KafkaClientError, OSError, TimeoutError) as e:
+            w["error"] = _error_name(e)
+        return w
 
 
 class Poller(Worker):
