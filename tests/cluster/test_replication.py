@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as Ctp
 from helpers.cluster import Cluster
 from helpers.cluster_metadata import (
@@ -84,21 +84,32 @@ def follow(bootstrap: str, topic: str, partitions: int, seen: list[bytes], stop:
 
 
 def read_all(bootstrap: str, topic: str, partition: int, expect: int, timeout: float = 60) -> list[bytes]:
+    """Every committed record of the partition: read until the consumer's position reaches the last
+    stable offset asked of the leader when the read began (read_committed ListOffsets), and at least
+    `expect` records. Stopping after a quiet moment instead cut reads short under load -- a leader
+    moved by a drain answered nothing for 1.5 s and the test reported 13,800 records "lost"."""
+    import time
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{topic}", "enable.auto.commit": False,
                   "isolation.level": "read_committed", "auto.offset.reset": "earliest", "log_level": 3})
     out: list[bytes] = []
+    tp = Ctp(topic, partition)
     try:
-        c.assign([Ctp(topic, partition, 0)])
-        import time
         deadline = time.monotonic() + timeout
-        idle = 0
-        while time.monotonic() < deadline and (len(out) < expect or idle < 3):
+        end = -1
+        while end < 0 and time.monotonic() < deadline:
+            try:
+                end = c.get_watermark_offsets(tp, timeout=5, cached=False)[1]
+            except KafkaException:
+                continue  # no leader answering yet: asked again until the deadline
+        assert end >= 0, f"no last stable offset for {topic}-{partition} within {timeout} s"
+        c.assign([Ctp(topic, partition, 0)])
+
+        def position() -> int:
+            return int(c.position([tp])[0].offset)
+
+        while time.monotonic() < deadline and (len(out) < expect or (end > 0 and position() < end)):
             m = c.poll(0.5)
-            if m is None:
-                idle += 1
-                continue
-            idle = 0
-            if not m.error():
+            if m is not None and not m.error():
                 out.append(m.value())
     finally:
         c.close()
