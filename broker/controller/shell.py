@@ -21,6 +21,7 @@ from typing import TypeVar
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.topic_partition import TopicPartition
+from storage.faults import broken
 
 from ..quorum.shell import QuorumShell
 from .quorum_controller import QuorumController
@@ -46,7 +47,8 @@ class ControllerShell:
             if not self.quorum.serving:
                 raise KafkaError(ErrorCode.NOT_CONTROLLER, "this node is not the active controller")
             entry, result = decide()
-            if entry is not None and not await self.quorum.propose(entry, timeout=UNTIL_DECIDED):
+            wait = 5.0 if broken("registration-serial") else UNTIL_DECIDED  # (issue 23 item 1: the old 5 s)
+            if entry is not None and not await self.quorum.propose(entry, timeout=wait):
                 self.controller.reset()
                 raise KafkaError(ErrorCode.NOT_CONTROLLER, "controller leadership lost before the change committed")
             return result
