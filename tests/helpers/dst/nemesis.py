@@ -18,7 +18,9 @@ from typing import Any
 
 from .cluster import SimCluster
 
-KINDS = ("kill", "power-loss", "pause", "isolate", "one-way", "bridge", "clock", "slow-disk")
+KINDS = ("kill", "power-loss", "pause", "isolate", "one-way", "bridge", "clock", "slow-disk", "strand")
+# The partitions a role target or a `strand` is drawn from: the workload's and the coordinators'.
+TOPICS = ("mixed", "pair", "__transaction_state", "__consumer_offsets")
 
 
 class Nemesis:
@@ -70,16 +72,32 @@ class Nemesis:
         return None
 
     def _partition_leader(self) -> int | None:
+        topic = self.rng.choice(TOPICS[:2])
         index = self.rng.randrange(3)
+        return self._leader_of(topic, index)
+
+    def _leader_of(self, topic: str, index: int) -> int | None:
         for n, node in self.cluster.nodes.items():
             if not node.up or node.broker is None:
                 continue
-            t = node.broker.topics.get("mixed")
+            t = node.broker.topics.get(topic)
             if t is not None and index in t.local and t.local[index].is_leader:
                 return n
         return None
 
+    def _replicas_of(self, topic: str, index: int, leader: int) -> list[int]:
+        """The partition's replicas as its leader's metadata has them."""
+        b = self.cluster.nodes[leader].broker
+        assert b is not None
+        t = b.topics.get(topic)
+        part = t.local.get(index) if t is not None else None
+        a = part.assignment if part is not None else None
+        return sorted(a.replicas) if a is not None else []
+
     async def inflict(self, kind: str) -> None:
+        if kind == "strand":
+            await self.strand()
+            return
         n = self.target()
         if n is None:
             return
@@ -125,6 +143,51 @@ class Nemesis:
                 self.note("disk ok", n)
         finally:
             self.down.discard(n)
+
+    async def strand(self) -> None:
+        """One broker stalls and another crashes, at a moment chosen relative to the stall: the
+        leader of a partition (of the workload or a coordinator's) and one of its followers, one
+        paused and the other crashed (SIGKILL or power loss) and restarted within its session.
+        The crash comes right after the stall (a stall during a failover: the new leader's high
+        watermark waits for the stalled replica, issue 23 item 7), or around the moment the stalled
+        broker is fenced (its fence and the restarted broker's registration decided close
+        together, item 1), or after it (a leader alone in its ISR restarts with a torn log, item
+        2). The stall ends after the restart."""
+        topic = self.rng.choice(TOPICS)
+        index = self.rng.randrange(3)
+        leader = self._leader_of(topic, index)
+        if leader is None or leader in self.down:
+            return
+        followers = [r for r in self._replicas_of(topic, index, leader) if r != leader]
+        if not followers:
+            return
+        follower = self.rng.choice(followers)
+        stalled, crashed = (follower, leader) if self.rng.random() < 0.7 else (leader, follower)
+        c = self.cluster
+        if stalled in self.down or crashed in self.down or not c.nodes[stalled].up or not c.nodes[crashed].up:
+            return
+        session = c.config(c.nodes[stalled]).broker_session_timeout_ms / 1000
+        when = self.rng.choice(("failover", "fence", "alone"))
+        hold = self.rng.uniform(0.5, 5.0)
+        delay = {"failover": self.rng.uniform(0.0, 0.2),
+                 "fence": max(0.0, session - hold + self.rng.uniform(-1.5, 1.5)),
+                 "alone": session + self.rng.uniform(0.5, 3.0)}[when]
+        stall = max(delay + hold + self.rng.uniform(0.5, 8.0), self.rng.uniform(10.0, 16.0))
+        power_loss = self.rng.random() < 0.6
+        self.counts["strand"] += 1
+        self.down.update((stalled, crashed))
+        self.note("strand", topic, index, f"stall {stalled} for {stall:.3f}", f"crash {crashed} at +{delay:.3f}",
+                  "power-loss" if power_loss else "kill", f"for {hold:.3f}", when)
+        try:
+            c.pause(stalled)
+            await asyncio.sleep(delay)
+            c.kill(crashed, power_loss=power_loss)
+            await asyncio.sleep(hold)
+            c.start(crashed)
+            await asyncio.sleep(stall - delay - hold)
+            c.resume(stalled)
+        finally:
+            self.down.difference_update((stalled, crashed))
 
     def heal(self) -> None:
         """End of the faults: every node up and running, every link whole."""

@@ -42,7 +42,7 @@ from .invariants import Invariants, compare_replicas
 from .loop import PROC, Deadlock, SimLoop
 from .nemesis import KINDS, Nemesis
 from .net import SimNetwork
-from .workload import COPY_IN, COPY_OUT, TOPIC, Workload
+from .workload import COPY_IN, COPY_OUT, PAIR, TOPIC, Workload
 
 INVARIANT_EVERY_S = 0.1
 START_TIMEOUT_S = 60.0
@@ -213,7 +213,8 @@ def _run(seed: int, seconds: float, size: int, logs: bool, disk: str, tmp: Path,
         loop.run_until_complete(workload.stop())
         loop.run_until_complete(workload.settle())
         watch.cancel()
-        write(_replicas(cluster, workload, invariants, loop.time()))
+        for topic in (TOPIC, PAIR):
+            write(_replicas(cluster, workload, invariants, loop.time(), topic))
         report = checker.check(checker.parse(history))
     except Deadlock as e:
         loop.errors.append(f"deadlock: {e}")
@@ -252,16 +253,17 @@ def _disks(kind: str, tmp: Path) -> tuple[Callable[[int, SimClock], Any], Path]:
     return (lambda n, clock: SimFileSystem(now_ms=clock.now_ms)), Path("/sim")
 
 
-def _replicas(cluster: SimCluster, workload: Workload, invariants: Invariants, now: float) -> dict[str, Any]:
-    """The end-of-run comparison of every replica of the workload topic, as a history line."""
+def _replicas(cluster: SimCluster, workload: Workload, invariants: Invariants, now: float,
+              topic: str) -> dict[str, Any]:
+    """The end-of-run comparison of every replica of a workload topic, as a history line."""
     hws: dict[int, int] = {p: -1 for p in range(workload.partitions)}
     for node in cluster.nodes.values():
-        t = node.broker.topics.get(TOPIC) if node.up and node.broker is not None else None
+        t = node.broker.topics.get(topic) if node.up and node.broker is not None else None
         for index, part in (t.local.items() if t is not None else ()):
             if part.is_leader:
                 hws[index] = part.high_watermark
     replicas = [(n, node.fs, cluster.data_dir(n)) for n, node in cluster.nodes.items()]
-    return compare_replicas(TOPIC, hws, replicas, lambda what: invariants.fail(now, what))
+    return compare_replicas(topic, hws, replicas, lambda what: invariants.fail(now, what))
 
 
 async def _watch(loop: SimLoop, cluster: SimCluster, invariants: Invariants) -> None:
@@ -282,7 +284,8 @@ async def _create_topics(loop: SimLoop, cluster: SimCluster, workload: Workload)
         await admin.start()
         try:
             await admin.create_topics([NewTopic(t, workload.partitions, min(3, cluster.size))
-                                       for t in (TOPIC, COPY_IN, COPY_OUT)])
+                                       for t in (TOPIC, COPY_IN, COPY_OUT)]
+                                      + [NewTopic(PAIR, workload.partitions, min(2, cluster.size))])
         finally:
             await admin.close()
 
