@@ -40,7 +40,7 @@ from protocol.messages.metadata_records import NoOpRecord, unframe_batch
 from protocol.messages.registry import REQUESTS
 from protocol.primitives import DecodeError, Reader
 from protocol.supported import API_NAMES, CONTROLLER_SUPPORTED, SUPPORTED, api_versions_table
-from storage.fs import OS_FS, FileSystem
+from storage.fs import OS_FS, FileSystem, mkdir_durable
 
 from .apis import CONTROLLER_HANDLERS, HANDLERS
 from .config import BrokerConfig, ConfigError, parse_host_port
@@ -367,7 +367,7 @@ class BrokerServer:
         setting = "metadata_log_dir" if cfg.metadata_log_dir else "log_dirs" if cfg.log_dirs else "data_dir"
         metadata_dir = Path(cfg.metadata_dir)
         try:
-            self.fs.mkdir(metadata_dir)
+            mkdir_durable(self.fs, metadata_dir)  # a power cut must not take it (and the quorum's vote)
         except OSError as e:
             raise ConfigError(setting, cfg.metadata_dir, f"cannot create the directory: {e.strerror}") from None
         probe = metadata_dir / WRITE_PROBE

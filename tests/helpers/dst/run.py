@@ -283,9 +283,12 @@ async def _create_topics(loop: SimLoop, cluster: SimCluster, workload: Workload)
         admin = Admin(cluster.bootstrap, clock=workload.clock)
         await admin.start()
         try:
-            await admin.create_topics([NewTopic(t, workload.partitions, min(3, cluster.size))
-                                       for t in (TOPIC, COPY_IN, COPY_OUT)]
-                                      + [NewTopic(PAIR, workload.partitions, min(2, cluster.size))])
+            out = await admin.create_topics([NewTopic(t, workload.partitions, min(3, cluster.size))
+                                             for t in (TOPIC, COPY_IN, COPY_OUT)]
+                                            + [NewTopic(PAIR, workload.partitions, min(2, cluster.size))])
+            failed = {t: repr(e) for t, e in out.items() if e is not None}
+            if failed:  # not a run of the workload meant: say so (the clients would auto-create them)
+                raise RuntimeError(f"CreateTopics failed: {failed}")
         finally:
             await admin.close()
 
