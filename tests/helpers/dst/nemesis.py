@@ -35,6 +35,9 @@ class Nemesis:
         self.counts: Counter[str] = Counter()
         self.held: list[asyncio.Task[None]] = []
         self.down: set[int] = set()  # nodes a held fault has taken (killed, paused or cut off)
+        # Nodes killed or powered off (and those powered off), until back in every ISR of theirs.
+        self.crashed: set[int] = set()
+        self.powered_off: set[int] = set()
 
     async def run(self, seconds: float) -> None:
         end = self.loop.time() + seconds
@@ -107,9 +110,10 @@ class Nemesis:
         self.down.add(n)
         try:
             if kind in ("kill", "power-loss"):
-                c.kill(n, power_loss=kind == "power-loss")
+                crashed = self._crash(n, kind == "power-loss")
                 await asyncio.sleep(hold)
-                c.start(n)
+                if crashed:
+                    c.start(n)
             elif kind == "pause":
                 c.pause(n)
                 await asyncio.sleep(hold)
@@ -174,20 +178,72 @@ class Nemesis:
                  "alone": session + self.rng.uniform(0.5, 3.0)}[when]
         stall = max(delay + hold + self.rng.uniform(0.5, 8.0), self.rng.uniform(10.0, 16.0))
         power_loss = self.rng.random() < 0.6
+        # The restarted broker's disk busy (recovering its logs): its metadata log's fsyncs are what
+        # the quorum waits on while the stalled voter is away, so every decision commits slowly and
+        # the next is decided while one is in flight.
+        slow = (0.05, self.rng.uniform(0.2, 2.0)) if self.rng.random() < 0.4 else None
         self.counts["strand"] += 1
         self.down.update((stalled, crashed))
         self.note("strand", topic, index, f"stall {stalled} for {stall:.3f}", f"crash {crashed} at +{delay:.3f}",
-                  "power-loss" if power_loss else "kill", f"for {hold:.3f}", when)
+                  "power-loss" if power_loss else "kill", f"for {hold:.3f}", when, f"slow disk {slow}")
         try:
             c.pause(stalled)
             await asyncio.sleep(delay)
-            c.kill(crashed, power_loss=power_loss)
+            down = self._crash(crashed, power_loss)
             await asyncio.sleep(hold)
-            c.start(crashed)
+            if down:
+                c.start(crashed)
+            proc = c.nodes[crashed].proc
+            if slow is not None and proc is not None:
+                proc.disk_delay = slow
             await asyncio.sleep(stall - delay - hold)
             c.resume(stalled)
+            if slow is not None and proc is not None:
+                proc.disk_delay = (0.0, 0.002)
         finally:
             self.down.difference_update((stalled, crashed))
+
+    def _crash(self, n: int, power_loss: bool) -> bool:
+        """SIGKILL, or a power loss -- unless another crash is not behind the cluster yet.
+
+        Acknowledged writes are promised to survive while one in-sync replica keeps them, and no
+        replica fsyncs them (Kafka's default, and Ketch's): a power loss takes a replica's copy
+        until it has fetched it again. And a broker back from any crash counts as having lost its
+        log's tail (KIP-966: the controller cannot tell a SIGKILL from a power cut), so it leaves
+        the eligible leaders. A power loss while another crashed broker is not back in the ISR of
+        each of its partitions may therefore take the last copy the controller trusts, which no
+        guarantee covers: it is then only a process crash (the page cache survives). Nor does
+        a broker crash at all while one that lost its power is not back: the controller, trusting
+        neither, may elect the torn one. False if nothing was done."""
+        self.crashed = {m for m in self.crashed if m != n and not self._in_every_isr(m)}
+        self.powered_off &= self.crashed
+        if self.powered_off:
+            self.note("no crash of", n, "while a broker that lost its power is not back in every ISR:",
+                      sorted(self.powered_off))
+            return False
+        if power_loss and self.crashed:
+            self.note("power loss of", n, "as a process crash: not yet back in every ISR:", sorted(self.crashed))
+            power_loss = False
+        self.crashed.add(n)
+        if power_loss:
+            self.powered_off.add(n)
+        self.cluster.kill(n, power_loss=power_loss)
+        return True
+
+    def _in_every_isr(self, n: int) -> bool:
+        """Whether `n` serves and is in the ISR of every partition it replicates, as their
+        leaders have it."""
+        if not self.cluster.nodes[n].serving:
+            return False
+        for node in self.cluster.nodes.values():
+            if not node.up or node.broker is None:
+                continue
+            for t in list(node.broker.topics.by_name.values()):
+                for part in t.local.values():
+                    a = part.assignment
+                    if part.is_leader and a is not None and n in a.replicas and n not in a.isr:
+                        return False
+        return True
 
     def heal(self) -> None:
         """End of the faults: every node up and running, every link whole."""
