@@ -149,59 +149,76 @@ class Nemesis:
             self.down.discard(n)
 
     async def strand(self) -> None:
-        """One broker stalls and another crashes, at a moment chosen relative to the stall: the
-        leader of a partition (of the workload or a coordinator's) and one of its followers, one
-        paused and the other crashed (SIGKILL or power loss) and restarted within its session.
-        The crash comes right after the stall (a stall during a failover: the new leader's high
-        watermark waits for the stalled replica, issue 23 item 7), or around the moment the stalled
-        broker is fenced (its fence and the restarted broker's registration decided close
-        together, item 1), or after it (a leader alone in its ISR restarts with a torn log, item
-        2). The stall ends after the restart."""
+        """One broker stalls and another crashes, at a moment chosen relative to the stall, and
+        comes back within its session; the stall ends after the restart.
+
+        * `failover`: a partition's follower stalls and its leader crashes right after (or the
+          other way round): the new leader's high watermark waits on the stalled replica while
+          it takes over as coordinator (issue 23 item 7).
+        * `alone`: the same, the crash after the stalled broker was fenced: a leader alone in
+          its ISR comes back with a torn log (item 2).
+        * `fence`: the two brokers that do not lead the quorum: one stalls, the other restarts
+          so that its registration reaches the controller about when the stalled one's session
+          ends, while the quorum leader's disk is slow at times -- the fence and the registration
+          decided close together, each while the other is in flight (item 1)."""
+        c = self.cluster
+        when = self.rng.choice(("failover", "fence", "alone"))
         topic = self.rng.choice(TOPICS)
         index = self.rng.randrange(3)
-        leader = self._leader_of(topic, index)
-        if leader is None or leader in self.down:
-            return
-        followers = [r for r in self._replicas_of(topic, index, leader) if r != leader]
-        if not followers:
-            return
-        follower = self.rng.choice(followers)
-        stalled, crashed = (follower, leader) if self.rng.random() < 0.7 else (leader, follower)
-        c = self.cluster
-        if stalled in self.down or crashed in self.down or not c.nodes[stalled].up or not c.nodes[crashed].up:
-            return
-        session = c.config(c.nodes[stalled]).broker_session_timeout_ms / 1000
-        when = self.rng.choice(("failover", "fence", "alone"))
-        hold = self.rng.uniform(0.5, 5.0)
-        delay = {"failover": self.rng.uniform(0.0, 0.2),
-                 "fence": max(0.0, session - hold + self.rng.uniform(-1.5, 1.5)),
-                 "alone": session + self.rng.uniform(0.5, 3.0)}[when]
+        session = c.config(c.nodes[1]).broker_session_timeout_ms / 1000
+        slow: tuple[float, float] | None = None
+        third: int | None = None
+        if when == "fence":
+            third = self._quorum_leader()
+            others = [n for n in c.nodes if n != third]
+            if third is None or len(others) < 2:
+                return
+            stalled, crashed = self.rng.sample(others, 2)
+            hold = self.rng.uniform(0.3, 2.5)  # shorter than check-quorum: the quorum leader stays
+            delay = max(0.0, session - self.rng.uniform(1.0, 3.0) - hold)  # it registers a moment after its start
+            if self.rng.random() < 0.5:
+                slow = (0.05, self.rng.uniform(0.2, 1.5))
+        else:
+            leader = self._leader_of(topic, index)
+            if leader is None:
+                return
+            followers = [r for r in self._replicas_of(topic, index, leader) if r != leader]
+            if not followers:
+                return
+            follower = self.rng.choice(followers)
+            stalled, crashed = (follower, leader) if self.rng.random() < 0.7 else (leader, follower)
+            hold = self.rng.uniform(0.5, 5.0)
+            delay = self.rng.uniform(0.0, 0.2) if when == "failover" else session + self.rng.uniform(0.5, 3.0)
         stall = max(delay + hold + self.rng.uniform(0.5, 8.0), self.rng.uniform(10.0, 16.0))
         power_loss = self.rng.random() < 0.6
-        # The restarted broker's disk busy (recovering its logs): its metadata log's fsyncs are what
-        # the quorum waits on while the stalled voter is away, so every decision commits slowly and
-        # the next is decided while one is in flight.
-        slow = (0.05, self.rng.uniform(0.2, 2.0)) if self.rng.random() < 0.4 else None
+        taken = {stalled, crashed} | ({third} if third is not None else set())
+        if taken & self.down or not all(c.nodes[n].up for n in taken):
+            return
         self.counts["strand"] += 1
-        self.down.update((stalled, crashed))
-        self.note("strand", topic, index, f"stall {stalled} for {stall:.3f}", f"crash {crashed} at +{delay:.3f}",
-                  "power-loss" if power_loss else "kill", f"for {hold:.3f}", when, f"slow disk {slow}")
+        self.down.update(taken)
+        self.note("strand", when, topic, index, f"stall {stalled} for {stall:.3f}", f"crash {crashed} at +{delay:.3f}",
+                  "power-loss" if power_loss else "kill", f"for {hold:.3f}",
+                  f"slow disk {third} {slow}" if slow else "")
         try:
             c.pause(stalled)
             await asyncio.sleep(delay)
             down = self._crash(crashed, power_loss)
+            if slow is not None and third is not None:
+                self._slow(third, slow)
             await asyncio.sleep(hold)
             if down:
                 c.start(crashed)
-            proc = c.nodes[crashed].proc
-            if slow is not None and proc is not None:
-                proc.disk_delay = slow
             await asyncio.sleep(stall - delay - hold)
             c.resume(stalled)
-            if slow is not None and proc is not None:
-                proc.disk_delay = (0.0, 0.002)
+            if slow is not None and third is not None:
+                self._slow(third, None)
         finally:
-            self.down.difference_update((stalled, crashed))
+            self.down.difference_update(taken)
+
+    def _slow(self, n: int, delay: tuple[float, float] | None) -> None:
+        proc = self.cluster.nodes[n].proc
+        if proc is not None:
+            proc.disk_delay = delay or (0.0, 0.002)
 
     def _crash(self, n: int, power_loss: bool) -> bool:
         """SIGKILL, or a power loss -- unless another crash is not behind the cluster yet.
