@@ -30,8 +30,13 @@ class Invariants:
         if len(self.violations) < 100:
             self.violations.append(f"t={now:.3f} {what}")
 
+    # (topic, partition, partition epoch) whose committed state was reported already
+    bad_states: set[tuple[str, int, int]] = field(default_factory=set)
+
     def check(self, now: float, brokers: list[tuple[int, int, BrokerServer]]) -> None:
         """`brokers`: (node id, incarnation, server) of every live broker."""
+        for node, _inc, b in brokers:
+            self.check_image(now, node, b)
         for node, inc, b in brokers:
             for topic in list(b.topics.by_name.values()):
                 for index, p in list(topic.local.items()):
@@ -56,6 +61,23 @@ class Invariants:
                     if hw > p.log_end_offset:
                         self.fail(now, f"HW {hw} above the log end {p.log_end_offset} on {topic.name}-{index} "
                                        f"(leader {node})")
+
+    def check_image(self, now: float, node: int, b: BrokerServer) -> None:
+        """The committed partition states as a broker replayed them: a leader is in its ISR and
+        the ISR among the replicas. (A change decided on an image that another change in flight
+        was about to alter combines with it into a state neither intended, issue 23 item 1.)"""
+        image = b.controller.image
+        for t in list(image.topics.values()):
+            for i, p in enumerate(t.partitions):
+                leader_ok = p.leader < 0 or p.leader in p.isr
+                if leader_ok and all(r in p.replicas for r in p.isr):
+                    continue
+                key = (t.name, i, p.partition_epoch)
+                if key not in self.bad_states:
+                    self.bad_states.add(key)
+                    self.fail(now, f"{t.name}-{i} committed with leader {p.leader}, ISR {list(p.isr)}, replicas "
+                                   f"{list(p.replicas)} (partition epoch {p.partition_epoch}, as node {node} "
+                                   f"replayed it at metadata offset {image.offset})")
 
 
 Batch = tuple[int, int, int, int, int, int, bool]

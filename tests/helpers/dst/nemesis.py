@@ -18,7 +18,7 @@ from typing import Any
 
 from .cluster import SimCluster
 
-KINDS = ("kill", "power-loss", "pause", "isolate", "one-way", "bridge", "clock", "slow-disk", "strand")
+KINDS = ("kill", "power-loss", "pause", "isolate", "one-way", "bridge", "clock", "slow-disk", "strand", "rack")
 # The partitions a role target or a `strand` is drawn from: the workload's and the coordinators'.
 TOPICS = ("mixed", "pair", "__transaction_state", "__consumer_offsets")
 
@@ -101,6 +101,9 @@ class Nemesis:
         if kind == "strand":
             await self.strand()
             return
+        if kind == "rack":
+            await self.rack()
+            return
         n = self.target()
         if n is None:
             return
@@ -159,8 +162,10 @@ class Nemesis:
           its ISR comes back with a torn log (item 2).
         * `fence`: the two brokers that do not lead the quorum: one stalls, the other restarts
           so that its registration reaches the controller about when the stalled one's session
-          ends, while the quorum leader's disk is slow at times -- the fence and the registration
-          decided close together, each while the other is in flight (item 1)."""
+          ends, while the quorum leader's disk is slow -- the fence and the registration decided
+          close together, each while the other is in flight (item 1). With three brokers the
+          quorum has no majority while the two are away and no decision commits, so this needs
+          five (`--size 5`)."""
         c = self.cluster
         when = self.rng.choice(("failover", "fence", "alone"))
         topic = self.rng.choice(TOPICS)
@@ -174,10 +179,12 @@ class Nemesis:
             if third is None or len(others) < 2:
                 return
             stalled, crashed = self.rng.sample(others, 2)
-            hold = self.rng.uniform(0.3, 2.5)  # shorter than check-quorum: the quorum leader stays
-            delay = max(0.0, session - self.rng.uniform(1.0, 3.0) - hold)  # it registers a moment after its start
-            if self.rng.random() < 0.5:
-                slow = (0.05, self.rng.uniform(0.2, 1.5))
+            hold = self.rng.uniform(0.3, 2.5)
+            # The stalled broker's fence is decided about 8.5 to 10 s (a session, less the time since
+            # its last heartbeat, plus the controller's sweep) after the stall began; a restarted
+            # broker registers about 2 s after its start (its first heartbeat interval).
+            delay = max(0.0, session - self.rng.uniform(1.5, 4.0) - hold)
+            slow = (0.2, self.rng.uniform(0.5, 2.0))
         else:
             leader = self._leader_of(topic, index)
             if leader is None:
@@ -214,6 +221,32 @@ class Nemesis:
                 self._slow(third, None)
         finally:
             self.down.difference_update(taken)
+
+    async def rack(self) -> None:
+        """Two brokers crash together (their rack lost power to the processes, an orchestrator
+        restarted both) and start again together: their registrations reach the controller
+        close together, each decided while the other may be in flight (issue 23 item 1). A
+        process crash: their page caches survive (a power loss of two replicas at once may take
+        every copy, which no guarantee covers)."""
+        c = self.cluster
+        free = [n for n in c.nodes if n not in self.down and c.nodes[n].up]
+        if len(free) < 2:
+            return
+        pair = sorted(self.rng.sample(free, 2))
+        hold = self.rng.uniform(0.5, 6.0)
+        skew = 0.0 if self.rng.random() < 0.7 else self.rng.uniform(0.0, 0.3)  # mostly at one instant
+        self.counts["rack"] += 1
+        self.down.update(pair)
+        self.note("rack", pair, f"for {hold:.3f}", f"skew {skew:.3f}")
+        try:
+            crashed = [n for n in pair if self._crash(n, False)]
+            await asyncio.sleep(hold)
+            for i, n in enumerate(crashed):
+                if i:
+                    await asyncio.sleep(skew)
+                c.start(n)
+        finally:
+            self.down.difference_update(pair)
 
     def _slow(self, n: int, delay: tuple[float, float] | None) -> None:
         proc = self.cluster.nodes[n].proc
