@@ -16,9 +16,16 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from broker.partition import Isolation
+from broker.txn.log_records import decode_value
+from broker.txn.state import TxnState
+from protocol.records import decode_batches
+
 from .cluster import SimCluster
 
-KINDS = ("kill", "power-loss", "pause", "isolate", "one-way", "bridge", "clock", "slow-disk", "strand", "rack")
+KINDS = ("kill", "power-loss", "pause", "isolate", "one-way", "bridge", "clock", "slow-disk", "strand", "rack",
+         "takeover")
+TXN_TOPIC = "__transaction_state"
 # The partitions a role target or a `strand` is drawn from: the workload's and the coordinators'.
 TOPICS = ("mixed", "pair", "__transaction_state", "__consumer_offsets")
 
@@ -103,6 +110,9 @@ class Nemesis:
             return
         if kind == "rack":
             await self.rack()
+            return
+        if kind == "takeover":
+            await self.takeover()
             return
         n = self.target()
         if n is None:
@@ -247,6 +257,65 @@ class Nemesis:
                 c.start(n)
         finally:
             self.down.difference_update(pair)
+
+    async def takeover(self) -> None:
+        """A transaction coordinator's partition changes leader while one of its followers
+        stalls, at the worst moment: the leader has confirmed a PrepareCommit (its high
+        watermark covers it: the client was told its transaction committed) that the follower
+        about to take over holds but does not yet know is committed. The leader crashes, the other follower stalls, both for long
+        (issue 23 item 7: the new coordinator must not load before its log end at election is
+        committed, however long the stalled follower takes). The quorum needs a majority
+        without the two: five brokers (`--size 5`); with three nothing moves until one is back."""
+        c = self.cluster
+        topic = TXN_TOPIC
+        index = self.rng.randrange(3)
+        leader = self._leader_of(topic, index)
+        if leader is None:
+            return
+        followers = [r for r in self._replicas_of(topic, index, leader) if r != leader]
+        if len(followers) < 2:
+            return
+        heir, stalled = self.rng.sample(followers, 2)
+        away = self.rng.uniform(15.0, 25.0)
+        taken = {leader, heir, stalled}
+        if taken & self.down or not all(c.nodes[n].up for n in taken):
+            return
+        self.counts["takeover"] += 1
+        self.down.update(taken)
+        try:
+            deadline = self.loop.time() + 5.0
+            while self.loop.time() < deadline and not self._unconfirmed(topic, index, leader, heir):
+                await asyncio.sleep(0.002)
+            self.note("takeover", topic, index, f"crash {leader}, stall {stalled} for {away:.3f}", f"heir {heir}",
+                      "at the worst moment" if self.loop.time() < deadline else "")
+            c.pause(stalled)
+            crashed = self._crash(leader, False)
+            await asyncio.sleep(away)
+            c.resume(stalled)
+            await asyncio.sleep(self.rng.uniform(0.5, 3.0))
+            if crashed:
+                c.start(leader)
+        finally:
+            self.down.difference_update(taken)
+
+    def _unconfirmed(self, topic: str, index: int, leader: int, heir: int) -> bool:
+        """Whether `heir` holds a record its leader has confirmed and it has not learnt is."""
+        lb, hb = self.cluster.nodes[leader].broker, self.cluster.nodes[heir].broker
+        if lb is None or hb is None:
+            return False
+        lt, ht = lb.topics.get(topic), hb.topics.get(topic)
+        lp = lt.local.get(index) if lt is not None else None
+        hp = ht.local.get(index) if ht is not None else None
+        if lp is None or hp is None or not lp.is_leader:
+            return False
+        if not hp.high_watermark < hp.log_end_offset <= lp.high_watermark:
+            return False
+        r = hp.read(hp.high_watermark, 1 << 20, Isolation.LOG_END)
+        for h, records in decode_batches(r.records):
+            for rec in records if not h.is_control else ():
+                if rec.value is not None and decode_value(rec.value).state is TxnState.PREPARE_COMMIT:
+                    return True
+        return False
 
     def _slow(self, n: int, delay: tuple[float, float] | None) -> None:
         proc = self.cluster.nodes[n].proc
