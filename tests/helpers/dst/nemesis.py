@@ -24,7 +24,7 @@ from protocol.records import decode_batches
 from .cluster import SimCluster
 
 KINDS = ("kill", "power-loss", "pause", "isolate", "one-way", "bridge", "clock", "slow-disk", "strand", "rack",
-         "takeover")
+         "takeover", "rejoin")
 TXN_TOPIC = "__transaction_state"
 # The partitions a role target or a `strand` is drawn from: the workload's and the coordinators'.
 TOPICS = ("mixed", "pair", "__transaction_state", "__consumer_offsets")
@@ -113,6 +113,9 @@ class Nemesis:
             return
         if kind == "takeover":
             await self.takeover()
+            return
+        if kind == "rejoin":
+            await self.rejoin()
             return
         n = self.target()
         if n is None:
@@ -297,6 +300,66 @@ class Nemesis:
                 c.start(leader)
         finally:
             self.down.difference_update(taken)
+
+    async def rejoin(self) -> None:
+        """A follower rejoins a partition's ISR while its leader's requests to the controller are
+        held up (one link cut one way: TCP delivers them when it heals), and crashes again before
+        they arrive: the leader's AlterPartition names the incarnation that caught up, which the
+        controller must refuse once another has registered (KIP-903, issue 23 item 3). The
+        follower is cut off from its leader meanwhile, so it cannot fetch what its power loss
+        took; once the request is through, the leader crashes."""
+        c = self.cluster
+        quorum = self._quorum_leader()
+        topic = self.rng.choice(TOPICS)
+        index = self.rng.randrange(3)
+        leader = self._leader_of(topic, index)
+        if quorum is None or leader is None or leader == quorum:
+            return
+        followers = [r for r in self._replicas_of(topic, index, leader) if r not in (leader, quorum)]
+        if not followers:
+            return
+        follower = self.rng.choice(followers)
+        taken = {quorum, leader, follower}
+        if taken & self.down or not all(c.nodes[n].up for n in taken):
+            return
+        lh, fh, qh = c.nodes[leader].host, c.nodes[follower].host, c.nodes[quorum].host
+        first, catch_up, second, held, after = (self.rng.uniform(0.5, 1.5), self.rng.uniform(2.5, 5.0),
+                                                self.rng.uniform(0.3, 1.0), self.rng.uniform(1.0, 3.0),
+                                                self.rng.uniform(0.0, 0.5))
+        self.counts["rejoin"] += 1
+        self.down.update(taken)
+        self.note("rejoin", topic, index, f"leader {leader}, follower {follower}, controller {quorum}",
+                  f"{first:.3f} {catch_up:.3f} {second:.3f} {held:.3f} {after:.3f}")
+        try:
+            self._cut([(lh, qh)])
+            if self._crash(follower, False):
+                await asyncio.sleep(first)
+                c.start(follower)
+            await asyncio.sleep(catch_up)
+            self._cut([(lh, fh), (fh, lh)])
+            if self._crash(follower, True):
+                await asyncio.sleep(second)
+                c.start(follower)
+            await asyncio.sleep(held)
+            self._heal([(lh, qh)])
+            await asyncio.sleep(after)
+            crashed = self._crash(leader, False)
+            await asyncio.sleep(self.rng.uniform(2.0, 5.0))
+            self._heal([(lh, fh), (fh, lh)])
+            if crashed:
+                c.start(leader)
+        finally:
+            self.down.difference_update(taken)
+
+    def _cut(self, pairs: list[tuple[str, str]]) -> None:
+        self.note("cut", pairs)
+        self.loop.net.cut_links(pairs)
+
+    def _heal(self, pairs: list[tuple[str, str]]) -> None:
+        for p in pairs:
+            self.loop.net.cut.discard(p)
+        self.loop.net.heal_held()
+        self.note("heal", pairs)
 
     def _unconfirmed(self, topic: str, index: int, leader: int, heir: int) -> bool:
         """Whether `heir` holds a record its leader has confirmed and it has not learnt is."""
