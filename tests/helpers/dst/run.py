@@ -197,8 +197,8 @@ def _run(seed: int, seconds: float, size: int, logs: bool, disk: str, tmp: Path,
     try:
         asyncio.set_event_loop(loop)
         cluster.start_all()
-        loop.run_until(cluster.all_serving, loop.time() + START_TIMEOUT_S)
-        if not cluster.all_serving():
+        loop.run_until(cluster.settled, loop.time() + START_TIMEOUT_S)
+        if not cluster.settled():
             raise RuntimeError(f"the cluster did not start in {START_TIMEOUT_S:.0f} virtual s")
         note("cluster serving")
         watch = loop.create_task(_watch(loop, cluster, invariants))
