@@ -397,13 +397,13 @@ class Nemesis:
         guarantee covers: it is then only a process crash (the page cache survives). Nor does
         a broker crash at all while one that lost its power is not back: the controller, trusting
         neither, may elect the torn one. False if nothing was done."""
-        self.crashed = {m for m in self.crashed if m != n and not self._in_every_isr(m)}
+        self.crashed = {m for m in self.crashed if not self._in_every_isr(m)}
         self.powered_off &= self.crashed
-        if self.powered_off:
+        if self.powered_off - {n}:
             self.note("no crash of", n, "while a broker that lost its power is not back in every ISR:",
                       sorted(self.powered_off))
             return False
-        if power_loss and self.crashed:
+        if power_loss and self.crashed - {n}:
             self.note("power loss of", n, "as a process crash: not yet back in every ISR:", sorted(self.crashed))
             power_loss = False
         self.crashed.add(n)
@@ -413,19 +413,17 @@ class Nemesis:
         return True
 
     def _in_every_isr(self, n: int) -> bool:
-        """Whether `n` serves and is in the ISR of every partition it replicates, as their
-        leaders have it."""
+        """Whether `n` serves and is in the ISR of every partition it replicates, as the most
+        advanced live broker's metadata has them (a partition without a leader counts: `n` is
+        not back while one waits for another replica)."""
         if not self.cluster.nodes[n].serving:
             return False
-        for node in self.cluster.nodes.values():
-            if not node.up or node.broker is None:
-                continue
-            for t in list(node.broker.topics.by_name.values()):
-                for part in t.local.values():
-                    a = part.assignment
-                    if part.is_leader and a is not None and n in a.replicas and n not in a.isr:
-                        return False
-        return True
+        images = [node.broker.controller.image for node in self.cluster.nodes.values()
+                  if node.up and node.broker is not None]
+        if not images:
+            return False
+        image = max(images, key=lambda i: i.offset)
+        return all(n in p.isr for t in image.topics.values() for p in t.partitions if n in p.replicas)
 
     def heal(self) -> None:
         """End of the faults: every node up and running, every link whole."""
