@@ -98,6 +98,10 @@ class BrokerConfig:
     transaction_max_timeout_ms: int = 900_000  # InitProducerId asking for more: INVALID_TRANSACTION_TIMEOUT
     transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
     transaction_abort_timed_out_interval_ms: int = 10_000  # how often the reaper looks
+    # Kafka's transaction.two.phase.commit.enable: may producers ask for 2PC (KIP-939, InitProducerId
+    # with Enable2Pc)? A prepared transaction holds back the LSO of its partitions until someone
+    # ends it (docs/transactions.md), so it is off unless an operator allows it.
+    transaction_two_phase_commit_enable: bool = False
     # consumer groups (docs/groups.md)
     group_initial_rebalance_delay_ms: int = 3000
     group_min_session_timeout_ms: int = 6000

@@ -240,6 +240,9 @@ _BROKER_NAMES: dict[str, tuple[str, str, str]] = {
                                        "forget a transactional id idle this long"),
     "transaction_abort_timed_out_interval_ms": ("transaction.abort.timed.out.transaction.cleanup.interval.ms",
                                                 "INT", "how often timed-out transactions are looked for"),
+    "transaction_two_phase_commit_enable": ("transaction.two.phase.commit.enable", "BOOLEAN",
+                                            "producers may ask for two-phase commit (KIP-939): transactions "
+                                            "that no timeout aborts"),
     "group_initial_rebalance_delay_ms": ("group.initial.rebalance.delay.ms", "INT",
                                          "wait for more members before a new group's first rebalance"),
     "group_min_session_timeout_ms": ("group.min.session.timeout.ms", "INT", "shortest session timeout allowed"),

@@ -1,11 +1,13 @@
-"""What a request handler may touch: the narrow, typed context every handler receives.
+"""What a request handler may touch: the narrow, typed contexts handlers receive.
 
 Handlers used to get the whole BrokerServer, so nothing said what a handler depends on and every
-handler module imported the server (an import cycle). A handler now gets a BrokerContext — the
-broker's identity and settings, its clock, the topics (metadata and the local partitions), the two
-coordinators, the producer-id allocator and the metrics — and the ClientInfo of the connection the
-request came on. Nothing here knows about sockets; the network layer (broker/server.py) builds one
-context at start and passes it to every call.
+handler module imported the server (an import cycle). A client-listener handler now gets a
+BrokerContext — the broker's identity and settings, its clock, the topics (metadata and the local
+partitions), the two coordinators, the producer-id allocator and the metrics — and a
+controller-listener handler a ControllerContext: the metadata quorum and the controller that
+decides when it leads. Each gets the ClientInfo of the connection the request came on. Nothing
+here knows about sockets; the broker (broker/server.py) builds one context per listener at start
+and the connection layer (broker/connection.py) passes it to every call.
 """
 
 from __future__ import annotations
@@ -49,7 +51,9 @@ class ClientInfo:
     endpoint: tuple[str, int]
     inter_broker: bool = False
     client_id: str | None = None
-    controller: bool = False  # the controller listener: the metadata quorum's protocol only
+    # Who is asking, in Kafka's "User:<name>" form: set by authentication (SASL or a client
+    # certificate) and read by the authorizer. ANONYMOUS until a listener authenticates.
+    principal: str = "User:ANONYMOUS"
     # Done once the latest produce request of this connection has appended: the next one appends
     # only after it (broker/apis/produce.py), whatever either waited for before appending.
     produce_appended: asyncio.Future[None] | None = None
@@ -66,14 +70,25 @@ class BrokerContext:
     producer_ids: ProducerIdAllocator
     metrics: BrokerMetrics
     quorum: QuorumShell | None = None  # the metadata quorum (broker/quorum/shell.py)
-    controller: QuorumController | None = None  # decides when this node's quorum leads
-    controller_shell: ControllerShell | None = None  # runs and commits its decisions
     replication: ReplicaManager | None = None  # followers' fetchers, leaders' ISR changes
     controller_client: ControllerClient | None = None  # asks the active controller, wherever it is
     propagation: Propagation | None = None  # waits until every live broker has a topic change
     forwarder: ControllerForwarder | None = None  # admin requests Kafka forwards to the controller
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)  # KIP-227 (apis/fetch.py)
+    broker_epoch: Callable[[], int | None] = lambda: None  # this broker's registration, once it has one
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerContext:
+    node_id: int
+    config: BrokerConfig
+    clock: Clock
+    topics: TopicTable  # checks topic configs; its image answers ListPartitionReassignments
+    quorum: QuorumShell
+    controller: QuorumController  # decides when this node's quorum leads
+    shell: ControllerShell  # runs and commits its decisions
 
 
 # `async def handle(ctx, client, header, request) -> response | None`; None: send nothing (acks=0).
 Handler = Callable[[BrokerContext, ClientInfo, RequestHeader, Any], Coroutine[Any, Any, Message | None]]
+ControllerHandler = Callable[[ControllerContext, ClientInfo, RequestHeader, Any], Coroutine[Any, Any, Message | None]]

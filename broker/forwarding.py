@@ -3,9 +3,12 @@
 An admin client cannot know which broker leads the metadata quorum, so Kafka's brokers forward
 what only the controller can answer (DescribeQuorum among them) and pass its answer back. Ketch
 forwards the request unchanged, in the client's version, to the controller listener of the quorum
-leader, over a connection of its own (wire.Channel). The topic changes the controller decides go
-through the ControllerClient instead (broker/controller/client.py): those wait for this broker's
-image afterwards. docs/protocol.md lists what is forwarded and how.
+leader, over a connection of its own (wire.Channel), wrapping the handler that answers when this
+node leads (broker/apis/__init__.py, to_controller). ListPartitionReassignments is thus answered
+from the quorum leader's image, not this broker's: a broker whose image lags (a slow fetch of the
+metadata log) would list a reassignment as still running, or miss one just started. The topic
+changes the controller decides go through the ControllerClient instead (broker/controller/client.py):
+those wait for this broker's image afterwards. docs/protocol.md lists what is forwarded and how.
 """
 
 from __future__ import annotations

@@ -135,10 +135,9 @@ def _quorum(ctx: BrokerContext, out: Exposition) -> None:
                hw)
     out.family("ketch_quorum_is_leader", "gauge", "1 on the node that leads the metadata quorum.",
                1 if leader == ctx.node_id else 0)
-    if ctx.controller is not None:
-        out.family("ketch_brokers", "gauge", "Brokers registered in the metadata log, by state.",
-                   [((("state", state),), sum(1 for b in ctx.controller.image.brokers if b.fenced == fenced))
-                    for state, fenced in (("alive", False), ("fenced", True))])
+    out.family("ketch_brokers", "gauge", "Brokers registered in the metadata log, by state.",
+               [((("state", state),), sum(1 for b in ctx.topics.image.brokers if b.fenced == fenced))
+                for state, fenced in (("alive", False), ("fenced", True))])
 
 
 def _partitions(ctx: BrokerContext, out: Exposition) -> None:
@@ -188,6 +187,15 @@ def _transactions(ctx: BrokerContext, out: Exposition) -> None:
     out.family("ketch_transactions_completed_total", "counter",
                "Transactions completed by the coordinator (markers written, completion recorded), by result.",
                [((("result", r),), m.transactions_ended[r]) for r in ("commit", "abort")])
+    now = ctx.clock.now_ms()
+    prepared = [t for t in ctx.txn.all() if t.two_pc and t.state == TxnState.ONGOING]
+    out.family("ketch_prepared_transactions", "gauge",
+               "Open transactions of two-phase-commit ids (KIP-939) this broker coordinates: no timeout ends "
+               "them, and each holds back the last stable offset of its partitions until someone ends it.",
+               len(prepared))
+    oldest = max((now - t.start_ms for t in prepared if t.start_ms >= 0), default=0)
+    out.family("ketch_prepared_transaction_max_age_seconds", "gauge",
+               "How long the oldest of those has been open (0: none).", max(oldest, 0) / 1000)
     out.family("ketch_transactions_timed_out_total", "counter",
                "Transactions the coordinator aborted because they passed their timeout.", m.transactions_timed_out)
     out.family("ketch_transaction_markers_written_total", "counter",

@@ -12,6 +12,23 @@ on as usual) until it refills — as Kafka's quota manager holds throttled parti
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .metadata.image import MetadataImage
+
+
+def throttled(image: MetadataImage, node: int, topic: str, partition: int) -> bool:
+    """Whether this broker's replica is throttled: one a reassignment is adding here, or one its
+    topic lists in follower.replication.throttled.replicas."""
+    info = image.topics.get(topic)
+    if info is None or partition >= len(info.partitions):
+        return False
+    if node in info.partitions[partition].adding:
+        return True
+    value = info.configs.get("follower.replication.throttled.replicas", "")
+    return bool(value) and listed(value, partition, node)
+
 
 def listed(value: str, partition: int, node: int) -> bool:
     """Whether a `*.replication.throttled.replicas` value names this replica."""

@@ -543,11 +543,6 @@ class TopicTable:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"{n} partitions is more than this broker allows")
         if rf <= 0:
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, f"Replication factor must be larger than 0, got {rf}.")
-        live = len(self.image.live_brokers())
-        if rf > max(live, 1):
-            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             f"Unable to replicate the partition {rf} time(s): The target replication factor of "
-                             f"{rf} cannot be reached because only {live} broker(s) are registered.")
         self.check_configs(configs)
         return n, rf
 

@@ -51,7 +51,7 @@ from .structs import (
     RecordMetadata,
     TopicPartition,
 )
-from .transactions import ProducerTxnState
+from .transactions import PreparedTransaction, ProducerTxnState
 
 __all__ = [
     "Admin", "BrokerResponseError", "ClusterDescription", "CommitFailedError", "ConnectionLostError", "Consumer",
@@ -62,6 +62,6 @@ __all__ = [
     "PartitionDescription", "Producer", "ProducerFencedError", "ProducerStateDescription",
     "RebalanceListener", "RecordMetadata", "RequestTimedOutError", "RetriableError",
     "TopicAlreadyExistsError", "TopicDescription", "TopicPartition", "TransactionAbortableError",
-    "TransactionDescription", "TransactionListing", "ProducerTxnState", "UnknownTopicError",
+    "TransactionDescription", "TransactionListing", "PreparedTransaction", "ProducerTxnState", "UnknownTopicError",
     "UnsupportedVersionError", "murmur2",
 ]

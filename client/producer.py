@@ -6,6 +6,9 @@
 Idempotence is on by default (acks=all, a producer id, a sequence per batch), so a retried batch
 is never written twice. With `transactional_id` the producer is transactional: see the
 TransactionManager state machine in transactions.py; this module only carries its requests.
+With `enable_2pc` as well its transactions take part in a two-phase commit (KIP-939):
+`prepare_transaction()` flushes and returns a token, and `complete_transaction(token, commit)`
+ends the transaction from this or any other instance with the same transactional id.
 
 The sender task loops: find partitions whose first batch is ready (full, lingered long enough, a
 flush or close in progress, or a retry whose backoff elapsed), group them by leader, and send one
@@ -41,11 +44,14 @@ from .errors import (
     KafkaTimeoutError,
     RetriableError,
     TransactionAbortableError,
+    UnsupportedVersionError,
     error_from_code,
 )
 from .partitioner import DefaultPartitioner
 from .structs import ConsumerGroupMetadata, EncodedRecords, OffsetAndMetadata, RecordMetadata, TopicPartition
-from .transactions import Outcome, ProducerTxnState, Step, TransactionManager
+from .transactions import Outcome, PreparedTransaction, ProducerTxnState, Step, TransactionManager
+
+TWO_PC_INIT_VERSION = 6  # InitProducerId carries Enable2Pc / KeepPreparedTxn from v6 (KIP-939)
 
 _ACKS = {"all": -1, "-1": -1, -1: -1, 1: 1, "1": 1, 0: 0, "0": 0}
 _SEQ_MASK = 0x7FFFFFFF
@@ -69,6 +75,7 @@ class Producer:
         enable_idempotence: bool | None = None,
         transactional_id: str | None = None,
         transaction_timeout_ms: int = 60_000,
+        enable_2pc: bool = False,
         compression: str = "none",
         linger_ms: float = 5,
         batch_size: int = 16_384,
@@ -85,6 +92,8 @@ class Producer:
         if acks not in _ACKS:
             raise ValueError(f"acks must be 'all', 1 or 0, not {acks!r}")
         self.acks = _ACKS[acks]
+        if enable_2pc and transactional_id is None:
+            raise ValueError("two-phase commit (enable_2pc) needs a transactional_id")
         if transactional_id is not None:
             if enable_idempotence is False:
                 raise ValueError("a transactional producer is idempotent: enable_idempotence cannot be False")
@@ -118,7 +127,8 @@ class Producer:
         self._acc = Accumulator(batch_size, linger_ms / 1000, delivery_timeout_ms / 1000, clock)
         self._partitioner = partitioner or DefaultPartitioner()
         self.txn: TransactionManager | None = (
-            TransactionManager(transactional_id, transaction_timeout_ms) if transactional_id is not None else None)
+            TransactionManager(transactional_id, transaction_timeout_ms, enable_2pc=enable_2pc)
+            if transactional_id is not None else None)
         self._producer_id = -1
         self._producer_epoch = -1
         self._next_seq: dict[TopicPartition, int] = defaultdict(int)
@@ -654,14 +664,23 @@ class Producer:
         self._check_started()
         return self.txn
 
-    async def _txn_call(self, key: str, key_type: int, build: Any, handle: Any, what: str) -> None:
-        """Send a transactional request to its coordinator until the state machine says done."""
+    async def _txn_call(self, key: str, key_type: int, build: Any, handle: Any, what: str, *,
+                        min_version: int = 0) -> None:
+        """Send a transactional request to its coordinator until the state machine says done.
+        A coordinator that cannot take it at `min_version` at least is an error, not a retry."""
         deadline = self._clock.monotonic() + self.max_block
         while True:
             decision: Step
             try:
                 node = await self._cluster.coordinator(key, key_type, timeout=max(0.1, deadline - self._clock.monotonic()))
-                resp = await self._cluster.request(node, build())
+                req = build()
+                conn = await self._cluster.connection(node)
+                version = conn.version_for(type(req))
+                if version < min_version:
+                    raise UnsupportedVersionError(
+                        f"{what}: the coordinator speaks {type(req).__name__} up to v{version}; v{min_version} is "
+                        "needed (two-phase commit, KIP-939)")
+                resp = await conn.request(req, version=version)
                 decision = handle(resp)
             except (RetriableError, OSError, TimeoutError):
                 decision = Step(Outcome.FIND_COORDINATOR)
@@ -676,18 +695,26 @@ class Producer:
                 raise KafkaTimeoutError(f"{what} did not complete within {self.max_block}s")
             await asyncio.sleep(self.retry_backoff)
 
-    async def init_transactions(self) -> None:
+    async def init_transactions(self, keep_prepared: bool = False) -> PreparedTransaction | None:
         """Get a producer id and epoch for the transactional id, fencing any older producer with
-        it and letting the coordinator finish (abort) what such a producer left open."""
+        it and letting the coordinator finish (abort) what such a producer left open.
+
+        With `keep_prepared` (KIP-939) a two-phase-commit transaction left open is kept instead,
+        and returned: this producer then holds it (PREPARED_TRANSACTION) and may only commit or
+        abort it (`complete_transaction`). None when nothing was open."""
         txn = self._require_txn()
-        req = txn.begin_init()
+        req = txn.begin_init(keep_prepared=keep_prepared)
 
         def handle(resp: InitProducerIdResponse) -> Step:
-            return txn.handle_init(resp.error_code, resp.producer_id, resp.producer_epoch)
+            return txn.handle_init(resp.error_code, resp.producer_id, resp.producer_epoch,
+                                   ongoing_producer_id=resp.ongoing_txn_producer_id,
+                                   ongoing_producer_epoch=resp.ongoing_txn_producer_epoch)
 
-        await self._txn_call(txn.transactional_id, COORDINATOR_TRANSACTION, lambda: req, handle, "init_transactions")
+        await self._txn_call(txn.transactional_id, COORDINATOR_TRANSACTION, lambda: req, handle, "init_transactions",
+                             min_version=TWO_PC_INIT_VERSION if txn.needs_2pc_version else 0)
         self._next_seq.clear()
         self._seq_owner.clear()
+        return txn.prepared
 
     async def begin_transaction(self) -> None:
         self._require_txn().begin()
@@ -738,12 +765,63 @@ class Producer:
         await self._txn_call(group.group_id, COORDINATOR_GROUP, lambda: txn.txn_offset_commit_request(oms, group),
                              handle, "TxnOffsetCommit")
 
-    async def commit_transaction(self) -> None:
-        """Wait until every record of the transaction is acknowledged, then commit it. Raises
-        TransactionAbortableError if any of them failed (call abort_transaction)."""
+    async def prepare_transaction(self) -> PreparedTransaction:
+        """Phase one of a two-phase commit (KIP-939; needs enable_2pc): wait until every record of
+        the transaction is acknowledged, then hand out the token that names it. Nothing more may
+        join it; the broker keeps it, whatever its timeout, until this producer or another
+        instance with the token ends it (`complete_transaction`). Raises
+        TransactionAbortableError if any record failed (call abort_transaction)."""
         txn = self._require_txn()
         txn.raise_if_failed()
+        if not txn.enable_2pc:
+            raise IllegalStateError("prepare_transaction needs a two-phase-commit producer (enable_2pc=True)")
         if txn.state is not ProducerTxnState.IN_TRANSACTION:
+            raise IllegalStateError(f"prepare_transaction needs IN_TRANSACTION, not {txn.state.name}")
+        await self._settle_transaction()
+        return txn.prepare()
+
+    async def complete_transaction(self, token: PreparedTransaction, commit: bool = True) -> bool:
+        """Phase two: commit (or abort) the prepared transaction `token` names — from the producer
+        that prepared it, or from any other instance with its transactional id, in another
+        process perhaps (this one initialises with KeepPreparedTxn first, fencing the instance
+        that wrote it). True when it was ended so; False when no transaction was open any more
+        (it was ended before: completed by someone, or aborted by a producer that initialised
+        without keeping it). A different transaction open under the id is not touched: that
+        raises IllegalStateError, and this producer holds it (commit or abort it explicitly)."""
+        txn = self._require_txn()
+        if token.transactional_id != txn.transactional_id:
+            raise ValueError(f"the token is for transactional id {token.transactional_id!r}, this producer's is "
+                             f"{txn.transactional_id!r}")
+        if txn.state is ProducerTxnState.UNINITIALIZED:
+            await self.init_transactions(keep_prepared=True)
+        if txn.state is ProducerTxnState.READY:
+            return False
+        if txn.state is not ProducerTxnState.PREPARED_TRANSACTION:
+            raise IllegalStateError(f"complete_transaction needs a prepared transaction, not {txn.state.name}")
+        if txn.prepared != token:
+            raise IllegalStateError(f"transactional id {txn.transactional_id!r} has another transaction open "
+                                    f"({txn.prepared}), not the token's ({token})")
+        if commit:
+            await self.commit_transaction()
+        else:
+            await self.abort_transaction()
+        return True
+
+    async def _settle_transaction(self) -> None:
+        """Everything sent and acknowledged, every partition added (or the transaction failed)."""
+        await self.flush()
+        if self._add_task is not None:
+            await asyncio.gather(self._add_task, return_exceptions=True)
+        assert self.txn is not None
+        self.txn.raise_if_failed()
+
+    async def commit_transaction(self) -> None:
+        """Wait until every record of the transaction is acknowledged, then commit it. Raises
+        TransactionAbortableError if any of them failed (call abort_transaction). A prepared
+        transaction (two-phase commit) is committed as it is."""
+        txn = self._require_txn()
+        txn.raise_if_failed()
+        if txn.state not in (ProducerTxnState.IN_TRANSACTION, ProducerTxnState.PREPARED_TRANSACTION):
             raise IllegalStateError(f"commit_transaction needs IN_TRANSACTION, not {txn.state.name}")
         await self.flush()
         if self._add_task is not None:

@@ -7,6 +7,11 @@ States and transitions are those of Kafka's TransactionManager (the seeds descri
                                                     \\-> ABORTING_TRANSACTION -> READY
     any -> FATAL_ERROR;  IN_TRANSACTION / COMMITTING / INITIALIZING -> ABORTABLE_ERROR -> ABORTING
 
+Two-phase commit (KIP-939) adds PREPARED_TRANSACTION: entered from IN_TRANSACTION by `prepare()`
+(everything sent and acknowledged, nothing more may join), or from INITIALIZING when an
+InitProducerId with KeepPreparedTxn finds a transaction the broker kept for this instance; left
+only by COMMITTING_TRANSACTION or ABORTING_TRANSACTION (an ordinary EndTxn).
+
 The machine builds the requests (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
 TxnOffsetCommit, EndTxn) and is told their answers; it returns a `Step` saying whether the
 step is done, should be retried (after finding the coordinator again, or after a backoff), or has
@@ -22,8 +27,9 @@ authorization, a failed produce -> abortable (the application aborts and tries a
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from protocol.errors import ErrorCode
 from protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
@@ -56,6 +62,7 @@ class ProducerTxnState(enum.Enum):
     ABORTING_TRANSACTION = "ABORTING_TRANSACTION"
     ABORTABLE_ERROR = "ABORTABLE_ERROR"
     FATAL_ERROR = "FATAL_ERROR"
+    PREPARED_TRANSACTION = "PREPARED_TRANSACTION"
 
 
 S = ProducerTxnState
@@ -64,8 +71,9 @@ _SOURCES: dict[ProducerTxnState, frozenset[ProducerTxnState]] = {
     S.INITIALIZING: frozenset({S.UNINITIALIZED, S.ABORTING_TRANSACTION}),
     S.READY: frozenset({S.INITIALIZING, S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION}),
     S.IN_TRANSACTION: frozenset({S.READY}),
-    S.COMMITTING_TRANSACTION: frozenset({S.IN_TRANSACTION}),
-    S.ABORTING_TRANSACTION: frozenset({S.IN_TRANSACTION, S.ABORTABLE_ERROR}),
+    S.PREPARED_TRANSACTION: frozenset({S.IN_TRANSACTION, S.INITIALIZING}),
+    S.COMMITTING_TRANSACTION: frozenset({S.IN_TRANSACTION, S.PREPARED_TRANSACTION}),
+    S.ABORTING_TRANSACTION: frozenset({S.IN_TRANSACTION, S.ABORTABLE_ERROR, S.PREPARED_TRANSACTION}),
     S.ABORTABLE_ERROR: frozenset({S.IN_TRANSACTION, S.COMMITTING_TRANSACTION, S.ABORTABLE_ERROR,
                                   S.INITIALIZING}),
     S.UNINITIALIZED: frozenset({S.READY, S.ABORTABLE_ERROR}),
@@ -85,6 +93,33 @@ class Step:
     error: KafkaClientError | None = None
 
 
+# The transaction timeout that marks a two-phase-commit transactional id (KIP-939), as Kafka's
+# coordinator keeps it and DescribeTransactions reports it: Int.MaxValue, no timeout at all.
+TWO_PC_TIMEOUT_MS = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedTransaction:
+    """What names a prepared transaction to whoever completes it, in another process perhaps: the
+    transactional id and the producer id and epoch its records carry (KIP-939's
+    OngoingTxnProducerId/Epoch). Small, and JSON both ways, to travel in a commit message."""
+
+    transactional_id: str
+    producer_id: int
+    epoch: int
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> PreparedTransaction:
+        try:
+            d = json.loads(text)
+            return cls(str(d["transactional_id"]), int(d["producer_id"]), int(d["epoch"]))
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"not a prepared-transaction token: {text!r}") from e
+
+
 DONE = Step(Outcome.DONE)
 RETRY = Step(Outcome.RETRY)
 FIND_COORDINATOR = Step(Outcome.FIND_COORDINATOR)
@@ -101,9 +136,13 @@ class TransactionManager:
     """State of one transactional producer: its id and epoch, the state, the partitions of the
     open transaction, and the error that ended it if any."""
 
-    def __init__(self, transactional_id: str, transaction_timeout_ms: int = 60_000) -> None:
+    def __init__(self, transactional_id: str, transaction_timeout_ms: int = 60_000, *,
+                 enable_2pc: bool = False) -> None:
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = transaction_timeout_ms
+        self.enable_2pc = enable_2pc  # InitProducerId with Enable2Pc: no timeout aborts our transactions
+        self.keep_prepared = False  # the next InitProducerId keeps a prepared transaction (KeepPreparedTxn)
+        self.prepared: PreparedTransaction | None = None  # the prepared transaction in hand, if any
         self.state = ProducerTxnState.UNINITIALIZED
         self.producer_id = -1
         self.producer_epoch = -1
@@ -177,17 +216,24 @@ class TransactionManager:
         return self.fatal(FatalError(f"unexpected error in {what}", ec))
 
     # ------------------------------------------------------------------ InitProducerId
-    def begin_init(self) -> InitProducerIdRequest:
+    def begin_init(self, *, keep_prepared: bool = False) -> InitProducerIdRequest:
         if self.state is ProducerTxnState.FATAL_ERROR:
             raise self._fatal_error()
         if self.state is not ProducerTxnState.INITIALIZING:
             self._to(ProducerTxnState.INITIALIZING)
         self.producer_id, self.producer_epoch = -1, -1
+        self.keep_prepared = keep_prepared
         return self.init_request()
 
     def init_request(self) -> InitProducerIdRequest:
         return InitProducerIdRequest(transactional_id=self.transactional_id,
-                                     transaction_timeout_ms=self.transaction_timeout_ms)
+                                     transaction_timeout_ms=self.transaction_timeout_ms,
+                                     enable_2pc=self.enable_2pc, keep_prepared_txn=self.keep_prepared)
+
+    @property
+    def needs_2pc_version(self) -> bool:
+        """InitProducerId must go as v6 (KIP-939): an older version drops the two flags silently."""
+        return self.enable_2pc or self.keep_prepared
 
     def bump_request(self) -> InitProducerIdRequest:
         """InitProducerId carrying our current id and epoch (v3+, KIP-360): the coordinator bumps the
@@ -196,13 +242,23 @@ class TransactionManager:
         which is us)."""
         return InitProducerIdRequest(transactional_id=self.transactional_id,
                                      transaction_timeout_ms=self.transaction_timeout_ms,
-                                     producer_id=self.producer_id, producer_epoch=self.producer_epoch)
+                                     producer_id=self.producer_id, producer_epoch=self.producer_epoch,
+                                     enable_2pc=self.enable_2pc)
 
-    def handle_init(self, code: int, producer_id: int, producer_epoch: int) -> Step:
+    def handle_init(self, code: int, producer_id: int, producer_epoch: int, *, ongoing_producer_id: int = -1,
+                    ongoing_producer_epoch: int = -1) -> Step:
         if code == 0:
             self.producer_id, self.producer_epoch = producer_id, producer_epoch
             self.epoch_bump_required = False
-            self._to(ProducerTxnState.READY)
+            self.keep_prepared = False
+            if ongoing_producer_id >= 0:
+                # the broker kept a prepared transaction for us: it is ours to end, nothing else
+                self.prepared = PreparedTransaction(self.transactional_id, ongoing_producer_id, ongoing_producer_epoch)
+                self.transaction_started = True
+                self._to(ProducerTxnState.PREPARED_TRANSACTION)
+            else:
+                self.prepared = None
+                self._to(ProducerTxnState.READY)
             return DONE
         if code in _COORDINATOR_MOVED:
             return FIND_COORDINATOR
@@ -332,11 +388,27 @@ class TransactionManager:
                 code))
         return self._fail_code(code, "TxnOffsetCommit")
 
+    # ------------------------------------------------------------------ prepare (2PC)
+    def prepare(self) -> PreparedTransaction:
+        """Everything of the transaction is acknowledged (the producer flushed): it becomes
+        PREPARED_TRANSACTION, and the token names it. Only a 2PC producer may: any other
+        transaction is the coordinator's to abort when it times out."""
+        self.raise_if_failed()
+        if not self.enable_2pc:
+            raise IllegalStateError("prepare_transaction needs a two-phase-commit producer (enable_2pc=True)")
+        if self.state is not ProducerTxnState.IN_TRANSACTION:
+            raise IllegalStateError(f"prepare_transaction needs IN_TRANSACTION, not {self.state.name}")
+        if self.has_pending_adds:
+            raise IllegalStateError("prepare_transaction: partitions are still being added to the transaction")
+        self.prepared = PreparedTransaction(self.transactional_id, self.producer_id, self.producer_epoch)
+        self._to(ProducerTxnState.PREPARED_TRANSACTION)
+        return self.prepared
+
     # ------------------------------------------------------------------ commit / abort
     def begin_commit(self) -> bool:
         """Enter COMMITTING_TRANSACTION; True if an EndTxn must be sent (something was added)."""
         self.raise_if_failed()
-        if self.state is not ProducerTxnState.IN_TRANSACTION:
+        if self.state not in (ProducerTxnState.IN_TRANSACTION, ProducerTxnState.PREPARED_TRANSACTION):
             raise IllegalStateError(f"commit_transaction needs IN_TRANSACTION, not {self.state.name}")
         self._to(ProducerTxnState.COMMITTING_TRANSACTION)
         return self.transaction_started
@@ -345,7 +417,8 @@ class TransactionManager:
         """Enter ABORTING_TRANSACTION; True if an EndTxn must be sent."""
         if self.state is ProducerTxnState.FATAL_ERROR:
             raise self._fatal_error()
-        if self.state not in (ProducerTxnState.IN_TRANSACTION, ProducerTxnState.ABORTABLE_ERROR, ProducerTxnState.ABORTING_TRANSACTION):
+        if self.state not in (ProducerTxnState.IN_TRANSACTION, ProducerTxnState.ABORTABLE_ERROR,
+                              ProducerTxnState.ABORTING_TRANSACTION, ProducerTxnState.PREPARED_TRANSACTION):
             raise IllegalStateError(f"abort_transaction needs an open or failed transaction, not {self.state.name}")
         if self.state is not ProducerTxnState.ABORTING_TRANSACTION:
             self._to(ProducerTxnState.ABORTING_TRANSACTION)
@@ -380,6 +453,7 @@ class TransactionManager:
         self._pending.clear()
         self._added.clear()
         self.transaction_started = False
+        self.prepared = None
         if self.state is ProducerTxnState.ABORTING_TRANSACTION and self.epoch_bump_required:
             self._to(ProducerTxnState.INITIALIZING)
             return

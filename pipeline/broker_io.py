@@ -9,7 +9,7 @@ leaves the assignment empty when it is done, so nothing is fetched between tasks
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Iterable, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from client import Admin, Consumer, FetchedBatches, TopicDescription, TopicPartition
@@ -68,16 +68,16 @@ async def _planner_call(name: str, key: tuple[Any, ...], make: Callable[[], Any]
         raise
 
 
+async def admin_call(bootstrap: str, call: Callable[[Admin], Awaitable[T]]) -> T:
+    """`call` on the process's kept admin client for `bootstrap` (made again if a call fails)."""
+    result: T = await _planner_call("admin", (bootstrap,), lambda: Admin(bootstrap), call)
+    return result
+
+
 async def describe_topics(bootstrap: str, topics: Iterable[str]) -> dict[str, TopicDescription]:
     """Admin.describe_topics on the process's kept admin client."""
     names = list(topics)
-
-    async def describe(admin: Admin) -> Any:
-        return await admin.describe_topics(names)
-
-    described: dict[str, TopicDescription] = await _planner_call("admin", (bootstrap,), lambda: Admin(bootstrap),
-                                                                  describe)
-    return described
+    return await admin_call(bootstrap, lambda admin: admin.describe_topics(names))
 
 
 async def _partitions(bootstrap: str, topics: Iterable[str]) -> list[TopicPartition]:

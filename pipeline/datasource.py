@@ -22,6 +22,7 @@ from .sink import (
     KetchStreamArrowWriter,
     KetchStreamWriter,
     prepare_sink,
+    prepare_stream_sink,
 )
 from .source import KetchBatchReader, KetchStreamReader
 
@@ -52,5 +53,5 @@ class KetchDataSource(DataSource):
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         sink = sink_options(self.options)
-        prepare_sink(sink, schema)
+        prepare_stream_sink(sink, schema)
         return KetchStreamArrowWriter(sink) if sink.use_arrow else KetchStreamWriter(sink)

@@ -44,7 +44,14 @@ import json
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 
-from client import Consumer, KafkaClientError, OffsetAndMetadata, Producer, TopicPartition
+from client import (
+    Consumer,
+    KafkaClientError,
+    OffsetAndMetadata,
+    PreparedTransaction,
+    Producer,
+    TopicPartition,
+)
 from client.structs import EncodedRecords
 from client.transactions import ProducerTxnState
 
@@ -77,7 +84,8 @@ class TaskWrite:
 @dataclass(frozen=True)
 class TaskOutcome:
     rows: int
-    skipped: bool  # the batch had been committed by an earlier attempt: nothing written
+    skipped: bool  # the batch had been committed (or, batch-atomic, prepared) by an earlier attempt: nothing written
+    token: PreparedTransaction | None = None  # batch-atomic: the prepared transaction, for the driver to commit
 
 
 @dataclass
@@ -137,17 +145,14 @@ async def committed_batch(reader: Consumer, marker: TopicPartition) -> int | Non
     return None if offset is None else offset - 1
 
 
-class TaskTransaction:
-    """A task's open transaction, the marker for its batch already in it: send, then commit."""
+class TaskOutput:
+    """A task's open transaction, the marker for its batch already in it: the sink sends the
+    task's records into it, then `finish()`es it (or `fail()`s it), as its commit mode says."""
 
-    def __init__(self, clients: TaskClients, batch_id: int, key: Hashable,
-                 cache: ClientCache[TaskClients] | None) -> None:
-        self.clients = clients
-        self.producer = clients.producer
+    def __init__(self, producer: Producer, batch_id: int) -> None:
+        self.producer = producer
         self.batch_id = batch_id
         self.rows = 0
-        self._key = key
-        self._cache = cache
 
     async def send_records(self, records: Iterable[OutRecord]) -> None:
         send = self.producer.send
@@ -164,6 +169,26 @@ class TaskTransaction:
     async def partitions(self, topic: str) -> int:
         return len(await self.producer.partitions_for(topic))
 
+    async def finish(self) -> TaskOutcome:
+        raise NotImplementedError
+
+    async def fail(self) -> None:
+        raise NotImplementedError
+
+
+class TaskTransaction(TaskOutput):
+    """Per-task mode: the task commits its transaction itself."""
+
+    def __init__(self, clients: TaskClients, batch_id: int, key: Hashable,
+                 cache: ClientCache[TaskClients] | None) -> None:
+        super().__init__(clients.producer, batch_id)
+        self.clients = clients
+        self._key = key
+        self._cache = cache
+
+    async def finish(self) -> TaskOutcome:
+        return await self.commit()
+
     async def commit(self) -> TaskOutcome:
         try:
             await self.producer.commit_transaction()
@@ -176,11 +201,11 @@ class TaskTransaction:
 
     async def fail(self) -> None:
         """Abort what can be aborted and drop the clients: they are never reused after a failure."""
-        await _abort_quietly(self.producer)
+        await abort_quietly(self.producer)
         await close_clients(self.clients)
 
 
-async def _abort_quietly(producer: Producer) -> None:
+async def abort_quietly(producer: Producer) -> None:
     if producer.transaction_state not in (ProducerTxnState.FATAL_ERROR, ProducerTxnState.READY, None):
         with contextlib.suppress(Exception):
             await asyncio.wait_for(producer.abort_transaction(), 30)
@@ -239,7 +264,7 @@ async def begin(sink: SinkOptions, who: TaskWrite, cache: ClientCache[TaskClient
 
 async def _renew(clients: TaskClients, sink: SinkOptions, who: TaskWrite) -> None:
     """Replace the producer by a new one, initialised (step 1); the marker reader stays."""
-    await _abort_quietly(clients.producer)
+    await abort_quietly(clients.producer)
     with contextlib.suppress(Exception):
         await clients.producer.close()
     try:

@@ -17,6 +17,12 @@ from protocol.topic_partition import TopicPartition
 READ_COMMITTED = "read_committed"
 READ_UNCOMMITTED = "read_uncommitted"
 
+# The sink's commitMode (docs/pipeline.md): each task commits its own transaction, or the driver
+# commits a micro-batch's prepared transactions together (KIP-939; needs a broker that allows 2PC).
+PER_TASK = "per-task"
+BATCH_ATOMIC = "batch-atomic"
+COMMIT_MODES = (PER_TASK, BATCH_ATOMIC)
+
 
 class OptionError(ValueError):
     """An option is missing or malformed; raised on the driver, before any task runs."""
@@ -84,6 +90,12 @@ class SinkOptions:
     linger_ms: int
     batch_size: int
     txn_prefix: str
+    commit_mode: str = PER_TASK
+    checkpoint: str | None = None  # the query's checkpointLocation option, when given
+
+    @property
+    def batch_atomic(self) -> bool:
+        return self.commit_mode == BATCH_ATOMIC
 
 
 def bootstrap_of(options: Mapping[str, str]) -> str:
@@ -142,9 +154,13 @@ def sink_options(options: Mapping[str, str]) -> SinkOptions:
     linger = int(_get(options, "kafka.linger.ms", "lingerMs", default="5") or "5")
     batch_size = _positive_int(_get(options, "kafka.batch.size", "batchSize", default="262144"), "batchSize")
     assert timeout is not None and batch_size is not None
+    mode = (_get(options, "commitMode", default=PER_TASK) or PER_TASK).strip().lower()
+    if mode not in COMMIT_MODES:
+        raise OptionError(f"commitMode must be one of {', '.join(COMMIT_MODES)}, not {mode!r}")
     return SinkOptions(
         bootstrap=bootstrap_of(options), topic=topic, marker_topic=marker_topic,
         use_arrow=_bool(_get(options, "useArrow"), True), transaction_timeout_ms=timeout,
         linger_ms=linger, batch_size=batch_size, txn_prefix=_get(options, "transactionalIdPrefix",
                                                                   default="ketch-sink") or "ketch-sink",
+        commit_mode=mode, checkpoint=_get(options, "checkpointLocation"),
     )

@@ -26,7 +26,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     19: (0, 7),   # CreateTopics
     20: (0, 6),   # DeleteTopics
     21: (0, 2),   # DeleteRecords
-    22: (0, 5),   # InitProducerId
+    22: (0, 6),   # InitProducerId (v6: two-phase commit, KIP-939)
     23: (0, 4),   # OffsetForLeaderEpoch (Kafka 4.0 dropped v0-1, KIP-896; older clients still send them)
     24: (0, 5),   # AddPartitionsToTxn (v4: broker-to-broker batches and verify_only, KIP-890)
     25: (0, 4),   # AddOffsetsToTxn
@@ -50,6 +50,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     66: (0, 1),   # ListTransactions
     55: (0, 2),   # DescribeQuorum (the metadata quorum, also answered on the controller listener)
     75: (0, 0),   # DescribeTopicPartitions (KIP-966)
+    93: (0, 0),   # GetReplicaLogInfo (KIP-966's unclean recovery; the controller asks, inter-broker listener only)
 }
 
 # The controller listener speaks the metadata quorum's protocol (KRaft) and takes the topic changes brokers forward.
@@ -87,7 +88,7 @@ API_NAMES: dict[int, str] = {
     47: "OffsetDelete", 60: "DescribeCluster",
     61: "DescribeProducers", 65: "DescribeTransactions", 66: "ListTransactions", 75: "DescribeTopicPartitions", 52: "Vote", 53: "BeginQuorumEpoch", 54: "EndQuorumEpoch",
     55: "DescribeQuorum", 59: "FetchSnapshot", 67: "AllocateProducerIds", 62: "BrokerRegistration",
-    63: "BrokerHeartbeat", 73: "AssignReplicasToDirs",
+    63: "BrokerHeartbeat", 73: "AssignReplicasToDirs", 93: "GetReplicaLogInfo",
 }
 
 

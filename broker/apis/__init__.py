@@ -1,79 +1,64 @@
-"""Request handlers, one module per Kafka API (named after it), like franz-go's kfake.
+"""Request handlers, one module per Kafka API (named after it), like franz-go's kfake, and the
+table each listener serves.
 
 Every handler is `async def handle(ctx, client, header, request) -> response | None` (the
-context.Handler type): `ctx` is the narrow BrokerContext, never the server. None means "send
-nothing" (Produce with acks=0).
+context.Handler type): `ctx` is the narrow BrokerContext (ControllerContext on the controller
+listener), never the server. None means "send nothing" (Produce with acks=0). Each module says
+whether its requests run in request order (`ORDERED`, broker/connection.py says why).
 """
 
 from __future__ import annotations
 
-from ..context import Handler
-from . import (
-    add_offsets_to_txn,
-    add_partitions_to_txn,
-    alter_configs,
-    alter_replica_log_dirs,
-    api_versions,
-    controller_topics,
-    create_partitions,
-    create_topics,
-    delete_groups,
-    delete_records,
-    delete_topics,
-    describe_cluster,
-    describe_configs,
-    describe_groups,
-    describe_log_dirs,
-    describe_producers,
-    describe_topic_partitions,
-    describe_transactions,
-    elect_leaders,
-    end_txn,
-    fetch,
-    find_coordinator,
-    forwarded,
-    heartbeat,
-    incremental_alter_configs,
-    init_producer_id,
-    join_group,
-    leave_group,
-    list_groups,
-    list_offsets,
-    list_transactions,
-    metadata,
-    offset_commit,
-    offset_delete,
-    offset_fetch,
-    offset_for_leader_epoch,
-    partition_reassignments,
-    produce,
-    quorum,
-    sync_group,
-    txn_offset_commit,
-    write_txn_markers,
-)
+import functools
+import importlib
+import pkgutil
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
-HANDLERS: dict[int, Handler] = {
-    m.KEY: m.handle
-    for m in (produce, fetch, list_offsets, metadata, find_coordinator, api_versions, create_topics,
-              delete_topics, init_producer_id, describe_configs, create_partitions, alter_configs,
-              incremental_alter_configs, describe_cluster, offset_for_leader_epoch, describe_topic_partitions,
-              elect_leaders, partition_reassignments,
-              # logs: record deletion, log directories
-              delete_records, describe_log_dirs, alter_replica_log_dirs,
-              # consumer groups (broker/group)
-              join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch, describe_groups,
-              list_groups, delete_groups, offset_delete,
-              # transactions (broker/txn)
-              add_partitions_to_txn, add_offsets_to_txn, end_txn, write_txn_markers, txn_offset_commit,
-              describe_transactions, list_transactions, describe_producers)
-}
+import structlog
+
+from protocol.headers import RequestHeader
+from protocol.supported import CONTROLLER_SUPPORTED, SUPPORTED
+
+from ..context import BrokerContext, ClientInfo, ControllerHandler, Handler
+from ..wire import WireError
+from . import api_versions, controller_topics, partition_reassignments, quorum
+
+log = structlog.get_logger()
+
+
+def to_controller(local: Handler) -> Handler:
+    """A client-listener handler that forwards to the quorum leader; `local` answers on the leader,
+    and wherever the leader is unknown or cannot be reached (for DescribeQuorum:
+    NOT_LEADER_OR_FOLLOWER naming the leader this node knows). It is `local`'s, module included
+    (whose ORDERED holds for it)."""
+
+    @functools.wraps(local)
+    async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader, req: Any) -> Any:
+        forwarder = ctx.forwarder
+        node = forwarder.leader_elsewhere() if forwarder is not None else None
+        if forwarder is not None and node is not None:
+            try:
+                return await forwarder.forward(node, req, header.api_version)
+            except (WireError, OSError) as e:
+                log.info("forwarding to the quorum leader failed; answered here", api_key=header.api_key,
+                         leader=node, error=str(e))
+        return await local(ctx, client, header, req)
+
+    return handle
+
+
+# Every module named for a Kafka API declares its KEY, its `handle` and whether it is ORDERED.
+_MODULES = [importlib.import_module(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(__path__)]
+HANDLERS: dict[int, Handler] = {m.KEY: m.handle for m in _MODULES if hasattr(m, "KEY")}
 # Forwarded to the quorum leader's controller listener, as Kafka's brokers forward them.
-HANDLERS[55] = forwarded.to_controller(quorum.describe_quorum)
-HANDLERS[46] = forwarded.to_controller(partition_reassignments.list_reassignments)
+HANDLERS[55] = to_controller(quorum.describe_quorum)
+HANDLERS[46] = to_controller(partition_reassignments.list_reassignments)
 
 # The controller listener: the metadata quorum's protocol (KRaft), and nothing a client uses.
-CONTROLLER_HANDLERS: dict[int, Handler] = {
+CONTROLLER_HANDLERS: dict[int, ControllerHandler] = {
     1: quorum.metadata_fetch, 18: api_versions.handle, 19: controller_topics.create_topics,
     20: controller_topics.delete_topics, 33: controller_topics.alter_configs, 37: controller_topics.create_partitions,
     43: controller_topics.elect_leaders, 45: partition_reassignments.on_controller,
@@ -84,3 +69,21 @@ CONTROLLER_HANDLERS: dict[int, Handler] = {
     62: quorum.broker_registration, 63: quorum.broker_heartbeat, 67: quorum.allocate_producer_ids,
     73: quorum.assign_replicas_to_dirs,
 }
+
+
+@dataclass(frozen=True, slots=True)
+class ApiTable:
+    """What one listener serves: a handler and the version range per API key, and the keys whose
+    requests run in request order (their modules' ORDERED)."""
+
+    handlers: Mapping[int, Any]  # a Handler, or a ControllerHandler on the controller listener
+    supported: dict[int, tuple[int, int]]
+    ordered: frozenset[int]
+
+    @classmethod
+    def of(cls, handlers: Mapping[int, Any], supported: dict[int, tuple[int, int]]) -> ApiTable:
+        return cls(handlers, supported, frozenset(k for k, h in handlers.items() if sys.modules[h.__module__].ORDERED))
+
+
+CLIENT_APIS = ApiTable.of(HANDLERS, SUPPORTED)  # the client and inter-broker listeners
+CONTROLLER_APIS = ApiTable.of(CONTROLLER_HANDLERS, CONTROLLER_SUPPORTED)

@@ -7,20 +7,17 @@ with TxnOffsetCommit become visible (or are dropped) with the rest of the transa
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 from protocol.topic_partition import TopicPartition
 
+from ..context import BrokerContext, ClientInfo
 from ..group import OFFSETS_TOPIC
 from ..txn.wire_errors import for_version
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
-
 KEY = 25
+ORDERED = True  # runs alone on its connection, in request order (broker/connection.py)
 
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,

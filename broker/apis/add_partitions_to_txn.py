@@ -9,8 +9,6 @@ nothing is added and the others answer OPERATION_NOT_ATTEMPTED, as in Kafka.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.add_partitions_to_txn import (
@@ -23,12 +21,11 @@ from protocol.messages.add_partitions_to_txn import (
 )
 from protocol.topic_partition import TopicPartition
 
+from ..context import BrokerContext, ClientInfo
 from ..txn.wire_errors import for_version
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
-
 KEY = 24
+ORDERED = True  # runs alone on its connection, in request order (broker/connection.py)
 
 
 def _results(topics: list[AddPartitionsToTxnTopic], code_for: dict[TopicPartition, int],

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from protocol.headers import RequestHeader
 from protocol.messages.alter_configs import (
     AlterConfigsRequest,
@@ -11,12 +9,11 @@ from protocol.messages.alter_configs import (
     AlterConfigsResponse,
 )
 
+from ..context import BrokerContext, ClientInfo
 from ..topic_configs import ConfigOp, ConfigResource, alter
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
-
 KEY = 33
+ORDERED = False
 
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,

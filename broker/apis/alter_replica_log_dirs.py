@@ -8,8 +8,6 @@ the background; DescribeLogDirs shows the future replica and its lag meanwhile),
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from protocol.headers import RequestHeader
 from protocol.messages.alter_replica_log_dirs import (
     AlterReplicaLogDirPartitionResult,
@@ -18,10 +16,10 @@ from protocol.messages.alter_replica_log_dirs import (
     AlterReplicaLogDirTopicResult,
 )
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
+from ..context import BrokerContext, ClientInfo
 
 KEY = 34
+ORDERED = False
 
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,

@@ -6,8 +6,6 @@ Names and configs are checked again here: the controller listener is open to any
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages import alter_configs as ac
@@ -20,21 +18,14 @@ from protocol.messages.metadata_records import BROKER_RESOURCE, TOPIC_RESOURCE
 from protocol.primitives import ZERO_UUID
 from protocol.topic_partition import TopicPartition
 
+from ..context import ClientInfo, ControllerContext
 from ..metadata import dynamic_configs
 from ..topics import validate_topic_name
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
-    from ..controller.shell import ControllerShell
+ORDERED = False
 
 
-def _shell(ctx: BrokerContext) -> ControllerShell:
-    if ctx.controller_shell is None:
-        raise KafkaError(ErrorCode.NOT_CONTROLLER, "no controller here")
-    return ctx.controller_shell
-
-
-async def create_topics(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+async def create_topics(ctx: ControllerContext, client: ClientInfo, header: RequestHeader,
                         req: ct.CreateTopicsRequest) -> ct.CreateTopicsResponse:
     out = []
     for t in req.topics:
@@ -50,7 +41,7 @@ async def create_topics(ctx: BrokerContext, client: ClientInfo, header: RequestH
             if n <= 0 or rf <= 0:
                 raise KafkaError(ErrorCode.INVALID_PARTITIONS if n <= 0 else ErrorCode.INVALID_REPLICATION_FACTOR,
                                  "partitions and replication factor must be positive")
-            topic_id = await _shell(ctx).create_topic(t.name, n, rf, configs, assignments)
+            topic_id = await ctx.shell.create_topic(t.name, n, rf, configs, assignments)
         except KafkaError as e:
             out.append(ct.CreatableTopicResult(name=t.name, error_code=e.code, error_message=e.message))
             continue
@@ -59,13 +50,13 @@ async def create_topics(ctx: BrokerContext, client: ClientInfo, header: RequestH
     return ct.CreateTopicsResponse(throttle_time_ms=0, topics=out)
 
 
-async def create_partitions(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+async def create_partitions(ctx: ControllerContext, client: ClientInfo, header: RequestHeader,
                             req: cp.CreatePartitionsRequest) -> cp.CreatePartitionsResponse:
     out = []
     for t in req.topics:
         assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
         try:
-            await _shell(ctx).create_partitions(t.name, t.count, assignments)
+            await ctx.shell.create_partitions(t.name, t.count, assignments)
         except KafkaError as e:
             out.append(cp.CreatePartitionsTopicResult(name=t.name, error_code=e.code, error_message=e.message))
         else:
@@ -73,13 +64,13 @@ async def create_partitions(ctx: BrokerContext, client: ClientInfo, header: Requ
     return cp.CreatePartitionsResponse(throttle_time_ms=0, results=out)
 
 
-async def delete_topics(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+async def delete_topics(ctx: ControllerContext, client: ClientInfo, header: RequestHeader,
                         req: dt.DeleteTopicsRequest) -> dt.DeleteTopicsResponse:
     names = [t.name for t in req.topics] if header.api_version >= 6 else list(req.topic_names)
     out = []
     for name in names:
         try:
-            topic_id = await _shell(ctx).delete_topic(name or "")
+            topic_id = await ctx.shell.delete_topic(name or "")
         except KafkaError as e:
             out.append(dt.DeletableTopicResult(name=name, topic_id=ZERO_UUID, error_code=e.code,
                                                error_message=e.message))
@@ -88,7 +79,7 @@ async def delete_topics(ctx: BrokerContext, client: ClientInfo, header: RequestH
     return dt.DeleteTopicsResponse(throttle_time_ms=0, responses=out)
 
 
-async def alter_configs(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+async def alter_configs(ctx: ControllerContext, client: ClientInfo, header: RequestHeader,
                         req: ac.AlterConfigsRequest) -> ac.AlterConfigsResponse:
     out = []
     for r in req.resources:
@@ -96,18 +87,16 @@ async def alter_configs(ctx: BrokerContext, client: ClientInfo, header: RequestH
             configs = {c.name: c.value or "" for c in r.configs}
             if r.resource_type == BROKER_RESOURCE:  # dynamic broker configs (broker/metadata/dynamic_configs.py)
                 dynamic_configs.check(configs)
-                shell = _shell(ctx)
                 if not req.validate_only:
-                    await shell.set_broker_configs(r.resource_name, configs)
+                    await ctx.shell.set_broker_configs(r.resource_name, configs)
                 out.append(ac.AlterConfigsResourceResponse(error_code=0, resource_type=r.resource_type,
                                                            resource_name=r.resource_name))
                 continue
             if r.resource_type != TOPIC_RESOURCE:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "the controller takes topic and broker configs only")
             ctx.topics.check_configs(configs)
-            shell = _shell(ctx)
             if not req.validate_only:
-                await shell.set_configs(r.resource_name, configs)
+                await ctx.shell.set_configs(r.resource_name, configs)
         except KafkaError as e:
             out.append(ac.AlterConfigsResourceResponse(error_code=e.code, error_message=e.message,
                                                        resource_type=r.resource_type, resource_name=r.resource_name))
@@ -117,14 +106,13 @@ async def alter_configs(ctx: BrokerContext, client: ClientInfo, header: RequestH
     return ac.AlterConfigsResponse(throttle_time_ms=0, responses=out)
 
 
-async def alter_partition(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+async def alter_partition(ctx: ControllerContext, client: ClientInfo, header: RequestHeader,
                           req: ap.AlterPartitionRequest) -> ap.AlterPartitionResponse:
     """ISR changes from partition leaders, each decided and committed in turn; the answer carries
     the partition's state as committed (or the error and the state the controller holds)."""
-    shell = ctx.controller_shell
-    if shell is None or not shell.active:
+    shell, controller = ctx.shell, ctx.controller
+    if not shell.active:
         return ap.AlterPartitionResponse(error_code=ErrorCode.NOT_CONTROLLER)
-    controller = shell.controller
     topics = []
     for t in req.topics:
         info = controller.image.topics.get(t.topic_name) if header.api_version < 2 else \
@@ -167,11 +155,11 @@ def wanted_partitions(req: el.ElectLeadersRequest) -> list[TopicPartition] | Non
     return [TopicPartition(t.topic, p) for t in req.topic_partitions for p in t.partitions]
 
 
-async def elect_leaders(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+async def elect_leaders(ctx: ControllerContext, client: ClientInfo, header: RequestHeader,
                         req: el.ElectLeadersRequest) -> el.ElectLeadersResponse:
     unclean = header.api_version >= 1 and req.election_type == el.UNCLEAN
     try:
-        outcome = await _shell(ctx).elect_leaders(wanted_partitions(req), unclean)
+        outcome = await ctx.shell.elect_leaders(wanted_partitions(req), unclean)
     except KafkaError as e:
         return el.ElectLeadersResponse(error_code=e.code)
     return election_response(outcome)

@@ -4,7 +4,6 @@ once every live broker's image has the new partitions (broker/propagation.py).""
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
@@ -14,10 +13,10 @@ from protocol.messages.create_partitions import (
     CreatePartitionsTopicResult,
 )
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
+from ..context import BrokerContext, ClientInfo
 
 KEY = 37
+ORDERED = False
 
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,

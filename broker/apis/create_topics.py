@@ -5,7 +5,6 @@ controller create the topic (here or forwarded) and answer once every live broke
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
@@ -16,10 +15,10 @@ from protocol.messages.create_topics import (
     CreateTopicsResponse,
 )
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
+from ..context import BrokerContext, ClientInfo
 
 KEY = 19
+ORDERED = False
 CONFIG_SOURCE_DEFAULT = 5  # DEFAULT_CONFIG
 CONFIG_SOURCE_TOPIC = 1  # DYNAMIC_TOPIC_CONFIG
 

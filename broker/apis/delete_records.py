@@ -17,7 +17,6 @@ log start has moved). A sole replica answers at once.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
@@ -28,10 +27,10 @@ from protocol.messages.delete_records import (
     DeleteRecordsTopicResult,
 )
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
+from ..context import BrokerContext, ClientInfo
 
 KEY = 21
+ORDERED = False
 INVALID_LOW_WATERMARK = -1
 
 

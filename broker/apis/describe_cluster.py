@@ -10,8 +10,6 @@ endpoint type, so neither can happen there (Kafka would use INVALID_REQUEST).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.describe_cluster import (
@@ -23,10 +21,10 @@ from protocol.messages.describe_cluster import (
     DescribeClusterResponse,
 )
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
+from ..context import BrokerContext, ClientInfo
 
 KEY = 60
+ORDERED = False
 
 # Without an authorizer Kafka grants every operation the cluster resource supports: CREATE, ALTER,
 # DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE (AclOperation codes).
@@ -56,10 +54,10 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
     host, port = client.endpoint  # the listener this request came in on
     brokers = {ctx.node_id: DescribeClusterBroker(broker_id=ctx.node_id, host=host, port=port, rack=ctx.config.rack)}
     controller = ctx.node_id
-    if ctx.controller is not None and ctx.quorum is not None:
+    if ctx.quorum is not None:
         leader = ctx.quorum.status()[0]
         controller = leader if leader >= 0 else controller
-        for b in ctx.controller.image.brokers:
+        for b in ctx.topics.image.brokers:
             if b.node_id == ctx.node_id or (b.fenced and not req.include_fenced_brokers):
                 continue
             h, p = (b.inter_broker_host, b.inter_broker_port) if client.inter_broker else (b.host, b.port)

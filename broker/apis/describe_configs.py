@@ -8,7 +8,6 @@ Kafka 4.1+ broker reports it. The BROKER resource "" lists the cluster-wide dyna
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
@@ -29,12 +28,11 @@ from ..config_catalog import (
     TYPE_IDS,
     broker_entries,
 )
+from ..context import BrokerContext, ClientInfo
 from ..metadata.dynamic_configs import SOURCE_DYNAMIC_DEFAULT_BROKER, TOPIC_DEFAULTS
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
-
 KEY = 32
+ORDERED = False
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 

@@ -5,8 +5,6 @@ An unknown group is not an error here: Kafka answers it as an empty group in sta
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from protocol.headers import RequestHeader
 from protocol.messages.describe_groups import (
     DescribedGroup,
@@ -15,12 +13,11 @@ from protocol.messages.describe_groups import (
     DescribeGroupsResponse,
 )
 
+from ..context import BrokerContext, ClientInfo
 from ..group.state import GROUP_OPERATIONS
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
-
 KEY = 15
+ORDERED = False
 NOT_REQUESTED = -2147483648
 
 

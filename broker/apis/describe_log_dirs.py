@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
@@ -26,10 +25,10 @@ from protocol.messages.describe_log_dirs import (
     DescribeLogDirsTopic,
 )
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
+from ..context import BrokerContext, ClientInfo
 
 KEY = 35
+ORDERED = False
 
 
 def _space(path: str) -> tuple[int, int]:

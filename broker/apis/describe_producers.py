@@ -7,8 +7,6 @@ what the coordinators know.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from protocol.headers import RequestHeader
 from protocol.messages.describe_producers import (
     DescribeProducersRequest,
@@ -18,10 +16,10 @@ from protocol.messages.describe_producers import (
     TopicResponse,
 )
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
+from ..context import BrokerContext, ClientInfo
 
 KEY = 61
+ORDERED = False
 
 
 def _partition(ctx: BrokerContext, topic: str, index: int) -> PartitionResponse:

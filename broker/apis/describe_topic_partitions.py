@@ -9,8 +9,6 @@ answers INVALID_REQUEST for every topic.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.describe_topic_partitions import (
@@ -21,12 +19,11 @@ from protocol.messages.describe_topic_partitions import (
     DescribeTopicPartitionsResponseTopic,
 )
 
+from ..context import BrokerContext, ClientInfo
 from .metadata import TOPIC_OPERATIONS
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
-
 KEY = 75
+ORDERED = False
 MAX_PARTITIONS_PER_RESPONSE = 2000
 
 

@@ -6,8 +6,6 @@ FindCoordinator); an id it coordinates but does not know answers TRANSACTIONAL_I
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.describe_transactions import (
@@ -17,10 +15,10 @@ from protocol.messages.describe_transactions import (
     TransactionState,
 )
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
+from ..context import BrokerContext, ClientInfo
 
 KEY = 65
+ORDERED = False
 
 
 def _one(ctx: BrokerContext, tid: str) -> TransactionState:

@@ -5,18 +5,15 @@ UNKNOWN_TOPIC_OR_PARTITION. v0 asks for the preferred leader."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages.elect_leaders import UNCLEAN, ElectLeadersRequest, ElectLeadersResponse
 
+from ..context import BrokerContext, ClientInfo
 from .controller_topics import election_response, wanted_partitions
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
-
 KEY = 43
+ORDERED = False
 
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,

@@ -11,17 +11,14 @@ transaction that follows.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from protocol.headers import RequestHeader
 from protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
 
+from ..context import BrokerContext, ClientInfo
 from ..txn.wire_errors import for_version
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
-
 KEY = 26
+ORDERED = True  # runs alone on its connection, in request order (broker/connection.py)
 EPOCH_BUMP_FROM = 5
 
 

@@ -35,15 +35,16 @@ from protocol.messages.fetch import (
 )
 from storage.faults import broken
 
+from ..context import BrokerContext, ClientInfo
 from ..fetch_session import FINAL_EPOCH, INVALID_SESSION_ID, FetchContext, Key, Kind, Told, TopicKey
 from ..partition import Isolation, wait_for_change
 
 if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
     from ..partition import Partition
     from ..topics import Topic
 
 KEY = 1
+ORDERED = False
 READ_COMMITTED = 1
 
 

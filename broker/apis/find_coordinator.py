@@ -12,20 +12,17 @@ leader, or a leader that is not a live broker, or the topic not there yet.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.find_coordinator import Coordinator, FindCoordinatorRequest, FindCoordinatorResponse
 
+from ..context import BrokerContext, ClientInfo
 from ..group.coordinator import OFFSETS_TOPIC
 from ..txn.coordinator import TOPIC as TXN_TOPIC
 from .metadata import broker_endpoint
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
-
 KEY = 10
+ORDERED = False
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from protocol.headers import RequestHeader
 from protocol.messages.incremental_alter_configs import (
     AlterConfigsResourceResponse,
@@ -11,12 +9,11 @@ from protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsResponse,
 )
 
+from ..context import BrokerContext, ClientInfo
 from ..topic_configs import ConfigOp, ConfigResource, alter
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
-
 KEY = 44
+ORDERED = False
 
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,

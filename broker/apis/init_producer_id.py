@@ -4,23 +4,22 @@ Without a transactional id the producer only needs a cluster-unique id: a fresh 
 block allocator, epoch 0. With one, the transaction coordinator decides (docs/transactions.md): it may
 fence an older instance, abort its open transaction first (answering CONCURRENT_TRANSACTIONS
 while that completes) or rotate an exhausted id. v3+ requests may carry the producer's current
-id and epoch to recover it rather than being fenced (KIP-360).
+id and epoch to recover it rather than being fenced (KIP-360). v6 carries two-phase commit
+(KIP-939): Enable2Pc and KeepPreparedTxn go to the coordinator, and the answer names the
+transaction kept for the new instance (OngoingTxnProducerId/Epoch; -1 when none was).
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 
+from ..context import BrokerContext, ClientInfo
 from ..txn.wire_errors import for_version
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
-
 KEY = 22
+ORDERED = True  # runs alone on its connection, in request order (broker/connection.py)
 
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
@@ -31,9 +30,11 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
         except KafkaError as e:  # no producer-id block yet: retriable
             return InitProducerIdResponse(error_code=e.code, producer_id=-1, producer_epoch=-1)
     pid, epoch = (req.producer_id, req.producer_epoch) if header.api_version >= 3 else (-1, -1)
-    d = await ctx.txn.init_producer_id(req.transactional_id, req.transaction_timeout_ms, pid, epoch)
+    d = await ctx.txn.init_producer_id(req.transactional_id, req.transaction_timeout_ms, pid, epoch,
+                                       enable_2pc=req.enable_2pc, keep_prepared=req.keep_prepared_txn)
     if d.error:
         return InitProducerIdResponse(error_code=for_version(d.error, KEY, header.api_version), producer_id=-1,
                                       producer_epoch=-1)
     return InitProducerIdResponse(error_code=ErrorCode.NONE, producer_id=d.producer_id,
-                                  producer_epoch=d.producer_epoch)
+                                  producer_epoch=d.producer_epoch, ongoing_txn_producer_id=d.ongoing_producer_id,
+                                  ongoing_txn_producer_epoch=d.ongoing_producer_epoch)

@@ -6,17 +6,14 @@ timeout passes, so this handler may wait minutes; other requests on the connecti
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from protocol.headers import RequestHeader
 from protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse, JoinGroupResponseMember
 
+from ..context import BrokerContext, ClientInfo
 from ..group.model import JoinRequest
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
-
 KEY = 11
+ORDERED = False
 
 
 def client_host(client: ClientInfo) -> str:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from protocol.errors import KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages.list_offsets import (
@@ -13,12 +11,11 @@ from protocol.messages.list_offsets import (
     ListOffsetsTopicResponse,
 )
 
+from ..context import BrokerContext, ClientInfo
 from ..partition import Isolation
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
-
 KEY = 2
+ORDERED = False
 READ_COMMITTED = 1
 
 

@@ -7,8 +7,6 @@ the admin client reports a typo instead of an empty list.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from protocol.headers import RequestHeader
 from protocol.messages.list_transactions import (
     ListTransactionsRequest,
@@ -16,12 +14,11 @@ from protocol.messages.list_transactions import (
     TransactionState,
 )
 
+from ..context import BrokerContext, ClientInfo
 from ..txn.state import TxnState
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
-
 KEY = 66
+ORDERED = False
 
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,

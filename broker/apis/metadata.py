@@ -21,13 +21,14 @@ from protocol.messages.metadata import (
 )
 from protocol.primitives import ZERO_UUID
 
+from ..context import BrokerContext, ClientInfo
 from .describe_cluster import CLUSTER_OPERATIONS
 
 if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
     from ..topics import Topic
 
 KEY = 3
+ORDERED = False
 # Without ACLs every topic operation is allowed, and Kafka then reports all of them: READ, WRITE,
 # CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (AclOperation codes).
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from protocol.headers import RequestHeader
 from protocol.messages.offset_commit import (
     OffsetCommitRequest,
@@ -13,12 +11,11 @@ from protocol.messages.offset_commit import (
 )
 from protocol.topic_partition import TopicPartition
 
+from ..context import BrokerContext, ClientInfo
 from ..group.model import OffsetCommitIn
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
-
 KEY = 8
+ORDERED = False
 
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,

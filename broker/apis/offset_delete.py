@@ -5,8 +5,6 @@ a group-level error answers alone, without topics, as Kafka's does.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from protocol.headers import RequestHeader
 from protocol.messages.offset_delete import (
     OffsetDeleteRequest,
@@ -16,10 +14,10 @@ from protocol.messages.offset_delete import (
 )
 from protocol.topic_partition import TopicPartition
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
+from ..context import BrokerContext, ClientInfo
 
 KEY = 47
+ORDERED = False
 
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,

@@ -9,7 +9,6 @@ v8 asks for several groups at once, each with its own error.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING
 
 from protocol.headers import RequestHeader
 from protocol.messages.offset_fetch import (
@@ -23,12 +22,11 @@ from protocol.messages.offset_fetch import (
 )
 from protocol.topic_partition import TopicPartition
 
+from ..context import BrokerContext, ClientInfo
 from ..group.model import FetchedOffset
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
-
 KEY = 9
+ORDERED = False
 
 
 def _by_topic(offsets: list[FetchedOffset]) -> dict[str, list[FetchedOffset]]:

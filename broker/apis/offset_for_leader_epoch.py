@@ -10,8 +10,6 @@ replica_id (v3+) distinguishes followers, of which a single broker has none.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.offset_for_leader_epoch import (
@@ -22,10 +20,10 @@ from protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderTopicResult,
 )
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
+from ..context import BrokerContext, ClientInfo
 
 KEY = 23
+ORDERED = False
 NO_EPOCH = -1
 
 

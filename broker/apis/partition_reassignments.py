@@ -2,22 +2,20 @@
 APIs. Alter goes to the active controller (here, or forwarded; the controller listener takes it
 too) and is answered once the reassignment has started — the new replicas then catch up and join
 the ISR, and the controller drops the old ones (broker/controller/reassignment.py). List is forwarded to the quorum
-leader (apis/forwarded.py) and answered from its metadata image: the partitions with replicas being
+leader (to_controller in broker/apis/__init__.py) and answered from its metadata image: the partitions with replicas being
 added or removed."""
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages import partition_reassignments as pr
 from protocol.topic_partition import TopicPartition
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
+from ..context import BrokerContext, ClientInfo, ControllerContext
 
 KEY = pr.ALTER_KEY
+ORDERED = False
 
 
 def _wanted(req: pr.AlterPartitionReassignmentsRequest) -> list[tuple[str, int, list[int] | None]]:
@@ -44,19 +42,16 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
         return pr.AlterPartitionReassignmentsResponse(error_code=e.code, error_message=e.message)
 
 
-async def on_controller(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+async def on_controller(ctx: ControllerContext, client: ClientInfo, header: RequestHeader,
                         req: pr.AlterPartitionReassignmentsRequest) -> pr.AlterPartitionReassignmentsResponse:
     """Controller listener: decided here, never forwarded again."""
-    shell = ctx.controller_shell
-    if shell is None:
-        return pr.AlterPartitionReassignmentsResponse(error_code=ErrorCode.NOT_CONTROLLER)
     try:
-        return _response(await shell.reassign(_wanted(req)))
+        return _response(await ctx.shell.reassign(_wanted(req)))
     except KafkaError as e:
         return pr.AlterPartitionReassignmentsResponse(error_code=e.code, error_message=e.message)
 
 
-async def list_reassignments(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+async def list_reassignments(ctx: BrokerContext | ControllerContext, client: ClientInfo, header: RequestHeader,
                              req: pr.ListPartitionReassignmentsRequest) -> pr.ListPartitionReassignmentsResponse:
     image = ctx.topics.image
     wanted = None if req.topics is None else {(t.name, i) for t in req.topics for i in t.partition_indexes}

@@ -45,14 +45,15 @@ from protocol.topic_partition import TopicPartition
 from storage.faults import broken
 from storage.log import AppendResult
 
+from ..context import BrokerContext, ClientInfo
 from ..partition import AppendOrigin
 from ..topics import INTERNAL_TOPICS
 
 if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
     from ..partition import Partition, VerificationGuard
 
 KEY = 0
+ORDERED = False
 log = structlog.get_logger()
 
 _FOR_PRODUCER = {

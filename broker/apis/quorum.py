@@ -11,9 +11,6 @@ malformed one). Stale epochs are the node's business: it answers with its own ep
 
 from __future__ import annotations
 
-import uuid
-from typing import TYPE_CHECKING
-
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages import allocate_producer_ids as apids
@@ -28,16 +25,14 @@ from protocol.messages import fetch_snapshot as ksnap
 from protocol.messages import vote as kvote
 from storage.faults import broken
 
+from ..context import BrokerContext, ClientInfo, ControllerContext
 from ..quorum import wire_codec as wc
 from ..quorum.messages import FetchResponse, FetchSnapshotResponse, VoteResponse
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
+ORDERED = False
 
 
-def _refusal(ctx: BrokerContext, cluster_id: str | None, sender: int) -> int:
-    if ctx.quorum is None:
-        return ErrorCode.BROKER_NOT_AVAILABLE
+def _refusal(ctx: ControllerContext, cluster_id: str | None, sender: int) -> int:
     if cluster_id is not None and cluster_id != ctx.config.cluster_id:
         return ErrorCode.INCONSISTENT_CLUSTER_ID
     if sender not in ctx.quorum.voters:
@@ -45,7 +40,7 @@ def _refusal(ctx: BrokerContext, cluster_id: str | None, sender: int) -> int:
     return 0
 
 
-async def vote(ctx: BrokerContext, client: ClientInfo, header: RequestHeader, req: kvote.VoteRequest
+async def vote(ctx: ControllerContext, client: ClientInfo, header: RequestHeader, req: kvote.VoteRequest
                ) -> kvote.VoteResponse:
     try:
         msg = wc.vote_request_from_wire(req)
@@ -54,12 +49,11 @@ async def vote(ctx: BrokerContext, client: ClientInfo, header: RequestHeader, re
     error = _refusal(ctx, req.cluster_id, msg.candidate)
     if error:
         return wc.vote_response_to_wire(None, error)
-    assert ctx.quorum is not None
     reply = await ctx.quorum.ask(msg.candidate, msg, VoteResponse)
     return wc.vote_response_to_wire(reply, 0 if reply is not None else ErrorCode.REQUEST_TIMED_OUT)
 
 
-async def begin_quorum_epoch(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+async def begin_quorum_epoch(ctx: ControllerContext, client: ClientInfo, header: RequestHeader,
                              req: bqe.BeginQuorumEpochRequest) -> bqe.BeginQuorumEpochResponse:
     try:
         msg = wc.begin_epoch_from_wire(req)
@@ -67,12 +61,11 @@ async def begin_quorum_epoch(ctx: BrokerContext, client: ClientInfo, header: Req
     except wc.WireFormatError:
         error = ErrorCode.INVALID_REQUEST
     if not error:
-        assert ctx.quorum is not None
         ctx.quorum.tell(msg.leader, msg)
     return bqe.BeginQuorumEpochResponse(error_code=error, topics=_quorum_topics(ctx))
 
 
-async def end_quorum_epoch(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+async def end_quorum_epoch(ctx: ControllerContext, client: ClientInfo, header: RequestHeader,
                            req: eqe.EndQuorumEpochRequest) -> eqe.EndQuorumEpochResponse:
     """The leader is shutting down cleanly: the preferred voters start the next election now."""
     try:
@@ -81,20 +74,17 @@ async def end_quorum_epoch(ctx: BrokerContext, client: ClientInfo, header: Reque
     except wc.WireFormatError:
         error = ErrorCode.INVALID_REQUEST
     if not error:
-        assert ctx.quorum is not None
         ctx.quorum.tell(msg.leader, msg)
     return eqe.EndQuorumEpochResponse(error_code=error, topics=_quorum_topics(ctx))
 
 
-def _quorum_topics(ctx: BrokerContext) -> list[bqe.QuorumTopicResponse]:
-    leader, epoch = (-1, -1)
-    if ctx.quorum is not None:
-        leader, epoch, _, _ = ctx.quorum.status()
+def _quorum_topics(ctx: ControllerContext) -> list[bqe.QuorumTopicResponse]:
+    leader, epoch, _, _ = ctx.quorum.status()
     return [bqe.QuorumTopicResponse(topic_name=wc.METADATA_TOPIC, partitions=[bqe.QuorumPartitionResponse(
         partition_index=wc.METADATA_PARTITION, error_code=0, leader_id=leader, leader_epoch=epoch)])]
 
 
-async def metadata_fetch(ctx: BrokerContext, client: ClientInfo, header: RequestHeader, req: kfetch.FetchRequest
+async def metadata_fetch(ctx: ControllerContext, client: ClientInfo, header: RequestHeader, req: kfetch.FetchRequest
                          ) -> kfetch.FetchResponse:
     try:
         msg = wc.fetch_request_from_wire(req, header.api_version)
@@ -103,7 +93,6 @@ async def metadata_fetch(ctx: BrokerContext, client: ClientInfo, header: Request
     error = _refusal(ctx, req.cluster_id, msg.replica)
     if error:
         return wc.fetch_response_to_wire(None, error)
-    assert ctx.quorum is not None
     reply = await ctx.quorum.ask(msg.replica, msg, FetchResponse)
     if reply is None:
         leader, epoch, _, _ = ctx.quorum.status()
@@ -111,7 +100,7 @@ async def metadata_fetch(ctx: BrokerContext, client: ClientInfo, header: Request
     return wc.fetch_response_to_wire(reply)
 
 
-async def fetch_snapshot(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+async def fetch_snapshot(ctx: ControllerContext, client: ClientInfo, header: RequestHeader,
                          req: ksnap.FetchSnapshotRequest) -> ksnap.FetchSnapshotResponse:
     try:
         msg = wc.fetch_snapshot_request_from_wire(req)
@@ -120,12 +109,11 @@ async def fetch_snapshot(ctx: BrokerContext, client: ClientInfo, header: Request
     error = _refusal(ctx, req.cluster_id, msg.replica)
     if error:
         return wc.fetch_snapshot_response_to_wire(None, error)
-    assert ctx.quorum is not None
     reply = await ctx.quorum.ask(msg.replica, msg, FetchSnapshotResponse)
     return wc.fetch_snapshot_response_to_wire(reply, 0 if reply is not None else ErrorCode.REQUEST_TIMED_OUT)
 
 
-async def describe_quorum(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+async def describe_quorum(ctx: BrokerContext | ControllerContext, client: ClientInfo, header: RequestHeader,
                           req: dq.DescribeQuorumRequest) -> dq.DescribeQuorumResponse:
     if ctx.quorum is None:
         return dq.DescribeQuorumResponse(error_code=ErrorCode.BROKER_NOT_AVAILABLE)
@@ -156,13 +144,13 @@ async def describe_quorum(ctx: BrokerContext, client: ClientInfo, header: Reques
     return dq.DescribeQuorumResponse(error_code=0, topics=topics, nodes=nodes)
 
 
-async def allocate_producer_ids(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+async def allocate_producer_ids(ctx: ControllerContext, client: ClientInfo, header: RequestHeader,
                                 req: apids.AllocateProducerIdsRequest) -> apids.AllocateProducerIdsResponse:
     """Only the serving quorum leader decides (NOT_CONTROLLER elsewhere), for a broker in its current
     registration epoch (STALE_BROKER_EPOCH); the block is the broker's once its ProducerIdsRecord
     is committed."""
     quorum, controller = ctx.quorum, ctx.controller
-    if quorum is None or controller is None or not quorum.serving:
+    if not quorum.serving:
         return apids.AllocateProducerIdsResponse(error_code=ErrorCode.NOT_CONTROLLER, producer_id_start=-1)
     try:
         record, start, count = controller.allocate_producer_ids(req.broker_id, req.broker_epoch)
@@ -174,13 +162,13 @@ async def allocate_producer_ids(ctx: BrokerContext, client: ClientInfo, header: 
     return apids.AllocateProducerIdsResponse(error_code=0, producer_id_start=start, producer_id_len=count)
 
 
-async def broker_registration(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+async def broker_registration(ctx: ControllerContext, client: ClientInfo, header: RequestHeader,
                               req: breg.BrokerRegistrationRequest) -> breg.BrokerRegistrationResponse:
     """Decided one at a time with every other partition-affecting change (ControllerShell): the
     partition changes of a re-registration are computed on the image the entry applies to.
     PreviousBrokerEpoch (v3+; -1 before) says whether the broker's last stop was clean (KIP-966)."""
-    shell = ctx.controller_shell
-    if shell is None or not shell.active:
+    shell = ctx.shell
+    if not shell.active:
         return breg.BrokerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER)
     if req.cluster_id != ctx.config.cluster_id:
         return breg.BrokerRegistrationResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID)
@@ -201,59 +189,42 @@ async def broker_registration(ctx: BrokerContext, client: ClientInfo, header: Re
     return breg.BrokerRegistrationResponse(error_code=0, broker_epoch=epoch)
 
 
-async def broker_heartbeat(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+async def broker_heartbeat(ctx: ControllerContext, client: ClientInfo, header: RequestHeader,
                            req: bhb.BrokerHeartbeatRequest) -> bhb.BrokerHeartbeatResponse:
     """Decided one at a time with the other partition-affecting changes (ControllerShell): an
     unfence, fence, controlled shutdown or failed log directory (OfflineLogDirs, v1) carries the
     leadership changes that follow from it."""
-    shell, controller = ctx.controller_shell, ctx.controller
-    if shell is None or controller is None or not shell.active:
-        return bhb.BrokerHeartbeatResponse(error_code=ErrorCode.NOT_CONTROLLER)
-    if ctx.quorum is not None and not ctx.quorum.leader_confirmed():
+    shell, controller = ctx.shell, ctx.controller
+    if not shell.active or not ctx.quorum.leader_confirmed():
         # an acknowledged heartbeat renews the broker's lease on its leaderships (lifecycle.py):
         # only a controller that is certainly still the controller may give one
         return bhb.BrokerHeartbeatResponse(error_code=ErrorCode.NOT_CONTROLLER)
-    outcome: list[tuple[int, bool, bool, bool]] = []
-
-    def decide() -> tuple[bytes | None, None]:
-        error, entry, caught_up, fenced, may_stop = controller.heartbeat(
-            req.broker_id, req.broker_epoch, req.current_metadata_offset, req.want_fence, req.want_shut_down,
-            ctx.clock.monotonic_ms(), req.offline_log_dirs)
-        outcome.append((error, caught_up, fenced, may_stop))
-        return (None if error else entry), None
-
     try:
-        await shell.run(decide)
+        error, _, caught_up, fenced, may_stop = await shell.answer(lambda: controller.heartbeat(
+            req.broker_id, req.broker_epoch, req.current_metadata_offset, req.want_fence, req.want_shut_down,
+            ctx.clock.monotonic_ms(), req.offline_log_dirs))
     except KafkaError as e:
         return bhb.BrokerHeartbeatResponse(error_code=e.code)
-    error, caught_up, fenced, may_stop = outcome[0]
     if error:
         return bhb.BrokerHeartbeatResponse(error_code=error)
     return bhb.BrokerHeartbeatResponse(error_code=0, is_caught_up=caught_up, is_fenced=fenced,
                                        should_shut_down=may_stop)
 
 
-async def assign_replicas_to_dirs(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
+async def assign_replicas_to_dirs(ctx: ControllerContext, client: ClientInfo, header: RequestHeader,
                                   req: ard.AssignReplicasToDirsRequest) -> ard.AssignReplicasToDirsResponse:
     """Which log directory holds each replica of the sending broker (KIP-858), decided one at a
     time with the other partition-affecting changes: an assignment to a directory already
     reported failed moves the replica out of its ISR and leadership in the same entry."""
-    shell, controller = ctx.controller_shell, ctx.controller
-    if shell is None or controller is None or not shell.active:
+    shell, controller = ctx.shell, ctx.controller
+    if not shell.active:
         return ard.AssignReplicasToDirsResponse(error_code=ErrorCode.NOT_CONTROLLER)
     wanted = [(d.id, t.topic_id, p.partition_index) for d in req.directories for t in d.topics for p in t.partitions]
-    outcome: list[tuple[int, dict[tuple[uuid.UUID, int], int]]] = []
-
-    def decide() -> tuple[bytes | None, None]:
-        error, entry, per_partition = controller.assign_replicas_to_dirs(req.broker_id, req.broker_epoch, wanted)
-        outcome.append((error, per_partition))
-        return (None if error else entry), None
-
     try:
-        await shell.run(decide)
+        error, _, codes = await shell.answer(lambda: controller.assign_replicas_to_dirs(req.broker_id, req.broker_epoch,
+                                                                                       wanted))
     except KafkaError as e:
         return ard.AssignReplicasToDirsResponse(error_code=e.code)
-    error, codes = outcome[0]
     if error:
         return ard.AssignReplicasToDirsResponse(error_code=error)
     return ard.AssignReplicasToDirsResponse(error_code=0, directories=[ard.DirectoryResult(id=d.id, topics=[

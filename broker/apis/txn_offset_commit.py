@@ -12,8 +12,6 @@ held by the append, so a marker that lands between the answer and the append ref
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.txn_offset_commit import (
@@ -24,14 +22,13 @@ from protocol.messages.txn_offset_commit import (
 )
 from protocol.topic_partition import TopicPartition
 
+from ..context import BrokerContext, ClientInfo
 from ..group import OFFSETS_TOPIC
 from ..group.model import OffsetCommitIn
 from ..txn.wire_errors import for_version
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
-
 KEY = 28
+ORDERED = True  # runs alone on its connection, in request order (broker/connection.py)
 
 # What the coordinator check's verdicts mean to a TxnOffsetCommit client.
 _VERIFY_ERRORS = {

@@ -19,7 +19,6 @@ Not replicated in time: REQUEST_TIMED_OUT (or the ISR's error), and the sender t
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
 import structlog
 
@@ -36,12 +35,11 @@ from protocol.records import build_control_batch
 from protocol.topic_partition import TopicPartition
 from storage.faults import broken, crash_point
 
+from ..context import BrokerContext, ClientInfo
 from ..partition import AppendOrigin, Partition
 
-if TYPE_CHECKING:
-    from ..context import BrokerContext, ClientInfo
-
 KEY = 27
+ORDERED = False
 REPLICATION_TIMEOUT_S = 5.0  # the marker sender retries after this
 OFFSETS_TOPIC = "__consumer_offsets"
 log = structlog.get_logger()

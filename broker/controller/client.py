@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -28,8 +28,12 @@ from protocol.schema import Message
 from protocol.topic_partition import TopicPartition
 
 from ..metadata.image import PartitionInfo
+from ..partition.replica_state import Assignment, IsrChange
 from ..wire import BrokerConnection, WireError
 from .shell import ControllerShell
+
+if TYPE_CHECKING:
+    from ..partition import Partition
 
 log = structlog.get_logger()
 
@@ -96,32 +100,37 @@ class ControllerClient:
         resp: Any = await self._forward(ac.AlterConfigsRequest(resources=[resource], validate_only=False))
         _raise(resp.responses[0].error_code, resp.responses[0].error_message)
 
-    async def alter_partition(self, broker_epoch: int, topic_id: uuid.UUID, partition: int, leader_epoch: int,
-                              partition_epoch: int, members: Sequence[tuple[int, int]]
-                              ) -> tuple[ErrorCode, PartitionInfo | None]:
-        """A leader's ISR change: (error, the partition as the controller now has it). Each member
-        goes with the broker epoch its fetches stated (KIP-903; ReplicaState.member_epochs)."""
-        image = self.shell.controller.image
-        new_isr = [r for r, _ in members]
+    async def alter_partition(self, part: Partition, change: IsrChange, broker_epoch: int | None
+                              ) -> tuple[ErrorCode, Assignment | None]:
+        """A leader's ISR change (ReplicaManager's), in this broker's registration epoch: (error, the
+        assignment as the controller now has it). Each member goes with the broker epoch its
+        fetches stated (KIP-903; ReplicaState.member_epochs)."""
+        a = part.assignment
+        if broker_epoch is None or a is None:
+            return ErrorCode.STALE_BROKER_EPOCH, None
+        t = self.shell.controller.image.topics.get(part.topic)
+        topic_id, name = (t.topic_id, t.name) if t is not None else (uuid.UUID(int=0), "")
+        members = part.member_epochs(change.new_isr, broker_epoch)
+        code: int = ErrorCode.NONE
         if self.shell.active:
-            c = self.shell.controller
-            code: int = await self.shell.alter_partition(self.node_id, broker_epoch, topic_id, partition, leader_epoch,
-                                                         partition_epoch, members)
-            t = c.image.topic_by_id(topic_id)
-            return ErrorCode(code), (t.partitions[partition] if t and partition < len(t.partitions) else None)
-        request = ap.AlterPartitionRequest(broker_id=self.node_id, broker_epoch=broker_epoch, topics=[ap.TopicData(
-            topic_name=(t.name if (t := image.topic_by_id(topic_id)) else ""), topic_id=topic_id,
-            partitions=[ap.PartitionData(partition_index=partition, leader_epoch=leader_epoch,
-                                         partition_epoch=partition_epoch, new_isr=list(new_isr),
-                                         new_isr_with_epochs=[ap.BrokerState(broker_id=r, broker_epoch=e)
-                                                              for r, e in members])])])
-        resp: Any = await self._forward(request)
-        if resp.error_code:
-            return ErrorCode(resp.error_code), None
-        p = resp.topics[0].partitions[0]
-        if p.error_code:
-            return ErrorCode(p.error_code), None
-        return ErrorCode.NONE, PartitionInfo(tuple(), tuple(p.isr), p.leader_id, p.leader_epoch, p.partition_epoch)
+            code = await self.shell.alter_partition(self.node_id, broker_epoch, topic_id, part.index,
+                                                    change.leader_epoch, change.partition_epoch, members)
+            now = self.shell.controller.image.topic_by_id(topic_id)
+            info = now.partitions[part.index] if now and part.index < len(now.partitions) else None
+        else:
+            request = ap.AlterPartitionRequest(broker_id=self.node_id, broker_epoch=broker_epoch, topics=[ap.TopicData(
+                topic_name=name, topic_id=topic_id, partitions=[ap.PartitionData(
+                    partition_index=part.index, leader_epoch=change.leader_epoch,
+                    partition_epoch=change.partition_epoch, new_isr=[r for r, _ in members],
+                    new_isr_with_epochs=[ap.BrokerState(broker_id=r, broker_epoch=e) for r, e in members])])])
+            resp: Any = await self._forward(request)
+            p = resp if resp.error_code else resp.topics[0].partitions[0]
+            code = p.error_code
+            info = None if code else PartitionInfo(tuple(), tuple(p.isr), p.leader_id, p.leader_epoch, p.partition_epoch)
+        if code or info is None:
+            return ErrorCode(code), None
+        return ErrorCode.NONE, Assignment(a.replicas, frozenset(info.isr), info.leader, info.leader_epoch,
+                                          info.partition_epoch)
 
     async def elect_leaders(self, wanted: Sequence[TopicPartition] | None,
                             unclean: bool) -> dict[TopicPartition, ErrorCode]:

@@ -1,4 +1,5 @@
-"""The controller's decisions, sans-IO: what records to propose for a request, given the image.
+"""The controller's decisions, sans-IO: what records to propose for a request, given the image
+(the broker's own, which its MetadataPublisher keeps: the controller holds no copy).
 
 It runs on the quorum leader. Decisions are taken against a working view — the committed image
 plus what this controller proposed and has not seen committed yet — so two requests in flight
@@ -33,6 +34,7 @@ from dataclasses import replace
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.metadata_records import (
     BROKER_RESOURCE,
+    NO_LEADER_CHANGE,
     TOPIC_RESOURCE,
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
@@ -52,8 +54,9 @@ from protocol.topic_partition import TopicPartition
 from storage.faults import broken
 
 from ..metadata.image import NO_LEADER, BrokerInfo, MetadataImage, TopicInfo
+from ..metadata.publisher import MetadataPublisher
 from . import reassignment
-from .partition_change import build, framed, min_isr
+from .partition_change import LogEnds, build, framed, min_isr, needs_recovery
 from .placement import (
     check_assignment,
     elect,
@@ -73,8 +76,8 @@ PLAINTEXT = 0  # SecurityProtocol id
 
 class QuorumController:
     def __init__(self, producer_id_floor: int = 0, session_timeout_ms: int = 9000,
-                 min_insync_replicas: int = 1) -> None:
-        self.image = MetadataImage()
+                 min_insync_replicas: int = 1, metadata: MetadataPublisher | None = None) -> None:
+        self.metadata = metadata or MetadataPublisher()  # the committed image: this broker's, not a copy
         self.session_timeout_ms = session_timeout_ms
         self.min_insync_replicas = min_insync_replicas  # the static setting: the cluster-wide default's start
         self._next_producer_id: int | None = None  # working view: includes uncommitted blocks
@@ -86,13 +89,9 @@ class QuorumController:
         self._lead_since_ms: int | None = None
         self._fencing: set[tuple[int, int]] = set()  # (broker, epoch) proposed for fencing, not yet applied
 
-    def replay(self, offset: int, record: object) -> None:
-        """A committed record, in log order (on every broker, leader or not)."""
-        self.image = self.image.apply(offset, record)
-
-    def replay_all(self, offset: int, records: Sequence[object]) -> None:
-        """The records of one committed entry: all applied, or (ValueError) none."""
-        self.image = self.image.apply_all(offset, records)
+    @property
+    def image(self) -> MetadataImage:
+        return self.metadata.image
 
     def reset(self) -> None:
         """Leadership changed: forget what was proposed and not committed, and who was heard."""
@@ -254,6 +253,42 @@ class QuorumController:
                 out.append(frame(FenceBrokerRecord(id=b.node_id, epoch=b.epoch)))
                 leaving.add(b.node_id)
         return self._with_moves(out, leaving) if out else None
+
+    # ---- recovery of partitions nobody is known to hold whole ----------------------------------------
+    def logs_to_inspect(self) -> dict[int, list[tuple[uuid.UUID, int]]]:
+        """Broker -> the partitions whose log's end the controller must learn from it
+        (GetReplicaLogInfo) before one of them can lead: leaderless, no ISR and no ELR, and every
+        replica that may hold what no whole replica holds (LastKnownElr) back (partition_change.py)."""
+        live = set(self.image.live_brokers())
+        out: dict[int, list[tuple[uuid.UUID, int]]] = {}
+        for t in self.image.topics.values():
+            for i, p in enumerate(t.partitions):
+                if needs_recovery(p, eligible(self.image, p, live)):
+                    for r in p.last_known_elr:
+                        out.setdefault(r, []).append((t.topic_id, i))
+        return dict(sorted(out.items()))
+
+    def recover(self, answers: Mapping[int, tuple[int, Mapping[tuple[uuid.UUID, int], tuple[int, int]]]]
+                ) -> bytes | None:
+        """Recovery elections from what brokers answered: broker -> (the broker epoch it answered
+        in, (topic id, partition) -> (last written leader epoch, log end offset)). An answer from
+        another registration than the broker's current one is not counted (the process that
+        answered may have lost its log since); a partition leads only once every candidate has
+        answered, and then the furthest log leads."""
+        current = {n: a for n, (e, a) in answers.items() if (b := self.image.broker(n)) and b.epoch == e}
+        live = set(self.image.live_brokers())
+        changes = []
+        for t in self.image.topics.values():
+            for i, p in enumerate(t.partitions):
+                ok = eligible(self.image, p, live)
+                if not needs_recovery(p, ok):
+                    continue
+                logs: LogEnds = {r: current[r][(t.topic_id, i)] for r in p.last_known_elr
+                                 if (t.topic_id, i) in current.get(r, {})}
+                change = build(t, i, None, ok, min_isr(self.image, t, self.min_insync_replicas), logs=logs)
+                if change is not None and change.leader not in (NO_LEADER, NO_LEADER_CHANGE):
+                    changes.append(framed(change))
+        return frame_batch(changes) if changes else None
 
     # ---- topics ----------------------------------------------------------------------------------------
     def create_topic(self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str],

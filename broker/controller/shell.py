@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.topic_partition import TopicPartition
@@ -27,6 +27,7 @@ from ..quorum.shell import QuorumShell
 from .quorum_controller import QuorumController
 
 R = TypeVar("R")
+A = TypeVar("A", bound=tuple[Any, ...])
 UNTIL_DECIDED = float("inf")  # a proposal's wait: until it commits or the leadership ends
 
 
@@ -52,6 +53,11 @@ class ControllerShell:
                 self.controller.reset()
                 raise KafkaError(ErrorCode.NOT_CONTROLLER, "controller leadership lost before the change committed")
             return result
+
+    async def answer(self, decide: Callable[[], A]) -> A:
+        """For a decision that answers (error, entry or None, ...): that answer, once the entry —
+        proposed only without an error — has committed."""
+        return await self.run(lambda: (None if (out := decide())[0] else out[1], out))
 
     async def register_broker(self, broker_id: int, incarnation_id: uuid.UUID,
                               listeners: Sequence[tuple[str, str, int]], rack: str | None, now_ms: int,
@@ -91,16 +97,8 @@ class ControllerShell:
     async def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, partition: int,
                               leader_epoch: int, partition_epoch: int, new_isr: Sequence[tuple[int, int]]) -> int:
         c = self.controller
-        outcome: list[int] = []
-
-        def decide() -> tuple[bytes | None, None]:
-            code, entry = c.alter_partition(broker_id, broker_epoch, topic_id, partition, leader_epoch,
-                                            partition_epoch, new_isr)
-            outcome.append(code)
-            return entry, None
-
-        await self.run(decide)
-        return outcome[0]
+        return (await self.answer(lambda: c.alter_partition(broker_id, broker_epoch, topic_id, partition,
+                                                            leader_epoch, partition_epoch, new_isr)))[0]
 
     async def elect_leaders(self, wanted: Sequence[TopicPartition] | None,
                             unclean: bool) -> dict[TopicPartition, ErrorCode]:

@@ -101,7 +101,7 @@ class TransactionCoordinator:
         self.machine = TxnStateMachine(
             num_partitions=cfg.transaction_state_num_partitions, max_timeout_ms=cfg.transaction_max_timeout_ms,
             id_expiration_ms=cfg.transactional_id_expiration_ms,
-            allocate_producer_id=producer_ids.allocate)
+            allocate_producer_id=producer_ids.allocate, allow_2pc=cfg.transaction_two_phase_commit_enable)
         self.sender = MarkerSender(cfg.node_id, self._leader_of, broker_address, clock, self._on_markers_done)
         # Verification's own connections: never queued behind (or closed with) a marker (wire.Channel).
         self._verification = Channel(broker_address, f"ketch-txn-verify-{cfg.node_id}")
@@ -277,11 +277,13 @@ class TransactionCoordinator:
     def partition_for(self, tid: str) -> int:
         return self.machine.partition_of(tid)
 
-    async def init_producer_id(self, tid: str, timeout_ms: int, producer_id: int, producer_epoch: int) -> Decision:
+    async def init_producer_id(self, tid: str, timeout_ms: int, producer_id: int, producer_epoch: int, *,
+                               enable_2pc: bool = False, keep_prepared: bool = False) -> Decision:
         if err := self.not_served(tid):
             return Decision(error=err)
         return await self._decide(tid, lambda: self.machine.init_producer_id(
-            tid, timeout_ms, producer_id, producer_epoch, self.clock.now_ms()))
+            tid, timeout_ms, producer_id, producer_epoch, self.clock.now_ms(), enable_2pc=enable_2pc,
+            keep_prepared=keep_prepared))
 
     async def add_partitions(self, tid: str, producer_id: int, producer_epoch: int,
                              partitions: Iterable[TopicPartition]) -> ErrorCode:
@@ -503,16 +505,17 @@ class TransactionCoordinator:
         while True:
             await asyncio.sleep(interval)
             try:
-                await self.reap(self.clock.now_ms())
+                await self.reap()
             except Exception as e:  # a bug here must not stop future timeouts
                 log.error("transaction reaper failed", exc_info=e)
 
-    async def reap(self, now: int) -> None:
+    async def reap(self) -> None:
         """Abort transactions past their timeout; remove transactional ids idle past expiry. Each
         id is decided only once the previous one's write is done (the machine's timers are lazy),
         on the state it has then, and its write is checked against that state again."""
         stale = broken("reaper-recheck")  # issue 23 item 9 taken back: every id decided first
-        timed_out = self.machine.timed_out(now, self.owns)
+        now = self.clock.now_ms()
+        timed_out = self.machine.timed_out(now, self.clock.monotonic_ms(), self.owns)
         for tid, d in list(timed_out) if stale else timed_out:
             log.info("aborting timed-out transaction", transactional_id=tid)
             if not (await self._execute(tid, d)).error:

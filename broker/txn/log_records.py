@@ -5,8 +5,10 @@ this module maps them to the coordinator's TxnRecord. The log is compacted by ke
 the whole state of the id, never a delta. A null value (tombstone) removes an expired id.
 
 Version 0 is written unless a KIP-890 field (the previous or next producer id of an EndTxn v5
-rotation) must be kept, then the flexible version 1 with those as tagged fields — what a Kafka 4
-broker reads either way. Kafka does not store the last producer epoch (the KIP-360 retry
+rotation) or KIP-939's next producer epoch (a prepared transaction taken over by a new instance,
+tag 3) must be kept, then the flexible version 1 with those as tagged fields — what a Kafka 4
+broker reads either way. A two-phase-commit id needs no field of its own: its timeout is Kafka's
+Int.MaxValue mark. Kafka does not store the last producer epoch (the KIP-360 retry
 window); neither do we, so after a coordinator load it is unknown (-1) in both. An EndTxn v5
 retry needs none: it is told from the epoch and the previous producer id (machine._is_v5_retry).
 """
@@ -55,9 +57,10 @@ def encode_value(rec: TxnRecord) -> bytes:
         next_producer_id=rec.next_producer_id, producer_epoch=rec.producer_epoch,
         transaction_timeout_ms=rec.timeout_ms, transaction_status=int(rec.state),
         transaction_partitions=partitions, transaction_last_update_timestamp_ms=rec.update_ms,
-        transaction_start_timestamp_ms=rec.start_ms)
-    kip890 = rec.last_producer_id != NO_PRODUCER_ID or rec.next_producer_id != NO_PRODUCER_ID
-    return version_prefixed(value, 1 if kip890 else 0)
+        transaction_start_timestamp_ms=rec.start_ms, next_producer_epoch=rec.next_producer_epoch)
+    flexible = (rec.last_producer_id != NO_PRODUCER_ID or rec.next_producer_id != NO_PRODUCER_ID
+                or rec.next_producer_epoch != NO_PRODUCER_EPOCH)
+    return version_prefixed(value, 1 if flexible else 0)
 
 
 def decode_value(data: bytes) -> TxnRecord:
@@ -71,4 +74,5 @@ def decode_value(data: bytes) -> TxnRecord:
         parts = {TopicPartition(t.topic, p) for t in v.transaction_partitions or () for p in t.partition_ids}
     return TxnRecord(v.producer_id, v.producer_epoch, v.previous_producer_id, NO_PRODUCER_EPOCH,
                      v.next_producer_id, v.transaction_timeout_ms, state, frozenset(parts),
-                     v.transaction_start_timestamp_ms, v.transaction_last_update_timestamp_ms)
+                     v.transaction_start_timestamp_ms, v.transaction_last_update_timestamp_ms,
+                     v.next_producer_epoch)

@@ -17,6 +17,12 @@ The rules follow Kafka's coordinator, including the parts that matter to real cl
   a delayed EndTxn of an earlier transaction carries a stale epoch and is fenced.
 * `verify()` answers the partition leader's question "is this partition in the producer's ongoing
   transaction?" (KIP-890 part 1: what AddPartitionsToTxn v4 verify_only asks over the wire).
+* Two-phase commit (KIP-939): an id initialised with Enable2Pc (where the broker allows it) has
+  Kafka's Int.MaxValue timeout, which the reaper never reaches: its transaction waits, however
+  long, for whoever decides its outcome. An InitProducerId with KeepPreparedTxn finds such a
+  transaction Ongoing and, instead of aborting it, keeps it and gives the new instance the next
+  epoch, answering the transaction's own producer id and epoch beside it; from then on only that
+  instance may end it (EndTxn), and under its epoch, so every earlier instance is fenced.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from .state import (
     MAX_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
+    TWO_PC_TIMEOUT_MS,
     VALID_PREVIOUS,
     TopicPartition,
     TxnMetadata,
@@ -58,6 +65,10 @@ class Decision:
     # epoch. Written or applied only while both still hold (`TxnStateMachine.current`).
     transition: TxnState | None = None
     coordinator_epoch: int = -1
+    # InitProducerId with KeepPreparedTxn: the transaction kept for the new instance (KIP-939's
+    # OngoingTxnProducerId / OngoingTxnProducerEpoch); -1 when none was ongoing.
+    ongoing_producer_id: int = NO_PRODUCER_ID
+    ongoing_producer_epoch: int = NO_PRODUCER_EPOCH
 
     @property
     def writes(self) -> bool:
@@ -85,11 +96,13 @@ class TxnStateMachine:
 
     `allocate_producer_id` hands out a fresh, cluster-unique producer id (a block allocator in the
     shell); it is the one side effect the machine triggers, and tests pass a counter.
+    `allow_2pc` is the broker's transaction.two.phase.commit.enable: without it Enable2Pc is refused.
     """
 
     def __init__(self, *, num_partitions: int, max_timeout_ms: int, id_expiration_ms: int,
-                 allocate_producer_id: Callable[[], int]) -> None:
+                 allocate_producer_id: Callable[[], int], allow_2pc: bool = False) -> None:
         self.num_partitions = num_partitions
+        self.allow_2pc = allow_2pc
         self.max_timeout_ms = max_timeout_ms
         self.id_expiration_ms = id_expiration_ms
         self._allocate = allocate_producer_id
@@ -114,10 +127,15 @@ class TxnStateMachine:
 
     # ---- InitProducerId ------------------------------------------------------------------------
     def init_producer_id(self, tid: str, timeout_ms: int, expected_pid: int, expected_epoch: int,
-                         now_ms: int) -> Decision:
+                         now_ms: int, *, enable_2pc: bool = False, keep_prepared: bool = False) -> Decision:
         if not tid:
             return _fail(ErrorCode.INVALID_REQUEST)
-        if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
+        if enable_2pc:
+            if not self.allow_2pc:
+                # KIP-939's answer where 2PC is not allowed (the broker setting, or an ACL)
+                return _fail(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            timeout_ms = TWO_PC_TIMEOUT_MS  # what was asked does not matter: no timeout at all
+        elif timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
             return _fail(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
         meta = self.txns.get(tid)
         if meta is None:
@@ -132,6 +150,8 @@ class TxnStateMachine:
         if state.is_prepare:
             return _fail(ErrorCode.CONCURRENT_TRANSACTIONS)
         if state == TxnState.ONGOING:
+            if keep_prepared:
+                return self._take_over(meta, now_ms)
             return self._fence_and_abort(meta, now_ms, ErrorCode.CONCURRENT_TRANSACTIONS)
         if epoch_exhausted(meta.producer_epoch) and (not expected or expected_epoch == meta.producer_epoch):
             rec = meta.record(producer_id=self._allocate(), producer_epoch=0, last_producer_id=meta.producer_id,
@@ -158,13 +178,36 @@ class TxnStateMachine:
         return (meta.producer_epoch == NO_PRODUCER_EPOCH or pid == meta.producer_id
                 or (pid == meta.last_producer_id and epoch_exhausted(epoch)))
 
+    def _take_over(self, meta: TxnMetadata, now_ms: int) -> Decision:
+        """KeepPreparedTxn on an Ongoing two-phase-commit transaction: keep it, and give the new
+        instance the epoch after the last one handed out (fencing every earlier instance), or a
+        producer id of its own when that would leave no epoch for the end's markers. Nothing is
+        aborted; the answer names the transaction's producer id and epoch as well.
+
+        A transaction that is not 2PC is refused: its outcome belongs to its timeout, and an
+        instance committing it would race the reaper."""
+        if not meta.two_pc:
+            return _fail(ErrorCode.INVALID_TXN_STATE)
+        pid, epoch = meta.instance
+        if epoch_exhausted(epoch + 1):
+            pid, epoch = self._allocate(), 0
+        else:
+            epoch += 1
+        rec = meta.record(next_producer_id=pid, next_producer_epoch=epoch, update_ms=now_ms)
+        return self._begin(meta, rec, producer_id=pid, producer_epoch=epoch,
+                           ongoing=(meta.producer_id, meta.producer_epoch))
+
     def _fence_and_abort(self, meta: TxnMetadata, now_ms: int, error: ErrorCode) -> Decision:
         """Abort an Ongoing transaction under a bumped epoch, so its producer is fenced at the
         partition leaders by the markers themselves. Two steps, as Kafka's transaction version 2
         takes them (the fence, then the abort's own bump): one step would make the fenced
-        producer's EndTxn look like a retry of the abort (`_is_v5_retry`)."""
-        bumped = min(meta.producer_epoch + 2, MAX_EPOCH)
-        rec = meta.record(producer_epoch=bumped, last_producer_epoch=NO_PRODUCER_EPOCH,
+        producer's EndTxn look like a retry of the abort (`_is_v5_retry`). A transaction taken
+        over by another instance is aborted above that instance's epoch too."""
+        top = meta.producer_epoch
+        if meta.taken_over and meta.next_producer_id == meta.producer_id:
+            top = max(top, meta.next_producer_epoch)
+        rec = meta.record(producer_epoch=min(top + 2, MAX_EPOCH), last_producer_epoch=NO_PRODUCER_EPOCH,
+                          next_producer_id=NO_PRODUCER_ID, next_producer_epoch=NO_PRODUCER_EPOCH,
                           state=TxnState.PREPARE_ABORT, update_ms=now_ms)
         return self._begin(meta, rec, error=error, pending=TxnState.PREPARE_EPOCH_FENCE)
 
@@ -172,6 +215,13 @@ class TxnStateMachine:
     def _check_producer(self, meta: TxnMetadata | None, pid: int, epoch: int) -> ErrorCode:
         if meta is None:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if meta.taken_over:
+            # The instance that kept the transaction may only end it (KIP-939); the instance that
+            # wrote it, or any other before, is fenced.
+            if (pid, epoch) == meta.instance:
+                return ErrorCode.INVALID_TXN_STATE
+            return (ErrorCode.PRODUCER_FENCED if pid in (meta.instance[0], meta.producer_id)
+                    else ErrorCode.INVALID_PRODUCER_ID_MAPPING)
         if meta.next_producer_id >= 0 and pid == meta.next_producer_id:
             return ErrorCode.CONCURRENT_TRANSACTIONS  # EndTxn v5 rotated the id; completion pending
         if pid != meta.producer_id:
@@ -230,6 +280,8 @@ class TxnStateMachine:
             if meta.state == wanted:
                 return Decision(producer_id=meta.producer_id, producer_epoch=meta.producer_epoch)
             return _fail(ErrorCode.INVALID_TXN_STATE)
+        if meta.taken_over:
+            return self._end_taken_over(meta, pid, epoch, commit, now_ms, bump_epoch)
         if pid != meta.producer_id:
             return _fail(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
         if epoch != meta.producer_epoch:
@@ -255,6 +307,35 @@ class TxnStateMachine:
             return _fail(ErrorCode.CONCURRENT_TRANSACTIONS)
         return _fail(ErrorCode.INVALID_TXN_STATE)
 
+    def _end_taken_over(self, meta: TxnMetadata, pid: int, epoch: int, commit: bool, now_ms: int,
+                        bump_epoch: bool) -> Decision:
+        """EndTxn of a transaction kept for a new instance: only that instance's id and epoch end
+        it. The markers go out under the transaction's producer id (its data carries it) with an
+        epoch above the instance's and the transaction's own, so every earlier instance is fenced
+        at the partitions too: the instance's epoch, or the next one with EndTxn v5, which is
+        returned to it. An instance that got a producer id of its own (the epochs had run out)
+        moves to it at completion, and the markers take the last epoch."""
+        ipid, iepoch = meta.instance
+        if pid not in (ipid, meta.producer_id):
+            return _fail(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if (pid, epoch) != (ipid, iepoch):
+            return _fail(ErrorCode.PRODUCER_FENCED)
+        if meta.pending is not None:
+            return _fail(ErrorCode.CONCURRENT_TRANSACTIONS)
+        prepare = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        nxt = iepoch + 1 if bump_epoch else iepoch
+        if ipid != meta.producer_id:
+            rec = meta.record(state=prepare, producer_epoch=MAX_EPOCH, last_producer_epoch=NO_PRODUCER_EPOCH,
+                              next_producer_id=ipid, next_producer_epoch=nxt, update_ms=now_ms)
+            return self._begin(meta, rec, producer_id=ipid, producer_epoch=nxt)
+        rec = meta.record(state=prepare, producer_epoch=nxt, next_producer_id=NO_PRODUCER_ID,
+                          next_producer_epoch=NO_PRODUCER_EPOCH, update_ms=now_ms,
+                          last_producer_epoch=iepoch if bump_epoch else meta.last_producer_epoch)
+        if bump_epoch and epoch_exhausted(nxt):
+            rec = rec.replace(next_producer_id=self._allocate())
+            return self._begin(meta, rec, producer_id=rec.next_producer_id, producer_epoch=0)
+        return self._begin(meta, rec, producer_id=ipid, producer_epoch=nxt)
+
     @staticmethod
     def _is_v5_retry(meta: TxnMetadata, pid: int, epoch: int) -> bool:
         """An EndTxn v5 sent again with the epoch it had before the end bumped it — told from
@@ -264,6 +345,8 @@ class TxnStateMachine:
         rotated an exhausted id (the previous producer id is the request's, the new one at 0)."""
         if pid == meta.producer_id and meta.producer_epoch == epoch + 1:
             return True
+        if pid == meta.next_producer_id and meta.next_producer_epoch == epoch + 1:
+            return True  # the end of an instance with an id of its own (`_end_taken_over`), completing
         return pid == meta.last_producer_id and meta.producer_epoch == 0 and epoch_exhausted(epoch + 1)
 
     # ---- the marker sender's report ------------------------------------------------------------
@@ -279,9 +362,9 @@ class TxnStateMachine:
         complete = TxnState.COMPLETE_COMMIT if job.commit else TxnState.COMPLETE_ABORT
         rec = meta.record(state=complete, partitions=frozenset(), update_ms=now_ms)
         if meta.next_producer_id >= 0:
-            rec = rec.replace(producer_id=meta.next_producer_id, producer_epoch=0,
+            rec = rec.replace(producer_id=meta.next_producer_id, producer_epoch=max(meta.next_producer_epoch, 0),
                               last_producer_id=meta.producer_id, last_producer_epoch=meta.producer_epoch,
-                              next_producer_id=NO_PRODUCER_ID)
+                              next_producer_id=NO_PRODUCER_ID, next_producer_epoch=NO_PRODUCER_EPOCH)
         return self._begin(meta, rec)
 
     # ---- timers --------------------------------------------------------------------------------
@@ -294,13 +377,33 @@ class TxnStateMachine:
             if meta is not None and meta.pending is None and served(tid):
                 yield tid, meta
 
-    def timed_out(self, now_ms: int, served: Callable[[str], bool] = lambda _: True) -> Iterator[tuple[str, Decision]]:
+    def timed_out(self, now_ms: int, mono_ms: int,
+                  served: Callable[[str], bool] = lambda _: True) -> Iterator[tuple[str, Decision]]:
         """Abort (fencing the producer) every Ongoing transaction older than its timeout, among
         the ids `served` (not those of a partition still loading). Lazy: each decision is made
-        when the caller asks for the next one."""
+        when the caller asks for the next one.
+
+        Age is measured on this coordinator's monotonic clock (`mono_ms`), not by comparing the
+        wall clock (`now_ms`) with the recorded start time as Kafka does: that start time is the
+        wall clock of whichever broker began the transaction, before any step of it, and a
+        coordinator whose clock is behind it by an hour (stepped back, or a failover to a broker
+        whose clock differs) left the transaction open for that hour, its data holding back the
+        last stable offset of every partition it wrote to (simulation seed 18). The wall clock
+        only says how much of the timeout was already used when this coordinator first looks,
+        bounded by the timeout: so an Ongoing transaction is aborted at most its timeout plus one
+        reaper pass after its coordinator began or loaded it, whatever any wall clock does.
+
+        A two-phase-commit transaction has no timeout (KIP-939): it waits for its outcome."""
         for tid, meta in self._idle(served):
-            if meta.state == TxnState.ONGOING and meta.start_ms + meta.timeout_ms < now_ms:
+            if meta.state == TxnState.ONGOING and not meta.two_pc and self._deadline(meta, now_ms, mono_ms) < mono_ms:
                 yield tid, self._fence_and_abort(meta, now_ms, ErrorCode.NONE)
+
+    @staticmethod
+    def _deadline(meta: TxnMetadata, now_ms: int, mono_ms: int) -> int:
+        if meta.deadline_ms is None:
+            left = meta.start_ms + meta.timeout_ms - now_ms  # -1 at most: past it on the wall clock too
+            meta.deadline_ms = mono_ms + min(max(left, -1), meta.timeout_ms)
+        return meta.deadline_ms
 
     def expired(self, now_ms: int, served: Callable[[str], bool] = lambda _: True) -> Iterator[tuple[str, Decision]]:
         """Tombstones for ids idle past transactional.id.expiration.ms with no transaction open
@@ -313,12 +416,14 @@ class TxnStateMachine:
     # ---- applying written transitions ----------------------------------------------------------
     def _begin(self, meta: TxnMetadata, rec: TxnRecord, *, error: ErrorCode = ErrorCode.NONE,
                producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
-               pending: TxnState | None = None) -> Decision:
+               pending: TxnState | None = None,
+               ongoing: tuple[int, int] = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)) -> Decision:
         if meta.state not in VALID_PREVIOUS[rec.state]:
             raise AssertionError(f"{meta.transactional_id}: illegal transition {meta.state.name} -> {rec.state.name}")
         meta.pending = pending or rec.state
         return Decision(error=error, record=rec, producer_id=producer_id, producer_epoch=producer_epoch,
-                        transition=meta.pending, coordinator_epoch=self.coordinator_epoch(meta.transactional_id))
+                        transition=meta.pending, coordinator_epoch=self.coordinator_epoch(meta.transactional_id),
+                        ongoing_producer_id=ongoing[0], ongoing_producer_epoch=ongoing[1])
 
     def current(self, tid: str, decision: Decision) -> bool:
         """Does `decision` still stand: is its transition the one the id has in flight, under the

@@ -24,6 +24,10 @@ from protocol.topic_partition import TopicPartition
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 MAX_EPOCH = 0x7FFF  # producer epochs are int16
+# The timeout of a two-phase-commit transactional id (KIP-939): Kafka's Int.MaxValue, which it
+# reads as "2PC" (TransactionMetadata.isDistributedTwoPhaseCommitTxn). Kept in the timeout so the
+# mark survives in `__transaction_state` in the layout Kafka reads.
+TWO_PC_TIMEOUT_MS = 2**31 - 1
 
 
 def epoch_exhausted(epoch: int) -> bool:
@@ -89,7 +93,14 @@ class TxnRecord:
     """One value of `__transaction_state`: everything needed to rebuild the id's metadata.
 
     `next_producer_id` is set only when an EndTxn v5 end rotates the producer id (epoch
-    exhausted): the markers still go out under `producer_id`, and the completion switches over.
+    exhausted): the markers still go out under `producer_id`, and the completion switches over
+    (to `next_producer_epoch`, or 0 when that is unset).
+
+    In an Ongoing record, `next_producer_epoch` >= 0 says another instance took the transaction
+    over (KIP-939's KeepPreparedTxn): `producer_id`/`producer_epoch` stay the transaction's own
+    (its data carries them), `next_producer_id`/`next_producer_epoch` are the instance's, the
+    only one that may end it. A `timeout_ms` of TWO_PC_TIMEOUT_MS marks a two-phase-commit id
+    (Kafka's Int.MaxValue), whose transactions no timeout aborts.
     """
 
     producer_id: int
@@ -102,6 +113,7 @@ class TxnRecord:
     partitions: frozenset[TopicPartition]
     start_ms: int
     update_ms: int
+    next_producer_epoch: int = NO_PRODUCER_EPOCH
 
     def replace(self, **changes: object) -> TxnRecord:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
@@ -126,21 +138,46 @@ class TxnMetadata:
     last_producer_id: int = NO_PRODUCER_ID
     last_producer_epoch: int = NO_PRODUCER_EPOCH
     next_producer_id: int = NO_PRODUCER_ID
+    next_producer_epoch: int = NO_PRODUCER_EPOCH
     pending: TxnState | None = None
+    # When the Ongoing transaction times out, on this coordinator's monotonic clock (None until
+    # the reaper first looks at it): never written, because `start_ms` is some broker's wall
+    # clock, which a step or a failover to a broker whose clock differs moves by any amount.
+    deadline_ms: int | None = None
 
     def record(self, **changes: object) -> TxnRecord:
         """The current state as a record, with `changes` applied (the next transition)."""
         base = TxnRecord(self.producer_id, self.producer_epoch, self.last_producer_id, self.last_producer_epoch,
                          self.next_producer_id, self.timeout_ms, self.state, frozenset(self.partitions),
-                         self.start_ms, self.update_ms)
+                         self.start_ms, self.update_ms, self.next_producer_epoch)
         return base.replace(**changes) if changes else base
 
+    @property
+    def two_pc(self) -> bool:
+        """Initialised with Enable2Pc: its transactions wait for their outcome, however long."""
+        return self.timeout_ms == TWO_PC_TIMEOUT_MS
+
+    @property
+    def taken_over(self) -> bool:
+        """An Ongoing transaction kept for a new instance (KeepPreparedTxn), which alone may end it."""
+        return self.state == TxnState.ONGOING and self.next_producer_epoch >= 0
+
+    @property
+    def instance(self) -> tuple[int, int]:
+        """The producer id and epoch of the instance the id belongs to now."""
+        if self.taken_over:
+            return self.next_producer_id, self.next_producer_epoch
+        return self.producer_id, self.producer_epoch
+
     def apply(self, rec: TxnRecord) -> None:
+        if rec.state != TxnState.ONGOING or self.state != TxnState.ONGOING or rec.start_ms != self.start_ms:
+            self.deadline_ms = None  # another transaction (or none): its timeout is measured afresh
         self.producer_id = rec.producer_id
         self.producer_epoch = rec.producer_epoch
         self.last_producer_id = rec.last_producer_id
         self.last_producer_epoch = rec.last_producer_epoch
         self.next_producer_id = rec.next_producer_id
+        self.next_producer_epoch = rec.next_producer_epoch
         self.timeout_ms = rec.timeout_ms
         self.state = rec.state
         self.partitions = set(rec.partitions)

@@ -10,10 +10,13 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from protocol.clock import SYSTEM_CLOCK
+
 from ..admin import Admin
 from ..errors import KafkaClientError
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
+UNREACHABLE_S = 5.0  # how long a command waits for anything to listen at --bootstrap
 
 
 class CommandError(Exception):
@@ -42,7 +45,38 @@ def common_options() -> argparse.ArgumentParser:
     common.add_argument("--bootstrap", default=DEFAULT_BOOTSTRAP, type=bootstrap_arg,
                         help=f"HOST:PORT of any broker, or several comma-separated (default {DEFAULT_BOOTSTRAP})")
     common.add_argument("--json", action="store_true", help="print JSON")
+    common.add_argument("--timeout", type=float, default=30.0,
+                        help="seconds a command keeps retrying a broker that answers with a retriable error "
+                             "(default 30); a bootstrap address nothing listens on fails within "
+                             f"{UNREACHABLE_S:g} s")
     return common
+
+
+async def reachable(bootstrap: str, within: float) -> None:
+    """Fail fast, in the user's terms, when nothing listens at any bootstrap address: retrying for
+    the whole timeout (30 s) against a refused port only hides a typo in --bootstrap. A broker
+    restarting there is back within `within`."""
+    deadline = SYSTEM_CLOCK.monotonic() + within
+    errors: dict[str, str] = {}
+    while True:
+        for item in bootstrap.split(","):
+            host, _, port = item.strip().rpartition(":")
+            try:
+                _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 2.0)
+            except ConnectionRefusedError:
+                errors[item.strip()] = "connection refused"
+                continue
+            except TimeoutError:
+                errors[item.strip()] = "connect timed out"
+                continue
+            except OSError as e:
+                errors[item.strip()] = e.strerror or str(e)
+                continue
+            writer.close()
+            return
+        if SYSTEM_CLOCK.monotonic() >= deadline:
+            raise CommandError("no broker reachable at " + ", ".join(f"{a} ({why})" for a, why in errors.items()))
+        await asyncio.sleep(0.5)
 
 
 def pairs(items: list[str]) -> dict[str, str]:
@@ -61,7 +95,8 @@ def command(fn: Command) -> Callable[[argparse.Namespace], int]:
     """The argparse `func` running `fn` with an Admin bootstrapped from --bootstrap."""
     def run(args: argparse.Namespace) -> int:
         async def with_admin() -> int | None:
-            async with Admin(args.bootstrap) as admin:
+            await reachable(args.bootstrap, min(UNREACHABLE_S, args.timeout))
+            async with Admin(args.bootstrap, request_timeout=args.timeout) as admin:
                 return await fn(admin, args)
         try:
             return asyncio.run(with_admin()) or 0

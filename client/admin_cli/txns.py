@@ -1,6 +1,7 @@
-"""`ketch txn ...`: list, describe, find hanging and abort transactions (kafka-transactions).
-A transaction's state is its coordinator's; the producer state of a partition (which
-transactions are open in it) is the partition leader's."""
+"""`ketch txn ...`: list, describe, find hanging and abort transactions (kafka-transactions), and
+list and complete prepared ones (two-phase commit, KIP-939). A transaction's state is its
+coordinator's; the producer state of a partition (which transactions are open in it) is the
+partition leader's."""
 
 from __future__ import annotations
 
@@ -12,8 +13,12 @@ from protocol.errors import ErrorCode
 
 from ..admin import Admin
 from ..errors import KafkaClientError
+from ..producer import Producer
 from ..structs import TopicPartition
+from ..transactions import TWO_PC_TIMEOUT_MS
 from .support import CommandError, print_rows, subcommands
+
+PREPARED = "prepared"  # `--state prepared`: the open transactions of two-phase-commit ids
 
 
 def _now_ms() -> int:
@@ -22,12 +27,36 @@ def _now_ms() -> int:
 
 async def _list(admin: Admin, args: argparse.Namespace) -> None:
     """Every coordinator's transactional ids (each broker coordinates its own share)."""
+    if any(s.lower() == PREPARED for s in args.state):
+        if len(args.state) > 1:
+            raise CommandError("--state prepared lists on its own (prepared transactions are Ongoing ones)")
+        print_rows(await _prepared(admin, args), args.json)
+        return
     listed = await admin.list_transactions(states=args.state, producer_ids=args.producer_ids,
                                            min_duration_ms=args.duration_ms)
     brokers = {b.node_id: f"{b.host}:{b.port}" for b in (await admin.describe_cluster()).brokers}
     print_rows([{"transactional_id": t.transactional_id, "producer_id": t.producer_id, "state": t.state,
                  "coordinator": brokers.get(t.coordinator_id, str(t.coordinator_id))}
                 for t in sorted(listed, key=lambda t: t.transactional_id)], args.json)
+
+
+async def _prepared(admin: Admin, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Open transactions of two-phase-commit ids (KIP-939): Kafka has no state of that name — a
+    prepared transaction is an Ongoing one whose id has no timeout — so these are the Ongoing
+    ones, described to see their timeout. Each holds back the LSO of its partitions until
+    whoever holds its token, or an operator (`complete`), ends it."""
+    rows = []
+    for t in sorted(await admin.list_transactions(states=["Ongoing"], producer_ids=args.producer_ids,
+                                                  min_duration_ms=args.duration_ms),
+                    key=lambda t: t.transactional_id):
+        try:
+            d = await describe(admin, t.transactional_id)
+        except CommandError:
+            continue  # ended and expired since it was listed
+        if d["two_pc"] and d["state"] == "Ongoing":
+            rows.append({k: d[k] for k in ("transactional_id", "producer_id", "producer_epoch", "start_ms",
+                                           "duration_ms", "partitions")})
+    return rows
 
 
 async def describe(admin: Admin, tid: str) -> dict[str, Any]:
@@ -37,7 +66,8 @@ async def describe(admin: Admin, tid: str) -> dict[str, Any]:
         raise CommandError(f"describing {tid!r}: {e}") from None
     start = t.start_time_ms
     return {"transactional_id": tid, "state": t.state, "producer_id": t.producer_id,
-            "producer_epoch": t.producer_epoch, "timeout_ms": t.timeout_ms, "start_ms": start,
+            "producer_epoch": t.producer_epoch, "timeout_ms": t.timeout_ms,
+            "two_pc": t.timeout_ms == TWO_PC_TIMEOUT_MS, "start_ms": start,
             "duration_ms": _now_ms() - start if start >= 0 and t.state == "Ongoing" else -1,
             "partitions": [f"{tp.topic}-{tp.partition}" for tp in t.partitions]}
 
@@ -112,11 +142,39 @@ async def _abort(admin: Admin, args: argparse.Namespace) -> None:
                  "aborted": True}], args.json)
 
 
+async def _complete(admin: Admin, args: argparse.Namespace) -> None:
+    """Commit or abort the prepared transaction of a transactional id, as a new instance of its
+    producer would (InitProducerId with KeepPreparedTxn, then EndTxn): for an operator whose
+    two-phase-commit coordinator of record is gone. The instance that prepared it is fenced."""
+    tid = args.transactional_id
+    ms = int(args.timeout * 1000)
+    async with Producer(args.bootstrap, transactional_id=tid, max_block_ms=ms, request_timeout_ms=ms) as p:
+        try:
+            held = await p.init_transactions(keep_prepared=True)
+        except KafkaClientError as e:
+            if e.code == ErrorCode.INVALID_TXN_STATE:
+                raise CommandError(f"{tid!r} has a transaction open that is not a two-phase-commit one: its "
+                                   "timeout ends it") from None
+            raise CommandError(f"taking over {tid!r}: {e}") from None
+        if held is None:
+            print_rows([{"transactional_id": tid, "producer_id": -1, "producer_epoch": -1,
+                         "result": "nothing open"}], args.json)
+            return
+        try:
+            await p.complete_transaction(held, commit=args.commit)
+        except KafkaClientError as e:
+            raise CommandError(f"{'committing' if args.commit else 'aborting'} {tid!r}: {e}") from None
+    print_rows([{"transactional_id": tid, "producer_id": held.producer_id, "producer_epoch": held.epoch,
+                 "result": "committed" if args.commit else "aborted"}], args.json)
+
+
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
-    x = sub.add_parser("txn", help="list, describe, find hanging or abort transactions")
+    x = sub.add_parser("txn", help="list, describe, find hanging, abort or complete transactions")
     action = subcommands(x.add_subparsers(dest="action", required=True), common)
     xl = action("list", _list)
-    xl.add_argument("--state", action="append", default=[], help="Ongoing, PrepareCommit, ... (repeatable)")
+    xl.add_argument("--state", action="append", default=[],
+                    help="Ongoing, PrepareCommit, ... (repeatable); or 'prepared' alone: the open transactions "
+                         "of two-phase-commit ids")
     xl.add_argument("--producer-id", action="append", type=int, default=[], dest="producer_ids")
     xl.add_argument("--duration-ms", type=int, default=-1, help="only transactions running at least this long")
     action("describe", _describe).add_argument("transactional_id")
@@ -131,3 +189,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     xa.add_argument("--producer-id", type=int)
     xa.add_argument("--producer-epoch", type=int)
     xa.add_argument("--coordinator-epoch", type=int)
+    xc = action("complete", _complete, help="commit or abort the prepared (two-phase-commit) transaction of an id")
+    xc.add_argument("transactional_id")
+    how = xc.add_mutually_exclusive_group(required=True)
+    how.add_argument("--commit", action="store_true")
+    how.add_argument("--abort", dest="commit", action="store_false")

@@ -103,8 +103,10 @@ class TxnPartitions(Struct):
 
 @schema
 class TransactionLogValue(_Record):
-    """Version 0, or 1 (flexible) when a KIP-890 field differs from its default — as Kafka
-    writes 1 once transaction.version 1+ is in use. `transaction_partitions` is null in Empty."""
+    """Version 0, or 1 (flexible) when a KIP-890 or KIP-939 field differs from its default — as
+    Kafka writes 1 once transaction.version 1+ is in use. `transaction_partitions` is null in Empty.
+    `next_producer_epoch` (tag 3) is KIP-939's: the epoch of the instance that took over an ongoing
+    two-phase-commit transaction, whose own id and epoch stay in producer_id / producer_epoch."""
 
     VERSIONS = (0, 1)
     FLEXIBLE = 1
@@ -118,6 +120,7 @@ class TransactionLogValue(_Record):
     transaction_last_update_timestamp_ms: int = f(INT64)
     transaction_start_timestamp_ms: int = f(INT64)
     client_transaction_version: int = f(INT16, "none", tag=2, tagged="1+", default=0)
+    next_producer_epoch: int = f(INT16, "none", tag=3, tagged="1+", default=-1)
 
 
 def version_prefixed(msg: Message, version: int) -> bytes:

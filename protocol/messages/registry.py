@@ -34,6 +34,7 @@ from . import (
     fetch,
     fetch_snapshot,
     find_coordinator,
+    get_replica_log_info,
     heartbeat,
     incremental_alter_configs,
     init_producer_id,
@@ -111,6 +112,7 @@ _PAIRS: tuple[tuple[type[Message], type[Message]], ...] = (
     (offset_for_leader_epoch.OffsetForLeaderEpochRequest, offset_for_leader_epoch.OffsetForLeaderEpochResponse),
     (describe_cluster.DescribeClusterRequest, describe_cluster.DescribeClusterResponse),
     (offset_delete.OffsetDeleteRequest, offset_delete.OffsetDeleteResponse),
+    (get_replica_log_info.GetReplicaLogInfoRequest, get_replica_log_info.GetReplicaLogInfoResponse),
 )
 
 REQUESTS: dict[int, type[Message]] = {req.API_KEY: req for req, _ in _PAIRS}

@@ -42,7 +42,9 @@ DEFS: dict[str, tuple[str | None, list[F]]] = {  # name -> (flexibleVersions, fi
         fld("TransactionPartitions", "[]", nullable="0+", fields=[
             fld("Topic", "string"), fld("PartitionIds", "[]int32")]),
         fld("TransactionLastUpdateTimestampMs", "int64"), fld("TransactionStartTimestampMs", "int64"),
-        fld("ClientTransactionVersion", "int16", "none", tag=2, tagged="1+")]),
+        fld("ClientTransactionVersion", "int16", "none", tag=2, tagged="1+"),
+        # KIP-939's addition on Kafka's trunk (the 4.0 JSON stops at tag 2)
+        fld("NextProducerEpoch", "int16", "none", tag=3, tagged="1+")]),
 }
 INTS = {"int8": ">b", "int16": ">h", "int32": ">i", "int64": ">q"}
 

@@ -79,30 +79,40 @@ class RawTxn(Raw):
         assert isinstance(resp, CreateTopicsResponse) and resp.topics[0].error_code == 0, resp
 
     def init_pid(
-        self, tid: str | None, timeout_ms: int = 60_000, *, version: int = 4, pid: int = -1, epoch: int = -1
+        self, tid: str | None, timeout_ms: int = 60_000, *, version: int = 4, pid: int = -1, epoch: int = -1,
+        enable_2pc: bool = False, keep_prepared: bool = False,
     ) -> InitProducerIdResponse:
+        """InitProducerId; with `enable_2pc` or `keep_prepared` (KIP-939) at v6, which carries them."""
         if tid is not None:
             # as clients do: the coordinator is looked up first, which creates __transaction_state
             self.request(FindCoordinatorRequest(key=tid, key_type=1), 3)
+        if enable_2pc or keep_prepared:
+            version = 6
         resp = self.request(
             InitProducerIdRequest(
-                transactional_id=tid, transaction_timeout_ms=timeout_ms, producer_id=pid, producer_epoch=epoch
+                transactional_id=tid, transaction_timeout_ms=timeout_ms, producer_id=pid, producer_epoch=epoch,
+                enable_2pc=enable_2pc, keep_prepared_txn=keep_prepared,
             ),
             version,
         )
         assert isinstance(resp, InitProducerIdResponse)
         return resp
 
-    def init_ok(self, tid: str, timeout_ms: int = 60_000) -> tuple[int, int]:
+    def init_ok(self, tid: str, timeout_ms: int = 60_000, *, enable_2pc: bool = False) -> tuple[int, int]:
         """InitProducerId until it is not CONCURRENT_TRANSACTIONS (a previous instance's abort)."""
-
-        def attempt() -> InitProducerIdResponse | None:
-            r = self.init_pid(tid, timeout_ms)
-            return None if r.error_code == CONCURRENT_TRANSACTIONS else r
-
-        resp = wait_until(attempt, timeout=15, message=f"InitProducerId for {tid}")
+        resp = self.init_until_done(tid, timeout_ms, enable_2pc=enable_2pc)
         assert resp.error_code == 0, resp
         return resp.producer_id, resp.producer_epoch
+
+    def init_until_done(self, tid: str, timeout_ms: int = 60_000, *, enable_2pc: bool = False,
+                        keep_prepared: bool = False) -> InitProducerIdResponse:
+        """InitProducerId until it is not CONCURRENT_TRANSACTIONS; its answer, whatever it is."""
+
+        def attempt() -> InitProducerIdResponse | None:
+            r = self.init_pid(tid, timeout_ms, enable_2pc=enable_2pc, keep_prepared=keep_prepared)
+            return None if r.error_code == CONCURRENT_TRANSACTIONS else r
+
+        return wait_until(attempt, timeout=15, message=f"InitProducerId for {tid}")
 
     def add_partitions(
         self, tid: str, pid: int, epoch: int, parts: dict[str, list[int]], version: int = 3

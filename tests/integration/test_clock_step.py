@@ -43,7 +43,7 @@ async def test_a_wall_clock_step_fences_nobody(tmp_path: Path) -> None:
     fences: list[FenceBrokerRecord] = []
     expiries = 0
     armed = False
-    replay_all, expire, heartbeat = controller.replay_all, controller.expire, controller.heartbeat
+    replay_all, expire, heartbeat = server.metadata.replay_all, controller.expire, controller.heartbeat
 
     def watch_replay(offset: int, records: list[object]) -> None:
         fences.extend(r for r in records if isinstance(r, FenceBrokerRecord))
@@ -60,7 +60,7 @@ async def test_a_wall_clock_step_fences_nobody(tmp_path: Path) -> None:
             clock.step_ms = 3_600_000  # an hour forward, right after a heartbeat was taken
         return out
 
-    controller.replay_all = watch_replay  # type: ignore[method-assign]
+    server.metadata.replay_all = watch_replay  # type: ignore[method-assign]
     controller.expire = count_expire  # type: ignore[method-assign]
     controller.heartbeat = step_after_heartbeat  # type: ignore[method-assign]
     await server.start()

@@ -4,6 +4,8 @@ they get CLUSTER_AUTHORIZATION_FAILED and nothing is written. Each listener adve
 
 from __future__ import annotations
 
+import uuid
+
 from helpers import BrokerProcess, unique_topic
 from helpers.raw import Raw
 from helpers.txn import RawTxn, txn_batch
@@ -16,6 +18,11 @@ from protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnTransaction,
 )
 from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from protocol.messages.get_replica_log_info import (
+    GetReplicaLogInfoRequest,
+    GetReplicaLogInfoResponse,
+    TopicPartitions,
+)
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
 from protocol.messages.write_txn_markers import (
     WritableTxnMarker,
@@ -92,3 +99,33 @@ def test_each_listener_advertises_its_own_address(broker: BrokerProcess) -> None
         assert isinstance(md, MetadataResponse) and isinstance(fc, FindCoordinatorResponse)
         assert [(b.host, b.port) for b in md.brokers] == [("127.0.0.1", port)]
         assert (fc.host, fc.port) == ("127.0.0.1", port)
+
+
+def test_replica_log_info_answers_brokers_only(broker: BrokerProcess) -> None:
+    """GetReplicaLogInfo (93): how far a replica's log goes, for the controller's recovery elections
+    (KIP-966) — on the inter-broker listener; a client gets CLUSTER_AUTHORIZATION_FAILED."""
+    topic = unique_topic("loginfo")
+    c = RawTxn(broker.port)
+    c.create_topic(topic, 1)
+    assert c.produce(topic, 0, txn_batch(-1, -1, -1, 3, transactional=False), None)[0] == 0
+    meta = c.request(MetadataRequest(topics=None), 12)
+    assert isinstance(meta, MetadataResponse)
+    topic_id = next(t.topic_id for t in meta.topics if t.name == topic)
+    unknown = uuid.UUID(int=7)
+    req = GetReplicaLogInfoRequest(topic_partitions=[TopicPartitions(topic_id=topic_id, partitions=[0, 5]),
+                                                     TopicPartitions(topic_id=unknown, partitions=[0])])
+    resp = c.request(req, 0)
+    c.close()
+    assert isinstance(resp, GetReplicaLogInfoResponse)
+    assert {p.error_code for t in resp.topic_partition_log_info_list for p in t.partition_log_info} == {
+        E.CLUSTER_AUTHORIZATION_FAILED}
+    ib = Raw(_port(broker.inter_broker_bootstrap))
+    try:
+        resp = ib.request(req, 0)
+    finally:
+        ib.close()
+    assert isinstance(resp, GetReplicaLogInfoResponse) and resp.broker_epoch >= 0 and not resp.truncated
+    ours, theirs = resp.topic_partition_log_info_list
+    assert [(p.partition, p.error_code, p.log_end_offset, p.last_written_leader_epoch) for p in ours.partition_log_info] \
+        == [(0, 0, 3, 0), (5, E.UNKNOWN_TOPIC_OR_PARTITION, -1, -1)]
+    assert [(p.partition, p.error_code) for p in theirs.partition_log_info] == [(0, E.UNKNOWN_TOPIC_ID)]

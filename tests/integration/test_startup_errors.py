@@ -112,6 +112,14 @@ def test_the_admin_cli_refuses_a_bad_bootstrap_address_in_one_line(tmp_path: Pat
     assert "bootstrap" in proc.stderr and "expected HOST:PORT" in proc.stderr
 
 
+def test_the_admin_cli_says_nothing_listens_at_the_bootstrap_address_in_one_line() -> None:
+    """Not 30 s of retries against a refused port: within the CLI's 5 s, one line naming it."""
+    port = free_port()  # nothing listens there
+    proc = subprocess.run([sys.executable, "-m", "broker", "topic", "list", "--bootstrap", f"127.0.0.1:{port}"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=15)
+    _one_line_error(proc, "no broker reachable", f"127.0.0.1:{port}", "connection refused")
+
+
 @pytest.mark.parametrize("internal", ["__consumer_offsets", "__transaction_state"])
 def test_a_data_directory_with_internal_topics_in_the_old_ketch_layout_is_refused(tmp_path: Path,
                                                                                   internal: str) -> None:

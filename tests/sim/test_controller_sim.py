@@ -44,8 +44,8 @@ class ControllerSim(QuorumSim):
     def restored(self, sn: SimNode) -> None:
         c = self.factory_controller()
         for node in self.ids:  # every voter a registered broker (epoch = its id), before the log
-            c.replay(-1, RegisterBrokerRecord(broker_id=node, incarnation_id=uuid.UUID(int=node), broker_epoch=node,
-                                              end_points=[], fenced=False))
+            c.metadata.replay_all(-1, [RegisterBrokerRecord(broker_id=node, incarnation_id=uuid.UUID(int=node),
+                                                            broker_epoch=node, end_points=[], fenced=False)])
         for i, payload in enumerate(sn.applied):
             self._replay(c, i, payload)
         self.controllers[sn.node.id] = c
@@ -55,7 +55,7 @@ class ControllerSim(QuorumSim):
     @staticmethod
     def _replay(c: QuorumController, offset: int, payload: bytes) -> None:
         try:
-            c.replay(offset, unframe(payload))
+            c.metadata.replay_all(offset, [unframe(payload)])
         except ValueError:
             pass  # the server logs such a record and skips it whole
 

@@ -48,7 +48,7 @@ class TopicSim(QuorumSim):
 
     def _replay(self, sn: SimNode, c: QuorumController, entry: Entry) -> None:
         try:
-            c.replay_all(entry.offset, unframe_batch(entry.data))
+            c.metadata.replay_all(entry.offset, unframe_batch(entry.data))
         except ValueError as e:
             raise Violation(f"node {sn.node.id} cannot apply committed entry {entry.offset}: {e}") from None
 

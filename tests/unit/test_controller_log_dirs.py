@@ -34,7 +34,7 @@ class Cluster:
 
     def commit(self, entry: bytes | None) -> None:
         assert entry is not None
-        self.c.replay_all(self.offset, unframe_batch(entry))
+        self.c.metadata.replay_all(self.offset, unframe_batch(entry))
         self.offset += 1
 
     def register(self, n: int, dirs: tuple[uuid.UUID, ...]) -> None:

@@ -20,7 +20,7 @@ from protocol.messages.metadata_records import unframe_batch
 
 def _commit(c: QuorumController, entry: bytes | None) -> None:
     assert entry is not None
-    c.replay_all(c.image.offset + 1, unframe_batch(entry))
+    c.metadata.replay_all(c.image.offset + 1, unframe_batch(entry))
 
 
 def test_the_controller_writes_the_cluster_min_isr_once_at_activation() -> None:

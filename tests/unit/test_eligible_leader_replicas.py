@@ -18,7 +18,7 @@ LISTENERS = [("PLAINTEXT", "h", 9092), ("BROKER", "h", 9093)]
 
 def _commit(c: QuorumController, entry: bytes | None) -> None:
     assert entry is not None
-    c.replay_all(c.image.offset + 1, unframe_batch(entry))
+    c.metadata.replay_all(c.image.offset + 1, unframe_batch(entry))
 
 
 def _cluster(n: int) -> QuorumController:
@@ -127,3 +127,70 @@ def test_elr_changes_are_partition_change_records_v2_and_survive_a_snapshot() ->
         with pytest.raises(ValueError):
             c.image.apply(c.image.offset + 1, PartitionChangeRecord(partition_id=0, topic_id=t.topic_id,
                                                                     eligible_leader_replicas=bad))
+
+
+def _restart_all_uncleanly(c: QuorumController, order: list[int], now: int) -> dict[int, int]:
+    """Every broker crashed (no clean-shutdown marker) and registers again, one after another, on
+    a controller that has heard from none of them yet (a new quorum leader); then each is unfenced.
+    Returns the new broker epochs."""
+    c.reset()
+    epochs = {}
+    for n in order:
+        entry, epochs[n] = c.register_broker(n, uuid.uuid4(), LISTENERS, None, now, previous_broker_epoch=-1)
+        _commit(c, entry)
+    for n in order:
+        _commit(c, c.heartbeat(n, epochs[n], c.image.offset, False, False, now + 100)[1])
+    return epochs
+
+
+def test_every_replica_back_from_an_unclean_shutdown_the_longest_log_leads() -> None:
+    """Simulation seed 314: broker 2 leads, ISR {1, 2, 3}, min.insync.replicas 2. Broker 2 loses
+    power (its log loses its unflushed tail), 1 and 3 are killed (their logs whole), and all three
+    register again on a new controller, 1, then 3, then 2 — each without a clean shutdown. 1 and 3
+    leave the ISR to 2, still registered from before and not yet fenced; then 2 leaves it too. 2
+    used to lead again as the partition's last known leader, and the followers truncated every
+    acknowledged record its torn log lacked to it. 3 (and 2) may each hold more than any replica
+    known to be whole: the partition waits until both are back, then the one whose log is the
+    longest (last leader epoch, then log end) leads, as the whole ISR."""
+    c = _cluster(3)
+    _commit(c, c.create_topic("t", 1, 3, {"min.insync.replicas": "2"}, assignments=[[2, 1, 3]])[0])
+    t = c.image.topics["t"]
+    before = t.partitions[0]
+    assert (before.leader, before.isr) == (2, (2, 1, 3))
+    epochs = _restart_all_uncleanly(c, [1, 3, 2], now=10_000)
+    p = c.image.topics["t"].partitions[0]
+    assert (p.leader, p.isr, p.elr) == (-1, (), ())
+    assert sorted(p.last_known_elr) == [2, 3]  # may hold what no whole replica holds: both asked
+    assert c.logs_to_inspect() == {2: [(t.topic_id, 0)], 3: [(t.topic_id, 0)]}
+    # broker 2's torn log ends at 245, broker 3's at 608 (both last written in leader epoch 0)
+    entry = c.recover({2: (epochs[2], {(t.topic_id, 0): (0, 245)}), 3: (epochs[3], {(t.topic_id, 0): (0, 608)})})
+    _commit(c, entry)
+    p = c.image.topics["t"].partitions[0]
+    assert (p.leader, p.isr, p.elr, p.last_known_elr) == (3, (3,), (), (2,))  # 2 a candidate until in sync
+    assert p.leader_epoch > before.leader_epoch
+    assert c.logs_to_inspect() == {}
+    _commit(c, c.alter_partition(3, epochs[3], t.topic_id, 0, p.leader_epoch, p.partition_epoch,
+                                 [(3, epochs[3]), (1, epochs[1])])[1])
+    p = c.image.topics["t"].partitions[0]
+    assert (p.leader, p.isr, p.elr, p.last_known_elr) == (3, (3, 1), (), ())
+
+
+def test_a_recovery_election_waits_for_every_candidate_answering_in_its_current_registration() -> None:
+    c = _cluster(3)
+    _commit(c, c.create_topic("t", 1, 3, {"min.insync.replicas": "2"}, assignments=[[2, 1, 3]])[0])
+    t = c.image.topics["t"]
+    epochs = _restart_all_uncleanly(c, [1, 3, 2], now=10_000)
+    tp = (t.topic_id, 0)
+    assert c.recover({3: (epochs[3], {tp: (0, 608)})}) is None  # 2 has not answered
+    assert c.recover({2: (epochs[2] - 1, {tp: (0, 245)}), 3: (epochs[3], {tp: (0, 608)})}) is None  # a stale 2
+    # a candidate that is down again is waited for: nothing to ask until it is back
+    c._heard.update({1: 20_000, 3: 20_000})
+    _commit(c, c.expire(now_ms=20_500))
+    assert c.image.broker(2).fenced  # type: ignore[union-attr]
+    assert c.logs_to_inspect() == {}
+    assert c.recover({2: (epochs[2], {tp: (0, 245)}), 3: (epochs[3], {tp: (0, 608)})}) is None
+    assert c.image.topics["t"].partitions[0].leader == -1
+    # a higher last leader epoch wins over a longer log
+    _commit(c, c.heartbeat(2, epochs[2], c.image.offset, False, False, 20_600)[1])
+    _commit(c, c.recover({2: (epochs[2], {tp: (1, 300)}), 3: (epochs[3], {tp: (0, 608)})}))
+    assert c.image.topics["t"].partitions[0].leader == 2

@@ -191,14 +191,15 @@ txn_records = st.builds(
     next_producer_id=st.sampled_from([-1]) | st.integers(0, 2**63 - 1), timeout_ms=st.integers(1, 2**31 - 1),
     state=st.sampled_from(list(TxnState)),
     partitions=st.frozensets(st.tuples(st.text(min_size=1, max_size=10), st.integers(0, 100)), max_size=5),
-    start_ms=st.integers(-1, 2**62), update_ms=st.integers(-1, 2**62))
+    start_ms=st.integers(-1, 2**62), update_ms=st.integers(-1, 2**62),
+    next_producer_epoch=st.sampled_from([-1]) | st.integers(0, 2**15 - 1))
 
 
 @given(txn_records)
 def test_ketch_transaction_records_read_by_the_json_reader(r: TxnRecord) -> None:
     version, got = _read("TransactionLogValue", txn_encode_value(r))
-    kip890 = r.last_producer_id != -1 or r.next_producer_id != -1
-    assert version == (1 if kip890 else 0)
+    flexible = r.last_producer_id != -1 or r.next_producer_id != -1 or r.next_producer_epoch != -1
+    assert version == (1 if flexible else 0)
     assert got["ProducerId"] == r.producer_id and got["ProducerEpoch"] == r.producer_epoch
     assert got["TransactionStatus"] == int(r.state) and got["TransactionTimeoutMs"] == r.timeout_ms
     assert (got["TransactionStartTimestampMs"], got["TransactionLastUpdateTimestampMs"]) == (r.start_ms, r.update_ms)
@@ -208,4 +209,5 @@ def test_ketch_transaction_records_read_by_the_json_reader(r: TxnRecord) -> None
         assert {(t["Topic"], p) for t in got["TransactionPartitions"] for p in t["PartitionIds"]} == r.partitions
     assert got.get("PreviousProducerId", -1) == r.last_producer_id
     assert got.get("NextProducerId", -1) == r.next_producer_id
+    assert got.get("NextProducerEpoch", -1) == r.next_producer_epoch  # KIP-939's tag 3
     assert _read("TransactionLogKey", txn_encode_key("tid")) == (0, {"TransactionalId": "tid"})

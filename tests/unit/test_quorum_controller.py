@@ -35,8 +35,8 @@ def test_blocks_in_flight_never_overlap_and_commit_in_order() -> None:
     r1, s1, n1 = c.allocate_producer_ids(1, e1)
     r2, s2, n2 = c.allocate_producer_ids(2, e2)  # before the first committed
     assert (s1, n1, s2, n2) == (0, PRODUCER_ID_BLOCK, PRODUCER_ID_BLOCK, PRODUCER_ID_BLOCK)
-    c.replay(5, unframe(r1))
-    c.replay(6, unframe(r2))
+    c.metadata.replay_all(5, [unframe(r1)])
+    c.metadata.replay_all(6, [unframe(r2)])
     assert (c.image.offset, c.image.next_producer_id) == (6, 2 * PRODUCER_ID_BLOCK)
 
 
@@ -44,7 +44,7 @@ def test_a_new_leader_starts_from_what_was_committed() -> None:
     c = QuorumController()
     e1, e2 = _two_brokers(c)
     r1, _, _ = c.allocate_producer_ids(1, e1)
-    c.replay(3, unframe(r1))
+    c.metadata.replay_all(3, [unframe(r1)])
     c.allocate_producer_ids(1, e1)  # proposed, then leadership lost before it committed
     c.reset()
     _, start, _ = c.allocate_producer_ids(2, e2)
@@ -91,7 +91,7 @@ LISTENERS = [("PLAINTEXT", "h1", 9092), ("BROKER", "h1", 9093)]
 
 def _register(c: QuorumController, node: int, now: int, offset: int) -> int:
     record, epoch = c.register_broker(node, uuid.uuid4(), LISTENERS, None, now)
-    c.replay(offset, unframe(record))
+    c.metadata.replay_all(offset, [unframe(record)])
     return epoch
 
 
@@ -106,13 +106,13 @@ def test_a_broker_is_unfenced_once_caught_up_and_fenced_when_silent() -> None:
     error, record, caught_up, fenced, _ = c.heartbeat(1, epoch, metadata_offset=10, want_fence=False,
                                                       want_shut_down=False, now_ms=200)
     assert error == 0 and record is not None and caught_up and not fenced
-    c.replay_all(11, unframe_batch(record))
+    c.metadata.replay_all(11, unframe_batch(record))
     assert c.image.broker(1).fenced is False  # type: ignore[union-attr]
     assert c.expire(now_ms=1100) is None  # heard 900 ms ago
     fence = c.expire(now_ms=1300)
     assert fence is not None
     assert c.expire(now_ms=1400) is None  # already proposed, not proposed twice
-    c.replay_all(12, unframe_batch(fence))
+    c.metadata.replay_all(12, unframe_batch(fence))
     assert c.image.broker(1).fenced is True  # type: ignore[union-attr]
 
 
@@ -122,10 +122,10 @@ def test_a_fenced_broker_is_unfenced_only_once_it_has_applied_its_fence() -> Non
     registration is long behind it, and until then it still believes it leads."""
     c = QuorumController(session_timeout_ms=1000)
     epoch = _register(c, 1, now=0, offset=10)
-    c.replay_all(11, unframe_batch(c.heartbeat(1, epoch, 10, False, False, 100)[1]))  # type: ignore[arg-type]
+    c.metadata.replay_all(11, unframe_batch(c.heartbeat(1, epoch, 10, False, False, 100)[1]))  # type: ignore[arg-type]
     fence = c.expire(now_ms=2000)
     assert fence is not None
-    c.replay_all(40, unframe_batch(fence))
+    c.metadata.replay_all(40, unframe_batch(fence))
     error, record, caught_up, fenced, _ = c.heartbeat(1, epoch, metadata_offset=39, want_fence=False,
                                                       want_shut_down=False, now_ms=2100)
     assert (error, record, caught_up, fenced) == (0, None, False, True)
@@ -147,7 +147,7 @@ def test_stale_and_unknown_heartbeats_are_refused() -> None:
 def test_a_new_leader_gives_every_broker_a_full_session() -> None:
     c = QuorumController(session_timeout_ms=1000)
     epoch = _register(c, 1, now=0, offset=0)
-    c.replay_all(1, unframe_batch(c.heartbeat(1, epoch, 0, False, False, 0)[1]))  # type: ignore[arg-type]
+    c.metadata.replay_all(1, unframe_batch(c.heartbeat(1, epoch, 0, False, False, 0)[1]))  # type: ignore[arg-type]
     c.reset()  # leadership moved here at t=5000: nobody was heard by this leader yet
     assert c.expire(now_ms=5000) is None and c.expire(now_ms=5900) is None
     assert c.expire(now_ms=6100) is not None
@@ -168,17 +168,17 @@ def test_a_metadata_record_the_broker_cannot_read_is_skipped_whole(tmp_path, cap
 
     server = BrokerServer(BrokerConfig(data_dir=str(tmp_path)))
     good = frame(ProducerIdsRecord(broker_id=1, next_producer_id=1000))
-    server._on_metadata(Entry(0, 1, good))
+    server.metadata.on_commit(Entry(0, 1, good))
     before = server.controller.image
     for bad in (bytes([1, 99, 0, 0]), bytes([1, 15, 7]) + good[3:], good, b"\xff"):
-        server._on_metadata(Entry(1, 1, bad))  # `good` again goes backwards: refused by the image
+        server.metadata.on_commit(Entry(1, 1, bad))  # `good` again goes backwards: refused by the image
     assert server.controller.image == before
     # a topic whose second partition record is out of order: the topic is not created at all
     tid = uuid.uuid4()
     half = frame_batch([frame(TopicRecord(name="half", topic_id=tid)),
                         frame(PartitionRecord(partition_id=0, topic_id=tid, replicas=[1], isr=[1], leader=1)),
                         frame(PartitionRecord(partition_id=5, topic_id=tid, replicas=[1], isr=[1], leader=1))])
-    server._on_metadata(Entry(2, 1, half))
+    server.metadata.on_commit(Entry(2, 1, half))
     assert server.controller.image == before and "half" not in server.topics.by_name
     assert not (tmp_path / "half-0").exists()
     out = capsys.readouterr()
@@ -194,7 +194,7 @@ def _cluster(n: int = 3) -> QuorumController:
         epoch = _register(c, node, now=0, offset=offset)
         entry = c.heartbeat(node, epoch, offset, False, False, 0)[1]
         assert entry is not None
-        c.replay_all(offset + 1, unframe_batch(entry))
+        c.metadata.replay_all(offset + 1, unframe_batch(entry))
         offset += 2
     return c
 
@@ -206,7 +206,7 @@ def _unchecked(ids: list[int]) -> list[tuple[int, int]]:
 
 def _commit(c: QuorumController, entry: bytes | None) -> None:
     assert entry is not None
-    c.replay_all(c.image.offset + 1, unframe_batch(entry))
+    c.metadata.replay_all(c.image.offset + 1, unframe_batch(entry))
 
 
 def test_replicas_are_striped_over_live_brokers_and_the_first_leads() -> None:
@@ -236,7 +236,7 @@ def test_a_topic_and_its_partitions_are_one_entry_applied_whole_or_not_at_all() 
     assert [type(r).__name__ for r in records] == ["TopicRecord", "ConfigRecord"] + ["PartitionRecord"] * 3
     before = c.image
     with pytest.raises(ValueError):  # the last record names a partition out of order: nothing applies
-        c.replay_all(100, records[:-2] + records[-1:])
+        c.metadata.replay_all(100, records[:-2] + records[-1:])
     assert c.image == before and "t" not in c.image.topics
 
 

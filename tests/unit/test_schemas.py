@@ -212,10 +212,11 @@ def test_round_trip(cls: type[Message], version: int) -> None:
 
 # The quorum's own messages: kafka-python, a client, does not carry them. They round-trip above all
 # the same, the 3-process quorum tests use them between real brokers, and AlterPartition's bytes
-# are checked by hand below (AssignReplicasToDirs': test_schemas_assign_replicas_to_dirs.py).
+# are checked by hand below (AssignReplicasToDirs': test_schemas_assign_replicas_to_dirs.py,
+# GetReplicaLogInfo's: test_schemas_get_replica_log_info.py).
 _NOT_IN_ORACLE = {f"{n}{kind}" for n in ("Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "FetchSnapshot",
                                           "AllocateProducerIds", "BrokerRegistration", "BrokerHeartbeat",
-                                          "AlterPartition", "AssignReplicasToDirs")
+                                          "AlterPartition", "AssignReplicasToDirs", "GetReplicaLogInfo")
                   for kind in ("Request", "Response")}
 
 

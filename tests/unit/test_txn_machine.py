@@ -222,15 +222,64 @@ def test_verify_only_accepts_partitions_of_the_ongoing_transaction() -> None:
 def test_timed_out_transactions_are_fenced_and_aborted() -> None:
     m = machine()
     pid, epoch = ongoing(m, now=T0)
-    assert list(m.timed_out(T0 + 10_000)) == []  # exactly at the timeout: not yet
-    [(tid, d)] = list(m.timed_out(T0 + 10_001))
+    assert list(m.timed_out(T0 + 10_000, T0 + 10_000)) == []  # exactly at the timeout: not yet
+    [(tid, d)] = list(m.timed_out(T0 + 10_001, T0 + 10_001))
     assert tid == "t" and d.record is not None and d.record.state == TxnState.PREPARE_ABORT
     assert d.record.producer_epoch == epoch + 2
-    assert list(m.timed_out(T0 + 20_000)) == []  # in flight: not twice
+    assert list(m.timed_out(T0 + 20_000, T0 + 20_000)) == []  # in flight: not twice
     jobs = m.complete("t", d)
     run(m, "t", m.markers_written(jobs[0], T0 + 10_002))  # type: ignore[arg-type]
     # The zombie's commit is refused.
     assert m.end_txn("t", pid, epoch, True, T0 + 10_003).error == E.PRODUCER_FENCED
+
+
+HOUR = 3_600_000
+
+
+def test_a_wall_clock_step_back_does_not_keep_a_transaction_open() -> None:
+    """Seed 18 of the simulation: the coordinator's wall clock stepped an hour back."""
+    m = machine()
+    ongoing(m, now=T0)
+    mono = 5_000  # the monotonic clock's origin is its own
+    assert list(m.timed_out(T0 + 4_000, mono)) == []  # the reaper's first look: 6 s of 10 left
+    assert list(m.timed_out(T0 + 6_000 - HOUR, mono + 6_000)) == []
+    [(tid, d)] = list(m.timed_out(T0 + 6_001 - HOUR, mono + 6_001))
+    assert tid == "t" and d.record is not None and d.record.state == TxnState.PREPARE_ABORT
+
+
+def test_a_transaction_started_on_a_clock_ahead_times_out_a_timeout_after_this_coordinator_first_saw_it() -> None:
+    """Loaded from a coordinator whose wall clock was an hour ahead of this one's: the recorded start
+    is in this coordinator's future, so the whole timeout is still to run — from now, not from then."""
+    m = machine()
+    pid, epoch = ongoing(m, now=T0 + HOUR)
+    fresh = machine()
+    fresh.load("t", m.txns["t"].record())
+    assert list(fresh.timed_out(T0, 0)) == []
+    assert list(fresh.timed_out(T0 + 10_000, 10_000)) == []
+    [(_, d)] = list(fresh.timed_out(T0 + 10_001, 10_001))
+    assert d.record is not None and d.record.state == TxnState.PREPARE_ABORT
+
+
+def test_a_transaction_past_its_timeout_on_the_wall_clock_when_first_seen_is_aborted_at_once() -> None:
+    """Loaded late, or the clock stepped forward before the reaper first looked: as Kafka, aborted
+    (an abort is always safe); the monotonic clock only ever postpones by at most one timeout."""
+    m = machine()
+    ongoing(m, now=T0)
+    [(_, d)] = list(m.timed_out(T0 + HOUR, 0))
+    assert d.record is not None and d.record.state == TxnState.PREPARE_ABORT
+
+
+def test_each_transaction_of_an_id_gets_its_own_timeout() -> None:
+    m = machine()
+    pid, epoch = ongoing(m, now=T0)
+    assert list(m.timed_out(T0 + 5_000, T0 + 5_000)) == []  # the first transaction's deadline is set
+    jobs = m.complete("t", m.end_txn("t", pid, epoch, True, T0 + 6_000))
+    run(m, "t", m.markers_written(jobs[0], T0 + 6_000))  # type: ignore[arg-type]
+    run(m, "t", m.add_partitions("t", pid, epoch, [TP_A], T0 + 9_000))
+    assert list(m.timed_out(T0 + 10_001, T0 + 10_001)) == []  # the second began at 9 s: 10 s from then
+    assert list(m.timed_out(T0 + 19_000, T0 + 19_000)) == []
+    [(_, d)] = list(m.timed_out(T0 + 19_001, T0 + 19_001))
+    assert d.record is not None and d.record.state == TxnState.PREPARE_ABORT
 
 
 def test_idle_ids_expire_but_not_with_a_transaction_open() -> None:
@@ -301,11 +350,11 @@ def test_timers_leave_alone_the_ids_of_a_partition_still_loading() -> None:
     m = machine(expiration=1_000)
     ongoing(m, "loading", now=T0)
     init(m, "idle", now=T0)
-    assert list(m.timed_out(T0 + 60_000, lambda tid: tid != "loading")) == []
+    assert list(m.timed_out(T0 + 60_000, T0 + 60_000, lambda tid: tid != "loading")) == []
     assert m.get("loading").pending is None  # type: ignore[union-attr]
     assert list(m.expired(T0 + 60_000, lambda tid: False)) == []
     assert m.get("idle").pending is None  # type: ignore[union-attr]
-    [(tid, _)] = list(m.timed_out(T0 + 60_000))
+    [(tid, _)] = list(m.timed_out(T0 + 60_000, T0 + 60_000))
     assert tid == "loading"
 
 
@@ -331,7 +380,7 @@ def _newer_transaction(m: TxnStateMachine, tid: str, now: int) -> TxnMetadata:
 def test_a_timeout_decided_before_the_partition_moved_away_and_back_is_not_applied() -> None:
     m = machine()
     ongoing(m, now=T0)
-    [(tid, stale)] = list(m.timed_out(T0 + 10_001))
+    [(tid, stale)] = list(m.timed_out(T0 + 10_001, T0 + 10_001))
     newer = _newer_transaction(m, "t", T0 + 20_000)
     _reload(m, 1, {"t": newer})
     assert m.complete("t", stale) == []  # written anyway, it applies nothing
@@ -352,7 +401,7 @@ def test_the_reaper_decides_each_id_when_it_gets_to_it() -> None:
     m = machine(num_partitions=1)
     ongoing(m, "a", now=T0)
     ongoing(m, "b", now=T0)
-    reaping = m.timed_out(T0 + 10_001)
+    reaping = m.timed_out(T0 + 10_001, T0 + 10_001)
     first, d = next(reaping)
     other = "b" if first == "a" else "a"
     _reload(m, 1, {first: m.get(first), other: _newer_transaction(m, other, T0 + 10_000)})  # type: ignore[dict-item]
@@ -443,7 +492,7 @@ def test_a_producer_fenced_by_a_timeout_stays_fenced_for_a_coordinator_that_load
     logged.write("t", d)
     pid, epoch = d.producer_id, d.producer_epoch
     logged.write("t", m.add_partitions("t", pid, epoch, [TP_A], T0 + 1))
-    [(_, fence)] = list(m.timed_out(T0 + 20_000))
+    [(_, fence)] = list(m.timed_out(T0 + 20_000, T0 + 20_000))
     [job] = logged.write("t", fence)
     done = m.markers_written(job, T0 + 20_001)
     assert done is not None

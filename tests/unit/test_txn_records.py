@@ -29,6 +29,7 @@ records = st.builds(
                            if s not in (TxnState.EMPTY, TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE)]),
     partitions=st.frozensets(st.tuples(st.text(min_size=1, max_size=20), st.integers(0, 2**31 - 1)), max_size=8),
     start_ms=st.integers(-1, 2**62), update_ms=st.integers(-1, 2**62),
+    next_producer_epoch=st.integers(-1, 2**15 - 1),
 )
 
 
@@ -52,6 +53,17 @@ def test_version_comes_first_and_unknown_versions_are_refused() -> None:
         decode_value(data + b"\x00")  # trailing bytes are damage, not slack
     with pytest.raises(TxnLogFormatError):
         decode_key(b"\x00\x07\x00\x01x")
+
+
+def test_a_prepared_transaction_taken_over_keeps_both_identities_and_its_2pc_timeout() -> None:
+    """KIP-939: a transaction kept by a new instance (KeepPreparedTxn) is written with the ongoing
+    transaction's producer id and epoch, the new instance's epoch in NextProducerEpoch (tag 3,
+    flexible version 1), and the 2PC timeout (Kafka's Int.MaxValue), so a coordinator that loads
+    it knows both and never times it out."""
+    rec = TxnRecord(7, 3, -1, -1, 7, 2**31 - 1, TxnState.ONGOING, frozenset({("t", 0)}), 5, 6, next_producer_epoch=4)
+    data = encode_value(rec)
+    assert data[:2] == b"\x00\x01"
+    assert decode_value(data) == rec
 
 
 def test_java_hash_and_kafka_partition_rule() -> None:

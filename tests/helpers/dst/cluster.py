@@ -118,6 +118,8 @@ class SimCluster:
         if crash is not None:
             lost = crash(self.loop.rng) if power_loss else crash()
         self.trace("kill", n, "power-loss" if power_loss else "sigkill", f"(lost {len(lost or [])} unsynced changes)")
+        for what in (lost or [])[:20]:
+            self.trace("  lost", what)
 
     def pause(self, n: int) -> None:
         node = self.nodes[n]
