@@ -41,10 +41,6 @@ SCENARIOS = {
     # item 2: a follower stalls until fenced, its leader (alone in the ISR) comes back from a power
     # loss within its session and keeps its leader epoch: the follower truncates acknowledged writes
     "sole-ISR restart": Scenario("sole-isr-epoch", 25, "strand"),
-    # item 3: a follower crashes and registers again while its leader's AlterPartition naming its
-    # previous incarnation is held on a cut link; once through, it joins the ISR missing what its
-    # power loss took
-    "delayed AlterPartition (KIP-903)": Scenario("kip903", 2, "rejoin"),
     # item 7: the transaction coordinator's leader crashes while its heir holds a confirmed
     # PrepareCommit above its high watermark and the third replica stalls: the heir loads without
     # it after 10 s and aborts a transaction its client was told committed
