@@ -74,13 +74,15 @@ chaos: install system-deps
 	$(BIN)/python -m tests.chaos.campaign --seconds $(CHAOS_SECONDS) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED))
 
 # The deterministic simulation (docs/simulation.md): SEEDS runs (a count, or ranges such as 1-100,200),
-# each SECONDS of virtual faults on three brokers, JOBS processes; prints the failing seeds, each
-# replayable with `$(BIN)/python -m tests.helpers.dst --seed N --trace`.
+# each SECONDS of virtual faults, JOBS processes; SIZE brokers, seed N taking the (N mod 4)th of
+# 3,3,3,5 (five brokers keep a quorum with two away); prints the failing seeds, each replayable
+# with `$(BIN)/python -m tests.helpers.dst --seed N --size $(SIZE) --trace`.
 SEEDS ?= 1000
 SECONDS ?= 30
+SIZE ?= 3,3,3,5
 JOBS ?= $(shell nproc)
 sim: install
-	$(BIN)/python -m tests.helpers.dst --seeds $(SEEDS) --seconds $(SECONDS) --jobs $(JOBS)
+	$(BIN)/python -m tests.helpers.dst --seeds $(SEEDS) --seconds $(SECONDS) --size $(SIZE) --jobs $(JOBS)
 
 compat-cluster: install system-deps
 	KETCH_COMPAT_CLUSTER=1 $(BIN)/pytest -q -m "not slow" tests/compat

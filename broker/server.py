@@ -161,7 +161,7 @@ class BrokerServer:
         setting = "metadata_log_dir" if cfg.metadata_log_dir else "log_dirs" if cfg.log_dirs else "data_dir"
         metadata_dir = Path(cfg.metadata_dir)
         try:
-            mkdir_durable(self.fs, metadata_dir)
+            mkdir_durable(self.fs, metadata_dir)  # a power cut must not take it (and the quorum's vote)
         except OSError as e:
             raise ConfigError(setting, cfg.metadata_dir, f"cannot create the directory: {e.strerror}") from None
         probe = metadata_dir / WRITE_PROBE

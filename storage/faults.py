@@ -52,6 +52,25 @@ GUARANTEES = {
              "and its own producer state's epoch check (a fenced zombie's writes are stored)",
     "hw": "the high watermark counts every follower as having the leader's whole log before it fetched it "
           "(records are committed, served and acknowledged that only the leader has)",
+    # The cluster-correctness scenarios (issue 23), each its fix taken back, for the simulator
+    # to find (docs/simulation.md records the seed that finds each).
+    "registration-serial": "a broker's registration is decided on the committed image and proposed beside the "
+                           "controller's one-decision-at-a-time path, and the image applies a partition change "
+                           "that does not follow from the partition (a fence and a registration decided on one "
+                           "image combine into a leader outside its ISR) (issue 23 item 1)",
+    "sole-isr-epoch": "every re-registration counts as after a clean shutdown: a partition only the restarted "
+                      "broker can lead keeps it as leader at its old leader epoch, its torn log and all "
+                      "(issue 23 item 2)",
+    "kip903": "the controller takes AlterPartition's ISR members without their broker epochs: a delayed request "
+              "adds a replica that crashed and registered again since, missing what it lost (issue 23 item 3)",
+    "load-to-end": "a new coordinator waits at most 10 s for its high watermark to reach its log end at election, "
+                   "then loads up to the high watermark (a PrepareCommit or offset commit past it is missed) "
+                   "(issue 23 item 7)",
+    "group-load-epoch": "a group load goes on after a newer election of its partition started another, reading "
+                        "into and finishing the new one (issue 23 item 8)",
+    "reaper-recheck": "the transaction reaper decides every timed-out id first and writes the decisions after, "
+                      "each applied without checking it still matches the id's state and coordinator epoch "
+                      "(issue 23 item 9)",
 }
 BROKEN = frozenset(n.strip() for n in os.environ.get(BREAK_ENV, "").split(",") if n.strip())
 if BROKEN - GUARANTEES.keys():

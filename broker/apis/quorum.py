@@ -23,6 +23,7 @@ from protocol.messages import end_quorum_epoch as eqe
 from protocol.messages import fetch as kfetch
 from protocol.messages import fetch_snapshot as ksnap
 from protocol.messages import vote as kvote
+from storage.faults import broken
 
 from ..context import BrokerContext, ClientInfo, ControllerContext
 from ..quorum import wire_codec as wc
@@ -171,9 +172,17 @@ async def broker_registration(ctx: ControllerContext, client: ClientInfo, header
         return breg.BrokerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER)
     if req.cluster_id != ctx.config.cluster_id:
         return breg.BrokerRegistrationResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID)
+    listeners = [(lst.name, lst.host, lst.port) for lst in req.listeners]
+    if broken("registration-serial"):  # issue 23 item 1 taken back: beside the serialized path
+        controller = shell.controller
+        record, epoch = controller.register_broker(req.broker_id, req.incarnation_id, listeners, req.rack,
+                                                   ctx.clock.monotonic_ms(), req.previous_broker_epoch, req.log_dirs)
+        if not await shell.quorum.propose(record):
+            controller.reset()
+            return breg.BrokerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER)
+        return breg.BrokerRegistrationResponse(error_code=0, broker_epoch=epoch)
     try:
-        epoch = await shell.register_broker(req.broker_id, req.incarnation_id,
-                                            [(lst.name, lst.host, lst.port) for lst in req.listeners], req.rack,
+        epoch = await shell.register_broker(req.broker_id, req.incarnation_id, listeners, req.rack,
                                             ctx.clock.monotonic_ms(), req.previous_broker_epoch, req.log_dirs)
     except KafkaError as e:
         return breg.BrokerRegistrationResponse(error_code=e.code)

@@ -54,6 +54,7 @@ from protocol.messages.metadata_records import (
     frame_batch,
 )
 from protocol.topic_partition import TopicPartition
+from storage.faults import broken
 
 from ..metadata.image import NO_LEADER, BrokerInfo, MetadataImage, TopicInfo
 from ..metadata.publisher import MetadataPublisher
@@ -141,7 +142,7 @@ class QuorumController:
             end_points=[BrokerEndpoint(name=n, host=h, port=p, security_protocol=PLAINTEXT) for n, h, p in listeners],
             rack=rack, fenced=True, log_dirs=sorted(log_dirs))
         old = self.image.broker(broker_id)
-        clean = old is not None and previous_broker_epoch == old.epoch
+        clean = old is not None and (previous_broker_epoch == old.epoch or broken("sole-isr-epoch"))
         moves = move_leadership(self.image, {broker_id}, self.min_insync_replicas,
                                 unclean_shutdown=frozenset() if clean else frozenset({broker_id}))
         if clean:
@@ -458,7 +459,8 @@ class QuorumController:
         if any(r not in p.isr and not ((x := self.image.broker(r)) and x.live and self.image.replica_online(p, r))
                for r in isr):
             return ErrorCode.INELIGIBLE_REPLICA, None
-        if any(e != -1 and not ((x := self.image.broker(r)) and x.epoch == e) for r, e in new_isr):
+        if any(e != -1 and not ((x := self.image.broker(r)) and x.epoch == e) for r, e in new_isr) \
+                and not broken("kip903"):
             return ErrorCode.INELIGIBLE_REPLICA, None
         # the leader stays (it is in the new ISR and live); members leaving below min.insync.replicas
         # join the ELR, joining ones leave it (partition_change.py). An ISR as it was is still

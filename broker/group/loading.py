@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
+from storage.faults import broken
+
 from . import records as rec
 from .consumer_loading import ConsumerLoad, build
 from .consumer_loading import load_record as load_consumer_record
@@ -73,7 +75,7 @@ class PartitionLoading:
         otherwise merge into the new load, which it could even finish before that load's log is
         committed."""
         ld = self.t.loading.get(partition)
-        return ld is not None and ld.coordinator_epoch == coordinator_epoch
+        return ld is not None and (ld.coordinator_epoch == coordinator_epoch or broken("group-load-epoch"))
 
     def load_record(self, partition: int, key: bytes | None, value: bytes | None, log_position: int,
                     producer_id: int = -1) -> None:

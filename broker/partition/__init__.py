@@ -487,10 +487,14 @@ class Partition:
         False as soon as the leadership goes or its epoch changes (the wait was for that election),
         or the replica is closed (moved off this broker, deleted)."""
         epoch = self.leader_epoch
+        # issue 23 item 7 taken back: the old 10 s wait, then a load up to the high watermark anyway
+        deadline = self._clock.monotonic() + 10.0 if broken("load-to-end") else None
         while self.is_leader and self.leader_epoch == epoch and not self._log.closed:
             if self._log.high_watermark >= self._state.leader_epoch_start_offset:
                 return True
-            await wait_for_change((self,), None)
+            if deadline is not None and self._clock.monotonic() >= deadline:
+                return True
+            await wait_for_change((self,), None if deadline is None else deadline - self._clock.monotonic())
         return False
 
     # ---- replication: the follower's side ------------------------------------------------------

@@ -31,7 +31,7 @@ from protocol.messages.add_partitions_to_txn import (
 )
 from protocol.records import Record, build_batch, decode_batches
 from protocol.topic_partition import TopicPartition
-from storage.faults import crash_point
+from storage.faults import broken, crash_point
 
 from ..partition import AppendOrigin, Isolation
 from ..wire import Channel, WireError
@@ -513,11 +513,14 @@ class TransactionCoordinator:
         """Abort transactions past their timeout; remove transactional ids idle past expiry. Each
         id is decided only once the previous one's write is done (the machine's timers are lazy),
         on the state it has then, and its write is checked against that state again."""
+        stale = broken("reaper-recheck")  # issue 23 item 9 taken back: every id decided first
         now = self.clock.now_ms()
-        for tid, d in self.machine.timed_out(now, self.clock.monotonic_ms(), self.owns):
+        timed_out = self.machine.timed_out(now, self.clock.monotonic_ms(), self.owns)
+        for tid, d in list(timed_out) if stale else timed_out:
             log.info("aborting timed-out transaction", transactional_id=tid)
             if not (await self._execute(tid, d)).error:
                 self.metrics.transactions_timed_out += 1
-        for tid, d in self.machine.expired(now, self.owns):
+        expired = self.machine.expired(now, self.owns)
+        for tid, d in list(expired) if stale else expired:
             log.info("removing expired transactional id", transactional_id=tid)
             await self._execute(tid, d)

@@ -24,7 +24,7 @@ CATCHES: dict[str, tuple[range, float, float, tuple[str, ...]]] = {
     "lso": (range(1, 4), 6.0, 0.25, ALL),
     "fence": (range(1, 4), 6.0, 0.25, ALL),
     "markers": (range(1, 4), 6.0, 0.25, ALL),
-    "dedup": (range(1, 6), 8.0, 0.25, ALL),
+    "dedup": (range(1, 11), 8.0, 0.25, ALL),
     "acks": (range(1, 7), 10.0, 0.5, LEADER_CUT),
     "hw": (range(1, 7), 10.0, 0.5, LEADER_CUT),
     "truncate": (range(1, 7), 10.0, 0.5, LEADER_CUT),

@@ -30,8 +30,16 @@ class Invariants:
         if len(self.violations) < 100:
             self.violations.append(f"t={now:.3f} {what}")
 
+    # (topic, partition, partition epoch) whose committed state was reported already
+    bad_states: set[tuple[str, int, int]] = field(default_factory=set)
+    # (topic, partition) -> its ISR as last checked, from the quorum leader's image
+    isr: dict[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
+
     def check(self, now: float, brokers: list[tuple[int, int, BrokerServer]]) -> None:
         """`brokers`: (node id, incarnation, server) of every live broker."""
+        for node, _inc, b in brokers:
+            self.check_image(now, node, b)
+        self.check_joins(now, brokers)
         for node, inc, b in brokers:
             for topic in list(b.topics.by_name.values()):
                 for index, p in list(topic.local.items()):
@@ -56,6 +64,54 @@ class Invariants:
                     if hw > p.log_end_offset:
                         self.fail(now, f"HW {hw} above the log end {p.log_end_offset} on {topic.name}-{index} "
                                        f"(leader {node})")
+
+    def check_image(self, now: float, node: int, b: BrokerServer) -> None:
+        """The committed partition states as a broker replayed them: a leader is in its ISR and
+        the ISR among the replicas. (A change decided on an image that another change in flight
+        was about to alter combines with it into a state neither intended, issue 23 item 1.)"""
+        image = b.controller.image
+        for t in list(image.topics.values()):
+            for i, p in enumerate(t.partitions):
+                leader_ok = p.leader < 0 or p.leader in p.isr
+                if leader_ok and all(r in p.replicas for r in p.isr):
+                    continue
+                key = (t.name, i, p.partition_epoch)
+                if key not in self.bad_states:
+                    self.bad_states.add(key)
+                    self.fail(now, f"{t.name}-{i} committed with leader {p.leader}, ISR {list(p.isr)}, replicas "
+                                   f"{list(p.replicas)} (partition epoch {p.partition_epoch}, as node {node} "
+                                   f"replayed it at metadata offset {image.offset})")
+
+    def check_joins(self, now: float, brokers: list[tuple[int, int, BrokerServer]]) -> None:
+        """A replica that joins an ISR holds everything below its leader's high watermark: its
+        leader asked for it once it had fetched that far, counted it in the HW from then on, and
+        its log only grows -- unless it crashed since, when its registration took it out of every
+        ISR first and only a request naming its previous incarnation could put it back (KIP-903,
+        issue 23 item 3). Checked at the first check that sees it in the ISR, for a replica whose
+        current process has registered (before that, the controller cannot know it restarted)."""
+        by_node = {node: b for node, _inc, b in brokers}
+        lead = next((b for b in by_node.values() if b.quorum.serving), None)
+        if lead is None:
+            return
+        for t in list(lead.controller.image.topics.values()):
+            for i, p in enumerate(t.partitions):
+                before = self.isr.get((t.name, i))
+                self.isr[(t.name, i)] = p.isr
+                leader = by_node.get(p.leader)
+                lt = leader.topics.get(t.name) if leader is not None else None
+                lp = lt.local.get(i) if lt is not None else None
+                if before is None or lp is None or not lp.is_leader or lp.leader_epoch != p.leader_epoch:
+                    continue
+                for r in sorted(set(p.isr) - set(before)):
+                    mb = by_node.get(r)
+                    mt = mb.topics.get(t.name) if mb is not None else None
+                    mp = mt.local.get(i) if mt is not None else None
+                    reg = lead.controller.image.broker(r)
+                    registered = mb is not None and reg is not None and mb.lifecycle.epoch == reg.epoch
+                    if mp is not None and registered and mp.log_end_offset < lp.high_watermark:
+                        self.fail(now, f"node {r} joined the ISR of {t.name}-{i} (partition epoch {p.partition_epoch}) "
+                                       f"with its log ending at {mp.log_end_offset}, below the high watermark "
+                                       f"{lp.high_watermark} of leader {p.leader}")
 
 
 Batch = tuple[int, int, int, int, int, int, bool]

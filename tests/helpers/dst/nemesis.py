@@ -16,10 +16,19 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from broker.partition import Isolation
+from broker.txn.log_records import decode_value
+from broker.txn.state import TxnState
+from protocol.records import decode_batches
+
 from .cluster import SimCluster
 
 POWER_LOSS_GAP_S = 60.0  # after a power cut, another waits this long (the first broker's replicas catch up)
-KINDS = ("kill", "power-loss", "pause", "isolate", "one-way", "bridge", "clock", "slow-disk")
+KINDS = ("kill", "power-loss", "pause", "isolate", "one-way", "bridge", "clock", "slow-disk", "strand", "rack",
+         "takeover", "rejoin")
+TXN_TOPIC = "__transaction_state"
+# The partitions a role target or a `strand` is drawn from: the workload's and the coordinators'.
+TOPICS = ("mixed", "pair", "__transaction_state", "__consumer_offsets")
 
 
 class Nemesis:
@@ -34,6 +43,7 @@ class Nemesis:
         self.counts: Counter[str] = Counter()
         self.held: list[asyncio.Task[None]] = []
         self.down: set[int] = set()  # nodes a held fault has taken (killed, paused or cut off)
+        self.crashed: set[int] = set()  # nodes killed or powered off, until back in every ISR of theirs
         self.power_lost: dict[int, float] = {}  # node -> when it last lost power
 
     async def run(self, seconds: float) -> None:
@@ -72,14 +82,27 @@ class Nemesis:
         return None
 
     def _partition_leader(self) -> int | None:
+        topic = self.rng.choice(TOPICS[:2])
         index = self.rng.randrange(3)
+        return self._leader_of(topic, index)
+
+    def _leader_of(self, topic: str, index: int) -> int | None:
         for n, node in self.cluster.nodes.items():
             if not node.up or node.broker is None:
                 continue
-            t = node.broker.topics.get("mixed")
+            t = node.broker.topics.get(topic)
             if t is not None and index in t.local and t.local[index].is_leader:
                 return n
         return None
+
+    def _replicas_of(self, topic: str, index: int, leader: int) -> list[int]:
+        """The partition's replicas as its leader's metadata has them."""
+        b = self.cluster.nodes[leader].broker
+        assert b is not None
+        t = b.topics.get(topic)
+        part = t.local.get(index) if t is not None else None
+        a = part.assignment if part is not None else None
+        return sorted(a.replicas) if a is not None else []
 
     def power_loss_allowed(self, n: int) -> bool:
         """Whether losing `n`'s unsynced writes stays inside the promise: Kafka does not fsync per
@@ -98,6 +121,18 @@ class Nemesis:
         return all(set(p.isr) - {n} for t in image.topics.values() for p in t.partitions)
 
     async def inflict(self, kind: str) -> None:
+        if kind == "strand":
+            await self.strand()
+            return
+        if kind == "rack":
+            await self.rack()
+            return
+        if kind == "takeover":
+            await self.takeover()
+            return
+        if kind == "rejoin":
+            await self.rejoin()
+            return
         n = self.target()
         if n is None:
             return
@@ -111,9 +146,10 @@ class Nemesis:
         self.down.add(n)
         try:
             if kind in ("kill", "power-loss"):
-                c.kill(n, power_loss=kind == "power-loss")
+                crashed = self._crash(n, kind == "power-loss")
                 await asyncio.sleep(hold)
-                c.start(n)
+                if crashed:
+                    c.start(n)
             elif kind == "pause":
                 c.pause(n)
                 await asyncio.sleep(hold)
@@ -147,6 +183,261 @@ class Nemesis:
                 self.note("disk ok", n)
         finally:
             self.down.discard(n)
+
+    async def strand(self) -> None:
+        """One broker stalls and another crashes, at a moment chosen relative to the stall, and
+        comes back within its session; the stall ends after the restart.
+
+        * `failover`: a partition's follower stalls and its leader crashes right after (or the
+          other way round): the new leader's high watermark waits on the stalled replica while
+          it takes over as coordinator (issue 23 item 7).
+        * `alone`: the same, the crash after the stalled broker was fenced: a leader alone in
+          its ISR comes back with a torn log (item 2).
+        * `fence`: the two brokers that do not lead the quorum: one stalls, the other restarts
+          so that its registration reaches the controller about when the stalled one's session
+          ends, while the quorum leader's disk is slow -- the fence and the registration decided
+          close together, each while the other is in flight (item 1). With three brokers the
+          quorum has no majority while the two are away and no decision commits, so this needs
+          five (`--size 5`)."""
+        c = self.cluster
+        when = self.rng.choice(("failover", "fence", "alone"))
+        topic = self.rng.choice(TOPICS)
+        index = self.rng.randrange(3)
+        session = c.config(c.nodes[1]).broker_session_timeout_ms / 1000
+        slow: tuple[float, float] | None = None
+        third: int | None = None
+        if when == "fence":
+            third = self._quorum_leader()
+            others = [n for n in c.nodes if n != third]
+            if third is None or len(others) < 2:
+                return
+            stalled, crashed = self.rng.sample(others, 2)
+            hold = self.rng.uniform(0.3, 2.5)
+            # The stalled broker's fence is decided about 8.5 to 10 s (a session, less the time since
+            # its last heartbeat, plus the controller's sweep) after the stall began; a restarted
+            # broker registers about 2 s after its start (its first heartbeat interval).
+            delay = max(0.0, session - self.rng.uniform(1.5, 4.0) - hold)
+            slow = (0.2, self.rng.uniform(0.5, 2.0))
+        else:
+            leader = self._leader_of(topic, index)
+            if leader is None:
+                return
+            followers = [r for r in self._replicas_of(topic, index, leader) if r != leader]
+            if not followers:
+                return
+            follower = self.rng.choice(followers)
+            stalled, crashed = (follower, leader) if self.rng.random() < 0.7 else (leader, follower)
+            hold = self.rng.uniform(0.5, 5.0)
+            delay = self.rng.uniform(0.0, 0.2) if when == "failover" else session + self.rng.uniform(0.5, 3.0)
+        stall = max(delay + hold + self.rng.uniform(0.5, 8.0), self.rng.uniform(10.0, 16.0))
+        power_loss = self.rng.random() < 0.6
+        taken = {stalled, crashed} | ({third} if third is not None else set())
+        if taken & self.down or not all(c.nodes[n].up for n in taken):
+            return
+        self.counts["strand"] += 1
+        self.down.update(taken)
+        self.note("strand", when, topic, index, f"stall {stalled} for {stall:.3f}", f"crash {crashed} at +{delay:.3f}",
+                  "power-loss" if power_loss else "kill", f"for {hold:.3f}",
+                  f"slow disk {third} {slow}" if slow else "")
+        try:
+            c.pause(stalled)
+            await asyncio.sleep(delay)
+            down = self._crash(crashed, power_loss)
+            if slow is not None and third is not None:
+                self._slow(third, slow)
+            await asyncio.sleep(hold)
+            if down:
+                c.start(crashed)
+            await asyncio.sleep(stall - delay - hold)
+            c.resume(stalled)
+            if slow is not None and third is not None:
+                self._slow(third, None)
+        finally:
+            self.down.difference_update(taken)
+
+    async def rack(self) -> None:
+        """Two brokers crash together (their rack lost power to the processes, an orchestrator
+        restarted both) and start again together: their registrations reach the controller
+        close together, each decided while the other may be in flight (issue 23 item 1). A
+        process crash: their page caches survive (a power loss of two replicas at once may take
+        every copy, which no guarantee covers)."""
+        c = self.cluster
+        free = [n for n in c.nodes if n not in self.down and c.nodes[n].up]
+        if len(free) < 2:
+            return
+        pair = sorted(self.rng.sample(free, 2))
+        hold = self.rng.uniform(0.5, 6.0)
+        skew = 0.0 if self.rng.random() < 0.7 else self.rng.uniform(0.0, 0.3)  # mostly at one instant
+        self.counts["rack"] += 1
+        self.down.update(pair)
+        self.note("rack", pair, f"for {hold:.3f}", f"skew {skew:.3f}")
+        try:
+            crashed = [n for n in pair if self._crash(n, False)]
+            await asyncio.sleep(hold)
+            for i, n in enumerate(crashed):
+                if i:
+                    await asyncio.sleep(skew)
+                c.start(n)
+        finally:
+            self.down.difference_update(pair)
+
+    async def takeover(self) -> None:
+        """A transaction coordinator's partition changes leader while one of its followers
+        stalls, at the worst moment: the leader has confirmed a PrepareCommit (its high
+        watermark covers it: the client was told its transaction committed) that the follower
+        about to take over holds but does not yet know is committed. The leader crashes, the other follower stalls, both for long
+        (issue 23 item 7: the new coordinator must not load before its log end at election is
+        committed, however long the stalled follower takes). The quorum needs a majority
+        without the two: five brokers (`--size 5`); with three nothing moves until one is back."""
+        c = self.cluster
+        topic = TXN_TOPIC
+        index = self.rng.randrange(3)
+        leader = self._leader_of(topic, index)
+        if leader is None:
+            return
+        followers = [r for r in self._replicas_of(topic, index, leader) if r != leader]
+        if len(followers) < 2:
+            return
+        heir, stalled = self.rng.sample(followers, 2)
+        away = self.rng.uniform(15.0, 25.0)
+        taken = {leader, heir, stalled}
+        if taken & self.down or not all(c.nodes[n].up for n in taken):
+            return
+        self.counts["takeover"] += 1
+        self.down.update(taken)
+        try:
+            deadline = self.loop.time() + 5.0
+            while self.loop.time() < deadline and not self._unconfirmed(topic, index, leader, heir):
+                await asyncio.sleep(0.002)
+            self.note("takeover", topic, index, f"crash {leader}, stall {stalled} for {away:.3f}", f"heir {heir}",
+                      "at the worst moment" if self.loop.time() < deadline else "")
+            c.pause(stalled)
+            crashed = self._crash(leader, False)
+            await asyncio.sleep(away)
+            c.resume(stalled)
+            await asyncio.sleep(self.rng.uniform(0.5, 3.0))
+            if crashed:
+                c.start(leader)
+        finally:
+            self.down.difference_update(taken)
+
+    async def rejoin(self) -> None:
+        """A follower rejoins a partition's ISR while its leader's requests to the controller are
+        held up (one link cut one way: TCP delivers them when it heals), and crashes again before
+        they arrive: the leader's AlterPartition names the incarnation that caught up, which the
+        controller must refuse once another has registered (KIP-903, issue 23 item 3). The
+        follower is cut off from its leader meanwhile, so it cannot fetch what its power loss
+        took; once the request is through, the leader crashes."""
+        c = self.cluster
+        quorum = self._quorum_leader()
+        topic = self.rng.choice(TOPICS)
+        index = self.rng.randrange(3)
+        leader = self._leader_of(topic, index)
+        if quorum is None or leader is None or leader == quorum:
+            return
+        followers = [r for r in self._replicas_of(topic, index, leader) if r not in (leader, quorum)]
+        if not followers:
+            return
+        follower = self.rng.choice(followers)
+        taken = {quorum, leader, follower}
+        if taken & self.down or not all(c.nodes[n].up for n in taken):
+            return
+        lh, fh, qh = c.nodes[leader].host, c.nodes[follower].host, c.nodes[quorum].host
+        first, catch_up, second, held, after = (self.rng.uniform(0.5, 1.5), self.rng.uniform(2.5, 5.0),
+                                                self.rng.uniform(0.3, 1.0), self.rng.uniform(1.0, 3.0),
+                                                self.rng.uniform(0.0, 0.5))
+        self.counts["rejoin"] += 1
+        self.down.update(taken)
+        self.note("rejoin", topic, index, f"leader {leader}, follower {follower}, controller {quorum}",
+                  f"{first:.3f} {catch_up:.3f} {second:.3f} {held:.3f} {after:.3f}")
+        try:
+            self._cut([(lh, qh)])
+            if self._crash(follower, False):
+                await asyncio.sleep(first)
+                c.start(follower)
+            await asyncio.sleep(catch_up)
+            self._cut([(lh, fh), (fh, lh)])
+            if self._crash(follower, True):
+                await asyncio.sleep(second)
+                c.start(follower)
+            await asyncio.sleep(held)
+            self._heal([(lh, qh)])
+            await asyncio.sleep(after)
+            crashed = self._crash(leader, False)
+            await asyncio.sleep(self.rng.uniform(2.0, 5.0))
+            self._heal([(lh, fh), (fh, lh)])
+            if crashed:
+                c.start(leader)
+        finally:
+            self.down.difference_update(taken)
+
+    def _cut(self, pairs: list[tuple[str, str]]) -> None:
+        self.note("cut", pairs)
+        self.loop.net.cut_links(pairs)
+
+    def _heal(self, pairs: list[tuple[str, str]]) -> None:
+        for p in pairs:
+            self.loop.net.cut.discard(p)
+        self.loop.net.heal_held()
+        self.note("heal", pairs)
+
+    def _unconfirmed(self, topic: str, index: int, leader: int, heir: int) -> bool:
+        """Whether `heir` holds a record its leader has confirmed and it has not learnt is."""
+        lb, hb = self.cluster.nodes[leader].broker, self.cluster.nodes[heir].broker
+        if lb is None or hb is None:
+            return False
+        lt, ht = lb.topics.get(topic), hb.topics.get(topic)
+        lp = lt.local.get(index) if lt is not None else None
+        hp = ht.local.get(index) if ht is not None else None
+        if lp is None or hp is None or not lp.is_leader:
+            return False
+        if not hp.high_watermark < hp.log_end_offset <= lp.high_watermark:
+            return False
+        r = hp.read(hp.high_watermark, 1 << 20, Isolation.LOG_END)
+        for h, records in decode_batches(r.records):
+            for rec in records if not h.is_control else ():
+                if rec.value is not None and decode_value(rec.value).state is TxnState.PREPARE_COMMIT:
+                    return True
+        return False
+
+    def _slow(self, n: int, delay: tuple[float, float] | None) -> None:
+        proc = self.cluster.nodes[n].proc
+        if proc is not None:
+            proc.disk_delay = delay or (0.0, 0.002)
+
+    def _crash(self, n: int, power_loss: bool) -> bool:
+        """SIGKILL, or a power loss -- unless another crash is not behind the cluster yet.
+
+        Acknowledged writes are promised to survive while one in-sync replica keeps them, and no
+        replica fsyncs them (Kafka's default, and Ketch's): a power loss takes a replica's copy
+        until it has fetched it again. And a broker back from any crash counts as having lost its
+        log's tail (KIP-966: the controller cannot tell a SIGKILL from a power cut), so it leaves
+        the eligible leaders. A power loss while another crashed broker is not back in the ISR of
+        each of its partitions may therefore take the last copy the controller trusts, which no
+        guarantee covers: it is then only a process crash (the page cache survives). A kill while
+        a powered-off broker is not back is inside the promise (seed 314: the controller's
+        recovery election picks the longest log among the replicas, KIP-966). Always True
+        now (callers still ask: a crash that was not done does not restart)."""
+        self.crashed = {m for m in self.crashed if not self._in_every_isr(m)}
+        if power_loss and self.crashed - {n}:
+            self.note("power loss of", n, "as a process crash: not yet back in every ISR:", sorted(self.crashed))
+            power_loss = False
+        self.crashed.add(n)
+        self.cluster.kill(n, power_loss=power_loss)
+        return True
+
+    def _in_every_isr(self, n: int) -> bool:
+        """Whether `n` serves and is in the ISR of every partition it replicates, as the most
+        advanced live broker's metadata has them (a partition without a leader counts: `n` is
+        not back while one waits for another replica)."""
+        if not self.cluster.nodes[n].serving:
+            return False
+        images = [node.broker.controller.image for node in self.cluster.nodes.values()
+                  if node.up and node.broker is not None]
+        if not images:
+            return False
+        image = max(images, key=lambda i: i.offset)
+        return all(n in p.isr for t in image.topics.values() for p in t.partitions if n in p.replicas)
 
     def heal(self) -> None:
         """End of the faults: every node up and running, every link whole."""

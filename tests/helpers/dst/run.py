@@ -42,7 +42,7 @@ from .invariants import Invariants, compare_replicas
 from .loop import PROC, Deadlock, SimLoop
 from .nemesis import KINDS, Nemesis
 from .net import SimNetwork
-from .workload import COPY_IN, COPY_OUT, TOPIC, Workload
+from .workload import COPY_IN, COPY_OUT, PAIR, TOPIC, Workload
 
 INVARIANT_EVERY_S = 0.1
 # Log fields that time the broker's own code with perf_counter (real time, not virtual): left out of
@@ -201,8 +201,8 @@ def _run(seed: int, seconds: float, size: int, logs: bool, disk: str, tmp: Path,
     try:
         asyncio.set_event_loop(loop)
         cluster.start_all()
-        loop.run_until(cluster.all_serving, loop.time() + START_TIMEOUT_S)
-        if not cluster.all_serving():
+        loop.run_until(cluster.settled, loop.time() + START_TIMEOUT_S)
+        if not cluster.settled():
             raise RuntimeError(f"the cluster did not start in {START_TIMEOUT_S:.0f} virtual s")
         note("cluster serving")
         watch = loop.create_task(_watch(loop, cluster, invariants))
@@ -220,7 +220,8 @@ def _run(seed: int, seconds: float, size: int, logs: bool, disk: str, tmp: Path,
                 loop.errors.append(f"workload {task.get_name()} died: {task.exception()!r}")
         loop.run_until_complete(workload.settle())
         watch.cancel()
-        write(_replicas(cluster, workload, invariants, loop.time()))
+        for topic in (TOPIC, PAIR):
+            write(_replicas(cluster, workload, invariants, loop.time(), topic))
         report = checker.check(checker.parse(history))
     except Deadlock as e:
         loop.errors.append(f"deadlock: {e}")
@@ -259,16 +260,17 @@ def _disks(kind: str, tmp: Path) -> tuple[Callable[[int, SimClock], Any], Path]:
     return (lambda n, clock: SimFileSystem(now_ms=clock.now_ms)), Path("/sim")
 
 
-def _replicas(cluster: SimCluster, workload: Workload, invariants: Invariants, now: float) -> dict[str, Any]:
-    """The end-of-run comparison of every replica of the workload topic, as a history line."""
+def _replicas(cluster: SimCluster, workload: Workload, invariants: Invariants, now: float,
+              topic: str) -> dict[str, Any]:
+    """The end-of-run comparison of every replica of a workload topic, as a history line."""
     hws: dict[int, int] = {p: -1 for p in range(workload.partitions)}
     for node in cluster.nodes.values():
-        t = node.broker.topics.get(TOPIC) if node.up and node.broker is not None else None
+        t = node.broker.topics.get(topic) if node.up and node.broker is not None else None
         for index, part in (t.local.items() if t is not None else ()):
             if part.is_leader:
                 hws[index] = part.high_watermark
     replicas = [(n, node.fs, cluster.data_dir(n)) for n, node in cluster.nodes.items()]
-    return compare_replicas(TOPIC, hws, replicas, lambda what: invariants.fail(now, what))
+    return compare_replicas(topic, hws, replicas, lambda what: invariants.fail(now, what))
 
 
 async def _watch(loop: SimLoop, cluster: SimCluster, invariants: Invariants) -> None:
@@ -289,15 +291,15 @@ async def _create_topics(loop: SimLoop, cluster: SimCluster, workload: Workload)
         """Every topic made with its partitions before any client can auto-create it with one."""
         admin = Admin(cluster.bootstrap, clock=workload.clock)
         await admin.start()
-        wanted = {TOPIC, COPY_IN, COPY_OUT}
+        wanted = {TOPIC: 3, COPY_IN: 3, COPY_OUT: 3, PAIR: 2}  # PAIR: a topic on two of the brokers
         deadline = loop.time() + START_TIMEOUT_S
         try:
             while wanted:
-                result = await admin.create_topics([NewTopic(t, workload.partitions, min(3, cluster.size))
-                                                    for t in sorted(wanted)])
+                result = await admin.create_topics([NewTopic(t, workload.partitions, min(rf, cluster.size))
+                                                    for t, rf in sorted(wanted.items())])
                 for name, error in result.items():
                     if error is None or isinstance(error, TopicAlreadyExistsError):
-                        wanted.discard(name)
+                        wanted.pop(name, None)
                 if wanted and loop.time() > deadline:
                     raise RuntimeError(f"topics {sorted(wanted)} not created: {result}")
                 if wanted:

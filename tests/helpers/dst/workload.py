@@ -2,7 +2,7 @@
 the chaos checker judges (tests/helpers/chaos/checker.py documents the format).
 
 The same roles as the chaos campaign's librdkafka workload, so the same checker applies: idempotent
-acks=all producers, transactional producers that abort a fifth of their transactions on purpose,
+acks=all producers (one of them on PAIR, a topic on two of the three brokers), transactional producers that abort a fifth of their transactions on purpose,
 read_committed and read_uncommitted pollers reading every partition from the start, a
 consume-transform-produce copier in a consumer group; then, after healing, a fresh read of each
 topic, each partition's HW and LSO, and the copier's committed group offsets. Times are the loop's
@@ -29,6 +29,10 @@ from .loop import Process, SimLoop
 
 History = Callable[[dict[str, Any]], None]
 TOPIC, COPY_IN, COPY_OUT = "mixed", "copy-in", "copy-out"
+# On two of the three brokers, with min.insync.replicas 2 as everywhere: a partition whose
+# follower stalls has its leader as the only in-sync replica while the quorum (every broker) lives
+# on -- the state of issue 23's sole-ISR restart, which a topic on every broker cannot reach.
+PAIR = "pair"
 COPIER_GROUP = "copier"
 DRAIN_S = 120.0  # virtual seconds the copier gets to copy the rest of its input after the faults
 
@@ -70,6 +74,10 @@ class Worker:
 
 
 class PlainProducer(Worker):
+    def __init__(self, sim: Workload, name: str, topic: str = TOPIC) -> None:
+        super().__init__(sim, name)
+        self.topic = topic
+
     async def incarnation(self, inc: int) -> None:
         sim = self.sim
         p = Producer(sim.bootstrap, client_id=self.name, enable_idempotence=True, acks="all", linger_ms=2,
@@ -82,9 +90,9 @@ class PlainProducer(Worker):
                 seq += 1
                 part = self.rng.randrange(sim.partitions)
                 value = f"{self.name}-{inc}-{seq}"
-                op = {"f": "send", "proc": self.name, "inc": inc, "seq": seq, "topic": TOPIC,
+                op = {"f": "send", "proc": self.name, "inc": inc, "seq": seq, "topic": self.topic,
                       "partition": part, "value": value, "t0": self.loop.time()}
-                fut = await p.send(TOPIC, value.encode(), partition=part)
+                fut = await p.send(self.topic, value.encode(), partition=part)
                 pending.append(self.loop.create_task(self._ack(op, fut)))
                 await asyncio.sleep(self.rng.uniform(0.005, 0.05) / sim.intensity)
         finally:
@@ -416,7 +424,7 @@ class Workload:
         self.txn_timeout_ms = txn_timeout_ms
         self.clock = SimClock(loop)
         self.workers: list[Worker] = [
-            PlainProducer(self, "p1"), PlainProducer(self, "p2"),
+            PlainProducer(self, "p1"), PlainProducer(self, "p2", PAIR),
             TxnProducer(self, "t1", "sim-t1"), TxnProducer(self, "t2", "sim-t2"),
             Poller(self, "rc1", "read_committed"), Poller(self, "ru1", "read_uncommitted"),
             Zombie(self, "z1"),
@@ -461,13 +469,14 @@ class Workload:
         await self.loop.spawn(proc, self._settle())
 
     async def _settle(self) -> None:
-        for topic in (TOPIC, COPY_OUT):
+        for topic in (TOPIC, PAIR, COPY_OUT):
             offsets = await self._offsets(topic)
             for p in range(self.partitions):
                 hw, lso = offsets.get(p, (-1, -1))
                 self.write({"f": "offsets", "topic": topic, "partition": p, "hw": hw, "lso": lso})
-        for iso in ("read_committed", "read_uncommitted"):
-            self.write(await self._final_read(iso))
+        for topic in (TOPIC, PAIR):
+            for iso in ("read_committed", "read_uncommitted"):
+                self.write(await self._final_read(iso, topic))
         self.write(await self._final_read("read_committed", COPY_OUT))
         c = self.copier
         self.write({"f": "copier", "pipeline": c.name, "input_topic": COPY_IN, "output_topic": COPY_OUT,
