@@ -47,6 +47,8 @@ from .quorum.shell import METADATA_DIR, QuorumShell
 from .replication.fetcher import ReplicaFetcher
 from .replication.manager import ReplicaManager
 from .security.authorizer import Authorizer, AuthorizerSettings, parse_super_users
+from .share.manager import SharePartitions
+from .share.persister import MemoryPersister
 from .throttle import throttled
 from .topics import TopicTable
 from .txn.coordinator import TransactionCoordinator
@@ -105,13 +107,15 @@ class BrokerServer:
         self.forwarder = ControllerForwarder(cfg.node_id, self.quorum)
         self.recovery = UncleanRecovery(cfg.node_id, self.controller, self.controller_shell, self._broker_address,
                                         clock)
+        self.shares = SharePartitions(cfg, self.topics, clock, MemoryPersister())
         self.ctx = BrokerContext(cfg.node_id, cfg, clock, self.topics, self.groups, self.txn, self.producer_ids,
                                  self.metrics, self.quorum, self.replication, self.controller_client, self.propagation,
                                  self.forwarder, FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots),
                                  lambda: self.lifecycle.epoch,
                                  Authorizer(AuthorizerSettings(cfg.authorizer, parse_super_users(cfg.super_users),
                                                                cfg.allow_everyone_if_no_acl_found),
-                                            lambda: self.metadata.image.acls))
+                                            lambda: self.metadata.image.acls),
+                                 self.shares)
         self.controller_ctx = ControllerContext(cfg.node_id, cfg, clock, self.topics, self.quorum, self.controller,
                                                 self.controller_shell)
         self.connections = ConnectionRegistry(self.metrics, cfg.socket_request_max_bytes, cfg.max_pipelined_requests,
@@ -216,6 +220,7 @@ class BrokerServer:
         loop = asyncio.get_running_loop()
         self._retention_task = loop.create_task(self.housekeeper.run())
         await self.txn.start()  # marker sender (talks to our own listener) and reaper
+        self.shares.start()
         host, port = self.cfg.advertised_host_port
         ib_host, ib_port = self._inter_broker_advertised()
         log.info("broker started", node_id=self.cfg.node_id, listen=self.cfg.listen, advertise=f"{host}:{port}",
@@ -345,6 +350,7 @@ class BrokerServer:
         self.recovery.close()
         self.forwarder.close()
         await self.groups.stop()
+        await self.shares.stop()
         self.topics.close()
         mark_clean_shutdown(self.fs, Path(self.cfg.metadata_dir), self.lifecycle.epoch)  # every log flushed and closed
         self.loop_watch.stop()
