@@ -47,8 +47,9 @@ from .quorum.shell import METADATA_DIR, QuorumShell
 from .replication.fetcher import ReplicaFetcher
 from .replication.manager import ReplicaManager
 from .security.authorizer import Authorizer, AuthorizerSettings, parse_super_users
+from .share.coordinator import ShareCoordinator
 from .share.manager import SharePartitions
-from .share.persister import MemoryPersister
+from .share.persister import CoordinatorPersister
 from .throttle import throttled
 from .topics import TopicTable
 from .txn.coordinator import TransactionCoordinator
@@ -107,7 +108,10 @@ class BrokerServer:
         self.forwarder = ControllerForwarder(cfg.node_id, self.quorum)
         self.recovery = UncleanRecovery(cfg.node_id, self.controller, self.controller_shell, self._broker_address,
                                         clock)
-        self.shares = SharePartitions(cfg, self.topics, clock, MemoryPersister())
+        self.share_coordinator = ShareCoordinator(cfg, self.topics, clock)
+        self.share_persister = CoordinatorPersister(self.share_coordinator, self._leader_of, self._broker_address,
+                                                    cfg.node_id, clock)
+        self.shares = SharePartitions(cfg, self.topics, clock, self.share_persister)
         self.ctx = BrokerContext(cfg.node_id, cfg, clock, self.topics, self.groups, self.txn, self.producer_ids,
                                  self.metrics, self.quorum, self.replication, self.controller_client, self.propagation,
                                  self.forwarder, FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots),
@@ -115,7 +119,7 @@ class BrokerServer:
                                  Authorizer(AuthorizerSettings(cfg.authorizer, parse_super_users(cfg.super_users),
                                                                cfg.allow_everyone_if_no_acl_found),
                                             lambda: self.metadata.image.acls),
-                                 self.shares)
+                                 self.shares, self.share_coordinator)
         self.controller_ctx = ControllerContext(cfg.node_id, cfg, clock, self.topics, self.quorum, self.controller,
                                                 self.controller_shell)
         self.connections = ConnectionRegistry(self.metrics, cfg.socket_request_max_bytes, cfg.max_pipelined_requests,
@@ -152,6 +156,11 @@ class BrokerServer:
             return None
         return b.inter_broker_host, b.inter_broker_port
 
+    def _leader_of(self, topic: str, index: int) -> int:
+        """The leader of a partition as the metadata image names it, -1 if none."""
+        info = self.topics.image.topics.get(topic)
+        return info.partitions[index].leader if info is not None and index < len(info.partitions) else -1
+
     def _topic_id(self, name: str) -> uuid.UUID:
         t = self.topics.image.topics.get(name)
         return t.topic_id if t is not None else uuid.UUID(int=0)
@@ -187,6 +196,7 @@ class BrokerServer:
         if legacy:
             await self._migrate(legacy)
         await self.groups.start()  # loads __consumer_offsets in the background
+        self.share_coordinator.start()  # loads __share_group_state in the background
         self.txn.load()  # rebuilt from __transaction_state before any request can reach it
         if self._metrics_endpoint:  # serving before the Kafka port: ready means both
             await self._metrics_endpoint.start()
@@ -351,6 +361,8 @@ class BrokerServer:
         self.forwarder.close()
         await self.groups.stop()
         await self.shares.stop()
+        await self.share_coordinator.stop()
+        self.share_persister.close()
         self.topics.close()
         mark_clean_shutdown(self.fs, Path(self.cfg.metadata_dir), self.lifecycle.epoch)  # every log flushed and closed
         self.loop_watch.stop()

@@ -59,6 +59,10 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     77: (1, 1),   # ShareGroupDescribe (KIP-932)
     78: (1, 1),   # ShareFetch (KIP-932; v2's acquire modes and RENEW, KIP-1206/1222, not yet)
     79: (1, 1),   # ShareAcknowledge (KIP-932)
+    83: (0, 0),   # InitializeShareGroupState (the share coordinator's, between brokers: CLUSTER_ACTION)
+    84: (0, 0),   # ReadShareGroupState
+    85: (0, 0),   # WriteShareGroupState
+    86: (0, 0),   # DeleteShareGroupState
     93: (0, 0),   # GetReplicaLogInfo (KIP-966's unclean recovery; the controller asks, inter-broker listener only)
 }
 

@@ -374,6 +374,45 @@ class ShareGroupCurrentMemberAssignmentValue(_Record):
     assigned_partitions: list[ConsumerTopicPartitions] = f(Array(ConsumerTopicPartitions))
 
 
+# ---- `__share_group_state`: the share coordinator's records (ShareSnapshotKey/Value, key version 0)
+
+
+SHARE_SNAPSHOT_KEY_VERSION = 0
+
+
+@schema
+class ShareSnapshotKey(_Record):
+    VERSIONS = (0, 0)
+    FLEXIBLE = None
+    group_id: str = f(STRING, "0")
+    topic_id: uuid.UUID = f(UUID, "0")
+    partition: int = f(INT32, "0")
+
+
+@schema
+class ShareStateBatch(Struct):
+    first_offset: int = f(INT64)
+    last_offset: int = f(INT64)
+    delivery_state: int = f(INT8)
+    delivery_count: int = f(INT16)
+
+
+@schema
+class ShareSnapshotValue(_Record):
+    """The whole state of one share-partition: Ketch writes a snapshot every time (no ShareUpdate
+    records), so the last record of a key is its state and compaction keeps just that."""
+
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    snapshot_epoch: int = f(INT32)
+    state_epoch: int = f(INT32)
+    leader_epoch: int = f(INT32)
+    start_offset: int = f(INT64)
+    create_timestamp: int = f(INT64, default=-1)
+    write_timestamp: int = f(INT64, default=-1)
+    state_batches: list[ShareStateBatch] = f(Array(ShareStateBatch))
+
+
 def version_prefixed(msg: Message, version: int) -> bytes:
     """The bytes Kafka stores: int16 version, then the struct at that version."""
     lo, hi = msg.VERSIONS

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import AcknowledgeType
@@ -93,3 +94,26 @@ def test_a_record_whose_lock_runs_out_goes_to_another_member(broker: BrokerProce
         close_all([holder, other])
     redelivered = {m.offset(): m.delivery_count() for _, m in again}
     assert all(redelivered[m.offset()] == 2 for _, m in held)
+
+
+def test_a_sigkill_of_the_broker_loses_no_acknowledgement(tmp_path: Path) -> None:
+    """Acknowledgements answered before a SIGKILL hold after the restart: the accepted records never
+    come back, the ones in flight come back (delivered a second time), nothing else."""
+    with BrokerProcess(tmp_path / "data", env=SHARE_ENV) as b:
+        topic, group = unique_topic("share"), f"sg-{uuid.uuid4().hex[:8]}"
+        create_topic(b.bootstrap, topic, 1)
+        produce(b.bootstrap, topic, _records(20))
+        first = share_consumer(b.bootstrap, group, [topic])
+        poll_until([first], lambda i, m: AcknowledgeType.ACCEPT if m.offset() < 10 else AcknowledgeType.RELEASE,
+                   lambda got: len(got) >= 10, 30, "the first ten records")
+        done = first.commit_sync(10)  # the acknowledgements answered: on the share coordinator's log
+        assert done and all(e is None for e in done.values()), done
+        b.restart(kill=True)
+        second = share_consumer(b.bootstrap, group, [topic])
+        try:
+            got = poll_until([second], lambda i, m: AcknowledgeType.ACCEPT,
+                             lambda got: len({m.offset() for _, m in got}) >= 10, 60, "the ten not accepted")
+            got += quiet_rounds([second], 2.0)
+        finally:
+            close_all([second, first])
+    assert sorted(m.offset() for _, m in got) == list(range(10, 20))
