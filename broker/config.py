@@ -115,6 +115,19 @@ class BrokerConfig:
     group_consumer_session_timeout_ms: int = 45000
     group_consumer_heartbeat_interval_ms: int = 5000
     group_consumer_assignors: str = "uniform,range"
+    # KIP-932 share groups (docs/groups.md): members' session and heartbeat, the share-partitions'
+    # acquisition locks, delivery limit and in-flight window, and (group configs in Kafka, broker-wide
+    # here) where a new share-partition starts and which records it delivers
+    group_share_session_timeout_ms: int = 45000
+    group_share_heartbeat_interval_ms: int = 5000
+    group_share_record_lock_duration_ms: int = 30000
+    group_share_delivery_count_limit: int = 5
+    group_share_partition_max_record_locks: int = 2000
+    share_auto_offset_reset: str = "latest"
+    share_isolation_level: str = "read_uncommitted"
+    # `__share_group_state`, where the share coordinator keeps the share-partitions' state
+    share_coordinator_state_topic_num_partitions: int = 50
+    share_coordinator_state_topic_replication_factor: int = 3
 
     message_max_bytes: int = 1048588
     socket_request_max_bytes: int = 100 * 1024 * 1024
@@ -181,6 +194,14 @@ class BrokerConfig:
         if not assignors or any(a not in ("uniform", "range") for a in assignors):
             raise ConfigError("group_consumer_assignors", self.group_consumer_assignors,
                               "must list uniform and/or range, comma-separated")
+        if self.share_auto_offset_reset not in ("latest", "earliest"):
+            raise ConfigError("share_auto_offset_reset", self.share_auto_offset_reset, "must be latest or earliest")
+        if self.share_isolation_level not in ("read_uncommitted", "read_committed"):
+            raise ConfigError("share_isolation_level", self.share_isolation_level,
+                              "must be read_uncommitted or read_committed")
+        if not 2 <= self.group_share_delivery_count_limit <= 10:  # Kafka's bounds
+            raise ConfigError("group_share_delivery_count_limit", self.group_share_delivery_count_limit,
+                              "must be from 2 to 10")
         for p in (p.strip() for p in self.super_users.split(";") if p.strip()):
             kind, sep, name = p.partition(":")
             if not sep or not kind or not name:

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from .propagation import Propagation
     from .quorum.shell import QuorumShell
     from .replication.manager import ReplicaManager
+    from .share.coordinator import ShareCoordinator
+    from .share.manager import SharePartitions
     from .topics import TopicTable
     from .txn.coordinator import TransactionCoordinator
 
@@ -78,6 +80,8 @@ class BrokerContext:
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)  # KIP-227 (apis/fetch.py)
     broker_epoch: Callable[[], int | None] = lambda: None  # this broker's registration, once it has one
     authorizer: Authorizer = field(default_factory=Authorizer)  # who may do what (off: everyone everything)
+    shares: SharePartitions | None = None  # KIP-932 share-partitions this broker leads (broker/share)
+    share_coordinator: ShareCoordinator | None = None  # their durable state, in __share_group_state
 
 
 @dataclass(frozen=True, slots=True)

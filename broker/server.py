@@ -47,6 +47,9 @@ from .quorum.shell import METADATA_DIR, QuorumShell
 from .replication.fetcher import ReplicaFetcher
 from .replication.manager import ReplicaManager
 from .security.authorizer import Authorizer, AuthorizerSettings, parse_super_users
+from .share.coordinator import ShareCoordinator
+from .share.manager import SharePartitions
+from .share.persister import CoordinatorPersister
 from .throttle import throttled
 from .topics import TopicTable
 from .txn.coordinator import TransactionCoordinator
@@ -105,13 +108,18 @@ class BrokerServer:
         self.forwarder = ControllerForwarder(cfg.node_id, self.quorum)
         self.recovery = UncleanRecovery(cfg.node_id, self.controller, self.controller_shell, self._broker_address,
                                         clock)
+        self.share_coordinator = ShareCoordinator(cfg, self.topics, clock)
+        self.share_persister = CoordinatorPersister(self.share_coordinator, self._leader_of, self._broker_address,
+                                                    cfg.node_id, clock)
+        self.shares = SharePartitions(cfg, self.topics, clock, self.share_persister)
         self.ctx = BrokerContext(cfg.node_id, cfg, clock, self.topics, self.groups, self.txn, self.producer_ids,
                                  self.metrics, self.quorum, self.replication, self.controller_client, self.propagation,
                                  self.forwarder, FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots),
                                  lambda: self.lifecycle.epoch,
                                  Authorizer(AuthorizerSettings(cfg.authorizer, parse_super_users(cfg.super_users),
                                                                cfg.allow_everyone_if_no_acl_found),
-                                            lambda: self.metadata.image.acls))
+                                            lambda: self.metadata.image.acls),
+                                 self.shares, self.share_coordinator)
         self.controller_ctx = ControllerContext(cfg.node_id, cfg, clock, self.topics, self.quorum, self.controller,
                                                 self.controller_shell)
         self.connections = ConnectionRegistry(self.metrics, cfg.socket_request_max_bytes, cfg.max_pipelined_requests,
@@ -148,6 +156,11 @@ class BrokerServer:
             return None
         return b.inter_broker_host, b.inter_broker_port
 
+    def _leader_of(self, topic: str, index: int) -> int:
+        """The leader of a partition as the metadata image names it, -1 if none."""
+        info = self.topics.image.topics.get(topic)
+        return info.partitions[index].leader if info is not None and index < len(info.partitions) else -1
+
     def _topic_id(self, name: str) -> uuid.UUID:
         t = self.topics.image.topics.get(name)
         return t.topic_id if t is not None else uuid.UUID(int=0)
@@ -183,6 +196,7 @@ class BrokerServer:
         if legacy:
             await self._migrate(legacy)
         await self.groups.start()  # loads __consumer_offsets in the background
+        self.share_coordinator.start()  # loads __share_group_state in the background
         self.txn.load()  # rebuilt from __transaction_state before any request can reach it
         if self._metrics_endpoint:  # serving before the Kafka port: ready means both
             await self._metrics_endpoint.start()
@@ -216,6 +230,7 @@ class BrokerServer:
         loop = asyncio.get_running_loop()
         self._retention_task = loop.create_task(self.housekeeper.run())
         await self.txn.start()  # marker sender (talks to our own listener) and reaper
+        self.shares.start()
         host, port = self.cfg.advertised_host_port
         ib_host, ib_port = self._inter_broker_advertised()
         log.info("broker started", node_id=self.cfg.node_id, listen=self.cfg.listen, advertise=f"{host}:{port}",
@@ -345,6 +360,9 @@ class BrokerServer:
         self.recovery.close()
         self.forwarder.close()
         await self.groups.stop()
+        await self.shares.stop()
+        await self.share_coordinator.stop()
+        self.share_persister.close()
         self.topics.close()
         mark_clean_shutdown(self.fs, Path(self.cfg.metadata_dir), self.lifecycle.epoch)  # every log flushed and closed
         self.loop_watch.stop()

@@ -55,6 +55,14 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     69: (0, 0),   # ConsumerGroupDescribe (KIP-848)
     55: (0, 2),   # DescribeQuorum (the metadata quorum, also answered on the controller listener)
     75: (0, 0),   # DescribeTopicPartitions (KIP-966)
+    76: (1, 1),   # ShareGroupHeartbeat (KIP-932; v0 was Kafka 4.0's early access, 1 is 4.1's and librdkafka 2.16's)
+    77: (1, 1),   # ShareGroupDescribe (KIP-932)
+    78: (1, 1),   # ShareFetch (KIP-932; v2's acquire modes and RENEW, KIP-1206/1222, not yet)
+    79: (1, 1),   # ShareAcknowledge (KIP-932)
+    83: (0, 0),   # InitializeShareGroupState (the share coordinator's, between brokers: CLUSTER_ACTION)
+    84: (0, 0),   # ReadShareGroupState
+    85: (0, 0),   # WriteShareGroupState
+    86: (0, 0),   # DeleteShareGroupState
     93: (0, 0),   # GetReplicaLogInfo (KIP-966's unclean recovery; the controller asks, inter-broker listener only)
 }
 
@@ -94,7 +102,9 @@ API_NAMES: dict[int, str] = {
     34: "AlterReplicaLogDirs", 35: "DescribeLogDirs",
     37: "CreatePartitions", 42: "DeleteGroups", 43: "ElectLeaders", 45: "AlterPartitionReassignments", 46: "ListPartitionReassignments", 44: "IncrementalAlterConfigs", 56: "AlterPartition",
     47: "OffsetDelete", 60: "DescribeCluster",
-    61: "DescribeProducers", 65: "DescribeTransactions", 66: "ListTransactions", 68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe", 75: "DescribeTopicPartitions", 52: "Vote", 53: "BeginQuorumEpoch", 54: "EndQuorumEpoch",
+    61: "DescribeProducers", 65: "DescribeTransactions", 66: "ListTransactions", 68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe", 75: "DescribeTopicPartitions", 76: "ShareGroupHeartbeat", 77: "ShareGroupDescribe", 78: "ShareFetch",
+    79: "ShareAcknowledge", 83: "InitializeShareGroupState", 84: "ReadShareGroupState", 85: "WriteShareGroupState",
+    86: "DeleteShareGroupState", 52: "Vote", 53: "BeginQuorumEpoch", 54: "EndQuorumEpoch",
     55: "DescribeQuorum", 59: "FetchSnapshot", 67: "AllocateProducerIds", 62: "BrokerRegistration",
     63: "BrokerHeartbeat", 73: "AssignReplicasToDirs", 93: "GetReplicaLogInfo",
 }

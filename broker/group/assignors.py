@@ -82,6 +82,24 @@ def range_(subscriptions: Mapping[str, frozenset[str]], topics: Mapping[str, Top
     return {m: frozenset(ps) for m, ps in out.items()}
 
 
+def simple(subscriptions: Mapping[str, frozenset[str]], topics: Mapping[str, TopicMeta]) -> dict[str, Assignment]:
+    """Kafka's SimpleAssignor for share groups: per topic, its subscribed members (sorted) and its
+    partitions in turn. With more partitions than members each partition goes to one member; with
+    more members than partitions every member gets one, and members share the partitions — share
+    groups deliver each record to one member whatever the assignment, so sharing is safe."""
+    out: dict[str, set[Partition]] = {m: set() for m in subscriptions}
+    for name in sorted({n for names in subscriptions.values() for n in names}):
+        if name not in topics:
+            continue
+        topic_id, count = topics[name]
+        subs = sorted(m for m, names in subscriptions.items() if name in names)
+        if not count:
+            continue
+        for i in range(max(count, len(subs))):
+            out[subs[i % len(subs)]].add((topic_id, i % count))
+    return {m: frozenset(ps) for m, ps in out.items()}
+
+
 Assignor = Callable[[Mapping[str, frozenset[str]], Mapping[str, TopicMeta], Mapping[str, Assignment]],
                     dict[str, Assignment]]
 ASSIGNORS: dict[str, Assignor] = {"uniform": uniform, "range": range_}

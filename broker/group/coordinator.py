@@ -46,6 +46,7 @@ from .model import (
     Write,
 )
 from .records import RecordFormatError
+from .share import ShareGroupSummary, ShareHeartbeat
 from .state import GroupStateMachine, Settings
 
 if TYPE_CHECKING:
@@ -75,6 +76,8 @@ def settings_from(cfg: BrokerConfig) -> Settings:
         consumer_session_timeout_ms=cfg.group_consumer_session_timeout_ms,
         consumer_heartbeat_interval_ms=cfg.group_consumer_heartbeat_interval_ms,
         consumer_assignors=tuple(a.strip() for a in cfg.group_consumer_assignors.split(",") if a.strip()),
+        share_session_timeout_ms=cfg.group_share_session_timeout_ms,
+        share_heartbeat_interval_ms=cfg.group_share_heartbeat_interval_ms,
     )
 
 
@@ -332,12 +335,23 @@ class GroupCoordinator:
         as Kafka's coordinator answers: a member must not act on an epoch or an assignment that a
         coordinator move could take back."""
         await self.ensure_topic()
-        result = self.sm.consumer_heartbeat(req, Now.of(self.clock))
+        return await self._replicated(req.group_id, self.sm.consumer_heartbeat(req, Now.of(self.clock)))
+
+    async def share_heartbeat(self, req: ShareHeartbeat) -> HeartbeatResult:
+        """A KIP-932 heartbeat, answered the same way: once its records are on the in-sync replicas."""
+        await self.ensure_topic()
+        return await self._replicated(req.group_id, self.sm.share_heartbeat(req, Now.of(self.clock)))
+
+    def describe_share_group(self, group_id: str) -> tuple[int, ShareGroupSummary | None]:
+        return self.sm.describe_share_group(group_id)
+
+    async def _replicated(self, group_id: str, result: HeartbeatResult) -> HeartbeatResult:
+        """Write the records the heartbeat caused, and answer `result` once they are replicated."""
         fx = self.sm.drain()
         try:
             _, written = self._write(fx.writes) if fx.writes else (-1, [])
         except KafkaError as e:
-            log.warning("writing a consumer group's records failed", group=req.group_id, error=e.code.name)
+            log.warning("writing a group's records failed", group=group_id, error=e.code.name)
             written, result = [], HeartbeatResult(ErrorCode.NOT_COORDINATOR if e.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
                                                   else ErrorCode.COORDINATOR_NOT_AVAILABLE)
         finally:
@@ -348,7 +362,7 @@ class GroupCoordinator:
                 await flush
             code = await partition.replicated(end, COMMIT_TIMEOUT_S)
             if code:
-                log.warning("a consumer group's records were not replicated", group=req.group_id, error=code)
+                log.warning("a group's records were not replicated", group=group_id, error=code)
                 return HeartbeatResult(ErrorCode.NOT_COORDINATOR)
         return result
 

@@ -3,12 +3,14 @@ for their markers) and turning them into live groups when the partition's log is
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
 from storage.faults import broken
 
 from . import records as rec
+from . import share as share_records
+from .assignors import TopicMeta
 from .consumer_loading import ConsumerLoad, build
 from .consumer_loading import load_record as load_consumer_record
 from .core import GroupTable
@@ -42,12 +44,16 @@ class PartitionLoading:
     """Ownership of `__consumer_offsets` partitions and replaying them."""
 
     def __init__(self, table: GroupTable, sessions: Sessions, pending: PendingOffsets,
-                 consumer_sessions: ConsumerSessions) -> None:
+                 consumer_sessions: ConsumerSessions, share_sessions: ConsumerSessions,
+                 topics: Callable[[], Mapping[str, TopicMeta]] = dict) -> None:
         self.t = table
         self._sessions = sessions
         self._pending = pending
         self._consumer_sessions = consumer_sessions
+        self._share_sessions = share_sessions  # share.ShareGroups, whose resume is the same shape
+        self._topics = topics
         self._consumer: dict[int, dict[str, ConsumerLoad]] = {}  # partition -> KIP-848 groups read so far
+        self._share: dict[int, dict[str, share_records.ShareLoad]] = {}  # partition -> KIP-932 groups
 
     def own_partitions(self, partitions: Iterable[int], now: Now) -> None:
         """Take over partitions that have nothing to load (the topic was just created)."""
@@ -60,6 +66,7 @@ class PartitionLoading:
         self.t.owned.discard(partition)
         self.t.loading.pop(partition, None)
         self._consumer.pop(partition, None)
+        self._share.pop(partition, None)
         for gid in [gid for gid, g in self.t.groups.items() if g.partition == partition]:
             self._sessions.unloaded(self.t.groups.pop(gid))
 
@@ -68,6 +75,7 @@ class PartitionLoading:
         earlier election that is still reading is superseded (see `loads`)."""
         self.t.loading[partition] = Loading(coordinator_epoch)
         self._consumer[partition] = {}
+        self._share[partition] = {}
 
     def loads(self, partition: int, coordinator_epoch: int) -> bool:
         """Is the load of `coordinator_epoch` still the partition's current one? A load whose
@@ -87,6 +95,9 @@ class PartitionLoading:
         k = rec.decode_key(key)
         if isinstance(k, rec.GroupKey):
             ld.groups[k.group] = None if value is None else rec.decode_group_value(value)
+            return
+        if isinstance(k, rec.ConsumerKey) and k.kind in rec.SHARE_KINDS:
+            share_records.load_record(self._share.setdefault(partition, {}), k, value)
             return
         if isinstance(k, rec.ConsumerKey):
             load_consumer_record(self._consumer.setdefault(partition, {}), k, value)
@@ -124,14 +135,20 @@ class PartitionLoading:
         """Turn what was read into live groups; those with members resume (Sessions.resume)."""
         ld = self.t.loading.pop(partition)
         consumer = {gid: cg for gid, cl in self._consumer.pop(partition, {}).items() if (cg := build(cl)) is not None}
-        for gid in set(ld.groups) | set(ld.offsets) | set(consumer):
+        topics = self._topics()
+        share = {gid: sg for gid, sl in self._share.pop(partition, {}).items()
+                 if (sg := share_records.build(sl, topics)) is not None}
+        for gid in set(ld.groups) | set(ld.offsets) | set(consumer) | set(share):
             value = ld.groups.get(gid)
             offsets = {tp: e for tp, e in ld.offsets.get(gid, {}).items() if e is not None}
-            if value is None and not offsets and gid not in consumer:
+            if value is None and not offsets and gid not in consumer and gid not in share:
                 continue
             g = Group(gid, partition, state_timestamp=now.wall)
             g.offsets = offsets
-            if gid in consumer:
+            if gid in share:
+                g.share = share[gid]
+                self._share_sessions.resume(g, now)
+            elif gid in consumer:
                 g.consumer = consumer[gid]
                 self._consumer_sessions.resume(g, now)
             elif value is not None:

@@ -14,6 +14,7 @@ from protocol.topic_partition import TopicPartition
 
 from . import records as rec
 from .consumer_model import ConsumerGroupData
+from .share_model import ShareGroupData
 from .subscriptions import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 
 
@@ -116,6 +117,8 @@ class Group:
     # set: a KIP-848 consumer group (consumer.py), whose members are there and not in `members`;
     # `state` is then Empty or Stable only, for the offsets' rules (retention, deletion)
     consumer: ConsumerGroupData | None = None
+    # set: a KIP-932 share group (share.py), the same way; it has no committed offsets
+    share: ShareGroupData | None = None
 
     def rebalance_timeout(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)

@@ -4,8 +4,8 @@ The schemas (OffsetCommitKey/Value, GroupMetadataKey/Value) are declared in
 protocol/messages/coordinator_records.py with every other Kafka message; this module chooses the
 versions Kafka 3.x/4.x write and turns them into the small dataclasses the group state machines use.
 The key's version says what the record is: 0 or 1 an offset commit, 2 a classic group's metadata,
-3 to 8 the records of a KIP-848 consumer group (ConsumerKey; their values are the schema objects
-themselves, read and written by consumer.py). A record with a null value is a tombstone (the offset
+3 to 8 the records of a KIP-848 consumer group and 10 to 14 those of a KIP-932 share group (ConsumerKey;
+their values are the schema objects themselves, read and written by consumer.py and share.py). A record with a null value is a tombstone (the offset
 or group is gone; compaction may drop the key).
 
 Versions written, as Kafka's group coordinator chooses them: offset key 1, offset value 3 (or 1
@@ -102,19 +102,34 @@ CONSUMER_MEMBER = cr.CONSUMER_GROUP_MEMBER_METADATA_KEY_VERSION
 CONSUMER_TARGET = cr.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY_VERSION
 CONSUMER_TARGET_MEMBER = cr.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY_VERSION
 CONSUMER_CURRENT = cr.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY_VERSION
+# a KIP-932 share group's records take the same ConsumerKey, with these kinds
+SHARE_MEMBER = cr.SHARE_GROUP_MEMBER_METADATA_KEY_VERSION
+SHARE_GROUP = cr.SHARE_GROUP_METADATA_KEY_VERSION
+SHARE_TARGET = cr.SHARE_GROUP_TARGET_ASSIGNMENT_METADATA_KEY_VERSION
+SHARE_TARGET_MEMBER = cr.SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY_VERSION
+SHARE_CURRENT = cr.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY_VERSION
+SHARE_KINDS = (SHARE_MEMBER, SHARE_GROUP, SHARE_TARGET, SHARE_TARGET_MEMBER, SHARE_CURRENT)
 _CONSUMER_KEYS: dict[int, type[cr._Record]] = {
     CONSUMER_GROUP: cr.ConsumerGroupMetadataKey, CONSUMER_PARTITIONS: cr.ConsumerGroupPartitionMetadataKey,
     CONSUMER_MEMBER: cr.ConsumerGroupMemberMetadataKey, CONSUMER_TARGET: cr.ConsumerGroupTargetAssignmentMetadataKey,
     CONSUMER_TARGET_MEMBER: cr.ConsumerGroupTargetAssignmentMemberKey,
     CONSUMER_CURRENT: cr.ConsumerGroupCurrentMemberAssignmentKey,
+    SHARE_MEMBER: cr.ShareGroupMemberMetadataKey, SHARE_GROUP: cr.ShareGroupMetadataKey,
+    SHARE_TARGET: cr.ShareGroupTargetAssignmentMetadataKey, SHARE_TARGET_MEMBER: cr.ShareGroupTargetAssignmentMemberKey,
+    SHARE_CURRENT: cr.ShareGroupCurrentMemberAssignmentKey,
 }
-_MEMBER_KINDS = (CONSUMER_MEMBER, CONSUMER_TARGET_MEMBER, CONSUMER_CURRENT)
+_MEMBER_KINDS = (CONSUMER_MEMBER, CONSUMER_TARGET_MEMBER, CONSUMER_CURRENT, SHARE_MEMBER, SHARE_TARGET_MEMBER,
+                 SHARE_CURRENT)
 CONSUMER_VALUES: dict[int, type[cr._Record]] = {
     CONSUMER_GROUP: cr.ConsumerGroupMetadataValue, CONSUMER_PARTITIONS: cr.ConsumerGroupPartitionMetadataValue,
     CONSUMER_MEMBER: cr.ConsumerGroupMemberMetadataValue,
     CONSUMER_TARGET: cr.ConsumerGroupTargetAssignmentMetadataValue,
     CONSUMER_TARGET_MEMBER: cr.ConsumerGroupTargetAssignmentMemberValue,
     CONSUMER_CURRENT: cr.ConsumerGroupCurrentMemberAssignmentValue,
+    SHARE_MEMBER: cr.ShareGroupMemberMetadataValue, SHARE_GROUP: cr.ShareGroupMetadataValue,
+    SHARE_TARGET: cr.ShareGroupTargetAssignmentMetadataValue,
+    SHARE_TARGET_MEMBER: cr.ShareGroupTargetAssignmentMemberValue,
+    SHARE_CURRENT: cr.ShareGroupCurrentMemberAssignmentValue,
 }
 CONSUMER_VALUE_VERSION: Final = 0
 
@@ -130,6 +145,17 @@ def consumer_member_keys(group: str, member: str) -> list[ConsumerKey]:
     """A member's records, in the order Kafka tombstones them when it leaves."""
     return [ConsumerKey(CONSUMER_CURRENT, group, member), ConsumerKey(CONSUMER_TARGET_MEMBER, group, member),
             ConsumerKey(CONSUMER_MEMBER, group, member)]
+
+
+def share_group_keys(group: str) -> list[ConsumerKey]:
+    """The group-wide records of a share group, in the order they are tombstoned when it goes."""
+    return [ConsumerKey(SHARE_TARGET, group), ConsumerKey(SHARE_GROUP, group)]
+
+
+def share_member_keys(group: str, member: str) -> list[ConsumerKey]:
+    """A share group member's records, in the order they are tombstoned when it leaves."""
+    return [ConsumerKey(SHARE_CURRENT, group, member), ConsumerKey(SHARE_TARGET_MEMBER, group, member),
+            ConsumerKey(SHARE_MEMBER, group, member)]
 
 
 def encode_consumer_value(value: cr._Record) -> bytes:
@@ -170,7 +196,7 @@ def decode_key(data: bytes) -> Key:
             return ConsumerKey(version, _text(getattr(ck, "group_id", None)), _text(getattr(ck, "member_id", "")))
     except (DecodeError, UnicodeDecodeError) as e:
         raise RecordFormatError(f"malformed key: {e}") from e
-    raise RecordFormatError(f"unknown key version {version} (9+: share and streams groups, which Ketch does not have)")
+    raise RecordFormatError(f"unknown key version {version} (9, 15+: records Ketch does not write)")
 
 
 def encode_offset_value(v: OffsetValue) -> bytes:

@@ -33,6 +33,8 @@ from .loading import PartitionLoading
 from .membership import Membership
 from .model import Group, GroupSummary, JoinRequest, JoinResult, MemberSummary, Now
 from .offsets import Offsets
+from .share import SESSION as SHARE_SESSION
+from .share import ShareGroups, ShareGroupSummary, ShareHeartbeat
 
 __all__ = ["GROUP_OPERATIONS", "GroupStateMachine", "Settings"]
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)  # READ, DELETE, DESCRIBE: all of them, no ACLs yet
@@ -50,9 +52,10 @@ class GroupStateMachine:
         self.table = t = GroupTable(settings, lease_held)
         self.membership = m = Membership(t, new_member_id)
         self.consumer = c = ConsumerGroups(t, topics, None if new_member_id is None else lambda: new_member_id(""))
-        checks = _MemberChecks(t, m, c)
+        self.share = sh = ShareGroups(t, topics, None if new_member_id is None else lambda: new_member_id(""))
+        checks = _MemberChecks(t, m, c, sh)
         self.offsets = o = Offsets(t, checks, partition_exists)
-        self.loader = ld = PartitionLoading(t, m, o, c)
+        self.loader = ld = PartitionLoading(t, m, o, c, sh, topics)
         self.groups, self.owned, self.loading = t.groups, t.owned, t.loading  # the table's, for reading
         self.partition_for, self.coordinator_error, self.drain = t.partition_for, t.coordinator_error, t.drain
         self.next_deadline = t.timers.next_deadline
@@ -67,13 +70,23 @@ class GroupStateMachine:
 
     def join_group(self, token: int, req: JoinRequest, now: Now) -> None:
         """A classic JoinGroup; an empty consumer group becomes classic for it first."""
-        if not self.consumer.yield_to_classic(req.group_id, now):
+        g = self.table.groups.get(req.group_id)
+        if (g is not None and g.share is not None) or not self.consumer.yield_to_classic(req.group_id, now):
             self.table.reply(token, JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id))
             return
         self.membership.join_group(token, req, now)
 
     def consumer_heartbeat(self, req: ConsumerHeartbeat, now: Now) -> HeartbeatResult:
+        g = self.table.groups.get(req.group_id)
+        if g is not None and g.share is not None and not self.table.coordinator_error(req.group_id):
+            return HeartbeatResult(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
         return self.consumer.heartbeat(req, now)
+
+    def share_heartbeat(self, req: ShareHeartbeat, now: Now) -> HeartbeatResult:
+        return self.share.heartbeat(req, now)
+
+    def describe_share_group(self, group_id: str) -> tuple[int, ShareGroupSummary | None]:
+        return self.share.describe(group_id)
 
     def describe_consumer_group(self, group_id: str) -> tuple[int, ConsumerGroupSummary | None]:
         return self.consumer.describe(group_id)
@@ -95,6 +108,8 @@ class GroupStateMachine:
                 self.table.check_retention(now)
             elif key[0] in TIMER_KINDS:
                 self.consumer.on_timer(key, now)
+            elif key[0] == SHARE_SESSION:
+                self.share.on_timer(key, now)
             else:
                 self.membership.on_timer(key, now)
 
@@ -106,7 +121,7 @@ class GroupStateMachine:
         g = self.table.groups.get(group_id)
         if g is None:
             return 0, dead
-        if g.consumer is not None:  # Kafka 4: DescribeGroups is for classic groups, ConsumerGroupDescribe for these
+        if g.consumer is not None or g.share is not None:  # Kafka 4: DescribeGroups is for classic groups
             return E.GROUP_ID_NOT_FOUND, GroupSummary(group_id, DEAD.value, "", "", ())
         stable = g.state is STABLE
         members = tuple(
@@ -118,7 +133,7 @@ class GroupStateMachine:
 
     def list_groups(self, states: list[str] | None = None,
                     types: list[str] | None = None) -> tuple[int, list[tuple[str, str, str, str]]]:
-        """(error, [(group id, protocol type, state, group type)]): group type "classic" or "consumer"."""
+        """(error, [(group id, protocol type, state, group type)]): group type "classic", "consumer" or "share"."""
         err = 0 if self.table.active else E.COORDINATOR_NOT_AVAILABLE
         if self.table.loading:
             err = E.COORDINATOR_LOAD_IN_PROGRESS
@@ -128,7 +143,8 @@ class GroupStateMachine:
         for g in self.table.groups.values():
             if g.state is DEAD or g.partition not in self.table.owned:
                 continue
-            kind, state = ("consumer", g.consumer.state()) if g.consumer is not None else ("classic", g.state.value)
+            kind, state = (("consumer", g.consumer.state()) if g.consumer is not None else
+                           ("share", g.share.state()) if g.share is not None else ("classic", g.state.value))
             if (want_states and state.lower() not in want_states) or (want_types and kind not in want_types):
                 continue
             out.append((g.group_id, g.protocol_type or "", state, kind))
@@ -138,8 +154,8 @@ class GroupStateMachine:
 class _MemberChecks:
     """The member checks of offset commits and fetches, by the kind of the group (offsets.MemberChecks)."""
 
-    def __init__(self, table: GroupTable, classic: Membership, consumer: ConsumerGroups) -> None:
-        self.t, self._classic, self._consumer = table, classic, consumer
+    def __init__(self, table: GroupTable, classic: Membership, consumer: ConsumerGroups, share: ShareGroups) -> None:
+        self.t, self._classic, self._consumer, self._share = table, classic, consumer, share
 
     def _consumer_group(self, group_id: str) -> Group | None:
         g = self.t.groups.get(group_id)
@@ -162,4 +178,4 @@ class _MemberChecks:
         return self._consumer.fetch_error(g, member_id, member_epoch) if g.consumer is not None else 0
 
     def tombstones(self, g: Group) -> list[rec.Key]:
-        return self._consumer.tombstones(g)
+        return self._share.tombstones(g) if g.share is not None else self._consumer.tombstones(g)

@@ -11,8 +11,10 @@ On disk, a key and a value are each an int16 version followed by the struct at t
 `__consumer_offsets`: 0 and 1 an offset commit, 2 a classic group's metadata, 3 to 8 the records of
 a KIP-848 consumer group (ConsumerGroupMetadata, ConsumerGroupPartitionMetadata,
 ConsumerGroupMemberMetadata, ConsumerGroupTargetAssignmentMetadata, ConsumerGroupTargetAssignmentMember,
-ConsumerGroupCurrentMemberAssignment, from Kafka's group-coordinator message definitions). A null
-value is a tombstone.
+ConsumerGroupCurrentMemberAssignment, from Kafka's group-coordinator message definitions), 10 to 14
+those of a KIP-932 share group (ShareGroupMemberMetadata, ShareGroupMetadata,
+ShareGroupTargetAssignmentMetadata, ShareGroupTargetAssignmentMember, ShareGroupCurrentMemberAssignment).
+A null value is a tombstone.
 """
 
 from __future__ import annotations
@@ -46,6 +48,11 @@ CONSUMER_GROUP_MEMBER_METADATA_KEY_VERSION = 5
 CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY_VERSION = 6
 CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY_VERSION = 7
 CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY_VERSION = 8
+SHARE_GROUP_MEMBER_METADATA_KEY_VERSION = 10
+SHARE_GROUP_METADATA_KEY_VERSION = 11
+SHARE_GROUP_TARGET_ASSIGNMENT_METADATA_KEY_VERSION = 12
+SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY_VERSION = 13
+SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY_VERSION = 14
 
 M = TypeVar("M", bound=Message)
 
@@ -283,6 +290,127 @@ class ConsumerGroupCurrentMemberAssignmentValue(_Record):
     state: int = f(INT8)
     assigned_partitions: list[ConsumerTopicPartitions] = f(Array(ConsumerTopicPartitions))
     partitions_pending_revocation: list[ConsumerTopicPartitions] = f(Array(ConsumerTopicPartitions))
+
+
+# ---- KIP-932 share groups: keys and values (all version 0), Kafka's group-coordinator definitions
+
+
+@schema
+class ShareGroupMemberMetadataKey(_Record):
+    VERSIONS = (10, 10)
+    FLEXIBLE = None
+    group_id: str = f(STRING, "10")
+    member_id: str = f(STRING, "10")
+
+
+@schema
+class ShareGroupMetadataKey(_Record):
+    VERSIONS = (11, 11)
+    FLEXIBLE = None
+    group_id: str = f(STRING, "11")
+
+
+@schema
+class ShareGroupTargetAssignmentMetadataKey(_Record):
+    VERSIONS = (12, 12)
+    FLEXIBLE = None
+    group_id: str = f(STRING, "12")
+
+
+@schema
+class ShareGroupTargetAssignmentMemberKey(_Record):
+    VERSIONS = (13, 13)
+    FLEXIBLE = None
+    group_id: str = f(STRING, "13")
+    member_id: str = f(STRING, "13")
+
+
+@schema
+class ShareGroupCurrentMemberAssignmentKey(_Record):
+    VERSIONS = (14, 14)
+    FLEXIBLE = None
+    group_id: str = f(STRING, "14")
+    member_id: str = f(STRING, "14")
+
+
+@schema
+class ShareGroupMemberMetadataValue(_Record):
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    rack_id: str | None = f(STRING, default=None)
+    client_id: str = f(STRING)
+    client_host: str = f(STRING)
+    subscribed_topic_names: list[str] = f(Array(STRING))
+
+
+@schema
+class ShareGroupMetadataValue(_Record):
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    epoch: int = f(INT32)
+
+
+@schema
+class ShareGroupTargetAssignmentMetadataValue(_Record):
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    assignment_epoch: int = f(INT32)
+
+
+@schema
+class ShareGroupTargetAssignmentMemberValue(_Record):
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    topic_partitions: list[ConsumerTopicPartitions] = f(Array(ConsumerTopicPartitions))
+
+
+@schema
+class ShareGroupCurrentMemberAssignmentValue(_Record):
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    member_epoch: int = f(INT32)
+    previous_member_epoch: int = f(INT32)
+    state: int = f(INT8)
+    assigned_partitions: list[ConsumerTopicPartitions] = f(Array(ConsumerTopicPartitions))
+
+
+# ---- `__share_group_state`: the share coordinator's records (ShareSnapshotKey/Value, key version 0)
+
+
+SHARE_SNAPSHOT_KEY_VERSION = 0
+
+
+@schema
+class ShareSnapshotKey(_Record):
+    VERSIONS = (0, 0)
+    FLEXIBLE = None
+    group_id: str = f(STRING, "0")
+    topic_id: uuid.UUID = f(UUID, "0")
+    partition: int = f(INT32, "0")
+
+
+@schema
+class ShareStateBatch(Struct):
+    first_offset: int = f(INT64)
+    last_offset: int = f(INT64)
+    delivery_state: int = f(INT8)
+    delivery_count: int = f(INT16)
+
+
+@schema
+class ShareSnapshotValue(_Record):
+    """The whole state of one share-partition: Ketch writes a snapshot every time (no ShareUpdate
+    records), so the last record of a key is its state and compaction keeps just that."""
+
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    snapshot_epoch: int = f(INT32)
+    state_epoch: int = f(INT32)
+    leader_epoch: int = f(INT32)
+    start_offset: int = f(INT64)
+    create_timestamp: int = f(INT64, default=-1)
+    write_timestamp: int = f(INT64, default=-1)
+    state_batches: list[ShareStateBatch] = f(Array(ShareStateBatch))
 
 
 def version_prefixed(msg: Message, version: int) -> bytes:

@@ -55,6 +55,10 @@ from . import (
     offset_for_leader_epoch,
     partition_reassignments,
     produce,
+    share_fetch,
+    share_group_describe,
+    share_group_heartbeat,
+    share_group_state,
     sync_group,
     txn_offset_commit,
     vote,
@@ -123,6 +127,14 @@ _PAIRS: tuple[tuple[type[Message], type[Message]], ...] = (
     (describe_acls.DescribeAclsRequest, describe_acls.DescribeAclsResponse),
     (create_acls.CreateAclsRequest, create_acls.CreateAclsResponse),
     (delete_acls.DeleteAclsRequest, delete_acls.DeleteAclsResponse),
+    (share_group_heartbeat.ShareGroupHeartbeatRequest, share_group_heartbeat.ShareGroupHeartbeatResponse),
+    (share_group_describe.ShareGroupDescribeRequest, share_group_describe.ShareGroupDescribeResponse),
+    (share_fetch.ShareFetchRequest, share_fetch.ShareFetchResponse),
+    (share_fetch.ShareAcknowledgeRequest, share_fetch.ShareAcknowledgeResponse),
+    (share_group_state.InitializeShareGroupStateRequest, share_group_state.InitializeShareGroupStateResponse),
+    (share_group_state.ReadShareGroupStateRequest, share_group_state.ReadShareGroupStateResponse),
+    (share_group_state.WriteShareGroupStateRequest, share_group_state.WriteShareGroupStateResponse),
+    (share_group_state.DeleteShareGroupStateRequest, share_group_state.DeleteShareGroupStateResponse),
 )
 
 REQUESTS: dict[int, type[Message]] = {req.API_KEY: req for req, _ in _PAIRS}

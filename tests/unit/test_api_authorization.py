@@ -62,6 +62,10 @@ from protocol.messages import offset_fetch as of
 from protocol.messages import offset_for_leader_epoch as ofle
 from protocol.messages import partition_reassignments as pr
 from protocol.messages import produce as pd
+from protocol.messages import share_fetch as sf
+from protocol.messages import share_group_describe as sgd
+from protocol.messages import share_group_heartbeat as sgh
+from protocol.messages import share_group_state as sgs
 from protocol.messages import sync_group as sg
 from protocol.messages import txn_offset_commit as toc
 from protocol.messages import write_txn_markers as wtm
@@ -257,6 +261,34 @@ ROWS = [
         [(G, "kip848-group", Op.READ), (T, TOPIC, Op.DESCRIBE)], ErrorCode.GROUP_AUTHORIZATION_FAILED),
     Row("ConsumerGroupDescribe", 69, 0, lambda: cgd.ConsumerGroupDescribeRequest(group_ids=[GROUP]),
         [(G, GROUP, Op.DESCRIBE)], ErrorCode.GROUP_AUTHORIZATION_FAILED),
+    Row("ShareGroupHeartbeat", 76, 1, lambda: sgh.ShareGroupHeartbeatRequest(
+        group_id="kip932-group", member_id="m932", member_epoch=0, subscribed_topic_names=[TOPIC]),
+        [(G, "kip932-group", Op.READ), (T, TOPIC, Op.DESCRIBE)], ErrorCode.GROUP_AUTHORIZATION_FAILED),
+    Row("ShareGroupDescribe", 77, 1, lambda: sgd.ShareGroupDescribeRequest(group_ids=["kip932-group"]),
+        [(G, "kip932-group", Op.DESCRIBE)], ErrorCode.GROUP_AUTHORIZATION_FAILED),
+    Row("ShareFetch", 78, 1, lambda: sf.ShareFetchRequest(
+        group_id="kip932-group", member_id="m932", share_session_epoch=0, max_wait_ms=0, min_bytes=1,
+        max_records=10, batch_size=10, topics=[]),
+        [(G, "kip932-group", Op.READ)], ErrorCode.GROUP_AUTHORIZATION_FAILED),
+    Row("ShareAcknowledge", 79, 1, lambda: sf.ShareAcknowledgeRequest(
+        group_id="kip932-group", member_id="m932", share_session_epoch=1, topics=[]),
+        [(G, "kip932-group", Op.READ)], ErrorCode.GROUP_AUTHORIZATION_FAILED),
+    Row("InitializeShareGroupState", 83, 0, lambda: sgs.InitializeShareGroupStateRequest(
+        group_id="kip932-group", topics=[sgs.InitializeTopic(topic_id=__import__("uuid").UUID(int=7), partitions=[
+            sgs.InitializePartition(partition=0, state_epoch=0, start_offset=0)])]),
+        [(C, CLUSTER_NAME, Op.CLUSTER_ACTION)], ErrorCode.CLUSTER_AUTHORIZATION_FAILED, inter_broker=True),
+    Row("ReadShareGroupState", 84, 0, lambda: sgs.ReadShareGroupStateRequest(
+        group_id="kip932-group", topics=[sgs.ReadTopic(topic_id=__import__("uuid").UUID(int=7), partitions=[
+            sgs.ReadPartition(partition=0, leader_epoch=0)])]),
+        [(C, CLUSTER_NAME, Op.CLUSTER_ACTION)], ErrorCode.CLUSTER_AUTHORIZATION_FAILED, inter_broker=True),
+    Row("WriteShareGroupState", 85, 0, lambda: sgs.WriteShareGroupStateRequest(
+        group_id="kip932-group", topics=[sgs.WriteTopic(topic_id=__import__("uuid").UUID(int=7), partitions=[
+            sgs.WritePartition(partition=0, state_epoch=0, leader_epoch=0, start_offset=0)])]),
+        [(C, CLUSTER_NAME, Op.CLUSTER_ACTION)], ErrorCode.CLUSTER_AUTHORIZATION_FAILED, inter_broker=True),
+    Row("DeleteShareGroupState", 86, 0, lambda: sgs.DeleteShareGroupStateRequest(
+        group_id="kip932-group", topics=[sgs.DeleteTopic(topic_id=__import__("uuid").UUID(int=7), partitions=[
+            sgs.DeletePartition(partition=0)])]),
+        [(C, CLUSTER_NAME, Op.CLUSTER_ACTION)], ErrorCode.CLUSTER_AUTHORIZATION_FAILED, inter_broker=True),
     Row("GetReplicaLogInfo", 93, 0, lambda: grl.GetReplicaLogInfoRequest(topic_partitions=[grl.TopicPartitions(
         topic_id=__import__("uuid").UUID(int=7), partitions=[0])]),
         [(C, CLUSTER_NAME, Op.CLUSTER_ACTION)], ErrorCode.CLUSTER_AUTHORIZATION_FAILED, inter_broker=True),
@@ -375,4 +407,26 @@ async def test_a_consumer_group_member_needs_describe_on_the_topics_it_names(ser
     assert codes(resp) == {ErrorCode.TOPIC_AUTHORIZATION_FAILED}, resp
     await grant(server, who, [(T, TOPIC, Op.DESCRIBE)])
     resp = await call(server, 68, 1, req, who)
+    assert not codes(resp) & AUTH_ERRORS, resp
+
+
+async def test_a_share_group_member_needs_read_on_the_topics_it_fetches(server: BrokerServer) -> None:
+    """Kafka's ShareFetch: READ on the group, then READ on each topic (TOPIC_AUTHORIZATION_FAILED for
+    the partitions of a topic the member may not read)."""
+    who = "User:kip932-reader"
+    await grant(server, who, [(G, "kip932-topics", Op.READ)])
+    tid = server.topics.image.topics[TOPIC].topic_id
+
+    def fetch(epoch: int) -> sf.ShareFetchRequest:
+        return sf.ShareFetchRequest(group_id="kip932-topics", member_id="m-r", share_session_epoch=epoch,
+                                    max_wait_ms=0, min_bytes=1, max_records=10, batch_size=10, topics=[
+                                        sf.ShareFetchTopic(topic_id=tid, partitions=[
+                                            sf.ShareFetchPartition(partition_index=0)])])
+    resp = await call(server, 78, 1, fetch(0), who)
+    assert codes(resp) == {0, ErrorCode.TOPIC_AUTHORIZATION_FAILED}, resp
+    await grant(server, who, [(T, TOPIC, Op.READ)])
+    # the share-partition's state is read and written through the share coordinator, over the
+    # inter-broker connection, whose principal must hold CLUSTER_ACTION (docs/security.md)
+    await grant(server, "User:ANONYMOUS", [(C, CLUSTER_NAME, Op.CLUSTER_ACTION)])
+    resp = await call(server, 78, 1, fetch(0), who)
     assert not codes(resp) & AUTH_ERRORS, resp

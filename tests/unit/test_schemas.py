@@ -217,7 +217,10 @@ def test_round_trip(cls: type[Message], version: int) -> None:
 _NOT_IN_ORACLE = {f"{n}{kind}" for n in ("Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "FetchSnapshot",
                                           "AllocateProducerIds", "BrokerRegistration", "BrokerHeartbeat",
                                           "AlterPartition", "AssignReplicasToDirs", "GetReplicaLogInfo",
-                                          "ConsumerGroupHeartbeat", "ConsumerGroupDescribe")
+                                          "ConsumerGroupHeartbeat", "ConsumerGroupDescribe",
+                                          "ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch",
+                                          "ShareAcknowledge", "InitializeShareGroupState", "ReadShareGroupState",
+                                          "WriteShareGroupState", "DeleteShareGroupState")
                   for kind in ("Request", "Response")}
 
 
