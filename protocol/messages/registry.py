@@ -50,8 +50,10 @@ from . import (
     offset_for_leader_epoch,
     partition_reassignments,
     produce,
+    sasl,
     sync_group,
     txn_offset_commit,
+    user_scram_credentials,
     vote,
     write_txn_markers,
 )
@@ -113,6 +115,12 @@ _PAIRS: tuple[tuple[type[Message], type[Message]], ...] = (
     (describe_cluster.DescribeClusterRequest, describe_cluster.DescribeClusterResponse),
     (offset_delete.OffsetDeleteRequest, offset_delete.OffsetDeleteResponse),
     (get_replica_log_info.GetReplicaLogInfoRequest, get_replica_log_info.GetReplicaLogInfoResponse),
+    (sasl.SaslHandshakeRequest, sasl.SaslHandshakeResponse),
+    (sasl.SaslAuthenticateRequest, sasl.SaslAuthenticateResponse),
+    (user_scram_credentials.DescribeUserScramCredentialsRequest,
+     user_scram_credentials.DescribeUserScramCredentialsResponse),
+    (user_scram_credentials.AlterUserScramCredentialsRequest,
+     user_scram_credentials.AlterUserScramCredentialsResponse),
 )
 
 REQUESTS: dict[int, type[Message]] = {req.API_KEY: req for req, _ in _PAIRS}

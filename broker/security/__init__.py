@@ -1,0 +1,1 @@
+"""Authentication: listeners and their security protocols, TLS, SASL (docs/security.md)."""
