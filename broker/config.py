@@ -12,7 +12,10 @@ import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .security.listeners import ListenerSpec
 
 ENV_PREFIX = "KETCH_"
 LOG_FORMATS = ("auto", "json", "console")
@@ -66,6 +69,35 @@ class BrokerConfig:
     # `controller_listen` (port 0: any free port).
     controller_listen: str = "127.0.0.1:0"
     voters: str = ""
+    # Security (docs/security.md). Kafka's listener settings: when `listeners` is set it names every
+    # listener (NAME://HOST:PORT,...) and `listen` is not used; the map gives each name its security
+    # protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL; BROKER and CONTROLLER are PLAINTEXT unless
+    # mapped). broker/security/listeners.py says how they combine with the settings above.
+    listeners: str = ""
+    advertised_listeners: str = ""
+    listener_security_protocol_map: str = ""
+    inter_broker_listener_name: str = "BROKER"
+    controller_listener_names: str = "CONTROLLER"
+    # TLS (SSL and SASL_SSL listeners, and the broker's own connections to them): PEM files.
+    ssl_keystore_location: str = ""  # this broker's certificate chain, and its key unless ssl_key_location
+    ssl_key_location: str = ""
+    ssl_key_password: str = ""
+    ssl_truststore_location: str = ""  # the CA certificates peers' certificates are checked against
+    ssl_client_auth: str = "none"  # Kafka's ssl.client.auth: none | requested | required (mTLS)
+    ssl_endpoint_identification_algorithm: str = "https"  # "https": check the peer broker's host name; "": not
+    # SASL: the mechanisms offered, the PLAIN users (Kafka's JAAS user_NAME="PASSWORD"), and what
+    # this broker logs in with to other brokers' and the controllers' SASL listeners.
+    sasl_enabled_mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+    sasl_plain_users: str = ""  # NAME:PASSWORD,...
+    sasl_plain_users_file: str = ""  # a file of NAME:PASSWORD lines
+    sasl_mechanism_inter_broker_protocol: str = "PLAIN"
+    sasl_mechanism_controller_protocol: str = "PLAIN"
+    sasl_inter_broker_username: str = ""
+    sasl_inter_broker_password: str = ""
+    # Principals ("User:NAME;User:NAME") trusted as brokers: on a secured inter-broker or controller
+    # listener only they may send what brokers send (markers, replica fetches, votes, ...).
+    super_users: str = ""
+    connection_failed_authentication_delay_ms: int = 100  # before a failed login's answer and close
     metadata_snapshot_records: int = 1000  # snapshot the metadata image every this many records
     broker_heartbeat_interval_ms: int = 2000  # Kafka's broker.heartbeat.interval.ms
     broker_session_timeout_ms: int = 9000  # Kafka's broker.session.timeout.ms: fenced after this silence
@@ -148,6 +180,9 @@ class BrokerConfig:
         if voters and self.node_id not in voters:
             raise ConfigError("voters", self.voters, f"node {self.node_id} is not one of the voters "
                               f"{sorted(voters)} (observers are not supported yet)")
+        from .security.settings import check  # noqa: PLC0415 - security reads this module's ConfigError
+
+        check(self)
         if self.node_id < 0:
             raise ConfigError("node_id", self.node_id, "must be at least 0")
         if not self.data_dir:
@@ -198,20 +233,27 @@ class BrokerConfig:
 
     @property
     def listen_host(self) -> str:
-        return parse_host_port("listen", self.listen)[0] or "0.0.0.0"
+        """The first client listener's host (`listen`'s, unless `listeners` names them)."""
+        return self._first_client().host or "0.0.0.0"
 
     @property
     def listen_port(self) -> int:
-        return parse_host_port("listen", self.listen)[1]
+        return self._first_client().port
 
     @property
     def advertised_host_port(self) -> tuple[str, int]:
-        if self.advertise:
-            return parse_host_port("advertise", self.advertise)
+        first = self._first_client()
+        if first.advertised:
+            return first.advertised
         host = self.listen_host
         if host in ("0.0.0.0", "::", ""):
             host = "localhost"
         return host, self.listen_port
+
+    def _first_client(self) -> ListenerSpec:
+        from .security.listeners import plan  # noqa: PLC0415 - it imports this module
+
+        return plan(self).clients[0]
 
 
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")

@@ -22,6 +22,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     14: (0, 5),   # SyncGroup
     15: (0, 5),   # DescribeGroups
     16: (0, 5),   # ListGroups
+    17: (0, 1),   # SaslHandshake (v0: the tokens follow as bare frames; v1: in SaslAuthenticate)
     18: (0, 4),   # ApiVersions
     19: (0, 7),   # CreateTopics
     20: (0, 6),   # DeleteTopics
@@ -37,6 +38,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     33: (0, 2),   # AlterConfigs (topics; broker configs are static)
     34: (0, 2),   # AlterReplicaLogDirs (a replica moves to another log directory: broker/partition/move.py)
     35: (0, 4),   # DescribeLogDirs (the schema reaches v5: is_cordoned, KIP-1066)
+    36: (0, 2),   # SaslAuthenticate
     37: (0, 3),   # CreatePartitions
     42: (0, 2),   # DeleteGroups
     43: (0, 2),   # ElectLeaders (preferred and unclean; decided by the controller)
@@ -56,6 +58,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
 # The controller listener speaks the metadata quorum's protocol (KRaft) and takes the topic changes brokers forward.
 CONTROLLER_SUPPORTED: dict[int, tuple[int, int]] = {
     1: (13, 17),  # Fetch of __cluster_metadata-0 (topic ids, replica state)
+    17: (0, 1),   # SaslHandshake (a SASL controller listener: brokers log in)
+    36: (0, 2),   # SaslAuthenticate
     18: (0, 4),   # ApiVersions
     19: (0, 7),   # CreateTopics (forwarded by brokers)
     20: (0, 6),   # DeleteTopics (forwarded)
@@ -79,7 +83,8 @@ CONTROLLER_SUPPORTED: dict[int, tuple[int, int]] = {
 API_NAMES: dict[int, str] = {
     0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit", 9: "OffsetFetch",
     10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup",
-    15: "DescribeGroups", 16: "ListGroups", 17: "SaslHandshake", 18: "ApiVersions", 19: "CreateTopics",
+    15: "DescribeGroups", 16: "ListGroups", 17: "SaslHandshake", 18: "ApiVersions", 19: "CreateTopics", 36: "SaslAuthenticate",
+    50: "DescribeUserScramCredentials", 51: "AlterUserScramCredentials",
     20: "DeleteTopics", 21: "DeleteRecords", 22: "InitProducerId",
     23: "OffsetForLeaderEpoch", 24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn",
     26: "EndTxn", 27: "WriteTxnMarkers", 28: "TxnOffsetCommit", 32: "DescribeConfigs", 33: "AlterConfigs",

@@ -24,7 +24,14 @@ from protocol.supported import CONTROLLER_SUPPORTED, SUPPORTED
 
 from ..context import BrokerContext, ClientInfo, ControllerHandler, Handler
 from ..wire import WireError
-from . import api_versions, controller_topics, partition_reassignments, quorum
+from . import (
+    api_versions,
+    controller_topics,
+    partition_reassignments,
+    quorum,
+    sasl_authenticate,
+    sasl_handshake,
+)
 
 log = structlog.get_logger()
 
@@ -67,7 +74,7 @@ CONTROLLER_HANDLERS: dict[int, ControllerHandler] = {
     52: quorum.vote, 53: quorum.begin_quorum_epoch,
     54: quorum.end_quorum_epoch, 55: quorum.describe_quorum, 59: quorum.fetch_snapshot,
     62: quorum.broker_registration, 63: quorum.broker_heartbeat, 67: quorum.allocate_producer_ids,
-    73: quorum.assign_replicas_to_dirs,
+    73: quorum.assign_replicas_to_dirs, 17: sasl_handshake.handle, 36: sasl_authenticate.handle,
 }
 
 

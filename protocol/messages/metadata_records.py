@@ -12,7 +12,22 @@ from __future__ import annotations
 import uuid
 
 from ..primitives import DecodeError, Reader, Writer
-from ..schema import BOOL, BYTES, INT8, INT16, INT32, INT64, STRING, UINT16, UUID, Array, Message, Struct, f, schema
+from ..schema import (
+    BOOL,
+    BYTES,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    STRING,
+    UINT16,
+    UUID,
+    Array,
+    Message,
+    Struct,
+    f,
+    schema,
+)
 
 FRAME_VERSION = 1
 
