@@ -12,10 +12,7 @@ import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .security.listeners import ListenerSpec
+from typing import Any
 
 ENV_PREFIX = "KETCH_"
 LOG_FORMATS = ("auto", "json", "console")
@@ -72,7 +69,8 @@ class BrokerConfig:
     # Security (docs/security.md). Kafka's listener settings: when `listeners` is set it names every
     # listener (NAME://HOST:PORT,...) and `listen` is not used; the map gives each name its security
     # protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL; BROKER and CONTROLLER are PLAINTEXT unless
-    # mapped). broker/security/listeners.py says how they combine with the settings above.
+    # mapped). broker/security/listeners.py says how they combine with the settings above, and
+    # broker/security/settings.py checks them all when the broker starts (BrokerServer).
     listeners: str = ""
     advertised_listeners: str = ""
     listener_security_protocol_map: str = ""
@@ -180,9 +178,6 @@ class BrokerConfig:
         if voters and self.node_id not in voters:
             raise ConfigError("voters", self.voters, f"node {self.node_id} is not one of the voters "
                               f"{sorted(voters)} (observers are not supported yet)")
-        from .security.settings import check  # noqa: PLC0415 - security reads this module's ConfigError
-
-        check(self)
         if self.node_id < 0:
             raise ConfigError("node_id", self.node_id, "must be at least 0")
         if not self.data_dir:
@@ -233,27 +228,20 @@ class BrokerConfig:
 
     @property
     def listen_host(self) -> str:
-        """The first client listener's host (`listen`'s, unless `listeners` names them)."""
-        return self._first_client().host or "0.0.0.0"
+        return parse_host_port("listen", self.listen)[0] or "0.0.0.0"
 
     @property
     def listen_port(self) -> int:
-        return self._first_client().port
+        return parse_host_port("listen", self.listen)[1]
 
     @property
     def advertised_host_port(self) -> tuple[str, int]:
-        first = self._first_client()
-        if first.advertised:
-            return first.advertised
+        if self.advertise:
+            return parse_host_port("advertise", self.advertise)
         host = self.listen_host
         if host in ("0.0.0.0", "::", ""):
             host = "localhost"
         return host, self.listen_port
-
-    def _first_client(self) -> ListenerSpec:
-        from .security.listeners import plan  # noqa: PLC0415 - it imports this module
-
-        return plan(self).clients[0]
 
 
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")

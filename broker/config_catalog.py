@@ -317,8 +317,8 @@ def broker_entries(cfg: BrokerConfig, defaults: BrokerConfig, advertised: str, i
 
     listeners = plan(cfg)
     bound = ",".join(f"{s.name}://{s.host}:{s.port}" for s in (*listeners.clients, listeners.inter_broker))
-    adv_clients = [f"{s.name}://{advertised}" if i == 0 else f"{s.name}://{_hp(s.advertised, s.host, s.port)}"
-                   for i, s in enumerate(listeners.clients)]
+    adv_clients = [f"{s.name}://{advertised}" if i == 0 and not cfg.listeners
+                   else f"{s.name}://{_hp(s.advertised, s.host, s.port)}" for i, s in enumerate(listeners.clients)]
     ib = listeners.inter_broker
     out = [
         BrokerEntry("listeners", bound, "LIST", not cfg.listeners,

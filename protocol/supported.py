@@ -46,6 +46,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     46: (0, 0),   # ListPartitionReassignments
     44: (0, 1),   # IncrementalAlterConfigs (topics; broker configs are static)
     47: (0, 0),   # OffsetDelete
+    50: (0, 0),   # DescribeUserScramCredentials (from this broker's metadata image)
+    51: (0, 0),   # AlterUserScramCredentials (decided by the controller)
     60: (0, 2),   # DescribeCluster
     61: (0, 0),   # DescribeProducers
     65: (0, 0),   # DescribeTransactions
@@ -68,6 +70,7 @@ CONTROLLER_SUPPORTED: dict[int, tuple[int, int]] = {
     43: (0, 2),   # ElectLeaders (forwarded)
     45: (0, 0),   # AlterPartitionReassignments (forwarded)
     46: (0, 0),   # ListPartitionReassignments (forwarded)
+    51: (0, 0),   # AlterUserScramCredentials (forwarded)
     52: (0, 2),   # Vote (v2: pre-vote, KIP-996)
     53: (0, 1),   # BeginQuorumEpoch
     54: (0, 1),   # EndQuorumEpoch

@@ -25,6 +25,7 @@ from protocol.supported import CONTROLLER_SUPPORTED, SUPPORTED
 from ..context import BrokerContext, ClientInfo, ControllerHandler, Handler
 from ..wire import WireError
 from . import (
+    alter_user_scram_credentials,
     api_versions,
     controller_topics,
     partition_reassignments,
@@ -63,6 +64,7 @@ HANDLERS: dict[int, Handler] = {m.KEY: m.handle for m in _MODULES if hasattr(m, 
 # Forwarded to the quorum leader's controller listener, as Kafka's brokers forward them.
 HANDLERS[55] = to_controller(quorum.describe_quorum)
 HANDLERS[46] = to_controller(partition_reassignments.list_reassignments)
+HANDLERS[51] = to_controller(alter_user_scram_credentials.handle)
 
 # The controller listener: the metadata quorum's protocol (KRaft), and nothing a client uses.
 CONTROLLER_HANDLERS: dict[int, ControllerHandler] = {
@@ -75,6 +77,7 @@ CONTROLLER_HANDLERS: dict[int, ControllerHandler] = {
     54: quorum.end_quorum_epoch, 55: quorum.describe_quorum, 59: quorum.fetch_snapshot,
     62: quorum.broker_registration, 63: quorum.broker_heartbeat, 67: quorum.allocate_producer_ids,
     73: quorum.assign_replicas_to_dirs, 17: sasl_handshake.handle, 36: sasl_authenticate.handle,
+    51: alter_user_scram_credentials.on_controller,
 }
 
 

@@ -173,7 +173,7 @@ async def broker_registration(ctx: ControllerContext, client: ClientInfo, header
         return breg.BrokerRegistrationResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID)
     try:
         epoch = await shell.register_broker(req.broker_id, req.incarnation_id,
-                                            [(lst.name, lst.host, lst.port) for lst in req.listeners], req.rack,
+                                            [(lst.name, lst.host, lst.port, lst.security_protocol) for lst in req.listeners], req.rack,
                                             ctx.clock.monotonic_ms(), req.previous_broker_epoch, req.log_dirs)
     except KafkaError as e:
         return breg.BrokerRegistrationResponse(error_code=e.code)

@@ -23,6 +23,7 @@ from protocol.errors import ErrorCode, KafkaError
 from protocol.topic_partition import TopicPartition
 
 from ..quorum.shell import QuorumShell
+from . import scram
 from .quorum_controller import QuorumController
 
 R = TypeVar("R")
@@ -58,7 +59,7 @@ class ControllerShell:
         return await self.run(lambda: (None if (out := decide())[0] else out[1], out))
 
     async def register_broker(self, broker_id: int, incarnation_id: uuid.UUID,
-                              listeners: Sequence[tuple[str, str, int]], rack: str | None, now_ms: int,
+                              listeners: Sequence[tuple[Any, ...]], rack: str | None, now_ms: int,
                               previous_broker_epoch: int, log_dirs: Sequence[uuid.UUID] = ()) -> int:
         """The new broker epoch, once the registration (and the partition changes it calls for) committed."""
         c = self.controller
@@ -91,6 +92,11 @@ class ControllerShell:
     async def set_broker_configs(self, resource_name: str, configs: Mapping[str, str]) -> None:
         c = self.controller
         await self.run(lambda: (c.set_broker_configs(resource_name, configs), None))
+
+    async def alter_scram(self, deletions: Sequence[tuple[str, int]], upsertions: Sequence[scram.Upsertion]
+                          ) -> dict[str, tuple[int, str | None]]:
+        c = self.controller
+        return await self.run(lambda: c.alter_scram(deletions, upsertions))
 
     async def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, partition: int,
                               leader_epoch: int, partition_epoch: int, new_isr: Sequence[tuple[int, int]]) -> int:

@@ -4,13 +4,14 @@ setting to fix."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config import ConfigError
+from ..wire import WireSecurity
 from .listeners import ListenerPlan, ListenerSpec, plan
 from .sasl import MECHANISMS
+from .tls import client_context
 
 if TYPE_CHECKING:
     from ..config import BrokerConfig
@@ -50,21 +51,15 @@ def super_users(cfg: BrokerConfig) -> frozenset[str]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class Outgoing:
-    """How this broker connects to a listener of another broker (or a controller): the listener's
-    protocol and, for SASL, the mechanism and login."""
-
-    protocol: str
-    mechanism: str = ""
-    username: str = ""
-    password: str = ""
-
-
-def outgoing(cfg: BrokerConfig, spec: ListenerSpec, controller: bool) -> Outgoing:
+def wire_security(cfg: BrokerConfig, spec: ListenerSpec, controller: bool) -> WireSecurity | None:
+    """How this broker reaches the listener `spec` of other brokers (or, `controller`, of the
+    voters): over TLS if it is SSL or SASL_SSL, logged in as `sasl_inter_broker_username` if it is
+    SASL. None: PLAINTEXT, as before."""
+    if not spec.secured:
+        return None
     mech = (cfg.sasl_mechanism_controller_protocol if controller else cfg.sasl_mechanism_inter_broker_protocol)
-    return Outgoing(spec.protocol, mech.strip().upper(), cfg.sasl_inter_broker_username,
-                    cfg.sasl_inter_broker_password)
+    return WireSecurity(client_context(cfg) if spec.tls else None, mech.strip().upper() if spec.sasl else "",
+                        cfg.sasl_inter_broker_username, cfg.sasl_inter_broker_password)
 
 
 def check(cfg: BrokerConfig) -> ListenerPlan:

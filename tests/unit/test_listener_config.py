@@ -1,7 +1,7 @@
 """Issue 27: Kafka's listener settings — listeners, advertised.listeners,
 listener.security.protocol.map, inter.broker.listener.name, controller.listener.names — parsed
 into the listeners a broker opens (broker/security/listeners.py), and the security settings
-checked before anything starts."""
+checked when the broker starts (BrokerServer runs check() first)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from broker.config import BrokerConfig, ConfigError, load_config
 from broker.security.listeners import ListenerSpec, parse_listeners, parse_protocol_map, plan
-from broker.security.settings import plain_users, super_users
+from broker.security.settings import check, plain_users, super_users
 from broker.security.tls import subject_name
 
 
@@ -69,7 +69,7 @@ def test_named_inter_broker_and_controller_listeners() -> None:
 ])
 def test_refused_settings(settings: dict[str, str], problem: str) -> None:
     with pytest.raises(ConfigError, match=problem):
-        load_config(None, env={}, overrides=settings)
+        check(load_config(None, env={}, overrides=settings))
 
 
 def test_kafka_names_in_the_file(tmp_path: Path) -> None:
@@ -80,6 +80,7 @@ def test_kafka_names_in_the_file(tmp_path: Path) -> None:
                  '"super.users" = "User:broker; User:admin"\n'
                  f'"sasl.plain.users.file" = "{users}"\n"sasl.plain.users" = "carol:c"\n')
     cfg = load_config(f, env={})
+    check(cfg)
     assert plan(cfg).clients[0].protocol == "SASL_PLAINTEXT"
     assert super_users(cfg) == {"User:broker", "User:admin"}
     assert plain_users(cfg) == {"alice": "a-pw", "bob": "b:pw", "carol": "c"}
