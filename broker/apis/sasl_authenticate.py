@@ -8,13 +8,13 @@ from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.sasl import SaslAuthenticateRequest, SaslAuthenticateResponse
 
-from ..context import ClientInfo
+from ..context import BrokerContext, ClientInfo, ControllerContext
 
 KEY = 36
 ORDERED = False
 
 
-async def handle(ctx: object, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext | ControllerContext, client: ClientInfo, header: RequestHeader,
                  req: SaslAuthenticateRequest) -> SaslAuthenticateResponse:
     return SaslAuthenticateResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE,
                                     error_message="Unexpected SaslAuthenticate: not authenticating", auth_bytes=b"")

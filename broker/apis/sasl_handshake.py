@@ -8,12 +8,12 @@ from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.sasl import SaslHandshakeRequest, SaslHandshakeResponse
 
-from ..context import ClientInfo
+from ..context import BrokerContext, ClientInfo, ControllerContext
 
 KEY = 17
 ORDERED = False
 
 
-async def handle(ctx: object, client: ClientInfo, header: RequestHeader,
+async def handle(ctx: BrokerContext | ControllerContext, client: ClientInfo, header: RequestHeader,
                  req: SaslHandshakeRequest) -> SaslHandshakeResponse:
     return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])

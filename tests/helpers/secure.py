@@ -11,6 +11,8 @@ from typing import Any
 
 from .broker import HOST, BrokerProcess, free_port
 from .certs import Certs
+from .cluster import Cluster
+from .cluster_metadata import voters_for
 
 PLAIN_USERS = {"broker": "broker-secret", "carol": "carol-secret"}
 PROTOCOLS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -49,3 +51,20 @@ class SecureBroker(BrokerProcess):
 
     def address(self, protocol: str) -> str:
         return f"{HOST}:{self.ports[protocol]}"
+
+
+def secure_cluster(base: Path, certs: Certs, size: int = 3, *, env: Mapping[str, str] | None = None) -> Cluster:
+    """`size` SecureBrokers in one quorum whose inter-broker listener (BROKER) is SASL_SSL and
+    controller listener (CONTROLLER) SASL_PLAINTEXT: the brokers log in to each other as
+    User:broker (PLAIN), the one super user."""
+    voters = voters_for(size)
+    secured = {"KETCH_LISTENER_SECURITY_PROTOCOL_MAP": "BROKER:SASL_SSL,CONTROLLER:SASL_PLAINTEXT",
+               "KETCH_SUPER_USERS": "User:broker", "KETCH_SASL_INTER_BROKER_USERNAME": "broker",
+               "KETCH_SASL_INTER_BROKER_PASSWORD": PLAIN_USERS["broker"], **(env or {})}
+    c = Cluster(base, size, args_for=lambda c, n: ["--voters", voters])
+    for node, old in list(c.brokers.items()):
+        b = SecureBroker(old.data_dir, certs, port=c.ports[node], env={"KETCH_NODE_ID": str(node), **secured},
+                         log_path=old.log_path)
+        b.extra_args = old.extra_args
+        c.brokers[node] = b
+    return c
