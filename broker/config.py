@@ -66,6 +66,37 @@ class BrokerConfig:
     # `controller_listen` (port 0: any free port).
     controller_listen: str = "127.0.0.1:0"
     voters: str = ""
+    # Security (docs/security.md). Kafka's listener settings: when `listeners` is set it names every
+    # listener (NAME://HOST:PORT,...) and `listen` is not used; the map gives each name its security
+    # protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL; BROKER and CONTROLLER are PLAINTEXT unless
+    # mapped). broker/security/listeners.py says how they combine with the settings above, and
+    # broker/security/settings.py checks them all when the broker starts (BrokerServer).
+    listeners: str = ""
+    advertised_listeners: str = ""
+    listener_security_protocol_map: str = ""
+    inter_broker_listener_name: str = "BROKER"
+    controller_listener_names: str = "CONTROLLER"
+    # TLS (SSL and SASL_SSL listeners, and the broker's own connections to them): PEM files.
+    ssl_keystore_location: str = ""  # this broker's certificate chain, and its key unless ssl_key_location
+    ssl_key_location: str = ""
+    ssl_key_password: str = ""
+    ssl_truststore_location: str = ""  # the CA certificates peers' certificates are checked against
+    ssl_client_auth: str = "none"  # Kafka's ssl.client.auth: none | requested | required (mTLS)
+    ssl_endpoint_identification_algorithm: str = "https"  # "https": check the peer broker's host name; "": not
+    # SASL: the mechanisms offered, the PLAIN users (Kafka's JAAS user_NAME="PASSWORD"), and what
+    # this broker logs in with to other brokers' and the controllers' SASL listeners.
+    sasl_enabled_mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+    sasl_plain_users: str = ""  # NAME:PASSWORD,...
+    sasl_plain_users_file: str = ""  # a file of NAME:PASSWORD lines
+    sasl_mechanism_inter_broker_protocol: str = "PLAIN"
+    sasl_mechanism_controller_protocol: str = "PLAIN"
+    sasl_inter_broker_username: str = ""
+    sasl_inter_broker_password: str = ""
+    # Kafka's super.users ("User:NAME;User:NAME"): allowed everything by the authorizer, and on a
+    # secured inter-broker or controller listener the only ones that may send what brokers send
+    # (markers, replica fetches, votes, ...).
+    super_users: str = ""
+    connection_failed_authentication_delay_ms: int = 100  # before a failed login's answer and close
     metadata_snapshot_records: int = 1000  # snapshot the metadata image every this many records
     broker_heartbeat_interval_ms: int = 2000  # Kafka's broker.heartbeat.interval.ms
     broker_session_timeout_ms: int = 9000  # Kafka's broker.session.timeout.ms: fenced after this silence
@@ -148,7 +179,6 @@ class BrokerConfig:
     # Authorization (docs/security.md): Kafka's authorizer.class.name as on/off. Off, every request
     # is allowed (as before); on, each is checked against the ACLs in the metadata log.
     authorizer: bool = False
-    super_users: str = ""  # Kafka's super.users: "User:admin;User:broker" may do everything
     allow_everyone_if_no_acl_found: bool = False  # Kafka's default: a resource without ACLs is denied
 
     log_format: str = "auto"  # auto | json | console

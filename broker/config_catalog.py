@@ -202,7 +202,11 @@ class BrokerEntry:
     type: str
     is_default: bool
     doc: str
+    sensitive: bool = False  # a secret: DescribeConfigs says it is set, never its value
 
+
+# Ketch settings whose values are secrets (Kafka's PASSWORD type)
+SENSITIVE = frozenset({"ssl_key_password", "sasl_inter_broker_password", "sasl_plain_users"})
 
 # Ketch setting -> (Kafka's name, type, documentation). Settings Kafka has no name for are
 # reported as ketch.<setting>, so nothing the broker runs with is hidden.
@@ -297,22 +301,55 @@ _BROKER_NAMES: dict[str, tuple[str, str, str]] = {
                                   "a broker not heard from this long is fenced"),
     "metadata_snapshot_records": ("ketch.metadata.snapshot.records", "INT",
                                   "snapshot the metadata image every this many records"),
+    "listener_security_protocol_map": ("listener.security.protocol.map", "STRING",
+                                       "each listener's security protocol (docs/security.md)"),
+    "controller_listener_names": ("controller.listener.names", "STRING", "the controller listener's name"),
+    "ssl_keystore_location": ("ssl.keystore.location", "STRING", "PEM: this broker's certificate chain (and key)"),
+    "ssl_key_location": ("ketch.ssl.key.location", "STRING", "PEM: this broker's private key, if not in the keystore"),
+    "ssl_key_password": ("ssl.key.password", "PASSWORD", "the private key's password"),
+    "ssl_truststore_location": ("ssl.truststore.location", "STRING", "PEM: the CA certificates peers are checked against"),
+    "ssl_client_auth": ("ssl.client.auth", "STRING", "none, requested or required client certificates"),
+    "ssl_endpoint_identification_algorithm": ("ssl.endpoint.identification.algorithm", "STRING",
+                                              "https: check other brokers' host names"),
+    "sasl_enabled_mechanisms": ("sasl.enabled.mechanisms", "LIST", "the SASL mechanisms offered"),
+    "sasl_plain_users": ("ketch.sasl.plain.users", "PASSWORD", "PLAIN users, NAME:PASSWORD"),
+    "sasl_plain_users_file": ("ketch.sasl.plain.users.file", "STRING", "a file of PLAIN users, NAME:PASSWORD a line"),
+    "sasl_mechanism_inter_broker_protocol": ("sasl.mechanism.inter.broker.protocol", "STRING",
+                                             "the mechanism brokers log in to each other with"),
+    "sasl_mechanism_controller_protocol": ("sasl.mechanism.controller.protocol", "STRING",
+                                           "the mechanism brokers log in to the controllers with"),
+    "sasl_inter_broker_username": ("ketch.sasl.inter.broker.username", "STRING", "this broker's SASL login"),
+    "sasl_inter_broker_password": ("ketch.sasl.inter.broker.password", "PASSWORD", "this broker's SASL password"),
+    "super_users": ("super.users", "STRING", "principals allowed everything and trusted as brokers (User:NAME;...)"),
+    "connection_failed_authentication_delay_ms": ("connection.failed.authentication.delay.ms", "INT",
+                                                  "delay before a failed login is answered and closed"),
     "log_format": ("ketch.log.format", "STRING", "auto, json or console"),
     "log_level": ("ketch.log.level", "STRING", "the broker's log level"),
 }
+
+
+def _hp(advertised: tuple[str, int] | None, host: str, port: int) -> str:
+    h, p = advertised or ((host if host not in ("", "0.0.0.0", "::") else "localhost"), port)
+    return f"{h}:{p}"
 
 
 def broker_entries(cfg: BrokerConfig, defaults: BrokerConfig, advertised: str, inter_broker: str,
                    topic_defaults: dict[str, tuple[str, str]]) -> list[BrokerEntry]:
     """What a broker resource of DescribeConfigs lists: listeners in Kafka's form, every setting
     under Kafka's name, and the broker-level synonyms of the topic configs (log.retention.ms, ...)."""
-    listen = cfg.listen
+    from .security.listeners import plan  # noqa: PLC0415 - security imports config, which this module serves
+
+    listeners = plan(cfg)
+    bound = ",".join(f"{s.name}://{s.host}:{s.port}" for s in (*listeners.clients, listeners.inter_broker))
+    adv_clients = [f"{s.name}://{advertised}" if i == 0 and not cfg.listeners
+                   else f"{s.name}://{_hp(s.advertised, s.host, s.port)}" for i, s in enumerate(listeners.clients)]
+    ib = listeners.inter_broker
     out = [
-        BrokerEntry("listeners", f"PLAINTEXT://{listen},BROKER://{inter_broker}", "LIST", False,
-                    "where the broker listens: PLAINTEXT for clients, BROKER for brokers"),
-        BrokerEntry("advertised.listeners", f"PLAINTEXT://{advertised},BROKER://{inter_broker}", "LIST", False,
-                    "the addresses given to clients and brokers"),
-        BrokerEntry("inter.broker.listener.name", "BROKER", "STRING", False,
+        BrokerEntry("listeners", bound, "LIST", not cfg.listeners,
+                    "where the broker listens: its client listeners, then the inter-broker one"),
+        BrokerEntry("advertised.listeners", ",".join([*adv_clients, f"{ib.name}://{inter_broker}"]), "LIST",
+                    not cfg.advertised_listeners, "the addresses given to clients and brokers"),
+        BrokerEntry("inter.broker.listener.name", ib.name, "STRING", cfg.inter_broker_listener_name == "BROKER",
                     "the listener brokers use (WriteTxnMarkers is served only there)"),
         BrokerEntry("broker.id", str(cfg.node_id), "INT", False, "same as node.id"),
         BrokerEntry("process.roles", "broker", "LIST", False, "the roles this process runs"),
@@ -325,6 +362,9 @@ def broker_entries(cfg: BrokerConfig, defaults: BrokerConfig, advertised: str, i
         if attr == "metadata_log_dir" and not v:
             v = None  # unset, as Kafka reports it (the first log directory is used)
         value = None if v is None else (str(v).lower() if isinstance(v, bool) else str(v))
+        if attr in SENSITIVE:
+            out.append(BrokerEntry(name, None, type_, is_default, doc, sensitive=True))
+            continue
         out.append(BrokerEntry(name, value, type_, is_default, doc))
     for d in TOPIC_CONFIG_DEFS:
         if not d.synonyms:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import struct
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine
@@ -27,10 +28,14 @@ from protocol.framing import FrameError, FrameReader, encode_response
 from protocol.headers import RequestHeader, read_request_header
 from protocol.messages.api_versions import ApiVersionsResponse
 from protocol.messages.registry import REQUESTS
+from protocol.messages.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from protocol.primitives import DecodeError, Reader
 from protocol.supported import API_NAMES, api_versions_table
 
 from .context import ClientInfo
+from .security.refusal import refusal
+from .security.session import SASL_AUTHENTICATE, SASL_HANDSHAKE, AuthSession, ListenerSecurity, Reply
+from .security.tls import principal_of
 
 if TYPE_CHECKING:
     from .apis import ApiTable
@@ -74,7 +79,7 @@ class _Slot:
 
 class Connection(asyncio.Protocol):
     def __init__(self, ctx: object, apis: ApiTable, registry: ConnectionRegistry, endpoint: tuple[str, int],
-                 inter_broker: bool = False) -> None:
+                 inter_broker: bool = False, security: ListenerSecurity | None = None) -> None:
         self.ctx = ctx  # a BrokerContext, or a ControllerContext on the controller listener
         self.apis = apis
         self.registry = registry
@@ -84,7 +89,13 @@ class Connection(asyncio.Protocol):
         self.frames = FrameReader(min_size=8, max_size=registry.max_request_bytes)
         self.slots: deque[_Slot] = deque()
         self.info = ClientInfo(next(_conn_ids), "?", endpoint, inter_broker)
+        # the listener's authentication (broker/security/session.py); None: a bare PLAINTEXT listener
+        self.security = security
+        self.auth: AuthSession | None = None
+        self.info.listener = security.spec.name if security is not None else ""
+        self._inter_broker_listener = inter_broker
         self.closed = False
+        self.failing = False  # a failed login: its answer is on its way, nothing more is read
         self.reading_paused = False
         self.tasks: set[asyncio.Task[Any]] = set()
         self.barrier: asyncio.Task[Any] | None = None  # the last ordered request still running
@@ -94,6 +105,9 @@ class Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.info.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if self.security is not None:
+            self.auth = AuthSession.start(self.security, principal_of(transport.get_extra_info("ssl_object")))
+            self._authenticated()
         self.registry.add(self)
         self.metrics.connections_accepted += 1
 
@@ -136,7 +150,56 @@ class Connection(asyncio.Protocol):
         if self.transport:
             self.transport.close()
 
+    def _authenticated(self) -> None:
+        """The session says who the peer is (or not yet): what the handlers see follows it."""
+        auth = self.auth
+        assert auth is not None
+        self.info.principal = auth.principal
+        self.info.inter_broker = self._inter_broker_listener and auth.trusted_broker
+        if auth.authenticated:
+            self.frames.min_size = 8
+
+    def _sasl(self, header: RequestHeader | None, reply: Reply) -> None:
+        """Send what the session answered, in its place among the connection's answers; close after
+        it when the session says so (a failed login only after its delay, reading nothing more)."""
+        if reply.response is not None:
+            assert header is not None
+            frame = encode_response(header, reply.response)
+        else:
+            frame = struct.pack(">i", len(reply.raw)) + reply.raw if reply.raw is not None else b""
+        slot = _Slot()
+        self.slots.append(slot)
+        auth = self.auth
+        assert auth is not None
+        self.frames.min_size = 0 if auth.raw_tokens else 8  # a bare token may be shorter than a header
+        self._authenticated()
+        if reply.close:
+            self.failing = True
+            if self.transport is not None:
+                self.transport.pause_reading()
+            log.info("authentication failed: closing the connection", conn=self.info.conn_id, peer=self.info.peer,
+                     reason=reply.reason, listener=self.info.listener)
+            self.metrics.connections_aborted["authentication failed"] += 1
+
+        def send() -> None:
+            slot.frame, slot.done = frame or None, True
+            self._flush()
+            if reply.close and self.transport is not None:
+                self.closed = True
+                self.transport.close()
+
+        if reply.delay_s > 0:
+            asyncio.get_running_loop().call_later(reply.delay_s, send)
+        else:
+            send()
+
     def _dispatch(self, frame: bytes) -> None:
+        if self.failing:
+            return
+        auth = self.auth
+        if auth is not None and auth.raw_tokens:
+            self._sasl(None, auth.token(frame, None))
+            return
         r = Reader(frame)
         api_key = int.from_bytes(frame[0:2], "big", signed=True)
         req_cls = REQUESTS.get(api_key)
@@ -165,11 +228,34 @@ class Connection(asyncio.Protocol):
             self._abort("unsupported API version", api=API_NAMES.get(api_key, api_key),
                         api_version=header.api_version, supported=f"{lo}-{hi}")
             return
+        if auth is not None and not auth.allows(api_key):
+            self._abort("request before authentication", api=API_NAMES.get(api_key, api_key))
+            return
         try:
             req = req_cls.read(r, header.api_version)
         except (DecodeError, UnicodeDecodeError, ValueError) as e:
             self._abort("malformed request body", api=API_NAMES.get(api_key, api_key),
                         api_version=header.api_version, error=str(e))
+            return
+        if auth is not None and not auth.authenticated:
+            if api_key == SASL_HANDSHAKE:
+                assert isinstance(req, SaslHandshakeRequest)
+                self._sasl(header, auth.handshake(req.mechanism, header.api_version))
+                return
+            if api_key == SASL_AUTHENTICATE:
+                assert isinstance(req, SaslAuthenticateRequest)
+                self._sasl(header, auth.token(bytes(req.auth_bytes), header.api_version))
+                return
+        if auth is not None and auth.refuses(api_key):
+            refused = refusal(api_key, header.api_version)
+            if refused is None:
+                self._abort("a request only brokers may make", api=API_NAMES.get(api_key, api_key),
+                            principal=auth.principal)
+                return
+            log.warning("refused: only brokers may ask this here", api=API_NAMES.get(api_key, api_key),
+                        principal=auth.principal, peer=self.info.peer, listener=self.info.listener)
+            self.slots.append(_Slot(encode_response(header, refused), True))
+            self._flush()
             return
         handler = self.apis.handlers[api_key]
         slot = _Slot()

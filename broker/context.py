@@ -47,7 +47,9 @@ class ClientInfo:
     """The connection a request arrived on. `endpoint` is the advertised address of the listener
     it came in on: Metadata and FindCoordinator answer with that listener's addresses, as Kafka
     does, so a client that came in on the inter-broker listener stays on it. `inter_broker` is
-    what lets WriteTxnMarkers through (until there is authentication)."""
+    what lets WriteTxnMarkers, replica fetches and the other broker-to-broker requests through: set
+    on the inter-broker listener, for anyone when it is PLAINTEXT, for the `super_users` when it is
+    secured (broker/security/session.py)."""
 
     conn_id: int
     peer: str
@@ -57,6 +59,9 @@ class ClientInfo:
     # Who is asking, in Kafka's "User:<name>" form: set by authentication (SASL or a client
     # certificate) and read by the authorizer. ANONYMOUS until a listener authenticates.
     principal: str = "User:ANONYMOUS"
+    # The name of the listener the connection came in on (PLAINTEXT, SSL, BROKER, ...): Metadata
+    # answers with every broker's address on the listener of that name. "": unnamed (tests).
+    listener: str = ""
     # Done once the latest produce request of this connection has appended: the next one appends
     # only after it (broker/apis/produce.py), whatever either waited for before appending.
     produce_appended: asyncio.Future[None] | None = None

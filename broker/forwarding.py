@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.schema import Message
 
-from .wire import Channel
+from .wire import Channel, WireSecurity
 
 if TYPE_CHECKING:
     from .quorum.shell import QuorumShell
@@ -26,10 +26,10 @@ FORWARD_TIMEOUT_S = 15.0
 
 
 class ControllerForwarder:
-    def __init__(self, node_id: int, quorum: QuorumShell | None) -> None:
+    def __init__(self, node_id: int, quorum: QuorumShell | None, security: WireSecurity | None = None) -> None:
         self._node_id = node_id
         self._quorum = quorum
-        self._channel = Channel(self._address, f"ketch-forward-{node_id}")
+        self._channel = Channel(self._address, f"ketch-forward-{node_id}", security)
 
     def _address(self, node: int) -> tuple[str, int] | None:
         return None if self._quorum is None else self._quorum.voters.get(node)

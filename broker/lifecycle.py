@@ -49,7 +49,7 @@ from protocol.messages.broker_registration import (
 from storage.checkpoint import atomic_write
 from storage.fs import FileSystem
 
-from .wire import BrokerConnection, WireError
+from .wire import BrokerConnection, WireError, WireSecurity
 
 log = structlog.get_logger()
 
@@ -82,12 +82,13 @@ def mark_clean_shutdown(fs: FileSystem, metadata_dir: Path, broker_epoch: int | 
 
 
 class BrokerLifecycle:
-    def __init__(self, node_id: int, cluster_id: str, listeners: Callable[[], list[tuple[str, str, int]]],
+    def __init__(self, node_id: int, cluster_id: str, listeners: Callable[[], list[tuple[str, str, int, int]]],
                  rack: str | None, controller: Callable[[], tuple[str, int] | None],
                  metadata_offset: Callable[[], int], heartbeat_interval_s: float,
                  session_timeout_s: float, previous_epoch: int = -1, clock: Clock = SYSTEM_CLOCK,
                  online_dirs: Callable[[], list[uuid.UUID]] = list, offline_dirs: Callable[[], list[uuid.UUID]] = list,
-                 assignments: Callable[[], Assignments] = dict) -> None:
+                 assignments: Callable[[], Assignments] = dict, security: WireSecurity | None = None) -> None:
+        self._security = security  # the controller listener's
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.incarnation = uuid.uuid4()  # a new one per process: the controller tells restarts apart
@@ -175,7 +176,8 @@ class BrokerLifecycle:
         if self._conn is None or self._conn.closed or self._conn_to != address:
             if self._conn:
                 self._conn.close()
-            self._conn = await BrokerConnection.connect(*address, client_id=f"ketch-broker-{self.node_id}", timeout=2.0)
+            self._conn = await BrokerConnection.connect(*address, client_id=f"ketch-broker-{self.node_id}", timeout=2.0,
+                                                        security=self._security)
             self._conn_to = address
         return self._conn
 
@@ -188,7 +190,7 @@ class BrokerLifecycle:
         if self.epoch is None:
             resp = await conn.request(BrokerRegistrationRequest(
                 broker_id=self.node_id, cluster_id=self.cluster_id, incarnation_id=self.incarnation,
-                listeners=[Listener(name=n, host=h, port=p, security_protocol=0) for n, h, p in self._listeners()],
+                listeners=[Listener(name=n, host=h, port=p, security_protocol=sp) for n, h, p, sp in self._listeners()],
                 rack=self.rack, previous_broker_epoch=self.previous_epoch, log_dirs=self._online_dirs()), timeout=10.0)
             assert isinstance(resp, BrokerRegistrationResponse)
             if resp.error_code == 0:

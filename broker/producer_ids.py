@@ -21,7 +21,7 @@ import structlog
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.allocate_producer_ids import AllocateProducerIdsRequest, AllocateProducerIdsResponse
 
-from .wire import BrokerConnection, WireError
+from .wire import BrokerConnection, WireError, WireSecurity
 
 log = structlog.get_logger()
 
@@ -40,7 +40,8 @@ def legacy_producer_id_floor(data_dir: Path) -> int:
 
 class ProducerIdAllocator:
     def __init__(self, node_id: int, controller: Callable[[], tuple[str, int] | None],
-                 broker_epoch: Callable[[], int | None]) -> None:
+                 broker_epoch: Callable[[], int | None], security: WireSecurity | None = None) -> None:
+        self._security = security  # the controller listener's
         self.node_id = node_id
         self._controller = controller  # the quorum leader's controller listener, when known
         self._broker_epoch = broker_epoch  # this broker's registration (None: not registered yet)
@@ -94,7 +95,8 @@ class ProducerIdAllocator:
         if address is None or epoch is None:
             return None
         try:
-            conn = await BrokerConnection.connect(*address, client_id=f"ketch-broker-{self.node_id}", timeout=2.0)
+            conn = await BrokerConnection.connect(*address, client_id=f"ketch-broker-{self.node_id}", timeout=2.0,
+                                                  security=self._security)
         except WireError:
             return None
         try:

@@ -22,7 +22,7 @@ from protocol.clock import Clock
 from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 
 from .metadata.image import MetadataImage
-from .wire import Channel, WireError
+from .wire import Channel, WireError, WireSecurity
 
 log = structlog.get_logger()
 
@@ -31,11 +31,12 @@ POLL_S = 0.005  # between two asks of a broker that has not applied the change y
 
 class Propagation:
     def __init__(self, node_id: int, image: Callable[[], MetadataImage],
-                 address_of: Callable[[int], tuple[str, int] | None], clock: Clock) -> None:
+                 address_of: Callable[[int], tuple[str, int] | None], clock: Clock,
+                 security: WireSecurity | None = None) -> None:
         self._node_id = node_id
         self._clock = clock
         self._image = image
-        self._channel = Channel(address_of, f"ketch-metadata-{node_id}")
+        self._channel = Channel(address_of, f"ketch-metadata-{node_id}", security)
 
     async def everywhere(self, partitions: Mapping[str, int], timeout_s: float) -> list[int]:
         """Until every other live broker lists each topic with at least its number of partitions,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+import ssl
 import weakref
 
 _inflight: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Task[list[str]]]] = \
@@ -57,11 +58,15 @@ async def _lookup(loop: asyncio.AbstractEventLoop, host: str, port: int) -> list
     return addresses
 
 
-async def open_connection(host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """asyncio.open_connection through `resolve`, trying each address in turn."""
+async def open_connection(host: str, port: int, tls: ssl.SSLContext | None = None
+                          ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """asyncio.open_connection through `resolve`, trying each address in turn; over TLS with
+    `tls`, the certificate checked against `host`, the name asked for."""
     error: OSError | None = None
     for address in await resolve(host, port):
         try:
+            if tls is not None:
+                return await asyncio.open_connection(address, port, ssl=tls, server_hostname=host)
             return await asyncio.open_connection(address, port)
         except OSError as e:
             error = e

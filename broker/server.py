@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import ssl
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 import structlog
 
 from protocol.clock import SYSTEM_CLOCK, Clock
+from protocol.scram import ScramCredential, ScramMechanism
 from storage.fs import OS_FS, FileSystem, mkdir_durable
 
 from .apis import CLIENT_APIS, CONTROLLER_APIS
@@ -47,6 +49,12 @@ from .quorum.shell import METADATA_DIR, QuorumShell
 from .replication.fetcher import ReplicaFetcher
 from .replication.manager import ReplicaManager
 from .security.authorizer import Authorizer, AuthorizerSettings, parse_super_users
+from .security.listeners import PROTOCOL_IDS, ListenerSpec
+from .security.sasl import SaslAuthenticator
+from .security.session import ListenerSecurity
+from .security.settings import check as check_security
+from .security.settings import enabled_mechanisms, plain_users, super_users, wire_security
+from .security.tls import server_context
 from .share.coordinator import ShareCoordinator
 from .share.manager import SharePartitions
 from .share.persister import CoordinatorPersister
@@ -66,6 +74,10 @@ class BrokerServer:
 
     def __init__(self, cfg: BrokerConfig, clock: Clock = SYSTEM_CLOCK, fs: FileSystem = OS_FS) -> None:
         self.cfg = cfg
+        self.listener_plan = check_security(cfg)
+        # how this broker reaches the other brokers' inter-broker listener, and the voters' controller one
+        ib_security = wire_security(cfg, self.listener_plan.inter_broker, controller=False)
+        controller_security = wire_security(cfg, self.listener_plan.controller, controller=True)
         self.clock = clock
         self.fs = fs  # the partition logs', the metadata log's and the shutdown marker's files
         self.metrics = BrokerMetrics()
@@ -79,35 +91,38 @@ class BrokerServer:
         self.quorum = QuorumShell(cfg.node_id, cfg.voter_map(), Path(cfg.metadata_dir) / METADATA_DIR, cfg.cluster_id,
                                   on_commit=self.metadata.on_commit, on_restore=self.metadata.on_snapshot,
                                   snapshot_every=cfg.metadata_snapshot_records,
-                                  snapshot_state=lambda: self.metadata.image.to_snapshot(), fs=fs, clock=clock)
+                                  snapshot_state=lambda: self.metadata.image.to_snapshot(), fs=fs, clock=clock,
+                                  security=controller_security)
         self.quorum.on_role_change = lambda role: self.controller.reset()
         self.controller_shell = ControllerShell(self.quorum, self.controller)
         self.topics.writer = self.controller_client = ControllerClient(cfg.node_id, self.controller_shell,
-                                                                       self.quorum.leader_address)
-        self.producer_ids = ProducerIdAllocator(cfg.node_id, self.quorum.leader_address, lambda: self.lifecycle.epoch)
+                                                                       self.quorum.leader_address,
+                                                                       controller_security)
+        self.producer_ids = ProducerIdAllocator(cfg.node_id, self.quorum.leader_address, lambda: self.lifecycle.epoch,
+                                                controller_security)
         self.lifecycle = BrokerLifecycle(cfg.node_id, cfg.cluster_id, self._listeners, cfg.rack,
                                          self.quorum.leader_address, lambda: self.metadata.image.offset,
                                          cfg.broker_heartbeat_interval_ms / 1000, cfg.broker_session_timeout_ms / 1000,
                                          clock=clock, online_dirs=lambda: self.topics.log_dirs.online_ids,
                                          offline_dirs=lambda: self.topics.log_dirs.offline_ids,
-                                         assignments=self.topics.dir_assignments)
+                                         assignments=self.topics.dir_assignments, security=controller_security)
         self.topics.on_log_dir_failure = self.lifecycle.wake
         fetcher = ReplicaFetcher(cfg.node_id, self._broker_address, self._topic_id,
                                  throttled=lambda p: throttled(self.topics.image, cfg.node_id, p.topic, p.index),
                                  throttled_rate=cfg.follower_replication_throttled_rate,
-                                 broker_epoch=lambda: self.lifecycle.epoch, clock=clock)
+                                 broker_epoch=lambda: self.lifecycle.epoch, clock=clock, security=ib_security)
         self.replication = ReplicaManager(
             self.topics, fetcher, lambda p, change: self.controller_client.alter_partition(p, change, self.lifecycle.epoch),
             cfg.replica_lag_time_max_ms)
         self.groups = GroupCoordinator(cfg, self.topics, clock, self.lifecycle.lease_held)
         self.txn = TransactionCoordinator(cfg, self.topics, self.producer_ids, self.metrics, clock,
-                                          self._broker_address)
+                                          self._broker_address, ib_security)
         self.metadata.subscribe(self.topics.apply_image)  # partitions, and with them the coordinators
         self.metadata.subscribe(lambda image: self.txn.sender.poke())  # markers waiting for a leader or an address
-        self.propagation = Propagation(cfg.node_id, lambda: self.topics.image, self._broker_address, clock)
-        self.forwarder = ControllerForwarder(cfg.node_id, self.quorum)
+        self.propagation = Propagation(cfg.node_id, lambda: self.topics.image, self._broker_address, clock, ib_security)
+        self.forwarder = ControllerForwarder(cfg.node_id, self.quorum, controller_security)
         self.recovery = UncleanRecovery(cfg.node_id, self.controller, self.controller_shell, self._broker_address,
-                                        clock)
+                                        clock, ib_security)
         self.share_coordinator = ShareCoordinator(cfg, self.topics, clock)
         self.share_persister = CoordinatorPersister(self.share_coordinator, self._leader_of, self._broker_address,
                                                     cfg.node_id, clock)
@@ -125,7 +140,9 @@ class BrokerServer:
         self.connections = ConnectionRegistry(self.metrics, cfg.socket_request_max_bytes, cfg.max_pipelined_requests,
                                               self.ctx.fetch_sessions.close_owner)
         self._metrics_endpoint: MetricsEndpoint | None = None
-        self._server: asyncio.Server | None = None
+        self._client_servers: list[asyncio.Server] = []
+        self.client_endpoints: dict[str, tuple[str, int]] = {}  # advertised, by listener name, once bound
+        self._tls: ssl.SSLContext | None = None  # the TLS listeners' context, made when the first binds
         self._inter_broker_server: asyncio.Server | None = None
         self._controller_server: asyncio.Server | None = None
         self.controller_endpoint: tuple[str, int] = ("127.0.0.1", 0)  # known once bound
@@ -152,9 +169,10 @@ class BrokerServer:
         if node == self.cfg.node_id:
             return self.inter_broker_endpoint
         b = self.metadata.image.broker(node)
-        if b is None or b.fenced or not b.inter_broker_port:
+        if b is None or b.fenced:
             return None
-        return b.inter_broker_host, b.inter_broker_port
+        address = b.address_for(self.listener_plan.inter_broker.name, True)
+        return address if address is not None and address[1] else None
 
     def _leader_of(self, topic: str, index: int) -> int:
         """The leader of a partition as the metadata image names it, -1 if none."""
@@ -200,7 +218,7 @@ class BrokerServer:
         self.txn.load()  # rebuilt from __transaction_state before any request can reach it
         if self._metrics_endpoint:  # serving before the Kafka port: ready means both
             await self._metrics_endpoint.start()
-        assert self._server is not None and self._inter_broker_server is not None
+        assert self._client_servers and self._inter_broker_server is not None
         await self._inter_broker_server.start_serving()  # the marker sender talks to it
         assert self._controller_server is not None
         await self._controller_server.start_serving()
@@ -226,14 +244,16 @@ class BrokerServer:
         if not await self.producer_ids.first_block(timeout=10.0):
             log.warning("no producer-id block yet (no quorum leader?); InitProducerId answers "
                         "COORDINATOR_LOAD_IN_PROGRESS until one comes")
-        await self._server.start_serving()
+        for srv in self._client_servers:
+            await srv.start_serving()
         loop = asyncio.get_running_loop()
         self._retention_task = loop.create_task(self.housekeeper.run())
         await self.txn.start()  # marker sender (talks to our own listener) and reaper
         self.shares.start()
-        host, port = self.cfg.advertised_host_port
+        host, port = self.client_endpoints[self.listener_plan.clients[0].name]
         ib_host, ib_port = self._inter_broker_advertised()
-        log.info("broker started", node_id=self.cfg.node_id, listen=self.cfg.listen, advertise=f"{host}:{port}",
+        log.info("broker started", node_id=self.cfg.node_id, advertise=f"{host}:{port}",
+                 listeners=[f"{s.name}://{s.host}:{s.port} ({s.protocol})" for s in self.listener_plan.all],
                  inter_broker=f"{ib_host}:{ib_port}",
                  log_dirs=[str(d.path) for d in self.topics.log_dirs.dirs],
                  metrics=self.cfg.metrics_listen or None)
@@ -254,15 +274,26 @@ class BrokerServer:
         """Take the listening ports before touching the data directory, so a taken port (or a
         host that is not ours) is a one-line error and not a half-started broker."""
         cfg = self.cfg
-        client_endpoint = cfg.advertised_host_port
-        self._server = await self._listen("listen", cfg.listen, cfg.listen_host, cfg.listen_port,
-                                          lambda: Connection(self.ctx, CLIENT_APIS, self.connections, client_endpoint))
-        ib_host, ib_port = parse_host_port("inter_broker_listen", cfg.inter_broker_listen)
+        plan = self.listener_plan
+        setting, value = ("listeners", cfg.listeners) if cfg.listeners else ("listen", cfg.listen)
+        for spec in plan.clients:
+            security = self._listener_security(spec)
+            srv = await self._listen(setting, value, spec,
+                                     lambda spec=spec, security=security: Connection(  # type: ignore[misc]
+                                         self.ctx, CLIENT_APIS, self.connections, self.client_endpoints[spec.name],
+                                         False, security))
+            self._client_servers.append(srv)
+            port = srv.sockets[0].getsockname()[1]
+            host = spec.host if spec.host not in ("0.0.0.0", "::", "") else "localhost"
+            self.client_endpoints[spec.name] = spec.advertised or (host, port)
+        ib = plan.inter_broker
+        ib_security = self._listener_security(ib)
         self._inter_broker_server = await self._listen(
-            "inter_broker_listen", cfg.inter_broker_listen, ib_host, ib_port,
-            lambda: Connection(self.ctx, CLIENT_APIS, self.connections, self._inter_broker_advertised(), True))
+            *(("listeners", cfg.listeners) if cfg.listeners else ("inter_broker_listen", cfg.inter_broker_listen)), ib,
+            lambda: Connection(self.ctx, CLIENT_APIS, self.connections, self._inter_broker_advertised(), True,
+                               ib_security))
         bound = self._inter_broker_server.sockets[0].getsockname()
-        self.inter_broker_endpoint = ("127.0.0.1" if ib_host in ("0.0.0.0", "", "::") else ib_host), bound[1]
+        self.inter_broker_endpoint = ("127.0.0.1" if ib.host in ("0.0.0.0", "", "::") else ib.host), bound[1]
         await self._bind_controller()
         if self.cfg.metrics_listen:
             m_host, m_port = parse_host_port("metrics_listen", self.cfg.metrics_listen)
@@ -277,36 +308,53 @@ class BrokerServer:
 
     async def _bind_controller(self) -> None:
         """The controller listener: this node's place in the metadata quorum. With `voters` it is
-        the address the voters name for this node; alone, `controller_listen` (any free port)."""
+        the address the voters name for this node; alone, `controller_listen` (any free port).
+        Secured, it serves only brokers (super_users) what brokers ask (broker/security/session.py)."""
         cfg = self.cfg
         voters = cfg.voter_map()
-        if voters:
-            host, port = voters[cfg.node_id]
-            setting, value = "voters", cfg.voters
-        else:
-            host, port = parse_host_port("controller_listen", cfg.controller_listen)
-            setting, value = "controller_listen", cfg.controller_listen
+        spec = self.listener_plan.controller
+        setting, value = ("voters", cfg.voters) if voters else ("controller_listen", cfg.controller_listen)
+        security = self._listener_security(spec, brokers_only=True)
         self._controller_server = await self._listen(
-            setting, value, host, port,
-            lambda: Connection(self.controller_ctx, CONTROLLER_APIS, self.connections, self.controller_endpoint),
+            setting, value, spec,
+            lambda: Connection(self.controller_ctx, CONTROLLER_APIS, self.connections, self.controller_endpoint,
+                               False, security),
             " (controller listener)")
         bound = self._controller_server.sockets[0].getsockname()
-        self.controller_endpoint = ("127.0.0.1" if host in ("0.0.0.0", "", "::") else host), bound[1]
+        self.controller_endpoint = ("127.0.0.1" if spec.host in ("0.0.0.0", "", "::") else spec.host), bound[1]
         if not voters:
             self.quorum.voters = {cfg.node_id: self.controller_endpoint}
 
-    async def _listen(self, setting: str, value: str, host: str, port: int, connection: Callable[[], Connection],
+    def _listener_security(self, spec: ListenerSpec, brokers_only: bool = False) -> ListenerSecurity:
+        """What a listener's connections need to authenticate (docs/security.md)."""
+        cfg = self.cfg
+        authenticator = None
+        if spec.sasl:
+            mechanisms, users = enabled_mechanisms(cfg), plain_users(cfg)
+            authenticator = lambda: SaslAuthenticator(mechanisms, users, self._scram_credential)  # noqa: E731
+        return ListenerSecurity(spec, authenticator, super_users(cfg),
+                                cfg.connection_failed_authentication_delay_ms / 1000, brokers_only)
+
+    def _scram_credential(self, user: str, mech: ScramMechanism) -> ScramCredential | None:
+        """A user's SCRAM credential as this broker's metadata image has it."""
+        return self.metadata.image.scram_credential(user, mech.type)
+
+    async def _listen(self, setting: str, value: str, spec: ListenerSpec, connection: Callable[[], Connection],
                       which: str = "") -> asyncio.Server:
         """A listener, bound but not serving yet; a port it cannot take closes the ones bound before."""
+        if spec.tls and self._tls is None:
+            self._tls = server_context(self.cfg)
         try:
-            return await asyncio.get_running_loop().create_server(connection, host or "0.0.0.0", port,
-                                                                  reuse_address=True, backlog=1024, start_serving=False)
+            return await asyncio.get_running_loop().create_server(
+                connection, spec.host or "0.0.0.0", spec.port, reuse_address=True, backlog=1024, start_serving=False,
+                ssl=self._tls if spec.tls else None)
         except OSError as e:
             self._close_listeners()
             raise ConfigError(setting, value, f"cannot listen there{which}: {e.strerror or e}") from None
 
     def _close_listeners(self) -> list[asyncio.Server]:
-        servers = [srv for srv in (self._server, self._inter_broker_server, self._controller_server) if srv is not None]
+        servers = [srv for srv in (*self._client_servers, self._inter_broker_server, self._controller_server)
+                   if srv is not None]
         for srv in servers:
             srv.close()
         return servers
@@ -321,15 +369,16 @@ class BrokerServer:
                                                     t.get("configs", {}), self.cfg.node_id)
         self.topics.retire_legacy_file()
 
-    def _listeners(self) -> list[tuple[str, str, int]]:
-        """What this broker registers: its client listener (PLAINTEXT) and inter-broker one (BROKER)."""
-        host, port = self.cfg.advertised_host_port
-        ib_host, ib_port = self._inter_broker_advertised()
-        return [("PLAINTEXT", host, port), ("BROKER", ib_host, ib_port)]
+    def _listeners(self) -> list[tuple[str, str, int, int]]:
+        """What this broker registers: its client listeners and its inter-broker one (name, advertised
+        host and port, security protocol id)."""
+        plan = self.listener_plan
+        out = [(s.name, *self.client_endpoints[s.name], PROTOCOL_IDS[s.protocol]) for s in plan.clients]
+        return [*out, (plan.inter_broker.name, *self._inter_broker_advertised(), PROTOCOL_IDS[plan.inter_broker.protocol])]
 
     def _inter_broker_advertised(self) -> tuple[str, int]:
-        if self.cfg.inter_broker_advertise:
-            return parse_host_port("inter_broker_advertise", self.cfg.inter_broker_advertise)
+        if self.listener_plan.inter_broker.advertised:
+            return self.listener_plan.inter_broker.advertised
         assert self.inter_broker_endpoint is not None
         return self.inter_broker_endpoint
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import ssl
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import structlog
@@ -24,7 +26,14 @@ from protocol.framing import (
 )
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from protocol.messages.registry import RESPONSES
+from protocol.messages.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from protocol.schema import Message
+from protocol.scram import BY_NAME, ScramClient, ScramError
 
 from .resolver import open_connection
 
@@ -36,6 +45,45 @@ M = TypeVar("M", bound=Message)
 
 class WireError(Exception):
     """The peer cannot serve the request (no common version, connection lost, timeout)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WireSecurity:
+    """How to reach a secured listener of another broker or a controller: over TLS with `tls`, and
+    logged in with SASL `mechanism` (PLAIN, SCRAM-SHA-256/512) as `username` when one is given."""
+
+    tls: ssl.SSLContext | None = None
+    mechanism: str = ""
+    username: str = ""
+    password: str = ""
+
+
+async def _login(conn: BrokerConnection, sec: WireSecurity, timeout: float) -> None:
+    """SaslHandshake v1, then the tokens in SaslAuthenticate; a SCRAM server must prove it holds
+    the credential (its signature), or this broker would talk to an impostor."""
+    hs = await conn.request(SaslHandshakeRequest(mechanism=sec.mechanism), version=1, timeout=timeout)
+    assert isinstance(hs, SaslHandshakeResponse)
+    if hs.error_code:
+        raise WireError(f"SASL mechanism {sec.mechanism} refused (error {hs.error_code}; offered: {hs.mechanisms})")
+
+    async def step(token: bytes) -> bytes:
+        resp = await conn.request(SaslAuthenticateRequest(auth_bytes=token), timeout=timeout)
+        assert isinstance(resp, SaslAuthenticateResponse)
+        if resp.error_code:
+            raise WireError(f"SASL login as {sec.username!r} failed: {resp.error_message} (error {resp.error_code})")
+        return bytes(resp.auth_bytes)
+
+    if sec.mechanism == "PLAIN":
+        await step(f"\0{sec.username}\0{sec.password}".encode())
+        return
+    mech = BY_NAME.get(sec.mechanism)
+    if mech is None:
+        raise WireError(f"SASL mechanism {sec.mechanism} is not one this broker speaks")
+    client = ScramClient(mech, sec.username, sec.password)
+    try:
+        client.verify(await step(client.final(await step(client.first()))))
+    except ScramError as e:
+        raise WireError(f"SCRAM login as {sec.username!r} failed: {e}") from e
 
 
 class BrokerConnection:
@@ -52,15 +100,23 @@ class BrokerConnection:
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
 
     @classmethod
-    async def connect(cls, host: str, port: int, *, client_id: str = "ketch", timeout: float = 10.0) -> BrokerConnection:
+    async def connect(cls, host: str, port: int, *, client_id: str = "ketch", timeout: float = 10.0,
+                      security: WireSecurity | None = None) -> BrokerConnection:
+        sec = security or WireSecurity()
         try:
-            reader, writer = await asyncio.wait_for(open_connection(host, port), timeout)
-        except (OSError, TimeoutError) as e:
+            reader, writer = await asyncio.wait_for(open_connection(host, port, sec.tls), timeout)
+        except (OSError, TimeoutError) as e:  # ssl.SSLError is an OSError: a certificate refused
             raise WireError(f"cannot connect to {host}:{port}: {e}") from e
         conn = cls(reader, writer, client_id)
-        resp = await conn.request(ApiVersionsRequest(), version=0, timeout=timeout)
-        assert isinstance(resp, ApiVersionsResponse)
-        conn._versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        try:
+            resp = await conn.request(ApiVersionsRequest(), version=0, timeout=timeout)
+            assert isinstance(resp, ApiVersionsResponse)
+            conn._versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+            if sec.mechanism:
+                await _login(conn, sec, timeout)
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     def version_for(self, cls: type[Message]) -> int:
@@ -150,9 +206,11 @@ class Channel:
     second connection to the same peer would let requests of one purpose overtake each other.
     """
 
-    def __init__(self, address_of: Callable[[int], tuple[str, int] | None], client_id: str) -> None:
+    def __init__(self, address_of: Callable[[int], tuple[str, int] | None], client_id: str,
+                 security: WireSecurity | None = None) -> None:
         self._address_of = address_of  # a broker's inter-broker address, None if unknown
         self._client_id = client_id
+        self._security = security
         self._conns: dict[int, BrokerConnection] = {}
         self._locks: dict[int, asyncio.Lock] = {}
 
@@ -166,7 +224,8 @@ class Channel:
                 addr = self._address_of(node)
                 if addr is None:
                     raise WireError(f"no address for broker {node}")
-                conn = await BrokerConnection.connect(addr[0], addr[1], client_id=self._client_id)
+                conn = await BrokerConnection.connect(addr[0], addr[1], client_id=self._client_id,
+                                                      security=self._security)
                 self._conns[node] = conn
             return conn
 

@@ -21,6 +21,7 @@ from .admin import (
 )
 from .consumer import Consumer
 from .errors import (
+    AuthenticationError,
     BrokerResponseError,
     CommitFailedError,
     ConnectionLostError,
@@ -43,6 +44,7 @@ from .group import RebalanceListener
 from .isolation import FetchedBatches
 from .partitioner import DefaultPartitioner, murmur2
 from .producer import Producer
+from .security import Security
 from .structs import (
     ConsumerGroupMetadata,
     ConsumerRecord,
@@ -54,13 +56,13 @@ from .structs import (
 from .transactions import PreparedTransaction, ProducerTxnState
 
 __all__ = [
-    "Admin", "BrokerResponseError", "ClusterDescription", "CommitFailedError", "ConnectionLostError", "Consumer",
+    "Admin", "AuthenticationError", "BrokerResponseError", "ClusterDescription", "CommitFailedError", "ConnectionLostError", "Consumer",
     "ConsumerGroupMetadata", "ConsumerRecord", "ConsumerStoppedError", "DefaultPartitioner", "EncodedRecords",
     "FatalError", "FetchedBatches",
     "GroupDescription", "GroupListing", "GroupMaxSizeReachedError", "IllegalStateError", "KafkaClientError",
     "KafkaTimeoutError", "LogDirDescription", "MemberDescription", "NewTopic", "NoBrokersAvailableError", "OffsetAndMetadata",
     "PartitionDescription", "Producer", "ProducerFencedError", "ProducerStateDescription",
-    "RebalanceListener", "RecordMetadata", "RequestTimedOutError", "RetriableError",
+    "RebalanceListener", "RecordMetadata", "RequestTimedOutError", "RetriableError", "Security",
     "TopicAlreadyExistsError", "TopicDescription", "TopicPartition", "TransactionAbortableError",
     "TransactionDescription", "TransactionListing", "PreparedTransaction", "ProducerTxnState", "UnknownTopicError",
     "UnsupportedVersionError", "murmur2",

@@ -14,6 +14,7 @@ name in a batch should not hide what happened to the others; the single-name hel
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -30,6 +31,7 @@ from protocol.acl import (
 from protocol.clock import SYSTEM_CLOCK, Clock
 from protocol.errors import ErrorCode
 from protocol.messages import partition_reassignments as pr
+from protocol.messages import user_scram_credentials as usc
 from protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest, DescribedAssignment
 from protocol.messages.create_acls import CreateAclsRequest
 from protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsTopic
@@ -74,6 +76,8 @@ from protocol.messages.write_txn_markers import (
     WritableTxnMarkerTopic,
     WriteTxnMarkersRequest,
 )
+from protocol.scram import BY_NAME as SCRAM_BY_NAME
+from protocol.scram import BY_TYPE as SCRAM_BY_TYPE
 
 from .admin_types import (
     CONFIG_APPEND,
@@ -106,9 +110,11 @@ from .errors import (
     KafkaTimeoutError,
     RetriableError,
     UnsupportedVersionError,
+    check,
     error_from_code,
 )
 from .fetcher import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from .security import Security
 
 __all__ = [
     "CONFIG_APPEND", "CONFIG_DELETE", "CONFIG_SET", "CONFIG_SUBTRACT", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP",
@@ -126,9 +132,11 @@ class Admin:
     """`async with Admin("localhost:9092") as admin: await admin.create_topic("t", 3)`."""
 
     def __init__(self, bootstrap_servers: str | Iterable[str], *, client_id: str = "ketch-admin",
-                 request_timeout: float = 30.0, retry_backoff: float = 0.1, clock: Clock = SYSTEM_CLOCK) -> None:
+                 request_timeout: float = 30.0, retry_backoff: float = 0.1, clock: Clock = SYSTEM_CLOCK,
+                 security: Security | None = None) -> None:
         self._cluster = Cluster(bootstrap_servers, client_id=client_id, request_timeout=request_timeout,
-                                retry_backoff=retry_backoff, allow_auto_topic_creation=False, clock=clock)
+                                retry_backoff=retry_backoff, allow_auto_topic_creation=False, clock=clock,
+                                security=security)
         self.request_timeout = request_timeout
 
     async def start(self) -> None:
@@ -528,6 +536,41 @@ class Admin:
         return ClusterDescription(resp.cluster_id, resp.controller_id, tuple(n for fenced, n in nodes if not fenced),
                                   tuple(n for fenced, n in nodes if fenced))
 
+    # ------------------------------------------------------------------ users (SCRAM credentials)
+    async def describe_user_scram_credentials(self, users: Iterable[str] | None = None
+                                              ) -> dict[str, dict[str, int]]:
+        """user -> {mechanism name: iterations} (DescribeUserScramCredentials); every user
+        without `users`. A named user without a credential raises (RESOURCE_NOT_FOUND)."""
+        names = None if users is None else [usc.UserName(name=u) for u in users]
+        resp = await self._retrying("DescribeUserScramCredentials", lambda: self._cluster.request_any(
+            usc.DescribeUserScramCredentialsRequest(users=names)))
+        check(resp.error_code, resp.error_message)
+        out: dict[str, dict[str, int]] = {}
+        for r in resp.results:
+            check(r.error_code, r.error_message)
+            out[r.user] = {SCRAM_BY_TYPE[i.mechanism].name: i.iterations for i in r.credential_infos
+                           if i.mechanism in SCRAM_BY_TYPE}
+        return out
+
+    async def alter_user_scram_credentials(self, *, upsert: Mapping[tuple[str, str], str] | None = None,
+                                           delete: Iterable[tuple[str, str]] = (), iterations: int = 4096
+                                           ) -> dict[str, KafkaClientError | None]:
+        """Set ((user, mechanism) -> password) and delete ((user, mechanism)) SCRAM credentials
+        (AlterUserScramCredentials, decided by the controller). The password is salted here (a
+        fresh random salt, `iterations` rounds): only the salted password leaves this process,
+        and the broker keeps only the keys derived from it. An error per user, None if done."""
+        upsertions = []
+        for (user, mech), password in (upsert or {}).items():
+            m = SCRAM_BY_NAME[mech]
+            salt = secrets.token_bytes(32)
+            upsertions.append(usc.ScramCredentialUpsertion(name=user, mechanism=m.type, iterations=iterations,
+                                                           salt=salt,
+                                                           salted_password=m.salted_password(password, salt, iterations)))
+        deletions = [usc.ScramCredentialDeletion(name=u, mechanism=SCRAM_BY_NAME[m].type) for u, m in delete]
+        resp = await self._to_controller("AlterUserScramCredentials", usc.AlterUserScramCredentialsRequest(
+            deletions=deletions, upsertions=upsertions), lambda r: [x.error_code for x in r.results])
+        return {r.user: error_from_code(r.error_code, r.error_message) if r.error_code else None for r in resp.results}
+
     async def describe_quorum(self) -> QuorumDescription:
         """The metadata quorum's leader, epoch, high watermark and each voter's log end. Only the
         quorum leader knows the voters' progress: a broker forwards the request there, and one that
@@ -560,7 +603,7 @@ class Admin:
             raise error_from_code(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                   f"the quorum leader is node {leader}, whose address is not known")
         conn = await Connection.open(listener.host, listener.port, client_id=self._cluster.client_id,
-                                     request_timeout=self.request_timeout)
+                                     request_timeout=self.request_timeout, security=self._cluster.security)
         try:
             return await conn.request(req)
         finally:

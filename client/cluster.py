@@ -23,6 +23,7 @@ from protocol.schema import Message
 
 from .connection import Connection
 from .errors import (
+    AuthenticationError,
     ConnectionLostError,
     KafkaClientError,
     KafkaTimeoutError,
@@ -30,6 +31,7 @@ from .errors import (
     RetriableError,
     error_from_code,
 )
+from .security import Security
 from .structs import TopicPartition
 
 COORDINATOR_GROUP = 0
@@ -104,8 +106,10 @@ class Cluster:
     def __init__(self, bootstrap_servers: str | Iterable[str], *, client_id: str = "ketch-client",
                  request_timeout: float = 30.0, retry_backoff: float = 0.1, reconnect_backoff: float = 0.05,
                  reconnect_backoff_max: float = 1.0, metadata_max_age: float = 300.0,
-                 allow_auto_topic_creation: bool = True, clock: Clock = SYSTEM_CLOCK) -> None:
+                 allow_auto_topic_creation: bool = True, clock: Clock = SYSTEM_CLOCK,
+                 security: Security | None = None) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.security = security  # TLS and SASL for every connection (client/security.py)
         self.clock = clock  # every timeout and backoff of this client object (producer, consumer, admin)
         self.client_id = client_id
         self.request_timeout = request_timeout
@@ -163,7 +167,7 @@ class Cluster:
                 await asyncio.sleep(wait)
             conn = await Connection.open(host, port, node_id=key if isinstance(key, int) else -1,
                                          client_id=self.client_id, request_timeout=self.request_timeout,
-                                         connect_timeout=min(10.0, self.request_timeout))
+                                         connect_timeout=min(10.0, self.request_timeout), security=self.security)
         except BaseException as e:
             backoff.failed(self.clock.monotonic())
             if not result.done():
@@ -191,11 +195,17 @@ class Cluster:
         random.shuffle(candidates)
         candidates += [((h, p), h, p) for h, p in self.bootstrap]
         errors = []
+        refused: AuthenticationError | None = None
         for key, host, port in candidates:
             try:
                 return await self._connect(key, host, port, None)
+            except AuthenticationError as e:
+                refused = e
+                errors.append(f"{host}:{port}: {e}")
             except (KafkaClientError, OSError, TimeoutError) as e:
                 errors.append(f"{host}:{port}: {e}")
+        if refused is not None:  # the login is wrong: trying again with it cannot help (Kafka: fatal)
+            raise refused
         raise NoBrokersAvailableError("no broker reachable: " + "; ".join(errors))
 
     async def request(self, node_id: int, msg: Message, **kw: Any) -> Any:

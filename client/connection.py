@@ -36,6 +36,7 @@ from protocol.messages.registry import RESPONSES
 from protocol.schema import Message
 
 from .errors import ConnectionLostError, KafkaClientError, RequestTimedOutError, UnsupportedVersionError
+from .security import Security
 
 M = TypeVar("M", bound=Message)
 
@@ -68,7 +69,8 @@ class Connection:
     """A connection to `host:port`; use `await Connection.open(...)` to get a negotiated one."""
 
     def __init__(self, host: str, port: int, *, node_id: int = -1, client_id: str = "ketch-client",
-                 request_timeout: float = 30.0) -> None:
+                 request_timeout: float = 30.0, security: Security | None = None) -> None:
+        self.security = security or Security()
         self.host = host
         self.port = port
         self.node_id = node_id
@@ -84,8 +86,10 @@ class Connection:
 
     @classmethod
     async def open(cls, host: str, port: int, *, node_id: int = -1, client_id: str = "ketch-client",
-                   request_timeout: float = 30.0, connect_timeout: float = 10.0) -> Connection:
-        conn = cls(host, port, node_id=node_id, client_id=client_id, request_timeout=request_timeout)
+                   request_timeout: float = 30.0, connect_timeout: float = 10.0,
+                   security: Security | None = None) -> Connection:
+        conn = cls(host, port, node_id=node_id, client_id=client_id, request_timeout=request_timeout,
+                   security=security)
         await conn._connect(connect_timeout)
         return conn
 
@@ -98,14 +102,18 @@ class Connection:
 
     async def _connect(self, timeout: float) -> None:
         try:
+            tls = self.security.tls_context()
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), timeout)
+                asyncio.open_connection(self.host, self.port, ssl=tls, server_hostname=self.host if tls else None),
+                timeout)
         except (OSError, TimeoutError) as e:
             self._closed_error = ConnectionLostError(f"cannot connect to {self.host}:{self.port}: {e!r}")
             raise self._closed_error from e
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
         try:
             await self._negotiate(timeout)
+            if self.security.sasl:
+                await self.security.login(self)
         except BaseException:
             self.close()
             raise

@@ -27,6 +27,7 @@ from .errors import ConsumerStoppedError, IllegalStateError, KafkaClientError
 from .fetcher import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Fetcher
 from .group import GroupMember, RebalanceListener
 from .isolation import FetchedBatches
+from .security import Security
 from .structs import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, TopicPartition
 from .subscription import EARLIEST, LATEST, SubscriptionState
 
@@ -59,6 +60,7 @@ class Consumer:
         retry_backoff_ms: int = 100,
         check_crcs: bool = True,
         clock: Clock = SYSTEM_CLOCK,
+        security: Security | None = None,
     ) -> None:
         if isolation_level not in ("read_uncommitted", "read_committed"):
             raise ValueError(f"isolation_level must be read_uncommitted or read_committed, not {isolation_level!r}")
@@ -68,7 +70,8 @@ class Consumer:
         self.auto_commit_interval = auto_commit_interval_ms / 1000
         self.request_timeout = request_timeout_ms / 1000
         self._cluster = Cluster(bootstrap_servers, client_id=client_id, request_timeout=self.request_timeout,
-                                retry_backoff=retry_backoff_ms / 1000, allow_auto_topic_creation=False, clock=clock)
+                                retry_backoff=retry_backoff_ms / 1000, allow_auto_topic_creation=False, clock=clock,
+                                security=security)
         self._clock = clock
         self._subs = SubscriptionState(auto_offset_reset)
         self._fetcher = Fetcher(self._cluster, self._subs, read_committed=self.read_committed,

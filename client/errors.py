@@ -94,6 +94,11 @@ class TransactionAbortableError(KafkaClientError):
     """The current transaction failed but the producer is fine: call abort_transaction, then retry."""
 
 
+class AuthenticationError(KafkaClientError):
+    """The broker refused the login (SASL_AUTHENTICATION_FAILED, an unsupported mechanism), or a
+    SCRAM broker could not prove it knows the credential: retrying with the same login cannot help."""
+
+
 class ConsumerStoppedError(KafkaClientError):
     """The consumer was closed while a call was waiting on it."""
 
@@ -105,6 +110,9 @@ _SPECIFIC: dict[ErrorCode, type[KafkaClientError]] = {
     ErrorCode.INVALID_PRODUCER_EPOCH: ProducerFencedError,
     ErrorCode.TRANSACTION_COORDINATOR_FENCED: ProducerFencedError,
     ErrorCode.GROUP_MAX_SIZE_REACHED: GroupMaxSizeReachedError,
+    ErrorCode.SASL_AUTHENTICATION_FAILED: AuthenticationError,
+    ErrorCode.UNSUPPORTED_SASL_MECHANISM: AuthenticationError,
+    ErrorCode.ILLEGAL_SASL_STATE: AuthenticationError,
 }
 
 
@@ -125,7 +133,7 @@ def check(code: int, message: str | None = None) -> None:
 
 
 __all__ = [
-    "BrokerResponseError", "CommitFailedError", "ConnectionLostError", "ConsumerStoppedError", "FatalError",
+    "AuthenticationError", "BrokerResponseError", "CommitFailedError", "ConnectionLostError", "ConsumerStoppedError", "FatalError",
     "GroupMaxSizeReachedError", "IllegalStateError", "KafkaClientError", "KafkaTimeoutError",
     "NoBrokersAvailableError", "ProducerFencedError", "RequestTimedOutError", "RetriableBrokerError",
     "RetriableError", "TopicAlreadyExistsError", "TransactionAbortableError", "UnknownTopicError",

@@ -48,6 +48,7 @@ from .errors import (
     error_from_code,
 )
 from .partitioner import DefaultPartitioner
+from .security import Security
 from .structs import ConsumerGroupMetadata, EncodedRecords, OffsetAndMetadata, RecordMetadata, TopicPartition
 from .transactions import Outcome, PreparedTransaction, ProducerTxnState, Step, TransactionManager
 
@@ -88,6 +89,7 @@ class Producer:
         max_block_ms: int = 60_000,
         partitioner: DefaultPartitioner | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        security: Security | None = None,
     ) -> None:
         if acks not in _ACKS:
             raise ValueError(f"acks must be 'all', 1 or 0, not {acks!r}")
@@ -122,7 +124,7 @@ class Producer:
         self.max_in_flight = max_in_flight
         self.max_block = max_block_ms / 1000
         self._cluster = Cluster(bootstrap_servers, client_id=client_id, request_timeout=self.request_timeout,
-                                retry_backoff=self.retry_backoff, clock=clock)
+                                retry_backoff=self.retry_backoff, clock=clock, security=security)
         self._clock = clock
         self._acc = Accumulator(batch_size, linger_ms / 1000, delivery_timeout_ms / 1000, clock)
         self._partitioner = partitioner or DefaultPartitioner()

@@ -22,6 +22,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     14: (0, 5),   # SyncGroup
     15: (0, 5),   # DescribeGroups
     16: (0, 5),   # ListGroups
+    17: (0, 1),   # SaslHandshake (v0: the tokens follow as bare frames; v1: in SaslAuthenticate)
     18: (0, 4),   # ApiVersions
     19: (0, 7),   # CreateTopics
     20: (0, 6),   # DeleteTopics
@@ -40,6 +41,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     33: (0, 2),   # AlterConfigs (topics; broker configs are static)
     34: (0, 2),   # AlterReplicaLogDirs (a replica moves to another log directory: broker/partition/move.py)
     35: (0, 4),   # DescribeLogDirs (the schema reaches v5: is_cordoned, KIP-1066)
+    36: (0, 2),   # SaslAuthenticate
     37: (0, 3),   # CreatePartitions
     42: (0, 2),   # DeleteGroups
     43: (0, 2),   # ElectLeaders (preferred and unclean; decided by the controller)
@@ -47,6 +49,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     46: (0, 0),   # ListPartitionReassignments
     44: (0, 1),   # IncrementalAlterConfigs (topics; broker configs are static)
     47: (0, 0),   # OffsetDelete
+    50: (0, 0),   # DescribeUserScramCredentials (from this broker's metadata image)
+    51: (0, 0),   # AlterUserScramCredentials (decided by the controller)
     60: (0, 2),   # DescribeCluster
     61: (0, 0),   # DescribeProducers
     65: (0, 0),   # DescribeTransactions
@@ -69,6 +73,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
 # The controller listener speaks the metadata quorum's protocol (KRaft) and takes the topic changes brokers forward.
 CONTROLLER_SUPPORTED: dict[int, tuple[int, int]] = {
     1: (13, 17),  # Fetch of __cluster_metadata-0 (topic ids, replica state)
+    17: (0, 1),   # SaslHandshake (a SASL controller listener: brokers log in)
+    36: (0, 2),   # SaslAuthenticate
     18: (0, 4),   # ApiVersions
     19: (0, 7),   # CreateTopics (forwarded by brokers)
     20: (0, 6),   # DeleteTopics (forwarded)
@@ -79,6 +85,7 @@ CONTROLLER_SUPPORTED: dict[int, tuple[int, int]] = {
     43: (0, 2),   # ElectLeaders (forwarded)
     45: (0, 0),   # AlterPartitionReassignments (forwarded)
     46: (0, 0),   # ListPartitionReassignments (forwarded)
+    51: (0, 0),   # AlterUserScramCredentials (forwarded)
     52: (0, 2),   # Vote (v2: pre-vote, KIP-996)
     53: (0, 1),   # BeginQuorumEpoch
     54: (0, 1),   # EndQuorumEpoch
@@ -94,7 +101,8 @@ CONTROLLER_SUPPORTED: dict[int, tuple[int, int]] = {
 API_NAMES: dict[int, str] = {
     0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit", 9: "OffsetFetch",
     10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup",
-    15: "DescribeGroups", 16: "ListGroups", 17: "SaslHandshake", 18: "ApiVersions", 19: "CreateTopics",
+    15: "DescribeGroups", 16: "ListGroups", 17: "SaslHandshake", 18: "ApiVersions", 19: "CreateTopics", 36: "SaslAuthenticate",
+    50: "DescribeUserScramCredentials", 51: "AlterUserScramCredentials",
     20: "DeleteTopics", 21: "DeleteRecords", 22: "InitProducerId",
     23: "OffsetForLeaderEpoch", 24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn",
     26: "EndTxn", 27: "WriteTxnMarkers", 28: "TxnOffsetCommit", 29: "DescribeAcls", 30: "CreateAcls",

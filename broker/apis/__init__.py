@@ -24,12 +24,22 @@ from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages import describe_quorum as dq
 from protocol.messages import partition_reassignments as pr
+from protocol.messages import user_scram_credentials as usc
 from protocol.schema import Message
 from protocol.supported import CONTROLLER_SUPPORTED, SUPPORTED
 
 from ..context import BrokerContext, ClientInfo, ControllerHandler, Handler
 from ..wire import WireError
-from . import api_versions, controller_acls, controller_topics, partition_reassignments, quorum
+from . import (
+    alter_user_scram_credentials,
+    api_versions,
+    controller_acls,
+    controller_topics,
+    partition_reassignments,
+    quorum,
+    sasl_authenticate,
+    sasl_handshake,
+)
 
 log = structlog.get_logger()
 
@@ -55,29 +65,37 @@ def to_controller(local: Handler) -> Handler:
     return handle
 
 
-def cluster_described(handler: Handler, refused: Callable[[], Message]) -> Handler:
-    """`handler` behind Kafka's check of DESCRIBE on the cluster (`refused()` answers without it),
-    made before anything is forwarded: the controller listener does not know who asked."""
+def cluster_checked(handler: Handler, op: AclOperation, refused: Callable[[Any], Message]) -> Handler:
+    """`handler` behind Kafka's check of `op` on the cluster (`refused(request)` answers without
+    it), made before anything is forwarded: the controller listener does not know who asked."""
 
     @functools.wraps(handler)
     async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader, req: Any) -> Any:
-        if not ctx.authorizer.allows(client, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
-            return refused()
+        if not ctx.authorizer.allows(client, op, ResourceType.CLUSTER, CLUSTER_NAME):
+            return refused(req)
         return await handler(ctx, client, header, req)
 
     return handle
+
+
+def _scram_refused(req: Any) -> Message:
+    users = dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions])
+    return usc.AlterUserScramCredentialsResponse(results=[usc.AlterUserScramCredentialsResult(
+        user=u, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message="Cluster authorization failed.")
+        for u in users])
 
 
 # Every module named for a Kafka API declares its KEY, its `handle` and whether it is ORDERED.
 _MODULES = [importlib.import_module(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(__path__)]
 HANDLERS: dict[int, Handler] = {m.KEY: m.handle for m in _MODULES if hasattr(m, "KEY")}
 # Forwarded to the quorum leader's controller listener, as Kafka's brokers forward them.
-HANDLERS[55] = cluster_described(to_controller(quorum.describe_quorum),
-                                 lambda: dq.DescribeQuorumResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
-HANDLERS[46] = cluster_described(to_controller(partition_reassignments.list_reassignments),
-                                 lambda: pr.ListPartitionReassignmentsResponse(
+HANDLERS[55] = cluster_checked(to_controller(quorum.describe_quorum), AclOperation.DESCRIBE,
+                               lambda _: dq.DescribeQuorumResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
+HANDLERS[46] = cluster_checked(to_controller(partition_reassignments.list_reassignments), AclOperation.DESCRIBE,
+                               lambda _: pr.ListPartitionReassignmentsResponse(
                                      error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                                      error_message="Cluster authorization failed."))
+HANDLERS[51] = cluster_checked(to_controller(alter_user_scram_credentials.handle), AclOperation.ALTER, _scram_refused)
 
 # The controller listener: the metadata quorum's protocol (KRaft), and nothing a client uses.
 CONTROLLER_HANDLERS: dict[int, ControllerHandler] = {
@@ -90,6 +108,7 @@ CONTROLLER_HANDLERS: dict[int, ControllerHandler] = {
     54: quorum.end_quorum_epoch, 55: quorum.describe_quorum, 59: quorum.fetch_snapshot,
     62: quorum.broker_registration, 63: quorum.broker_heartbeat, 67: quorum.allocate_producer_ids,
     73: quorum.assign_replicas_to_dirs, 30: controller_acls.create_acls, 31: controller_acls.delete_acls,
+    17: sasl_handshake.handle, 36: sasl_authenticate.handle, 51: alter_user_scram_credentials.on_controller,
 }
 
 

@@ -60,7 +60,10 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
         for b in ctx.topics.image.brokers:
             if b.node_id == ctx.node_id or (b.fenced and not req.include_fenced_brokers):
                 continue
-            h, p = (b.inter_broker_host, b.inter_broker_port) if client.inter_broker else (b.host, b.port)
+            address = b.address_for(client.listener, client.inter_broker)
+            if address is None:
+                continue
+            h, p = address
             brokers[b.node_id] = DescribeClusterBroker(broker_id=b.node_id, host=h, port=p, rack=b.rack,
                                                       is_fenced=b.fenced)
     return DescribeClusterResponse(

@@ -80,7 +80,7 @@ def _broker_entries(ctx: BrokerContext, req: DescribeConfigsRequest) -> list[Des
             synonyms.insert(0, DescribeConfigsSynonym(name=e.name, value=value, source=source))
         out.append(DescribeConfigsResourceResult(
             name=e.name, value=value, read_only=e.name not in TOPIC_DEFAULTS, is_default=source == SOURCE_DEFAULT,
-            config_source=source, is_sensitive=False, synonyms=synonyms if req.include_synonyms else [],
+            config_source=source, is_sensitive=e.sensitive, synonyms=synonyms if req.include_synonyms else [],
             config_type=TYPE_IDS[e.type], documentation=e.doc if req.include_documentation else None))
     return out
 

@@ -42,7 +42,7 @@ def broker_endpoint(ctx: BrokerContext, client: ClientInfo, node: int) -> tuple[
     b = ctx.topics.image.broker(node)
     if b is None or b.fenced:
         return None
-    return (b.inter_broker_host, b.inter_broker_port) if client.inter_broker else (b.host, b.port)
+    return b.address_for(client.listener, client.inter_broker)
 
 
 def live_brokers(ctx: BrokerContext, client: ClientInfo) -> list[tuple[int, str, int, str | None]]:

@@ -172,7 +172,7 @@ async def broker_registration(ctx: ControllerContext, client: ClientInfo, header
         return breg.BrokerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER)
     if req.cluster_id != ctx.config.cluster_id:
         return breg.BrokerRegistrationResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID)
-    listeners = [(lst.name, lst.host, lst.port) for lst in req.listeners]
+    listeners = [(lst.name, lst.host, lst.port, lst.security_protocol) for lst in req.listeners]
     if broken("registration-serial"):  # issue 23 item 1 taken back: beside the serialized path
         controller = shell.controller
         record, epoch = controller.register_broker(req.broker_id, req.incarnation_id, listeners, req.rack,

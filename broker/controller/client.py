@@ -32,7 +32,7 @@ from protocol.topic_partition import TopicPartition
 
 from ..metadata.image import PartitionInfo
 from ..partition.replica_state import Assignment, IsrChange
-from ..wire import BrokerConnection, WireError
+from ..wire import BrokerConnection, WireError, WireSecurity
 from .shell import ControllerShell
 
 if TYPE_CHECKING:
@@ -45,7 +45,8 @@ FORWARD_TIMEOUT_S = 15.0
 
 class ControllerClient:
     def __init__(self, node_id: int, shell: ControllerShell,
-                 leader_address: Callable[[], tuple[str, int] | None]) -> None:
+                 leader_address: Callable[[], tuple[str, int] | None], security: WireSecurity | None = None) -> None:
+        self._security = security  # the controller listener's (docs/security.md)
         self.node_id = node_id
         self.shell = shell
         self.leader_address = leader_address
@@ -192,7 +193,7 @@ class ControllerClient:
                 if self._conn is not None:
                     self._conn.close()
                 self._conn = await BrokerConnection.connect(*address, client_id=f"ketch-forward-{self.node_id}",
-                                                            timeout=2.0)
+                                                            timeout=2.0, security=self._security)
                 self._conn_to = address
             return await self._conn.request(request, timeout=FORWARD_TIMEOUT_S)
         except (WireError, OSError) as e:

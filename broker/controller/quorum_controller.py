@@ -30,6 +30,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from protocol.acl import AclBinding, AclFilter
 from protocol.errors import ErrorCode, KafkaError
@@ -58,7 +59,7 @@ from storage.faults import broken
 
 from ..metadata.image import NO_LEADER, BrokerInfo, MetadataImage, TopicInfo
 from ..metadata.publisher import MetadataPublisher
-from . import reassignment
+from . import reassignment, scram
 from .partition_change import LogEnds, build, framed, min_isr, needs_recovery
 from .placement import (
     check_assignment,
@@ -120,7 +121,7 @@ class QuorumController:
         return frame(record), start, PRODUCER_ID_BLOCK
 
     # ---- brokers --------------------------------------------------------------------------------------
-    def register_broker(self, broker_id: int, incarnation_id: object, listeners: Sequence[tuple[str, str, int]],
+    def register_broker(self, broker_id: int, incarnation_id: object, listeners: Sequence[tuple[Any, ...]],
                         rack: str | None, now_ms: int, previous_broker_epoch: int = -1,
                         log_dirs: Iterable[uuid.UUID] = ()) -> tuple[bytes, int]:
         """(entry, broker epoch) for a broker that (re)starts: a new epoch, fenced until caught up.
@@ -139,7 +140,9 @@ class QuorumController:
         self._heard[broker_id] = now_ms
         record = RegisterBrokerRecord(
             broker_id=broker_id, incarnation_id=incarnation_id, broker_epoch=epoch,  # type: ignore[arg-type]
-            end_points=[BrokerEndpoint(name=n, host=h, port=p, security_protocol=PLAINTEXT) for n, h, p in listeners],
+            # (name, host, port[, security protocol id]): PLAINTEXT when not said
+            end_points=[BrokerEndpoint(name=lst[0], host=lst[1], port=lst[2],
+                                       security_protocol=lst[3] if len(lst) > 3 else PLAINTEXT) for lst in listeners],
             rack=rack, fenced=True, log_dirs=sorted(log_dirs))
         old = self.image.broker(broker_id)
         clean = old is not None and (previous_broker_epoch == old.epoch or broken("sole-isr-epoch"))
@@ -418,6 +421,13 @@ class QuorumController:
             results.append((0, None, [b for _, b in matched]))
         entry = frame_batch([frame(RemoveAccessControlEntryRecord(id=i)) for i in removing]) if removing else None
         return entry, results
+
+    # ---- SCRAM credentials ------------------------------------------------------------------------
+    def alter_scram(self, deletions: Sequence[tuple[str, int]], upsertions: Sequence[scram.Upsertion]
+                    ) -> tuple[bytes | None, dict[str, tuple[int, str | None]]]:
+        """(entry or None, each user's result): AlterUserScramCredentials (controller/scram.py)."""
+        results, records = scram.decide(self.image.scram, deletions, upsertions)
+        return (frame_batch([frame(r) for r in records]) if records else None), results
 
     def activate(self) -> bytes | None:
         """What a newly active controller writes first if the log lacks it (Kafka 4.1's activation

@@ -27,7 +27,7 @@ from protocol.messages.get_replica_log_info import (
     TopicPartitions,
 )
 
-from ..wire import Channel, WireError
+from ..wire import Channel, WireError, WireSecurity
 from .quorum_controller import QuorumController
 from .shell import ControllerShell
 
@@ -41,11 +41,12 @@ Answer = tuple[int, dict[Key, tuple[int, int]]]  # (broker epoch, (topic id, par
 
 class UncleanRecovery:
     def __init__(self, node_id: int, controller: QuorumController, shell: ControllerShell,
-                 address_of: Callable[[int], tuple[str, int] | None], clock: Clock) -> None:
+                 address_of: Callable[[int], tuple[str, int] | None], clock: Clock,
+                 security: WireSecurity | None = None) -> None:
         self._controller = controller
         self._shell = shell
         self._clock = clock
-        self._channel = Channel(address_of, f"ketch-recovery-{node_id}")
+        self._channel = Channel(address_of, f"ketch-recovery-{node_id}", security)
         self._task: asyncio.Task[None] | None = None
 
     def poke(self) -> None:

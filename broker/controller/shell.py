@@ -25,6 +25,7 @@ from protocol.topic_partition import TopicPartition
 from storage.faults import broken
 
 from ..quorum.shell import QuorumShell
+from . import scram
 from .quorum_controller import QuorumController
 
 R = TypeVar("R")
@@ -61,7 +62,7 @@ class ControllerShell:
         return await self.run(lambda: (None if (out := decide())[0] else out[1], out))
 
     async def register_broker(self, broker_id: int, incarnation_id: uuid.UUID,
-                              listeners: Sequence[tuple[str, str, int]], rack: str | None, now_ms: int,
+                              listeners: Sequence[tuple[Any, ...]], rack: str | None, now_ms: int,
                               previous_broker_epoch: int, log_dirs: Sequence[uuid.UUID] = ()) -> int:
         """The new broker epoch, once the registration (and the partition changes it calls for) committed."""
         c = self.controller
@@ -102,6 +103,11 @@ class ControllerShell:
     async def delete_acls(self, filters: Sequence[AclFilter]) -> list[tuple[int, str | None, list[AclBinding]]]:
         c = self.controller
         return await self.run(lambda: c.delete_acls(filters))
+
+    async def alter_scram(self, deletions: Sequence[tuple[str, int]], upsertions: Sequence[scram.Upsertion]
+                          ) -> dict[str, tuple[int, str | None]]:
+        c = self.controller
+        return await self.run(lambda: c.alter_scram(deletions, upsertions))
 
     async def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, partition: int,
                               leader_epoch: int, partition_epoch: int, new_isr: Sequence[tuple[int, int]]) -> int:

@@ -31,9 +31,13 @@ from protocol.messages.metadata_records import (
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
+    UserScramCredentialRecord,
 )
+from protocol.scram import BY_TYPE as SCRAM_BY_TYPE
+from protocol.scram import ScramCredential, b64, unb64
 from storage.faults import broken
 
 NO_LEADER = -1
@@ -62,6 +66,21 @@ class BrokerInfo:
     in_controlled_shutdown: bool = False  # asked to stop: its leaderships are moved away
     # its log directories that are online, sorted (KIP-858); () when it never said (every one online)
     log_dirs: tuple[uuid.UUID, ...] = ()
+    # every listener it registered, (name, host, port): clients are answered with the addresses of
+    # the listener they came in on (several client listeners, docs/security.md)
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """Its address on the listener named `listener`; None if it has no such listener."""
+        return next(((h, p) for n, h, p in self.endpoints if n == listener), None)
+
+    def address_for(self, listener: str, inter_broker: bool) -> tuple[str, int] | None:
+        """Its address for a client that came in on `listener`, as Kafka answers: on the listener of
+        the same name, None if it has none. A registration without listener names, or a connection
+        on an unnamed listener: its inter-broker address to the inter-broker listener, else its client one."""
+        if listener and self.endpoints:
+            return self.endpoint(listener)
+        return (self.inter_broker_host, self.inter_broker_port) if inter_broker else (self.host, self.port)
 
     @property
     def live(self) -> bool:
@@ -118,6 +137,11 @@ class MetadataImage:
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # the ACL bindings by the id their AccessControlEntryRecord gave them (the authorizer reads them)
     acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=dict)
+    # SCRAM credentials by (user, mechanism type: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512): the keys, never a password
+    scram: Mapping[tuple[str, int], ScramCredential] = field(default_factory=dict)
+
+    def scram_credential(self, user: str, mechanism: int) -> ScramCredential | None:
+        return self.scram.get((user, mechanism))
 
     def broker(self, node_id: int) -> BrokerInfo | None:
         return next((b for b in self.brokers if b.node_id == node_id), None)
@@ -178,9 +202,12 @@ class MetadataImage:
                                   for p in t.partitions]} for t in self.topics.values()]
         brokers = [{**asdict(b), "log_dirs": [str(d) for d in b.log_dirs]} for b in self.brokers]
         acls = [{"id": str(i), **asdict(b)} for i, b in self.acls.items()]
+        scram = [{"name": u, "mechanism": m, "salt": b64(c.salt), "stored_key": b64(c.stored_key),
+                  "server_key": b64(c.server_key), "iterations": c.iterations} for (u, m), c in sorted(self.scram.items())]
         return json.dumps({"version": 5, "offset": self.offset, "next_producer_id": self.next_producer_id,
                            "brokers": brokers, "topics": topics,
-                           "broker_configs": {k: dict(v) for k, v in self.broker_configs.items()}, "acls": acls},
+                           "broker_configs": {k: dict(v) for k, v in self.broker_configs.items()}, "acls": acls,
+                           "scram": scram},
                           sort_keys=True).encode()
 
     @classmethod
@@ -197,10 +224,14 @@ class MetadataImage:
                           for p in t["partitions"])
             topics[t["name"]] = TopicInfo(t["name"], uuid.UUID(t["topic_id"]), parts, dict(t["configs"]))
         return cls(offset=raw["offset"], next_producer_id=raw["next_producer_id"],
-                   brokers=tuple(BrokerInfo(**{**b, "log_dirs": tuple(uuid.UUID(d) for d in b.get("log_dirs", ()))})
+                   brokers=tuple(BrokerInfo(**{**b, "log_dirs": tuple(uuid.UUID(d) for d in b.get("log_dirs", ())),
+                                               "endpoints": tuple(tuple(e) for e in b.get("endpoints", ()))})
                                  for b in raw.get("brokers", ())), topics=topics,
                    broker_configs={k: dict(v) for k, v in raw.get("broker_configs", {}).items()},
-                   acls={uuid.UUID(a.pop("id")): AclBinding(**a) for a in raw.get("acls", ())})
+                   acls={uuid.UUID(a.pop("id")): AclBinding(**a) for a in raw.get("acls", ())},
+                   scram={(c["name"], c["mechanism"]): ScramCredential(unb64(c["salt"]), unb64(c["stored_key"]),
+                                                                       unb64(c["server_key"]), c["iterations"])
+                          for c in raw.get("scram", ())})
 
     def apply_all(self, offset: int, records: Iterable[object]) -> MetadataImage:
         """The records of one entry, together: ValueError (and this image unchanged) if any fails."""
@@ -212,6 +243,14 @@ class MetadataImage:
     def apply(self, offset: int, record: object) -> MetadataImage:
         if isinstance(record, NoOpRecord):
             return replace(self, offset=offset)
+        if isinstance(record, UserScramCredentialRecord | RemoveUserScramCredentialRecord):
+            if record.mechanism not in SCRAM_BY_TYPE:
+                raise ValueError(f"SCRAM credential of unknown mechanism {record.mechanism}")
+            scram = {k: v for k, v in self.scram.items() if k != (record.name, record.mechanism)}
+            if isinstance(record, UserScramCredentialRecord):
+                scram[(record.name, record.mechanism)] = ScramCredential(
+                    bytes(record.salt), bytes(record.stored_key), bytes(record.server_key), record.iterations)
+            return replace(self, offset=offset, scram=scram)
         if isinstance(record, ConfigRecord) and record.resource_type == BROKER_RESOURCE:
             if record.resource_name != "" and not record.resource_name.isdigit():
                 raise ValueError(f"broker config record for resource {record.resource_name!r}")
@@ -258,11 +297,14 @@ class MetadataImage:
             return replace(self, offset=offset, next_producer_id=record.next_producer_id)
         if isinstance(record, RegisterBrokerRecord):
             ends = {e.name: (e.host, e.port) for e in record.end_points}
-            host, port = ends.get("PLAINTEXT", ("", 0))
+            first_client = next((e for e in ends if e != "BROKER"), "PLAINTEXT")
+            host, port = ends.get("PLAINTEXT", ends.get(first_client, ("", 0)))
             ib_host, ib_port = ends.get("BROKER", ("", 0))
             return self._with_broker(offset, BrokerInfo(record.broker_id, record.broker_epoch, host, port, record.rack,
                                                         record.fenced, offset, ib_host, ib_port,
-                                                        log_dirs=tuple(sorted(record.log_dirs))))
+                                                        log_dirs=tuple(sorted(record.log_dirs)),
+                                                        endpoints=tuple((e.name, e.host, e.port)
+                                                                        for e in record.end_points)))
         if isinstance(record, FenceBrokerRecord | UnfenceBrokerRecord):
             b = self.broker(record.id)
             if b is None or b.epoch != record.epoch:

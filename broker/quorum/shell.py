@@ -37,7 +37,7 @@ from protocol.messages.metadata_records import NoOpRecord, frame
 from protocol.schema import Message as WireMessage
 from storage.fs import OS_FS, FileSystem
 
-from ..wire import BrokerConnection, WireError
+from ..wire import BrokerConnection, WireError, WireSecurity
 from . import wire_codec as wc
 from .lease import lease_holds
 from .messages import (
@@ -77,7 +77,8 @@ class QuorumShell:
                  on_restore: Callable[[Snapshot], None] | None = None,
                  config: QuorumConfig | None = None, snapshot_every: int = 0,
                  snapshot_state: Callable[[], bytes] | None = None, fs: FileSystem = OS_FS,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK, security: WireSecurity | None = None) -> None:
+        self._security = security  # the voters' controller listeners' (docs/security.md)
         self.id = node_id
         self.clock = clock
         self.voters = voters
@@ -323,7 +324,8 @@ class QuorumShell:
             conn = self._conns.get(dst)
             if conn is None or conn.closed:
                 host, port = self.voters[dst]
-                conn = await BrokerConnection.connect(host, port, client_id=f"ketch-quorum-{self.id}", timeout=1.0)
+                conn = await BrokerConnection.connect(host, port, client_id=f"ketch-quorum-{self.id}", timeout=1.0,
+                                                      security=self._security)
                 self._conns[dst] = conn
             return conn
 

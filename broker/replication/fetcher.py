@@ -44,7 +44,7 @@ from protocol.topic_partition import TopicPartition
 from ..partition import Partition
 from ..partition.replica_state import Role
 from ..throttle import ByteRateQuota
-from ..wire import BrokerConnection, WireError
+from ..wire import BrokerConnection, WireError, WireSecurity
 from .follower_session import FetchPlan, FetchState, FollowerSession
 
 log = structlog.get_logger()
@@ -61,7 +61,8 @@ class ReplicaFetcher:
     def __init__(self, node_id: int, address_of: Callable[[int], tuple[str, int] | None],
                  topic_ids: Callable[[str], uuid.UUID], *, throttled: Callable[[Partition], bool] | None = None,
                  throttled_rate: int = -1, broker_epoch: Callable[[], int | None] = lambda: None,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK, security: WireSecurity | None = None) -> None:
+        self._security = security  # the inter-broker listener's
         """`throttled` says which replicas share the `throttled_rate` quota (bytes/s; <= 0: none);
         `broker_epoch` is this broker's registration, stated in every fetch (KIP-903)."""
         self.node_id = node_id
@@ -132,7 +133,7 @@ class ReplicaFetcher:
                         if address is None:
                             raise WireError(f"no address for broker {leader}")
                         conn = await BrokerConnection.connect(*address, client_id=f"ketch-replica-{self.node_id}",
-                                                              timeout=2.0)
+                                                              timeout=2.0, security=self._security)
                         session.reset(new_connection=True)
                     by_key = {p.tp: p for p in parts}
                     plan = session.plan({k: self._fetch_state(p, k in throttled) for k, p in by_key.items()})

@@ -1,1 +1,2 @@
-"""Who may do what: the authorizer (ACLs). Authentication sets ClientInfo.principal elsewhere."""
+"""Security: authentication (listeners and their security protocols, TLS, SASL) sets
+ClientInfo.principal; the authorizer (ACLs) decides what it may do (docs/security.md)."""

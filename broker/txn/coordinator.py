@@ -34,7 +34,7 @@ from protocol.topic_partition import TopicPartition
 from storage.faults import broken, crash_point
 
 from ..partition import AppendOrigin, Isolation
-from ..wire import Channel, WireError
+from ..wire import Channel, WireError, WireSecurity
 from .log_records import TxnLogFormatError, decode_key, decode_value, encode_key, encode_value
 from .machine import Decision, MarkerJob, TxnStateMachine
 from .markers import DELETED
@@ -93,7 +93,7 @@ _APPEND_ERRORS = {
 class TransactionCoordinator:
     def __init__(self, cfg: BrokerConfig, topics: TopicTable, producer_ids: ProducerIdAllocator,
                  metrics: BrokerMetrics, clock: Clock,
-                 broker_address: Callable[[int], tuple[str, int] | None]) -> None:
+                 broker_address: Callable[[int], tuple[str, int] | None], security: WireSecurity | None = None) -> None:
         self.cfg = cfg
         self.topics = topics
         self.metrics = metrics
@@ -102,9 +102,10 @@ class TransactionCoordinator:
             num_partitions=cfg.transaction_state_num_partitions, max_timeout_ms=cfg.transaction_max_timeout_ms,
             id_expiration_ms=cfg.transactional_id_expiration_ms,
             allocate_producer_id=producer_ids.allocate, allow_2pc=cfg.transaction_two_phase_commit_enable)
-        self.sender = MarkerSender(cfg.node_id, self._leader_of, broker_address, clock, self._on_markers_done)
+        self.sender = MarkerSender(cfg.node_id, self._leader_of, broker_address, clock, self._on_markers_done,
+                                   security=security)
         # Verification's own connections: never queued behind (or closed with) a marker (wire.Channel).
-        self._verification = Channel(broker_address, f"ketch-txn-verify-{cfg.node_id}")
+        self._verification = Channel(broker_address, f"ketch-txn-verify-{cfg.node_id}", security)
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reaper: asyncio.Task[None] | None = None

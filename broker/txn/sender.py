@@ -21,7 +21,7 @@ from protocol.clock import Clock
 from protocol.topic_partition import TopicPartition
 from storage.faults import crash_point
 
-from ..wire import Channel, WireError
+from ..wire import Channel, WireError, WireSecurity
 from .machine import MarkerJob
 from .markers import MarkerQueue, MarkerSend, build_request, response_errors
 
@@ -33,14 +33,15 @@ REQUEST_TIMEOUT_S = 30.0
 class MarkerSender:
     def __init__(self, node_id: int, leader_of: Callable[[TopicPartition], int],
                  address_of: Callable[[int], tuple[str, int] | None], clock: Clock,
-                 on_done: Callable[[list[MarkerJob]], None], *, retry_backoff_ms: int = 100) -> None:
+                 on_done: Callable[[list[MarkerJob]], None], *, retry_backoff_ms: int = 100,
+                 security: WireSecurity | None = None) -> None:
         self.node_id = node_id
         self.queue = MarkerQueue(retry_backoff_ms)
         self._leader_of = leader_of  # the partition's leader, DELETED once its topic is gone
         self._clock = clock
         self._on_done = on_done
         self._wake = asyncio.Event()
-        self._channel = Channel(address_of, f"ketch-txn-markers-{node_id}")  # markers' own connections
+        self._channel = Channel(address_of, f"ketch-txn-markers-{node_id}", security)  # markers' own connections
         self._busy: set[int] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop_task: asyncio.Task[None] | None = None

@@ -1,4 +1,4 @@
-"""`ketch topic|group|txn|acl ...` and `ketch cluster describe|drain`: administration from the command
+"""`ketch topic|group|txn|acl|user ...` and `ketch cluster describe|drain`: administration from the command
 line, like Kafka's scripts (kafka-topics, kafka-configs, kafka-consumer-groups, kafka-transactions,
 kafka-reassign-partitions, kafka-leader-election, kafka-log-dirs, kafka-metadata-quorum).
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import acls, cluster, groups, topics, txns
+from . import acls, cluster, groups, topics, txns, users
 from .support import common_options
 
 
@@ -26,6 +26,7 @@ def add_parsers(sub: Any) -> None:
     groups.add_parsers(sub, common)
     txns.add_parsers(sub, common)
     acls.add_parsers(sub, common)
+    users.add_parsers(sub, common)
 
 
 def add_cluster_parsers(csub: Any) -> None:

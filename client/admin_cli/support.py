@@ -14,6 +14,7 @@ from protocol.clock import SYSTEM_CLOCK
 
 from ..admin import Admin
 from ..errors import KafkaClientError
+from ..security import Security
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 UNREACHABLE_S = 5.0  # how long a command waits for anything to listen at --bootstrap
@@ -45,6 +46,10 @@ def common_options() -> argparse.ArgumentParser:
     common.add_argument("--bootstrap", default=DEFAULT_BOOTSTRAP, type=bootstrap_arg,
                         help=f"HOST:PORT of any broker, or several comma-separated (default {DEFAULT_BOOTSTRAP})")
     common.add_argument("--json", action="store_true", help="print JSON")
+    common.add_argument("--command-config", dest="command_config",
+                        help="a file of client security settings, as Kafka's tools take: security.protocol, "
+                             "sasl.mechanism, sasl.username, sasl.password, ssl.ca.location, "
+                             "ssl.certificate.location, ssl.key.location (docs/security.md)")
     common.add_argument("--timeout", type=float, default=30.0,
                         help="seconds a command keeps retrying a broker that answers with a retriable error "
                              "(default 30); a bootstrap address nothing listens on fails within "
@@ -79,6 +84,34 @@ async def reachable(bootstrap: str, within: float) -> None:
         await asyncio.sleep(0.5)
 
 
+# Kafka's (and librdkafka's) client property names -> Security's fields
+_SECURITY_KEYS = {"security.protocol": "protocol", "sasl.mechanism": "sasl_mechanism",
+                  "sasl.username": "sasl_username", "sasl.password": "sasl_password",
+                  "ssl.ca.location": "ssl_cafile", "ssl.truststore.location": "ssl_cafile",
+                  "ssl.certificate.location": "ssl_certfile", "ssl.key.location": "ssl_keyfile"}
+
+
+def security_from_file(path: str) -> Security:
+    """A `--command-config` properties file (KEY=VALUE lines, # comments) as the client's Security."""
+    try:
+        lines = open(path).read().splitlines()  # noqa: SIM115 - read at once
+    except OSError as e:
+        raise CommandError(f"cannot read {path}: {e.strerror}") from None
+    kw: dict[str, Any] = {}
+    for line in (ln.strip() for ln in lines):
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or key not in _SECURITY_KEYS:
+            raise CommandError(f"{path}: {key!r} is not one of {', '.join(_SECURITY_KEYS)}")
+        kw[_SECURITY_KEYS[key]] = value.upper() if key in ("security.protocol", "sasl.mechanism") else value
+    try:
+        return Security(**kw)
+    except ValueError as e:
+        raise CommandError(f"{path}: {e}") from None
+
+
 def pairs(items: list[str]) -> dict[str, str]:
     """KEY=VALUE arguments; anything else is a usage error (exit 2)."""
     bad = [kv for kv in items if "=" not in kv]
@@ -96,7 +129,8 @@ def command(fn: Command) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         async def with_admin() -> int | None:
             await reachable(args.bootstrap, min(UNREACHABLE_S, args.timeout))
-            async with Admin(args.bootstrap, request_timeout=args.timeout) as admin:
+            security = security_from_file(args.command_config) if getattr(args, "command_config", None) else None
+            async with Admin(args.bootstrap, request_timeout=args.timeout, security=security) as admin:
                 return await fn(admin, args)
         try:
             return asyncio.run(with_admin()) or 0

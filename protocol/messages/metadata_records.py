@@ -12,7 +12,22 @@ from __future__ import annotations
 import uuid
 
 from ..primitives import DecodeError, Reader, Writer
-from ..schema import BOOL, INT8, INT16, INT32, INT64, STRING, UINT16, UUID, Array, Message, Struct, f, schema
+from ..schema import (
+    BOOL,
+    BYTES,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    STRING,
+    UINT16,
+    UUID,
+    Array,
+    Message,
+    Struct,
+    f,
+    schema,
+)
 
 FRAME_VERSION = 1
 
@@ -228,11 +243,39 @@ class RemoveAccessControlEntryRecord(_MetadataRecord):
     id: uuid.UUID = f(UUID)
 
 
+@schema
+class UserScramCredentialRecord(_MetadataRecord):
+    """A user's SCRAM credential for one mechanism (1: SCRAM-SHA-256, 2: SCRAM-SHA-512), set or
+    replaced: the keys RFC 5802 derives from the salted password, never the password itself."""
+
+    RECORD_TYPE = 11
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    name: str = f(STRING)
+    mechanism: int = f(INT8)
+    salt: bytes = f(BYTES)
+    stored_key: bytes = f(BYTES)
+    server_key: bytes = f(BYTES)
+    iterations: int = f(INT32)
+
+
+@schema
+class RemoveUserScramCredentialRecord(_MetadataRecord):
+    """A user's SCRAM credential for one mechanism was deleted."""
+
+    RECORD_TYPE = 22
+    VERSIONS = (0, 0)
+    FLEXIBLE = 0
+    name: str = f(STRING)
+    mechanism: int = f(INT8)
+
+
 RECORD_TYPES: dict[int, type[_MetadataRecord]] = {
     cls.RECORD_TYPE: cls for cls in (ProducerIdsRecord, RegisterBrokerRecord, FenceBrokerRecord, UnfenceBrokerRecord,
                                      BrokerRegistrationChangeRecord, TopicRecord, PartitionRecord,
                                      PartitionChangeRecord, ConfigRecord, RemoveTopicRecord, NoOpRecord,
-                                     AccessControlEntryRecord, RemoveAccessControlEntryRecord)}
+                                     AccessControlEntryRecord, RemoveAccessControlEntryRecord,
+                                     UserScramCredentialRecord, RemoveUserScramCredentialRecord)}
 
 
 def frame(record: _MetadataRecord, version: int = 0) -> bytes:

@@ -55,12 +55,14 @@ from . import (
     offset_for_leader_epoch,
     partition_reassignments,
     produce,
+    sasl,
     share_fetch,
     share_group_describe,
     share_group_heartbeat,
     share_group_state,
     sync_group,
     txn_offset_commit,
+    user_scram_credentials,
     vote,
     write_txn_markers,
 )
@@ -135,6 +137,12 @@ _PAIRS: tuple[tuple[type[Message], type[Message]], ...] = (
     (share_group_state.ReadShareGroupStateRequest, share_group_state.ReadShareGroupStateResponse),
     (share_group_state.WriteShareGroupStateRequest, share_group_state.WriteShareGroupStateResponse),
     (share_group_state.DeleteShareGroupStateRequest, share_group_state.DeleteShareGroupStateResponse),
+    (sasl.SaslHandshakeRequest, sasl.SaslHandshakeResponse),
+    (sasl.SaslAuthenticateRequest, sasl.SaslAuthenticateResponse),
+    (user_scram_credentials.DescribeUserScramCredentialsRequest,
+     user_scram_credentials.DescribeUserScramCredentialsResponse),
+    (user_scram_credentials.AlterUserScramCredentialsRequest,
+     user_scram_credentials.AlterUserScramCredentialsResponse),
 )
 
 REQUESTS: dict[int, type[Message]] = {req.API_KEY: req for req, _ in _PAIRS}

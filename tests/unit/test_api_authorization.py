@@ -5,6 +5,7 @@ calls them, with the ClientInfo authentication will fill (its principal)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import itertools
 from collections.abc import AsyncIterator, Callable
@@ -68,6 +69,7 @@ from protocol.messages import share_group_heartbeat as sgh
 from protocol.messages import share_group_state as sgs
 from protocol.messages import sync_group as sg
 from protocol.messages import txn_offset_commit as toc
+from protocol.messages import user_scram_credentials as usc
 from protocol.messages import write_txn_markers as wtm
 from protocol.records import Record, build_batch
 
@@ -246,6 +248,11 @@ ROWS = [
     Row("OffsetDelete", 47, 0, lambda: od.OffsetDeleteRequest(group_id=GROUP, topics=[od.OffsetDeleteRequestTopic(
         name=TOPIC, partitions=[od.OffsetDeleteRequestPartition(partition_index=0)])]),
         [(G, GROUP, Op.DELETE), (T, TOPIC, Op.READ)], ErrorCode.GROUP_AUTHORIZATION_FAILED),
+    Row("DescribeUserScramCredentials", 50, 0, lambda: usc.DescribeUserScramCredentialsRequest(users=None),
+        [(C, CLUSTER_NAME, Op.DESCRIBE)], ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+    Row("AlterUserScramCredentials", 51, 0, lambda: usc.AlterUserScramCredentialsRequest(
+        deletions=[usc.ScramCredentialDeletion(name="nobody-at-all", mechanism=1)], upsertions=[]),
+        [(C, CLUSTER_NAME, Op.ALTER)], ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
     Row("DescribeQuorum", 55, 0, lambda: dq.DescribeQuorumRequest(topics=[dq.DescribeQuorumTopicRequest(
         topic_name="__cluster_metadata", partitions=[dq.DescribeQuorumPartitionRequest(partition_index=0)])]),
         [(C, CLUSTER_NAME, Op.DESCRIBE)], ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
@@ -334,6 +341,19 @@ async def test_a_principal_with_the_acls_is_not_refused(server: BrokerServer, ro
     assert not codes(resp) & AUTH_ERRORS, resp
 
 
+async def until_served(server: BrokerServer, key: int, version: int, request: Any, who: str,
+                       timeout: float = 30.0) -> Any:
+    """The answer once it carries no error: a coordinator still loading answers NOT_COORDINATOR or
+    COORDINATOR_LOAD_IN_PROGRESS first (when this test runs before any other used it)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        resp = await call(server, key, version, request, who)
+        if not codes(resp) or codes(resp) == {0} or loop.time() > deadline:
+            return resp
+        await asyncio.sleep(0.1)
+
+
 async def test_listings_leave_out_what_the_principal_may_not_describe(server: BrokerServer) -> None:
     """Metadata of every topic, ListGroups and ListTransactions show only what may be described."""
     who = "User:lister"
@@ -342,15 +362,20 @@ async def test_listings_leave_out_what_the_principal_may_not_describe(server: Br
     assert {t.name for t in every.topics} == {MARKED}
     admin_view = await call(server, 3, 12, md.MetadataRequest(topics=None), ADMIN)
     assert {TOPIC, MARKED} <= {t.name for t in admin_view.topics}
-    await call(server, 8, 8, oc.OffsetCommitRequest(group_id="listed", member_id="", topics=[
+    committed = await until_served(server, 8, 8, oc.OffsetCommitRequest(group_id="listed", member_id="", topics=[
         oc.OffsetCommitRequestTopic(name=TOPIC, partitions=[oc.OffsetCommitRequestPartition(
             partition_index=0, committed_offset=0, committed_metadata="")])]), ADMIN)
+    assert codes(committed) == {0}, committed
     assert "listed" in {g.group_id for g in (await call(server, 16, 4, lgr.ListGroupsRequest(), ADMIN)).groups}
     assert (await call(server, 16, 4, lgr.ListGroupsRequest(), who)).groups == []
     await grant(server, who, [(G, "listed", Op.DESCRIBE)])
     assert [g.group_id for g in (await call(server, 16, 4, lgr.ListGroupsRequest(), who)).groups] == ["listed"]
-    resp = await call(server, 22, 4, ipi.InitProducerIdRequest(transactional_id="listed-tx",
-                                                              transaction_timeout_ms=60000), ADMIN)
+    # as a client does: FindCoordinator first (it creates __transaction_state), then InitProducerId
+    found = await until_served(server, 10, 4, fc.FindCoordinatorRequest(key_type=1, coordinator_keys=["listed-tx"]),
+                               ADMIN)
+    assert codes(found) == {0}, found
+    resp = await until_served(server, 22, 4, ipi.InitProducerIdRequest(transactional_id="listed-tx",
+                                                                      transaction_timeout_ms=60000), ADMIN)
     assert resp.error_code == 0
     assert "listed-tx" in {t.transactional_id for t in (await call(server, 66, 1, ltx.ListTransactionsRequest(), ADMIN)).transaction_states}
     assert (await call(server, 66, 1, ltx.ListTransactionsRequest(), who)).transaction_states == []
