@@ -22,6 +22,7 @@ import structlog
 from protocol.clock import SYSTEM_CLOCK, Clock
 from storage.fs import OS_FS, FileSystem, mkdir_durable
 
+from .admission import Admission, limits_of
 from .apis import CLIENT_APIS, CONTROLLER_APIS
 from .config import BrokerConfig, ConfigError, parse_host_port
 from .connection import Connection, ConnectionRegistry
@@ -111,7 +112,8 @@ class BrokerServer:
         self.controller_ctx = ControllerContext(cfg.node_id, cfg, clock, self.topics, self.quorum, self.controller,
                                                 self.controller_shell)
         self.connections = ConnectionRegistry(self.metrics, cfg.socket_request_max_bytes, cfg.max_pipelined_requests,
-                                              self.ctx.fetch_sessions.close_owner)
+                                              self.ctx.fetch_sessions.close_owner,
+                                              admission=Admission(limits_of(cfg)), clock=clock)
         self._metrics_endpoint: MetricsEndpoint | None = None
         self._server: asyncio.Server | None = None
         self._inter_broker_server: asyncio.Server | None = None
@@ -122,6 +124,7 @@ class BrokerServer:
                                        cfg.log_checkpoint_interval_ms, cfg.producer_id_expiration_check_interval_ms,
                                        log_io=self.topics.log_io)
         self._retention_task: asyncio.Task[None] | None = None
+        self._idle_sweep: asyncio.Task[None] | None = None
         self._orphan_sweep: asyncio.Task[None] | None = None
         self._controller_task: asyncio.Task[None] | None = None
         self.started_ms = clock.now_ms()
@@ -151,6 +154,7 @@ class BrokerServer:
     async def start(self) -> None:
         self.loop_watch.start()  # start-up (log recovery, metadata replay) is where stalls were seen
         await self._bind()
+        self._idle_sweep = asyncio.get_running_loop().create_task(self.connections.close_idle_forever())
         # The metadata log's directory must be usable (Kafka stops too); another log directory
         # that is not is only offline (broker/log_dirs.py).
         cfg = self.cfg
@@ -269,7 +273,8 @@ class BrokerServer:
             setting, value = "controller_listen", cfg.controller_listen
         self._controller_server = await self._listen(
             setting, value, host, port,
-            lambda: Connection(self.controller_ctx, CONTROLLER_APIS, self.connections, self.controller_endpoint),
+            lambda: Connection(self.controller_ctx, CONTROLLER_APIS, self.connections, self.controller_endpoint,
+                               protected=True),
             " (controller listener)")
         bound = self._controller_server.sockets[0].getsockname()
         self.controller_endpoint = ("127.0.0.1" if host in ("0.0.0.0", "", "::") else host), bound[1]
@@ -319,6 +324,8 @@ class BrokerServer:
             self._retention_task.cancel()
         if self._orphan_sweep:
             self._orphan_sweep.cancel()
+        if self._idle_sweep:
+            self._idle_sweep.cancel()
         if self._metrics_endpoint:
             await self._metrics_endpoint.stop()
         await self.producer_ids.stop()
