@@ -18,10 +18,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .config import BrokerConfig
 
 UNLIMITED = 2**31 - 1  # Kafka's default for the connection caps (Int.MaxValue)
 
@@ -50,12 +46,6 @@ class Limits:
     queued_max_request_bytes: int = 512 * 1024 * 1024  # every client connection together
     connection_max_request_bytes: int = 64 * 1024 * 1024  # one connection's share
     idle_ms: int = 600_000
-
-
-def limits_of(cfg: BrokerConfig) -> Limits:
-    return Limits(cfg.max_connections, cfg.max_connections_per_ip,
-                  parse_ip_overrides(cfg.max_connections_per_ip_overrides), cfg.queued_max_request_bytes,
-                  cfg.connection_max_request_bytes, cfg.connections_max_idle_ms)
 
 
 class Admission:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .admission import parse_ip_overrides
+from .admission import Limits, parse_ip_overrides
 
 ENV_PREFIX = "KETCH_"
 LOG_FORMATS = ("auto", "json", "console")
@@ -189,6 +189,12 @@ class BrokerConfig:
         if self.log_level.lower() not in LOG_LEVELS:
             raise ConfigError("log_level", self.log_level, f"must be one of {', '.join(LOG_LEVELS)}")
         return self
+
+    def front_door(self) -> Limits:
+        """The connection caps, request memory and idle timeout (broker/admission.py)."""
+        return Limits(self.max_connections, self.max_connections_per_ip,
+                      parse_ip_overrides(self.max_connections_per_ip_overrides), self.queued_max_request_bytes,
+                      self.connection_max_request_bytes, self.connections_max_idle_ms)
 
     @property
     def log_dir_paths(self) -> list[str]:

@@ -22,7 +22,7 @@ import structlog
 from protocol.clock import SYSTEM_CLOCK, Clock
 from storage.fs import OS_FS, FileSystem, mkdir_durable
 
-from .admission import Admission, limits_of
+from .admission import Admission
 from .apis import CLIENT_APIS, CONTROLLER_APIS
 from .config import BrokerConfig, ConfigError, parse_host_port
 from .connection import Connection, ConnectionRegistry
@@ -113,7 +113,7 @@ class BrokerServer:
                                                 self.controller_shell)
         self.connections = ConnectionRegistry(self.metrics, cfg.socket_request_max_bytes, cfg.max_pipelined_requests,
                                               self.ctx.fetch_sessions.close_owner,
-                                              admission=Admission(limits_of(cfg)), clock=clock)
+                                              admission=Admission(cfg.front_door()), clock=clock)
         self._metrics_endpoint: MetricsEndpoint | None = None
         self._server: asyncio.Server | None = None
         self._inter_broker_server: asyncio.Server | None = None
