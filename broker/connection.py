@@ -250,7 +250,7 @@ class Connection(asyncio.Protocol):
         req_cls = REQUESTS.get(api_key)
         try:
             header = read_request_header(r, req_cls.FLEXIBLE if req_cls else None)
-        except DecodeError as e:
+        except (DecodeError, UnicodeDecodeError) as e:  # a client id that is not UTF-8 too
             self.abort("malformed request header", error=str(e))
             return False
         self.info.client_id = header.client_id
