@@ -113,3 +113,46 @@ async def test_a_client_id_that_is_not_utf8_closes_the_connection_as_a_malformed
     body = struct.pack(">hhih", 18, 0, 1, 2) + b"\xff\xfe"
     conn.data_received(struct.pack(">i", len(body)) + body)
     assert t.closed and registry.metrics.connections_aborted["malformed request header"] == 1
+
+
+class _SlowQuorum:
+    """A quorum whose proposals commit only when told to."""
+
+    serving = True
+
+    def __init__(self) -> None:
+        self.commit = asyncio.Event()
+        self.proposed: list[bytes] = []
+
+    async def propose(self, entry: bytes, timeout: float) -> bool:
+        self.proposed.append(entry)
+        await self.commit.wait()
+        return True
+
+
+async def test_a_request_cancelled_while_its_change_commits_does_not_let_the_next_decision_in_early() -> None:
+    """The fuzzer's connections close at once; closing a connection cancels its handlers. A
+    CreateTopics cancelled while its TopicRecord was being committed released the controller's
+    one-decision-at-a-time lock, so the next CreateTopics of the same name was decided on an image
+    without the first: two TopicRecords for one name committed, the second refused by every broker
+    ("metadata entry not applied: topic fz0 ... exists already"; the same for two RemoveTopicRecords)."""
+    from broker.controller.shell import ControllerShell  # noqa: PLC0415
+
+    quorum = _SlowQuorum()
+    shell = ControllerShell(quorum, object())  # type: ignore[arg-type]
+    decided: list[str] = []
+
+    def decide(name: str) -> Any:
+        return lambda: (decided.append(name), (name.encode(), name))[1]
+
+    first = asyncio.get_running_loop().create_task(shell.run(decide("first")))
+    while not quorum.proposed:
+        await asyncio.sleep(0)
+    first.cancel()  # the client went away
+    second = asyncio.get_running_loop().create_task(shell.run(decide("second")))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert decided == ["first"], "the second decision was taken before the first change committed"
+    quorum.commit.set()
+    assert await second == "second"
+    assert decided == ["first", "second"]
