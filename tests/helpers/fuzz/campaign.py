@@ -54,6 +54,8 @@ class Report:
     records_checked: int = 0
     recovered: bool = False
     handler_failures: Counter[str] = field(default_factory=Counter)
+    loop_stalls: int = 0  # the broker's event loop did not turn for a second or more (its log)
+    longest_stall_s: float = 0.0
     failures: list[str] = field(default_factory=list)
 
     def ok(self) -> bool:
@@ -199,13 +201,18 @@ async def _fuzz(b: BrokerProcess, ports: dict[str, int], report: Report, workers
     await asyncio.gather(*(worker(i) for i in range(workers)))
     stop.set()
     await watcher
-    if b.is_running():
-        report.rss_max_kib = max(report.rss_max_kib, b.rss_kib())
-        await _probe(ports["client"], probe_deadline_s)  # the last batch did not hang it either
-    else:
+    if not b.is_running():
         report.crashes += 1
+    elif not report.failures:
+        report.rss_max_kib = max(report.rss_max_kib, b.rss_kib())
+        try:
+            await _probe(ports["client"], probe_deadline_s)  # the last batches did not hang it either
+        except (TimeoutError, OSError, asyncio.IncompleteReadError, AssertionError) as e:
+            report.hangs += 1
+            report.failures.append(f"final probe not answered in {probe_deadline_s}s: {e!r}")
 
 
+_STALL = re.compile(r"event loop stalled\s+seconds=([\d.]+)")
 _HANDLER_FAILED = re.compile(r"handler failed.*?api=(\S+).*?api_version=(\d+)")
 
 
@@ -243,8 +250,11 @@ def run(workdir: Path, frames: int, seed: int, *, listeners: tuple[str, ...] = (
         t0 = time.monotonic()
         asyncio.run(_fuzz(b, ports, report, workers, batch_deadline_s, probe_every_s, probe_deadline_s, progress))
         report.seconds = round(time.monotonic() - t0, 1)
-        report.handler_failures = _handler_failures(b.log_text())
-        if b.is_running():
+        log = b.log_text()
+        report.handler_failures = _handler_failures(log)
+        stalls = [float(x) for x in _STALL.findall(log)]
+        report.loop_stalls, report.longest_stall_s = len(stalls), max(stalls, default=0.0)
+        if b.is_running() and not report.hangs:
             b.kill()
             b.start(timeout=120)
             got = asyncio.run(read_values(b.bootstrap, CHECKED_TOPIC, 1))
@@ -254,6 +264,7 @@ def run(workdir: Path, frames: int, seed: int, *, listeners: tuple[str, ...] = (
                 report.failures.append(f"after SIGKILL and restart the checked topic reads {len(got)} records, "
                                        f"{records} were written")
     finally:
+        b.kill()  # a stuck broker must not cost the report (stop() raises when SIGTERM is not enough)
         b.close()
     return report
 
