@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .admission import Limits, parse_ip_overrides
+
 ENV_PREFIX = "KETCH_"
 LOG_FORMATS = ("auto", "json", "console")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -164,6 +166,14 @@ class BrokerConfig:
     socket_request_max_bytes: int = 100 * 1024 * 1024
     max_pipelined_requests: int = 128
     max_incremental_fetch_session_cache_slots: int = 1000  # fetch sessions kept (broker/fetch_session.py)
+    # The front door (broker/admission.py, docs/security.md): Kafka's connection caps (brokers'
+    # own listeners exempt), the request memory pool and one connection's share of it, idleness.
+    max_connections: int = 2**31 - 1
+    max_connections_per_ip: int = 2**31 - 1
+    max_connections_per_ip_overrides: str = ""  # "ip:count,ip:count"
+    queued_max_request_bytes: int = 512 * 1024 * 1024
+    connection_max_request_bytes: int = 64 * 1024 * 1024
+    connections_max_idle_ms: int = 600_000
 
     log_segment_bytes: int = 1024 * 1024 * 1024
     log_segment_ms: int = 7 * 24 * 3600 * 1000
@@ -216,6 +226,14 @@ class BrokerConfig:
                 raise ConfigError(f.name, v, "must be at least 1")
             if f.name.endswith(("_ms", "_minutes")) and v < 0:
                 raise ConfigError(f.name, v, "must not be negative")
+        for name in ("max_connections", "max_connections_per_ip"):
+            if getattr(self, name) < 0:
+                raise ConfigError(name, getattr(self, name), "must not be negative")
+        try:
+            parse_ip_overrides(self.max_connections_per_ip_overrides)
+        except ValueError as e:
+            raise ConfigError("max_connections_per_ip_overrides", self.max_connections_per_ip_overrides,
+                              str(e)) from None
         if self.num_partitions < 1:
             raise ConfigError("num_partitions", self.num_partitions, "must be at least 1")
         if self.flush_messages is not None and self.flush_messages < 1:
@@ -241,6 +259,12 @@ class BrokerConfig:
         if self.log_level.lower() not in LOG_LEVELS:
             raise ConfigError("log_level", self.log_level, f"must be one of {', '.join(LOG_LEVELS)}")
         return self
+
+    def front_door(self) -> Limits:
+        """The connection caps, request memory and idle timeout (broker/admission.py)."""
+        return Limits(self.max_connections, self.max_connections_per_ip,
+                      parse_ip_overrides(self.max_connections_per_ip_overrides), self.queued_max_request_bytes,
+                      self.connection_max_request_bytes, self.connections_max_idle_ms)
 
     @property
     def log_dir_paths(self) -> list[str]:

@@ -284,6 +284,18 @@ _BROKER_NAMES: dict[str, tuple[str, str, str]] = {
     "socket_request_max_bytes": ("socket.request.max.bytes", "INT", "largest request accepted"),
     "max_pipelined_requests": ("ketch.max.pipelined.requests", "INT",
                                "requests read ahead on one connection before reading pauses"),
+    "max_connections": ("max.connections", "INT", "client connections a broker takes at most (brokers' own "
+                        "listeners exempt); one more is closed at once"),
+    "max_connections_per_ip": ("max.connections.per.ip", "INT", "client connections one address may open"),
+    "max_connections_per_ip_overrides": ("max.connections.per.ip.overrides", "STRING",
+                                         "per-address caps: ip:count,ip:count"),
+    "queued_max_request_bytes": ("queued.max.request.bytes", "LONG",
+                                 "request bytes all client connections may hold unanswered; past it the "
+                                 "broker stops reading until answers free memory"),
+    "connection_max_request_bytes": ("ketch.connection.max.request.bytes", "LONG",
+                                     "request bytes one connection may hold unanswered (one larger request "
+                                     "is admitted alone)"),
+    "connections_max_idle_ms": ("connections.max.idle.ms", "LONG", "close a connection silent this long"),
     "max_incremental_fetch_session_cache_slots": ("max.incremental.fetch.session.cache.slots", "INT",
                                                   "fetch sessions (KIP-227) the broker keeps at most"),
     "log_retention_check_interval_ms": ("log.retention.check.interval.ms", "LONG",

@@ -24,6 +24,7 @@ from protocol.clock import SYSTEM_CLOCK, Clock
 from protocol.scram import ScramCredential, ScramMechanism
 from storage.fs import OS_FS, FileSystem, mkdir_durable
 
+from .admission import Admission
 from .apis import CLIENT_APIS, CONTROLLER_APIS
 from .config import BrokerConfig, ConfigError, parse_host_port
 from .connection import Connection, ConnectionRegistry
@@ -138,7 +139,8 @@ class BrokerServer:
         self.controller_ctx = ControllerContext(cfg.node_id, cfg, clock, self.topics, self.quorum, self.controller,
                                                 self.controller_shell)
         self.connections = ConnectionRegistry(self.metrics, cfg.socket_request_max_bytes, cfg.max_pipelined_requests,
-                                              self.ctx.fetch_sessions.close_owner)
+                                              self.ctx.fetch_sessions.close_owner,
+                                              admission=Admission(cfg.front_door()), clock=clock)
         self._metrics_endpoint: MetricsEndpoint | None = None
         self._client_servers: list[asyncio.Server] = []
         self.client_endpoints: dict[str, tuple[str, int]] = {}  # advertised, by listener name, once bound
@@ -151,6 +153,7 @@ class BrokerServer:
                                        cfg.log_checkpoint_interval_ms, cfg.producer_id_expiration_check_interval_ms,
                                        log_io=self.topics.log_io)
         self._retention_task: asyncio.Task[None] | None = None
+        self._idle_sweep: asyncio.Task[None] | None = None
         self._orphan_sweep: asyncio.Task[None] | None = None
         self._controller_task: asyncio.Task[None] | None = None
         self.started_ms = clock.now_ms()
@@ -186,6 +189,7 @@ class BrokerServer:
     async def start(self) -> None:
         self.loop_watch.start()  # start-up (log recovery, metadata replay) is where stalls were seen
         await self._bind()
+        self._idle_sweep = asyncio.get_running_loop().create_task(self.connections.close_idle_forever())
         # The metadata log's directory must be usable (Kafka stops too); another log directory
         # that is not is only offline (broker/log_dirs.py).
         cfg = self.cfg
@@ -281,7 +285,7 @@ class BrokerServer:
             srv = await self._listen(setting, value, spec,
                                      lambda spec=spec, security=security: Connection(  # type: ignore[misc]
                                          self.ctx, CLIENT_APIS, self.connections, self.client_endpoints[spec.name],
-                                         False, security))
+                                         security=security))
             self._client_servers.append(srv)
             port = srv.sockets[0].getsockname()[1]
             host = spec.host if spec.host not in ("0.0.0.0", "::", "") else "localhost"
@@ -291,7 +295,7 @@ class BrokerServer:
         self._inter_broker_server = await self._listen(
             *(("listeners", cfg.listeners) if cfg.listeners else ("inter_broker_listen", cfg.inter_broker_listen)), ib,
             lambda: Connection(self.ctx, CLIENT_APIS, self.connections, self._inter_broker_advertised(), True,
-                               ib_security))
+                               security=ib_security))
         bound = self._inter_broker_server.sockets[0].getsockname()
         self.inter_broker_endpoint = ("127.0.0.1" if ib.host in ("0.0.0.0", "", "::") else ib.host), bound[1]
         await self._bind_controller()
@@ -318,7 +322,7 @@ class BrokerServer:
         self._controller_server = await self._listen(
             setting, value, spec,
             lambda: Connection(self.controller_ctx, CONTROLLER_APIS, self.connections, self.controller_endpoint,
-                               False, security),
+                               protected=True, security=security),
             " (controller listener)")
         bound = self._controller_server.sockets[0].getsockname()
         self.controller_endpoint = ("127.0.0.1" if spec.host in ("0.0.0.0", "", "::") else spec.host), bound[1]
@@ -387,6 +391,8 @@ class BrokerServer:
             self._retention_task.cancel()
         if self._orphan_sweep:
             self._orphan_sweep.cancel()
+        if self._idle_sweep:
+            self._idle_sweep.cancel()
         if self._metrics_endpoint:
             await self._metrics_endpoint.stop()
         await self.producer_ids.stop()

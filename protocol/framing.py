@@ -76,6 +76,14 @@ class FrameReader:
         """Bytes held back: the start of a frame not yet complete."""
         return len(self._buf)
 
+    @property
+    def pending_size(self) -> int | None:
+        """The size the incomplete frame held back declares (a valid one: `feed` refused any
+        other), or None while not even its size prefix is here: what finishing it will take."""
+        if len(self._buf) < SIZE_PREFIX:
+            return None
+        return int(_SIZE.unpack_from(self._buf, 0)[0])
+
 
 def encode_request(msg: Message, version: int, correlation_id: int, client_id: str | None) -> bytes:
     """The frame of `msg` at `version`, header and size prefix included."""

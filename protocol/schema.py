@@ -275,9 +275,21 @@ def _compile(
             tag_defaults[name] = fl.default_factory()
 
     readers = [(name, ft.read) for name, ft in plain]
+    strict = bool(cls.__dict__.get("_refuse_nulls"))
+    # Kafka's decoders refuse a null where the field is not nullable; so do requests' (see refuse_nulls)
+    never_null = [name for name, ft in plain if strict
+                  and isinstance(ft, _String | _Bytes | Array) and "None" not in str(defaults[name].type)]
+
+    null_free_items = {name for name, ft in plain if isinstance(ft, Array) and isinstance(ft.item, _String | _Bytes)}
 
     def read(r: Reader) -> Any:
         kw = {name: rd(r, flex, version) for name, rd in readers}
+        for name in never_null:
+            v = kw[name]
+            if v is None:
+                raise DecodeError(f"non-nullable field {cls.__name__}.{name} was serialized as null")
+            if name in null_free_items and None in v:
+                raise DecodeError(f"an element of {cls.__name__}.{name} was serialized as null")
         if flex:
             for _ in range(r.uvarint()):
                 tag = r.uvarint()
@@ -310,6 +322,21 @@ def _compile(
                 w.raw(sub.buf)
 
     return read, write
+
+
+def refuse_nulls(cls: type[Struct]) -> None:
+    """Decode `cls` (a request) and the structs inside it as Kafka does: a null in a string, bytes
+    or array field that may not be null (no `| None` in its annotation, which is Kafka's
+    nullableVersions: tests/unit/test_fuzz_found.py holds the two together) is a DecodeError, not
+    a None for the handler to trip on; nor may an array's strings be null. Only requests: what a
+    broker reads off the wire from anyone."""
+    type.__setattr__(cls, "_refuse_nulls", True)
+    cls.__dict__["_codecs"].clear()
+    for fl in dataclasses.fields(cls):  # type: ignore[arg-type]
+        ft = fl.metadata.get("ktype")
+        sub = ft.item if isinstance(ft, Array) else getattr(ft, "cls", None)
+        if isinstance(sub, type) and not sub.__dict__.get("_refuse_nulls"):
+            refuse_nulls(sub)
 
 
 # Tells type checkers that decorated classes are (frozen) dataclasses, so that constructor calls with

@@ -45,7 +45,16 @@ class ControllerShell:
 
     async def run(self, decide: Callable[[], tuple[bytes | None, R]]) -> R:
         """`decide()` -> (entry or None, result); the result once the entry has committed.
-        KafkaError from `decide` (a refused request) passes through, nothing proposed."""
+        KafkaError from `decide` (a refused request) passes through, nothing proposed.
+
+        Shielded: a caller cancelled meanwhile (its client's connection closed) must not release
+        the lock while its entry may still commit, or the next decision is taken on an image
+        without it (two TopicRecords for one name were committed so)."""
+        task = asyncio.ensure_future(self._run(decide))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved, if nobody waits
+        return await asyncio.shield(task)
+
+    async def _run(self, decide: Callable[[], tuple[bytes | None, R]]) -> R:
         async with self._lock:
             if not self.quorum.serving:
                 raise KafkaError(ErrorCode.NOT_CONTROLLER, "this node is not the active controller")

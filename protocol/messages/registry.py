@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..schema import Message
+from ..schema import Message, refuse_nulls
 from . import (
     add_offsets_to_txn,
     add_partitions_to_txn,
@@ -146,4 +146,6 @@ _PAIRS: tuple[tuple[type[Message], type[Message]], ...] = (
 )
 
 REQUESTS: dict[int, type[Message]] = {req.API_KEY: req for req, _ in _PAIRS}
+for _req in REQUESTS.values():
+    refuse_nulls(_req)
 RESPONSES: dict[int, type[Message]] = {resp.API_KEY: resp for _, resp in _PAIRS}

@@ -73,7 +73,7 @@ def _conn(protocol: str = "SASL_PLAINTEXT", brokers_only: bool = False, inter_br
                                   lambda u, m: ALICE if u == "alice" else None),
         frozenset({"User:broker"}), delay, brokers_only)
     conn = Connection(object(), table, ConnectionRegistry(BrokerMetrics(), 1 << 20, 100, lambda _: None),
-                      ("127.0.0.1", 9092), inter_broker, security)
+                      ("127.0.0.1", 9092), inter_broker, security=security)
     transport = _Transport()
     conn.connection_made(transport)
     return conn, transport

@@ -86,7 +86,12 @@ def _on_wire(meta: Any, version: int, flex: bool) -> bool:
     return rng is not None and rng[0] <= version <= rng[1]
 
 
-def _value(ft: FieldType, version: int, flex: bool, depth: int) -> st.SearchStrategy[Any]:
+def _value(ft: FieldType, version: int, flex: bool, depth: int, nullable: bool = True) -> st.SearchStrategy[Any]:
+    """Values of `ft`; null only where the field may be (its annotation says `| None`, as Kafka's
+    nullableVersions: the decoder refuses null elsewhere, and array elements are never null)."""
+    def maybe(s: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+        return st.none() | s if nullable else s
+
     if id(ft) in _INTS:
         lo, hi = _INTS[id(ft)]
         return st.integers(lo, hi)
@@ -97,13 +102,14 @@ def _value(ft: FieldType, version: int, flex: bool, depth: int) -> st.SearchStra
     if ft is UUID:
         return st.uuids()
     if ft is STRING:
-        return st.none() | _TEXT
+        return maybe(_TEXT)
     if ft is BYTES or ft is RECORDS:
-        return st.none() | _BLOB
+        return maybe(_BLOB)
     if isinstance(ft, Array):
         item = ft.item
-        inner = _struct(item, version, flex, depth + 1) if isinstance(item, type) else _value(item, version, flex, depth + 1)
-        return st.none() | st.lists(inner, max_size=2 if depth < 2 else 1)
+        inner = (_struct(item, version, flex, depth + 1) if isinstance(item, type)
+                 else _value(item, version, flex, depth + 1, nullable=False))
+        return maybe(st.lists(inner, max_size=2 if depth < 2 else 1))
     if isinstance(ft, StructType):
         return _struct(ft.cls, version, flex, depth + 1)
     if isinstance(ft, NullableStruct):
@@ -113,7 +119,7 @@ def _value(ft: FieldType, version: int, flex: bool, depth: int) -> st.SearchStra
 
 def _struct(cls: type[Struct], version: int, flex: bool, depth: int = 0) -> st.SearchStrategy[Any]:
     kw = {
-        fl.name: _value(fl.metadata["ktype"], version, flex, depth)
+        fl.name: _value(fl.metadata["ktype"], version, flex, depth, "None" in str(fl.type))
         for fl in dataclasses.fields(cls)  # type: ignore[arg-type]
         if "ktype" in fl.metadata and _on_wire(fl.metadata, version, flex)
     }
