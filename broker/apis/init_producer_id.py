@@ -24,11 +24,15 @@ ORDERED = True  # runs alone on its connection, in request order (broker/connect
 
 
 def _refusal(ctx: BrokerContext, client: ClientInfo, req: InitProducerIdRequest) -> ErrorCode:
-    """Kafka's checks: WRITE on the transactional id; for an idempotent producer IDEMPOTENT_WRITE on
-    the cluster, or WRITE on some topic (KIP-679)."""
+    """Kafka's checks: WRITE on the transactional id, and TWO_PHASE_COMMIT on it as well to enable
+    two-phase commit (KIP-939: a prepared transaction holds the LSO back and no timeout ends it, so
+    WRITE, which every transactional producer has, is not enough); for an idempotent producer
+    IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (KIP-679)."""
     authz = ctx.authorizer
     if req.transactional_id is not None:
-        ok = authz.allows(client, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id)
+        tid = req.transactional_id
+        ok = authz.allows(client, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid) and (
+            not req.enable_2pc or authz.allows(client, AclOperation.TWO_PHASE_COMMIT, ResourceType.TRANSACTIONAL_ID, tid))
         return ErrorCode.NONE if ok else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     ok = authz.allows(client, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME) or \
         authz.allows_any(client, AclOperation.WRITE, ResourceType.TOPIC)

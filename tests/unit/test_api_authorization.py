@@ -178,6 +178,9 @@ ROWS = [
     Row("InitProducerId transactional", 22, 4, lambda: ipi.InitProducerIdRequest(transactional_id=TXN,
                                                                                  transaction_timeout_ms=60000),
         [(X, TXN, Op.WRITE)], ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+    Row("InitProducerId two-phase commit", 22, 6, lambda: ipi.InitProducerIdRequest(
+        transactional_id="tx-2pc", transaction_timeout_ms=60000, enable_2pc=True),
+        [(X, "tx-2pc", Op.WRITE), (X, "tx-2pc", Op.TWO_PHASE_COMMIT)], ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
     Row("InitProducerId idempotent", 22, 4, lambda: ipi.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000),
         [(C, CLUSTER_NAME, Op.IDEMPOTENT_WRITE)], ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
     Row("InitProducerId idempotent, WRITE on a topic", 22, 4,
@@ -315,7 +318,8 @@ async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Brok
     s = BrokerServer(BrokerConfig(listen="127.0.0.1:0", inter_broker_listen="127.0.0.1:0",
                                   controller_listen="127.0.0.1:0", data_dir=str(data), authorizer=True,
                                   super_users=ADMIN, offsets_topic_num_partitions=1,
-                                  transaction_state_num_partitions=1, group_initial_rebalance_delay_ms=0))
+                                  transaction_state_num_partitions=1, group_initial_rebalance_delay_ms=0,
+                                  transaction_two_phase_commit_enable=True))
     await s.start()
     try:
         for name in (TOPIC, MARKED):
@@ -455,3 +459,23 @@ async def test_a_share_group_member_needs_read_on_the_topics_it_fetches(server: 
     await grant(server, "User:ANONYMOUS", [(C, CLUSTER_NAME, Op.CLUSTER_ACTION)])
     resp = await call(server, 78, 1, fetch(0), who)
     assert not codes(resp) & AUTH_ERRORS, resp
+
+
+async def test_two_phase_commit_needs_its_own_acl_beside_write(server: BrokerServer) -> None:
+    """KIP-939: InitProducerId with Enable2Pc asks for WRITE and TWO_PHASE_COMMIT on the
+    transactional id. WRITE alone -- what every transactional producer has -- must not let it mark
+    the id two-phase: a prepared transaction holds the LSO back and is never timed out."""
+    who = "User:writer-only"
+    await grant(server, who, [(X, "tx-2pc-w", Op.WRITE)])
+    found = await until_served(server, 10, 4, fc.FindCoordinatorRequest(key_type=1, coordinator_keys=["tx-2pc-w"]),
+                               ADMIN)
+    assert codes(found) == {0}, found
+    two_phase = ipi.InitProducerIdRequest(transactional_id="tx-2pc-w", transaction_timeout_ms=60000, enable_2pc=True)
+    resp = await call(server, 22, 6, two_phase, who)
+    assert resp.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, resp
+    plain = ipi.InitProducerIdRequest(transactional_id="tx-2pc-w", transaction_timeout_ms=60000)
+    resp = await until_served(server, 22, 6, plain, who)
+    assert resp.error_code == 0, resp
+    await grant(server, who, [(X, "tx-2pc-w", Op.TWO_PHASE_COMMIT)])
+    resp = await until_served(server, 22, 6, two_phase, who)
+    assert resp.error_code == 0, resp
