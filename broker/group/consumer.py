@@ -387,7 +387,8 @@ class ConsumerGroups:
         return keys + list(rec.consumer_group_keys(g.group_id))
 
     # ---- offsets' member checks (Kafka's ConsumerGroup.validateOffsetCommit / validateOffsetFetch) ---
-    def commit_error(self, g: Group, member_id: str, member_epoch: int, transactional: bool) -> int:
+    def commit_error(self, g: Group, member_id: str, member_epoch: int, transactional: bool,
+                     api_version: int = 9) -> int:
         assert g.consumer is not None
         if member_epoch < 0 and not g.consumer.members:
             return 0  # the admin client, or a consumer without group management, on an empty group
@@ -396,6 +397,9 @@ class ConsumerGroups:
         m = g.consumer.members.get(member_id)
         if m is None:
             return E.UNKNOWN_MEMBER_ID
+        if not transactional and api_version < 9:
+            # a member of the new protocol commits with v9+, which carries its member epoch
+            return E.UNSUPPORTED_VERSION
         if member_epoch != m.member_epoch:
             # TxnOffsetCommit has no STALE_MEMBER_EPOCH: Kafka answers ILLEGAL_GENERATION there
             return E.ILLEGAL_GENERATION if transactional else E.STALE_MEMBER_EPOCH

@@ -377,9 +377,9 @@ class GroupCoordinator:
 
     async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
                        offsets: dict[TopicPartition, OffsetCommitIn],
-                       retention_ms: int = -1) -> dict[TopicPartition, int]:
+                       retention_ms: int = -1, api_version: int = 9) -> dict[TopicPartition, int]:
         plan = self.sm.commit_offsets(group_id, member_id, group_instance_id, generation, offsets, Now.of(self.clock),
-                                      retention_ms)
+                                      retention_ms, api_version)
         return await self._commit_and_apply(plan)
 
     def _commit_and_apply(self, plan: CommitPlan,

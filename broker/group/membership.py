@@ -481,8 +481,9 @@ class Membership:
 
     # ---- for the other parts -----------------------------------------------------------------
     def commit_error(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
-                     now: Now) -> int:
-        """May this member commit offsets for the group (a commit counts as its heartbeat)?"""
+                     now: Now, api_version: int = 9) -> int:
+        """May this member commit offsets for the group (a commit counts as its heartbeat)? Every
+        version is the classic protocol's."""
         err = self.t.coordinator_error(group_id)
         g = self.t.groups.get(group_id)
         if err or g is None:

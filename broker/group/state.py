@@ -162,10 +162,11 @@ class _MemberChecks:
         return g if g is not None and g.consumer is not None and not self.t.coordinator_error(group_id) else None
 
     def commit_error(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
-                     now: Now) -> int:
+                     now: Now, api_version: int) -> int:
         g = self._consumer_group(group_id)
         if g is not None:
-            return self._consumer.commit_error(g, member_id, generation, transactional=False)
+            return self._consumer.commit_error(g, member_id, generation, transactional=False,
+                                               api_version=api_version)
         return self._classic.commit_error(group_id, member_id, group_instance_id, generation, now)
 
     def txn_commit_error(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int) -> int:

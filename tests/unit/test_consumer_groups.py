@@ -285,6 +285,25 @@ def test_offset_commits_and_fetches_check_the_member_epoch() -> None:
     assert h.sm.commit_offsets(G, "", None, -1, tp, h.now).errors == {("t", 0): 0}  # empty: anyone
 
 
+def test_an_offset_commit_below_v9_from_a_consumer_protocol_member_is_unsupported_version() -> None:
+    """Kafka's ConsumerGroup.validateOffsetCommit: a member of the new protocol must commit with v9+
+    (its member id and epoch); an older version is UNSUPPORTED_VERSION once the member is known,
+    while an unknown member is still UNKNOWN_MEMBER_ID and a transaction's commit is not held to it."""
+    h = Harness()
+    a = h.join()
+    tp = {("t", 0): OffsetCommitIn(5)}
+    mid = a.member_id or ""
+    assert h.sm.commit_offsets(G, mid, None, a.member_epoch, tp, h.now, api_version=8).errors == {
+        ("t", 0): E.UNSUPPORTED_VERSION}
+    assert h.sm.commit_offsets(G, "ghost", None, 1, tp, h.now, api_version=8).errors == {
+        ("t", 0): E.UNKNOWN_MEMBER_ID}
+    assert h.sm.commit_offsets(G, mid, None, a.member_epoch, tp, h.now, api_version=9).errors == {("t", 0): 0}
+    assert h.sm.prepare_txn_offsets(G, 7, 0, tp, h.now, member_id=mid, generation=a.member_epoch).errors == {
+        ("t", 0): 0}
+    h.hb(mid, -1)
+    assert h.sm.commit_offsets(G, "", None, -1, tp, h.now, api_version=2).errors == {("t", 0): 0}  # empty group
+
+
 # ---- classic and consumer groups side by side --------------------------------------------------
 def classic_join(h: Harness, group: str = G) -> JoinResult | None:
     token = next(h.tokens)
