@@ -76,6 +76,7 @@ def settings_from(cfg: BrokerConfig) -> Settings:
         consumer_session_timeout_ms=cfg.group_consumer_session_timeout_ms,
         consumer_heartbeat_interval_ms=cfg.group_consumer_heartbeat_interval_ms,
         consumer_assignors=tuple(a.strip() for a in cfg.group_consumer_assignors.split(",") if a.strip()),
+        consumer_migration_policy=cfg.group_consumer_migration_policy,
         share_session_timeout_ms=cfg.group_share_session_timeout_ms,
         share_heartbeat_interval_ms=cfg.group_share_heartbeat_interval_ms,
     )
