@@ -3,7 +3,8 @@
 Two members share a topic's partitions, every record is consumed once with commit-after-process,
 and when one leaves the other takes its partitions over from the committed offsets; a static member
 restarted within its session takes its own partitions back without a rebalance; the group goes on
-across a restart of its broker.
+across a restart of its broker; a classic group with a member upgrades online when a
+consumer-protocol member joins and downgrades when it leaves.
 """
 
 from __future__ import annotations
@@ -176,3 +177,52 @@ def test_the_group_goes_on_across_a_restart_of_its_broker(tmp_path: Path) -> Non
     assert set(values) == {m.value for m in msgs}, "records missing"
     assert not any(m.commit_errors for m in members), [m.commit_errors for m in members]
     assert not [v[:8] for v, n in values.items() if n > 1], "records consumed more than once"
+
+
+def test_a_classic_group_with_a_member_upgrades_and_downgrades_online(broker: BrokerProcess) -> None:
+    """KIP-848's online migration with librdkafka on both sides: a classic consumer (range, eager)
+    owns every partition; a `group.protocol=consumer` member joins the same group, which becomes a
+    consumer group with the classic member inside it, and they share the partitions; when the
+    consumer-protocol member leaves, the group is classic again and the classic member takes
+    everything back. Every record once, with commit-after-process."""
+    topic = unique_topic("kip848mig")
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    msgs = make_messages(3 * PER_PHASE // 2, seed=12)
+    third = len(msgs) // 3
+    classic = ProtocolConsumer(broker.bootstrap, group, [topic], "classic",
+                               **{"group.protocol": "classic", "partition.assignment.strategy": "range",
+                                  "heartbeat.interval.ms": 500, "session.timeout.ms": 10000})
+    modern: ProtocolConsumer | None = None
+    try:
+        wait_until(lambda: _split([classic], [PARTITIONS], topic), timeout=60,
+                   message=lambda: f"the classic member owns everything: {classic.assignment()}")
+        assert describe_group(broker.bootstrap, group)["type"] == "classic"
+        produce(broker.bootstrap, topic, msgs[:third])
+        wait_until(lambda: classic.count() >= third, timeout=60, message="the first records")
+        modern = ProtocolConsumer(broker.bootstrap, group, [topic], "modern")
+        wait_until(lambda: modern is not None and _split([classic, modern], [2, 2], topic), timeout=60,
+                   message=lambda: f"two each: {classic.assignment()} {modern.assignment() if modern else None}")
+        upgraded = describe_group(broker.bootstrap, group)
+        assert upgraded["type"] == "consumer" and len(upgraded["members"]) == 2, upgraded
+        produce(broker.bootstrap, topic, msgs[third:2 * third])
+        wait_until(lambda: modern is not None and classic.count() + modern.count() >= 2 * third, timeout=60,
+                   message="the second records")
+        modern.close()
+        wait_until(lambda: _split([classic], [PARTITIONS], topic)
+                   and describe_group(broker.bootstrap, group)["type"] == "classic", timeout=60,
+                   message=lambda: f"classic again, owning everything: {classic.assignment()}")
+        produce(broker.bootstrap, topic, msgs[2 * third:])
+        wait_until(lambda: modern is not None and classic.count() + modern.count() >= len(msgs), timeout=60,
+                   message="every record")
+    finally:
+        for m in (classic, modern):
+            if m is not None and m.is_alive():
+                m.close()
+    assert modern is not None
+    values = Counter(v for m in (classic, modern) for _, _, _, v in m.consumed)
+    assert set(values) == {m.value for m in msgs}, "records missing"
+    # an eager classic member's commit that a rebalance refused leaves its records to be read again
+    if not classic.commit_errors and not modern.commit_errors:
+        assert not [v[:8] for v, n in values.items() if n > 1], "records consumed more than once"
+    assert modern.consumed, "the consumer-protocol member consumed nothing"
