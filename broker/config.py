@@ -148,6 +148,9 @@ class BrokerConfig:
     group_consumer_session_timeout_ms: int = 45000
     group_consumer_heartbeat_interval_ms: int = 5000
     group_consumer_assignors: str = "uniform,range"
+    # may a group with members change protocol (KIP-848's online upgrade/downgrade): disabled,
+    # upgrade, downgrade or bidirectional (Kafka 4's default)
+    group_consumer_migration_policy: str = "bidirectional"
     # KIP-932 share groups (docs/groups.md): members' session and heartbeat, the share-partitions'
     # acquisition locks, delivery limit and in-flight window, and (group configs in Kafka, broker-wide
     # here) where a new share-partition starts and which records it delivers
@@ -242,6 +245,9 @@ class BrokerConfig:
         if not assignors or any(a not in ("uniform", "range") for a in assignors):
             raise ConfigError("group_consumer_assignors", self.group_consumer_assignors,
                               "must list uniform and/or range, comma-separated")
+        if self.group_consumer_migration_policy not in ("disabled", "upgrade", "downgrade", "bidirectional"):
+            raise ConfigError("group_consumer_migration_policy", self.group_consumer_migration_policy,
+                              "must be disabled, upgrade, downgrade or bidirectional")
         if self.share_auto_offset_reset not in ("latest", "earliest"):
             raise ConfigError("share_auto_offset_reset", self.share_auto_offset_reset, "must be latest or earliest")
         if self.share_isolation_level not in ("read_uncommitted", "read_committed"):

@@ -263,6 +263,9 @@ _BROKER_NAMES: dict[str, tuple[str, str, str]] = {
                                              "how often consumer-protocol members heartbeat"),
     "group_consumer_assignors": ("group.consumer.assignors", "LIST",
                                  "server assignors of consumer-protocol groups; the first is the default"),
+    "group_consumer_migration_policy": ("group.consumer.migration.policy", "STRING",
+                                        "may a group with members change protocol: disabled, upgrade, downgrade, "
+                                        "bidirectional"),
     "group_share_session_timeout_ms": ("group.share.session.timeout.ms", "INT",
                                        "a share-group member silent this long is removed"),
     "group_share_heartbeat_interval_ms": ("group.share.heartbeat.interval.ms", "INT",

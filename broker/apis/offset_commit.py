@@ -51,6 +51,7 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
         req.generation_id_or_member_epoch if v >= 1 else -1,
         offsets,
         retention_ms=req.retention_time_ms if 2 <= v <= 4 else -1,
+        api_version=v,
     )
     errors = {**errors, **refused}
     return OffsetCommitResponse(topics=[

@@ -14,6 +14,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from protocol.messages import coordinator_records as cr
 
@@ -32,8 +33,12 @@ from .core import EMPTY, STABLE, E, GroupTable, TimerKey
 from .model import Group, Now
 from .subscriptions import CONSUMER_PROTOCOL_TYPE
 
+if TYPE_CHECKING:
+    from .migration import Migration
+
 SESSION, REVOCATION = "c-session", "c-revoke"  # the timers' kinds: (kind, group id, member id)
-TIMER_KINDS = (SESSION, REVOCATION)
+CLASSIC_JOIN, CLASSIC_SYNC = "c-join", "c-sync"  # a classic member's (migration.py)
+TIMER_KINDS = (SESSION, REVOCATION, CLASSIC_JOIN, CLASSIC_SYNC)
 TopicsView = Callable[[], Mapping[str, TopicMeta]]
 
 
@@ -86,8 +91,9 @@ class ConsumerGroups:
     def __init__(self, table: GroupTable, topics: TopicsView,
                  new_member_id: Callable[[], str] | None = None) -> None:
         self.t = table
-        self._topics = topics
-        self._new_member_id = new_member_id or (lambda: str(uuid.uuid4()))
+        self.topics = topics
+        self.new_member_id = new_member_id or (lambda: str(uuid.uuid4()))
+        self.migration: Migration | None = None  # set by state.py: classic members and conversions
 
     # ---- ConsumerGroupHeartbeat --------------------------------------------------------------
     def heartbeat(self, req: ConsumerHeartbeat, now: Now) -> HeartbeatResult:
@@ -106,7 +112,7 @@ class ConsumerGroups:
         member = self._member_for(g, cg, req, now)
         if isinstance(member, HeartbeatResult):
             return member
-        topics = self._topics()
+        topics = self.topics()
         before = member
         member = replace(
             member,
@@ -123,13 +129,13 @@ class ConsumerGroups:
         bump = joined or (member.subscribed_topic_names, member.subscribed_topic_regex, member.server_assignor) != (
             before.subscribed_topic_names, before.subscribed_topic_regex, before.server_assignor)
         if joined or _metadata_of(member) != _metadata_of(before):
-            self._write(g, rec.ConsumerKey(rec.CONSUMER_MEMBER, g.group_id, member.member_id), _metadata_of(member))
+            self.write_metadata(g, member)
         cg.members[member.member_id] = member
         if member.instance_id is not None:
             cg.static[member.instance_id] = member.member_id
-        self._refresh(g, cg, topics, bump, now)
-        member = self._reconcile(g, cg, cg.members[member.member_id], req.owned, now)
-        self._touch(g, member, now)
+        self.refresh(g, cg, topics, bump, now)
+        member = self.reconcile_member(g, cg, cg.members[member.member_id], req.owned, now)
+        self.touch(g, member, now)
         return HeartbeatResult(0, member_id=member.member_id, member_epoch=member.member_epoch,
                                heartbeat_interval_ms=self.t.settings.consumer_heartbeat_interval_ms,
                                assignment=member.assigned)
@@ -183,7 +189,10 @@ class ConsumerGroups:
             g = self.t.groups[req.group_id] = Group(req.group_id, self.t.partition_for(req.group_id),
                                                     state_timestamp=now.wall)
         elif g.members or g.pending_members:
-            return HeartbeatResult(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
+            cg = self.migration.upgrade(g, now) if self.migration is not None and g.share is None else None
+            if cg is None:
+                return HeartbeatResult(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
+            return g, cg
         else:
             self.t.write(g.partition, rec.GroupKey(g.group_id), None)  # the classic group's record goes
         g.consumer = ConsumerGroupData()
@@ -212,7 +221,7 @@ class ConsumerGroups:
 
     def _joining(self, g: Group, cg: ConsumerGroupData, req: ConsumerHeartbeat,
                  now: Now) -> ConsumerMember | HeartbeatResult:
-        member_id = req.member_id or self._new_member_id()
+        member_id = req.member_id or self.new_member_id()
         if req.instance_id is not None:
             old_id = cg.static.get(req.instance_id)
             if old_id is not None and old_id != member_id:
@@ -238,18 +247,18 @@ class ConsumerGroups:
                         now: Now) -> ConsumerMember:
         """A static member back under a new member id takes the place (epoch, assignment and target)
         its previous incarnation left with epoch -2: no rebalance."""
-        self._drop_member(g, cg, old)
+        self.drop_member(g, cg, old)
         m = replace(old, member_id=member_id, member_epoch=old.previous_member_epoch
                     if old.member_epoch == STATIC_LEAVE_EPOCH else old.member_epoch)
         cg.members[member_id] = m
         cg.target[member_id] = cg.target.pop(old.member_id, frozenset())
         self._write(g, rec.ConsumerKey(rec.CONSUMER_MEMBER, g.group_id, member_id), _metadata_of(m))
-        self._write_target_member(g, member_id, cg.target[member_id])
+        self.write_target_member(g, member_id, cg.target[member_id])
         self._write_current(g, m)
         return m
 
     # ---- the group epoch, the target and the member's step towards it -------------------------
-    def _refresh(self, g: Group, cg: ConsumerGroupData, topics: Mapping[str, TopicMeta], bump: bool,
+    def refresh(self, g: Group, cg: ConsumerGroupData, topics: Mapping[str, TopicMeta], bump: bool,
                  now: Now) -> None:
         """Bump the group epoch if membership or subscriptions changed, or the subscribed topics did
         (a new topic a regex matches, more partitions); then the target follows the epoch."""
@@ -283,13 +292,13 @@ class ConsumerGroups:
         target = ASSIGNORS[self.assignor_of(cg)](subscriptions, topics, cg.target)
         for mid, assignment in target.items():
             if cg.target.get(mid) != assignment:
-                self._write_target_member(g, mid, assignment)
+                self.write_target_member(g, mid, assignment)
         cg.target = target
         cg.assignment_epoch = cg.group_epoch
         self._write(g, rec.ConsumerKey(rec.CONSUMER_TARGET, g.group_id),
                     cr.ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=cg.assignment_epoch))
 
-    def _reconcile(self, g: Group, cg: ConsumerGroupData, m: ConsumerMember, owned: frozenset[Partition] | None,
+    def reconcile_member(self, g: Group, cg: ConsumerGroupData, m: ConsumerMember, owned: frozenset[Partition] | None,
                    now: Now) -> ConsumerMember:
         held = frozenset(p for o in cg.members.values() if o.member_id != m.member_id
                          for p in o.assigned | o.pending_revocation)
@@ -305,8 +314,10 @@ class ConsumerGroups:
                 self.t.timers.cancel(key)
         return after
 
-    def _touch(self, g: Group, m: ConsumerMember, now: Now) -> None:
-        self.t.timers.schedule((SESSION, g.group_id, m.member_id), now.mono + self.t.settings.consumer_session_timeout_ms)
+    def touch(self, g: Group, m: ConsumerMember, now: Now) -> None:
+        """The member's session restarts: the broker's session timeout, or a classic member's own."""
+        timeout = m.classic.session_timeout_ms if m.classic is not None else self.t.settings.consumer_session_timeout_ms
+        self.t.timers.schedule((SESSION, g.group_id, m.member_id), now.mono + timeout)
 
     def _sync_state(self, g: Group, now: Now) -> None:
         """The classic state the offsets' rules read: Empty (retention runs) or Stable."""
@@ -329,21 +340,25 @@ class ConsumerGroups:
             cg.members[m.member_id] = left
             self._write_current(g, left)
             self.t.timers.cancel((REVOCATION, g.group_id, m.member_id))
-            self._touch(g, left, now)
+            self.touch(g, left, now)
         else:
             self.remove_member(g, m, now)
         return HeartbeatResult(0, member_id=req.member_id, member_epoch=req.member_epoch)
 
     def remove_member(self, g: Group, m: ConsumerMember, now: Now) -> None:
         """The member is gone (left, session expired, revocation timed out): its partitions are free
-        and the group's epoch moves, so the others' target is recomputed."""
+        and the group's epoch moves, so the others' target is recomputed; or, the last member of the
+        consumer protocol gone, the classic members left take the group back to classic."""
         assert g.consumer is not None
         cg = g.consumer
-        self._drop_member(g, cg, m)
+        if self.migration is not None and self.migration.may_downgrade(cg, m):
+            self.migration.downgrade(g, cg, m, now)
+            return
+        self.drop_member(g, cg, m)
         cg.target.pop(m.member_id, None)
-        self._refresh(g, cg, self._topics(), True, now)
+        self.refresh(g, cg, self.topics(), True, now)
 
-    def _drop_member(self, g: Group, cg: ConsumerGroupData, m: ConsumerMember) -> None:
+    def drop_member(self, g: Group, cg: ConsumerGroupData, m: ConsumerMember) -> None:
         del cg.members[m.member_id]
         if m.instance_id is not None and cg.static.get(m.instance_id) == m.member_id:
             del cg.static[m.instance_id]
@@ -360,6 +375,10 @@ class ConsumerGroups:
         if g is None or m is None:
             return
         if key[0] == REVOCATION and m.state is not MemberState.UNREVOKED_PARTITIONS:
+            return
+        if key[0] in (CLASSIC_JOIN, CLASSIC_SYNC):
+            if self.migration is not None:
+                self.migration.on_timer(g, m, now)
             return
         self.remove_member(g, m, now)
 
@@ -387,7 +406,8 @@ class ConsumerGroups:
         return keys + list(rec.consumer_group_keys(g.group_id))
 
     # ---- offsets' member checks (Kafka's ConsumerGroup.validateOffsetCommit / validateOffsetFetch) ---
-    def commit_error(self, g: Group, member_id: str, member_epoch: int, transactional: bool) -> int:
+    def commit_error(self, g: Group, member_id: str, member_epoch: int, transactional: bool,
+                     api_version: int = 9) -> int:
         assert g.consumer is not None
         if member_epoch < 0 and not g.consumer.members:
             return 0  # the admin client, or a consumer without group management, on an empty group
@@ -396,9 +416,13 @@ class ConsumerGroups:
         m = g.consumer.members.get(member_id)
         if m is None:
             return E.UNKNOWN_MEMBER_ID
+        if not transactional and m.classic is None and api_version < 9:
+            # a member of the new protocol commits with v9+, which carries its member epoch
+            return E.UNSUPPORTED_VERSION
         if member_epoch != m.member_epoch:
-            # TxnOffsetCommit has no STALE_MEMBER_EPOCH: Kafka answers ILLEGAL_GENERATION there
-            return E.ILLEGAL_GENERATION if transactional else E.STALE_MEMBER_EPOCH
+            # TxnOffsetCommit has no STALE_MEMBER_EPOCH: Kafka answers ILLEGAL_GENERATION there, and to
+            # a classic member (whose epoch is its generation)
+            return E.ILLEGAL_GENERATION if transactional or m.classic is not None else E.STALE_MEMBER_EPOCH
         return 0
 
     def fetch_error(self, g: Group, member_id: str | None, member_epoch: int) -> int:
@@ -419,17 +443,33 @@ class ConsumerGroups:
         if g is None or g.consumer is None:
             return E.GROUP_ID_NOT_FOUND, None
         cg = g.consumer
-        names = {tid: n for n, (tid, _) in self._topics().items()}
+        names = {tid: n for n, (tid, _) in self.topics().items()}
         return 0, ConsumerGroupSummary(
             group_id, cg.state(), cg.group_epoch, cg.assignment_epoch, self.assignor_of(cg),
             tuple(ConsumerMemberSummary(m, cg.target.get(m.member_id, frozenset())) for m in cg.members.values()),
             names)
 
     # ---- records -----------------------------------------------------------------------------
+    def write_metadata(self, g: Group, m: ConsumerMember) -> None:
+        self._write(g, rec.ConsumerKey(rec.CONSUMER_MEMBER, g.group_id, m.member_id), _metadata_of(m))
+
+    def write_whole(self, g: Group, cg: ConsumerGroupData) -> None:
+        """Every record of a group made at once (an upgrade), in Kafka's order."""
+        for m in cg.members.values():
+            self.write_metadata(g, m)
+        self._write(g, rec.ConsumerKey(rec.CONSUMER_GROUP, g.group_id), cr.ConsumerGroupMetadataValue(
+            epoch=cg.group_epoch))
+        for mid, target in cg.target.items():
+            self.write_target_member(g, mid, target)
+        self._write(g, rec.ConsumerKey(rec.CONSUMER_TARGET, g.group_id),
+                    cr.ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=cg.assignment_epoch))
+        for m in cg.members.values():
+            self._write_current(g, m)
+
     def _write(self, g: Group, key: rec.ConsumerKey, value: cr._Record) -> None:
         self.t.write(g.partition, key, rec.encode_consumer_value(value))
 
-    def _write_target_member(self, g: Group, member_id: str, assignment: Assignment) -> None:
+    def write_target_member(self, g: Group, member_id: str, assignment: Assignment) -> None:
         self._write(g, rec.ConsumerKey(rec.CONSUMER_TARGET_MEMBER, g.group_id, member_id),
                     cr.ConsumerGroupTargetAssignmentMemberValue(topic_partitions=to_topic_partitions(assignment)))
 
@@ -445,7 +485,7 @@ class ConsumerGroups:
         now, and one still revoking within its rebalance timeout, as after a coordinator move in Kafka."""
         assert g.consumer is not None
         for m in g.consumer.members.values():
-            self._touch(g, m, now)
+            self.touch(g, m, now)
             if m.state is MemberState.UNREVOKED_PARTITIONS:
                 self.t.timers.schedule((REVOCATION, g.group_id, m.member_id),
                                        now.mono + max(m.rebalance_timeout_ms, 0))
@@ -458,7 +498,10 @@ def _metadata_of(m: ConsumerMember) -> cr.ConsumerGroupMemberMetadataValue:
     return cr.ConsumerGroupMemberMetadataValue(
         instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
         subscribed_topic_names=list(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex,
-        rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor)
+        rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor,
+        classic_member_metadata=None if m.classic is None else cr.ClassicMemberMetadata(
+            session_timeout_ms=m.classic.session_timeout_ms,
+            supported_protocols=[cr.ClassicProtocol(name=n, metadata=md) for n, md in m.classic.protocols]))
 
 
 def to_topic_partitions(assignment: Assignment) -> list[cr.ConsumerTopicPartitions]:

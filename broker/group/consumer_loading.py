@@ -10,7 +10,7 @@ from protocol.messages import coordinator_records as cr
 from . import records as rec
 from .assignors import Assignment
 from .consumer import from_topic_partitions
-from .consumer_model import ConsumerGroupData, ConsumerMember, MemberState
+from .consumer_model import ClassicMeta, ConsumerGroupData, ConsumerMember, MemberState
 
 
 @dataclass(slots=True)
@@ -63,6 +63,9 @@ def build(ld: ConsumerLoad) -> ConsumerGroupData | None:
         m = ConsumerMember(mid, mv.instance_id, mv.rack_id, mv.client_id, mv.client_host,
                            tuple(mv.subscribed_topic_names), mv.subscribed_topic_regex, mv.server_assignor,
                            mv.rebalance_timeout_ms)
+        cm = mv.classic_member_metadata
+        if cm is not None:
+            m.classic = ClassicMeta(cm.session_timeout_ms, tuple((p.name, p.metadata) for p in cm.supported_protocols))
         if cur is not None:
             m.member_epoch, m.previous_member_epoch = cur.member_epoch, cur.previous_member_epoch
             m.state = MemberState(cur.state) if cur.state in MemberState._value2member_map_ else MemberState.UNKNOWN

@@ -29,6 +29,16 @@ class MemberState(enum.IntEnum):
     UNKNOWN = 127
 
 
+@dataclass(frozen=True, slots=True)
+class ClassicMeta:
+    """A member of a consumer group that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat),
+    after an online upgrade or joining one: its session timeout and JoinGroup protocols, as Kafka's
+    ClassicMemberMetadata stores them."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+
 @dataclass(slots=True)
 class ConsumerMember:
     member_id: str
@@ -45,6 +55,7 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = frozenset()
     pending_revocation: Assignment = frozenset()
+    classic: ClassicMeta | None = None
 
     def subscribed(self, topics: Mapping[str, TopicMeta]) -> frozenset[str]:
         """The existing topics this member subscribes to, by name or by its regex (full match, as

@@ -76,6 +76,7 @@ def settings_from(cfg: BrokerConfig) -> Settings:
         consumer_session_timeout_ms=cfg.group_consumer_session_timeout_ms,
         consumer_heartbeat_interval_ms=cfg.group_consumer_heartbeat_interval_ms,
         consumer_assignors=tuple(a.strip() for a in cfg.group_consumer_assignors.split(",") if a.strip()),
+        consumer_migration_policy=cfg.group_consumer_migration_policy,
         share_session_timeout_ms=cfg.group_share_session_timeout_ms,
         share_heartbeat_interval_ms=cfg.group_share_heartbeat_interval_ms,
     )
@@ -377,9 +378,9 @@ class GroupCoordinator:
 
     async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
                        offsets: dict[TopicPartition, OffsetCommitIn],
-                       retention_ms: int = -1) -> dict[TopicPartition, int]:
+                       retention_ms: int = -1, api_version: int = 9) -> dict[TopicPartition, int]:
         plan = self.sm.commit_offsets(group_id, member_id, group_instance_id, generation, offsets, Now.of(self.clock),
-                                      retention_ms)
+                                      retention_ms, api_version)
         return await self._commit_and_apply(plan)
 
     def _commit_and_apply(self, plan: CommitPlan,

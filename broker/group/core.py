@@ -40,6 +40,9 @@ class Settings:
     consumer_session_timeout_ms: int = 45000
     consumer_heartbeat_interval_ms: int = 5000
     consumer_assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
+    # Kafka's group.consumer.migration.policy: may a group with members change protocol
+    # (disabled, upgrade, downgrade, bidirectional; bidirectional is Kafka 4's default)
+    consumer_migration_policy: str = "bidirectional"
     # KIP-932 share groups (group.share.session.timeout.ms, group.share.heartbeat.interval.ms)
     share_session_timeout_ms: int = 45000
     share_heartbeat_interval_ms: int = 5000

@@ -481,8 +481,9 @@ class Membership:
 
     # ---- for the other parts -----------------------------------------------------------------
     def commit_error(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
-                     now: Now) -> int:
-        """May this member commit offsets for the group (a commit counts as its heartbeat)?"""
+                     now: Now, api_version: int = 9) -> int:
+        """May this member commit offsets for the group (a commit counts as its heartbeat)? Every
+        version is the classic protocol's."""
         err = self.t.coordinator_error(group_id)
         g = self.t.groups.get(group_id)
         if err or g is None:
@@ -535,6 +536,28 @@ class Membership:
             # the limit was lowered while the group was away: every member must rejoin, and those
             # past the limit are turned away then (as Kafka does on load)
             self._prepare_rebalance(g, now)
+
+    def release(self, g: Group) -> None:
+        """The group becomes a consumer group (an online upgrade): whatever its members wait for is
+        answered REBALANCE_IN_PROGRESS, so they rejoin, and its classic deadlines go."""
+        for m in g.members.values():
+            self._answer_parked(m, E.REBALANCE_IN_PROGRESS)
+            self.t.timers.cancel(("member", g.group_id, m.member_id))
+        for mid in g.pending_members:
+            self.t.timers.cancel(("pending", g.group_id, mid))
+        self.t.timers.cancel(("join", g.group_id))
+        self.t.timers.cancel(("sync", g.group_id))
+
+    def downgraded(self, g: Group, now: Now) -> None:
+        """A consumer group turned classic with its members (an online downgrade): recorded, their
+        sessions running, and a rebalance so that they agree on a classic assignment."""
+        g.protocol_name = self._select_protocol(g)
+        g.snapshot_subscriptions()
+        g.transition(STABLE, now)
+        self._write_group(g)
+        for m in g.members.values():
+            self._heartbeat(g, m, now)
+        self._prepare_rebalance(g, now)
 
     def unloaded(self, g: Group) -> None:
         """The group's partition is led elsewhere now: members parked in a join or a sync are told

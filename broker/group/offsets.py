@@ -12,13 +12,14 @@ from .model import CommitPlan, FetchedOffset, Group, Now, OffsetCommitIn, Offset
 from .subscriptions import CONSUMER_PROTOCOL_TYPE
 
 NO_OFFSET = -1
+OFFSET_COMMIT_LATEST = 9  # the newest OffsetCommit version served: the one that carries a member epoch
 
 
 class MemberChecks(Protocol):
     """What offsets need of membership: may this member commit (membership.Membership)."""
 
     def commit_error(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
-                     now: Now) -> int: ...
+                     now: Now, api_version: int) -> int: ...
 
     def txn_commit_error(self, group_id: str, member_id: str, group_instance_id: str | None,
                          generation: int) -> int: ...
@@ -39,11 +40,11 @@ class Offsets:
 
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
                        offsets: dict[TopicPartition, OffsetCommitIn], now: Now,
-                       retention_ms: int = -1) -> CommitPlan:
-        """Check an OffsetCommit; apply the returned plan with offsets_written after its records
-        are in the log (partitions with an error are in plan.errors and never stored)."""
+                       retention_ms: int = -1, api_version: int = OFFSET_COMMIT_LATEST) -> CommitPlan:
+        """Check an OffsetCommit (of `api_version`); apply the returned plan with offsets_written
+        after its records are in the log (partitions with an error are in plan.errors and never stored)."""
         plan = CommitPlan(group_id, self.t.partition_for(group_id), {}, {}, [])
-        err = self._members.commit_error(group_id, member_id, group_instance_id, generation, now)
+        err = self._members.commit_error(group_id, member_id, group_instance_id, generation, now, api_version)
         if err:
             plan.errors = dict.fromkeys(offsets, err)
             return plan

@@ -31,7 +31,8 @@ from .consumer import TIMER_KINDS, ConsumerGroups, ConsumerGroupSummary, Consume
 from .core import DEAD, EXPIRE, STABLE, E, GroupTable, Settings
 from .loading import PartitionLoading
 from .membership import Membership
-from .model import Group, GroupSummary, JoinRequest, JoinResult, MemberSummary, Now
+from .migration import Migration
+from .model import Group, GroupSummary, JoinRequest, JoinResult, MemberSummary, Now, SyncRequest
 from .offsets import Offsets
 from .share import SESSION as SHARE_SESSION
 from .share import ShareGroups, ShareGroupSummary, ShareHeartbeat
@@ -52,6 +53,7 @@ class GroupStateMachine:
         self.table = t = GroupTable(settings, lease_held)
         self.membership = m = Membership(t, new_member_id)
         self.consumer = c = ConsumerGroups(t, topics, None if new_member_id is None else lambda: new_member_id(""))
+        self.migration = c.migration = Migration(c, m)
         self.share = sh = ShareGroups(t, topics, None if new_member_id is None else lambda: new_member_id(""))
         checks = _MemberChecks(t, m, c, sh)
         self.offsets = o = Offsets(t, checks, partition_exists)
@@ -59,7 +61,6 @@ class GroupStateMachine:
         self.groups, self.owned, self.loading = t.groups, t.owned, t.loading  # the table's, for reading
         self.partition_for, self.coordinator_error, self.drain = t.partition_for, t.coordinator_error, t.drain
         self.next_deadline = t.timers.next_deadline
-        self.sync_group, self.heartbeat, self.leave_group = m.sync_group, m.heartbeat, m.leave_group
         self.commit_offsets, self.prepare_txn_offsets, self.offsets_written, self.txn_offsets_failed = (
             o.commit_offsets, o.prepare_txn_offsets, o.offsets_written, o.txn_offsets_failed)
         self.complete_txn, self.fetch_offsets, self.expire_offsets = o.complete_txn, o.fetch_offsets, o.expire_offsets
@@ -69,12 +70,37 @@ class GroupStateMachine:
         self.load_record, self.load_marker, self.finish_loading = ld.load_record, ld.load_marker, ld.finish_loading
 
     def join_group(self, token: int, req: JoinRequest, now: Now) -> None:
-        """A classic JoinGroup; an empty consumer group becomes classic for it first."""
+        """A classic JoinGroup; an empty consumer group becomes classic for it first, one with
+        members takes it as a classic member (migration.py)."""
         g = self.table.groups.get(req.group_id)
-        if (g is not None and g.share is not None) or not self.consumer.yield_to_classic(req.group_id, now):
+        if g is not None and g.share is not None:
             self.table.reply(token, JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id))
             return
+        if not self.consumer.yield_to_classic(req.group_id, now):
+            self.migration.join(token, req, now)
+            return
         self.membership.join_group(token, req, now)
+
+    def _classic_in_consumer(self, group_id: str) -> bool:
+        g = self.table.groups.get(group_id)
+        return g is not None and g.consumer is not None and not self.table.coordinator_error(group_id)
+
+    def sync_group(self, token: int, req: SyncRequest, now: Now) -> None:
+        if self._classic_in_consumer(req.group_id):
+            self.migration.sync(token, req, now)
+        else:
+            self.membership.sync_group(token, req, now)
+
+    def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
+                  now: Now) -> int:
+        if self._classic_in_consumer(group_id):
+            return self.migration.heartbeat(group_id, member_id, group_instance_id, generation, now)
+        return self.membership.heartbeat(group_id, member_id, group_instance_id, generation, now)
+
+    def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]], now: Now) -> tuple[int, list[int]]:
+        if self._classic_in_consumer(group_id):
+            return self.migration.leave(group_id, leaving, now)
+        return self.membership.leave_group(group_id, leaving, now)
 
     def consumer_heartbeat(self, req: ConsumerHeartbeat, now: Now) -> HeartbeatResult:
         g = self.table.groups.get(req.group_id)
@@ -162,10 +188,11 @@ class _MemberChecks:
         return g if g is not None and g.consumer is not None and not self.t.coordinator_error(group_id) else None
 
     def commit_error(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
-                     now: Now) -> int:
+                     now: Now, api_version: int) -> int:
         g = self._consumer_group(group_id)
         if g is not None:
-            return self._consumer.commit_error(g, member_id, generation, transactional=False)
+            return self._consumer.commit_error(g, member_id, generation, transactional=False,
+                                               api_version=api_version)
         return self._classic.commit_error(group_id, member_id, group_instance_id, generation, now)
 
     def txn_commit_error(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int) -> int:

@@ -5,15 +5,12 @@ shows its members, epochs and assignments on the new coordinator."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections import Counter
 
-from helpers import REPO_ROOT, Cluster, make_messages
+from helpers import Cluster, make_messages
 from helpers.cluster_metadata import coordinator, listed_everywhere, new_topic, voters_for
 from helpers.confluent import produce
-from helpers.consumer_protocol import FAST_CONSUMER_GROUPS, ProtocolConsumer
+from helpers.consumer_protocol import FAST_CONSUMER_GROUPS, ProtocolConsumer, describe_group
 from helpers.wait import wait_until
 
 PARTITIONS = 4
@@ -21,12 +18,7 @@ PER_PHASE = 150
 
 
 def describe(c: Cluster, group: str, node: int) -> dict:  # type: ignore[type-arg]
-    r = subprocess.run([sys.executable, "-m", "broker", "group", "describe", group, "--json",
-                        "--bootstrap", f"127.0.0.1:{c.ports[node]}"], cwd=REPO_ROOT, capture_output=True, text=True,
-                       timeout=60)
-    assert r.returncode == 0, r.stderr
-    [d] = json.loads(r.stdout)
-    return d  # type: ignore[no-any-return]
+    return describe_group(f"127.0.0.1:{c.ports[node]}", group)
 
 
 def test_consumer_group_goes_on_after_its_coordinator_is_killed(cluster_factory) -> None:  # type: ignore[no-untyped-def]

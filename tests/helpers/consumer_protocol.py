@@ -4,11 +4,15 @@ what it consumed and what it owns."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException
 
+from .broker import REPO_ROOT
 from .confluent import QUIET
 
 # the broker's heartbeat interval for these tests: a partition revoked by one member reaches the
@@ -26,6 +30,7 @@ class ProtocolConsumer(threading.Thread):
         self.lock = threading.Lock()
         self.consumed: list[Polled] = []
         self.assigned: set[tuple[str, int]] = set()
+        self.history: list[set[tuple[str, int]]] = []  # each assignment it held, in turn
         self.commit_errors: list[str] = []
         self.stopping = threading.Event()
         self.error: BaseException | None = None
@@ -73,5 +78,16 @@ class ProtocolConsumer(threading.Thread):
                 with self.lock:
                     self.consumed.extend(out)
                     self.assigned = {(tp.topic, tp.partition) for tp in c.assignment()}
+                    if not self.history or self.history[-1] != self.assigned:
+                        self.history.append(self.assigned)
         finally:
             c.close()
+
+
+def describe_group(bootstrap: str, group: str) -> dict[str, Any]:
+    """`ketch group describe --json` of one group: its type, state, epochs, members and assignments."""
+    r = subprocess.run([sys.executable, "-m", "broker", "group", "describe", group, "--json",
+                        "--bootstrap", bootstrap], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    [d] = json.loads(r.stdout)
+    return d  # type: ignore[no-any-return]

@@ -154,6 +154,9 @@ ROWS = [
         [(G, GROUP, Op.DESCRIBE)], ErrorCode.GROUP_AUTHORIZATION_FAILED),
     Row("FindCoordinator transaction", 10, 4, lambda: fc.FindCoordinatorRequest(key_type=1, coordinator_keys=[TXN]),
         [(X, TXN, Op.DESCRIBE)], ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+    Row("FindCoordinator share", 10, 6, lambda: fc.FindCoordinatorRequest(
+        key_type=2, coordinator_keys=[f"kip932-group:{__import__('uuid').UUID(int=7)}:0"]),
+        [(C, CLUSTER_NAME, Op.CLUSTER_ACTION)], ErrorCode.CLUSTER_AUTHORIZATION_FAILED, inter_broker=True),
     Row("JoinGroup", 11, 5, lambda: jg.JoinGroupRequest(
         group_id=GROUP, session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="", protocol_type="consumer",
         protocols=[jg.JoinGroupRequestProtocol(name="range", metadata=b"")]),
@@ -383,6 +386,18 @@ async def test_listings_leave_out_what_the_principal_may_not_describe(server: Br
     assert resp.error_code == 0
     assert "listed-tx" in {t.transactional_id for t in (await call(server, 66, 1, ltx.ListTransactionsRequest(), ADMIN)).transaction_states}
     assert (await call(server, 66, 1, ltx.ListTransactionsRequest(), who)).transaction_states == []
+
+
+async def test_find_coordinator_key_type_2_names_the_share_coordinator(server: BrokerServer) -> None:
+    """Kafka 4's share coordinator key "group:topicId:partition" (v6+): the leader of its partition of
+    __share_group_state; before v6, or a key not of that form, is INVALID_REQUEST."""
+    key = f"sg:{__import__('uuid').UUID(int=9)}:3"
+    found = await until_served(server, 10, 6, fc.FindCoordinatorRequest(key_type=2, coordinator_keys=[key]), ADMIN)
+    assert [(c.key, c.error_code, c.node_id) for c in found.coordinators] == [(key, 0, server.cfg.node_id)], found
+    old = await call(server, 10, 5, fc.FindCoordinatorRequest(key_type=2, coordinator_keys=[key]), ADMIN)
+    assert [c.error_code for c in old.coordinators] == [ErrorCode.INVALID_REQUEST]
+    bad = await call(server, 10, 6, fc.FindCoordinatorRequest(key_type=2, coordinator_keys=["sg:nope:x"]), ADMIN)
+    assert [c.error_code for c in bad.coordinators] == [ErrorCode.INVALID_REQUEST]
 
 
 async def test_the_acl_apis_answer_security_disabled_without_the_authorizer(tmp_path: Path) -> None:

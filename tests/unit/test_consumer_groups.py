@@ -4,14 +4,16 @@ members, regex subscriptions, the assignors, the offsets' member checks, the rec
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import struct
 import uuid
 
 from broker.group import records as rec
 from broker.group.assignors import range_, uniform
 from broker.group.consumer import ConsumerHeartbeat, HeartbeatResult
 from broker.group.consumer_model import MemberState
-from broker.group.model import JoinRequest, JoinResult, Now, OffsetCommitIn, Write
+from broker.group.model import JoinRequest, JoinResult, Now, OffsetCommitIn, SyncRequest, SyncResult, Write
 from broker.group.state import GroupStateMachine, Settings
 from protocol.clock import ManualClock
 from protocol.errors import ErrorCode as E
@@ -285,6 +287,25 @@ def test_offset_commits_and_fetches_check_the_member_epoch() -> None:
     assert h.sm.commit_offsets(G, "", None, -1, tp, h.now).errors == {("t", 0): 0}  # empty: anyone
 
 
+def test_an_offset_commit_below_v9_from_a_consumer_protocol_member_is_unsupported_version() -> None:
+    """Kafka's ConsumerGroup.validateOffsetCommit: a member of the new protocol must commit with v9+
+    (its member id and epoch); an older version is UNSUPPORTED_VERSION once the member is known,
+    while an unknown member is still UNKNOWN_MEMBER_ID and a transaction's commit is not held to it."""
+    h = Harness()
+    a = h.join()
+    tp = {("t", 0): OffsetCommitIn(5)}
+    mid = a.member_id or ""
+    assert h.sm.commit_offsets(G, mid, None, a.member_epoch, tp, h.now, api_version=8).errors == {
+        ("t", 0): E.UNSUPPORTED_VERSION}
+    assert h.sm.commit_offsets(G, "ghost", None, 1, tp, h.now, api_version=8).errors == {
+        ("t", 0): E.UNKNOWN_MEMBER_ID}
+    assert h.sm.commit_offsets(G, mid, None, a.member_epoch, tp, h.now, api_version=9).errors == {("t", 0): 0}
+    assert h.sm.prepare_txn_offsets(G, 7, 0, tp, h.now, member_id=mid, generation=a.member_epoch).errors == {
+        ("t", 0): 0}
+    h.hb(mid, -1)
+    assert h.sm.commit_offsets(G, "", None, -1, tp, h.now, api_version=2).errors == {("t", 0): 0}  # empty group
+
+
 # ---- classic and consumer groups side by side --------------------------------------------------
 def classic_join(h: Harness, group: str = G) -> JoinResult | None:
     token = next(h.tokens)
@@ -373,3 +394,174 @@ def test_a_deleted_consumer_group_stays_deleted_after_a_reload() -> None:
     assert h.sm.delete_groups([G], h.now) == {G: 0}
     h.pump()
     assert G not in reload(h).sm.groups
+
+
+# ---- online upgrade and downgrade (KIP-848, group.consumer.migration.policy) -------------------
+def subscription(topics: list[str], owned: list[tuple[str, int]] | None = None) -> bytes:
+    """ConsumerProtocolSubscription v1, by hand: version, topics, null user data, owned partitions."""
+    raw = struct.pack(">hi", 1, len(topics)) + b"".join(struct.pack(">h", len(t)) + t.encode() for t in topics)
+    raw += struct.pack(">i", -1)
+    by_topic: dict[str, list[int]] = {}
+    for t, p in owned or []:
+        by_topic.setdefault(t, []).append(p)
+    raw += struct.pack(">i", len(by_topic))
+    for t, parts in by_topic.items():
+        raw += struct.pack(">h", len(t)) + t.encode() + struct.pack(">i", len(parts)) + b"".join(
+            struct.pack(">i", p) for p in parts)
+    return raw
+
+
+def assignment_bytes(topic: str, parts: list[int]) -> bytes:
+    return (struct.pack(">hi", 1, 1) + struct.pack(">h", len(topic)) + topic.encode()
+            + struct.pack(">i", len(parts)) + b"".join(struct.pack(">i", p) for p in parts) + struct.pack(">i", -1))
+
+
+def assigned_in(raw: bytes) -> set[int]:
+    from broker.group.classic_protocol import parse_assignment
+    return {p for _, p in parse_assignment(raw)}
+
+
+def reply(h: Harness, token: int) -> JoinResult | SyncResult:
+    for t, r in h.sm.drain().replies:
+        if t == token:
+            return r
+    raise AssertionError(f"no reply to {token}")
+
+
+def classic_member(h: Harness, owned: list[tuple[str, int]] | None = None) -> tuple[str, int]:
+    """A classic group G of one member (the consumer protocol, range) that owns every partition."""
+    token = next(h.tokens)
+    h.sm.join_group(token, JoinRequest(G, "", None, "c", "/h", 10_000, 10_000, "consumer",
+                                       [("range", subscription(["t"]))], False), h.now)
+    h.sm.tick(h.now)
+    j = reply(h, token)
+    assert isinstance(j, JoinResult) and j.error == 0 and j.leader == j.member_id
+    token = next(h.tokens)
+    h.sm.sync_group(token, SyncRequest(G, j.generation_id, j.member_id, None, "consumer", "range",
+                                       {j.member_id: assignment_bytes("t", [0, 1, 2, 3])}), h.now)
+    s = reply(h, token)
+    assert isinstance(s, SyncResult) and s.error == 0
+    h.pump()
+    return j.member_id, j.generation_id
+
+
+def rejoin(h: Harness, member_id: str, owned: list[tuple[str, int]]) -> JoinResult:
+    token = next(h.tokens)
+    h.sm.join_group(token, JoinRequest(G, member_id, None, "c", "/h", 10_000, 10_000, "consumer",
+                                       [("range", subscription(["t"], owned))], True), h.now)
+    r = reply(h, token)
+    h.pump()
+    assert isinstance(r, JoinResult)
+    return r
+
+
+def sync(h: Harness, member_id: str, generation: int) -> SyncResult:
+    token = next(h.tokens)
+    h.sm.sync_group(token, SyncRequest(G, generation, member_id, None, "consumer", "range", {}), h.now)
+    r = reply(h, token)
+    h.pump()
+    assert isinstance(r, SyncResult)
+    return r
+
+
+def test_a_consumer_member_joining_a_classic_group_with_members_upgrades_it() -> None:
+    """The classic member becomes a member of the consumer group at its generation with its
+    partitions; it is told to rejoin, gives up what the new target moves, and only then does the
+    new member get those partitions (never two owners at once)."""
+    h = Harness()
+    c1, gen = classic_member(h)
+    a = h.join()
+    g = h.sm.groups[G]
+    assert g.consumer is not None and not g.members
+    assert any(w.value is None and rec.decode_key(w.key) == rec.GroupKey(G) for w in h.writes)
+    old = h.member(c1)
+    assert old.classic is not None and old.classic.session_timeout_ms == 10_000
+    assert a.member_epoch == gen + 1 and a.assignment == frozenset()  # c1 still holds everything
+    assert h.sm.heartbeat(G, c1, None, gen, h.now) == E.REBALANCE_IN_PROGRESS
+    assert h.sm.heartbeat(G, c1, None, gen + 7, h.now) == E.ILLEGAL_GENERATION
+    j = rejoin(h, c1, [])  # eager: it revoked everything before rejoining
+    assert j.error == 0 and j.generation_id == gen + 1 and j.member_id == c1 and j.protocol_name == "range"
+    s = sync(h, c1, j.generation_id)
+    kept = assigned_in(s.assignment)
+    assert s.error == 0 and len(kept) == 2
+    assert h.sm.heartbeat(G, c1, None, j.generation_id, h.now) == 0
+    r = h.ack(a)
+    assert {p for _, p in r.assignment or ()} == {0, 1, 2, 3} - kept
+    # offsets: the classic member commits with its generation; a wrong one is ILLEGAL_GENERATION
+    tp = {("t", 0): OffsetCommitIn(5)}
+    assert h.sm.commit_offsets(G, c1, None, j.generation_id, tp, h.now, api_version=8).errors == {("t", 0): 0}
+    assert h.sm.commit_offsets(G, c1, None, 99, tp, h.now).errors == {("t", 0): E.ILLEGAL_GENERATION}
+
+
+def test_a_cooperative_classic_member_revokes_before_the_new_member_is_given_its_partitions() -> None:
+    h = Harness()
+    c1, gen = classic_member(h)
+    a = h.join()
+    j = rejoin(h, c1, [("t", p) for p in range(4)])  # cooperative: it still owns everything
+    assert j.generation_id == gen and h.member(c1).state is MemberState.UNREVOKED_PARTITIONS
+    kept = assigned_in(sync(h, c1, j.generation_id).assignment)
+    assert len(kept) == 2
+    assert h.ack(a).assignment == frozenset()  # not before c1 let them go
+    assert h.sm.heartbeat(G, c1, None, j.generation_id, h.now) == E.REBALANCE_IN_PROGRESS
+    j2 = rejoin(h, c1, [("t", p) for p in kept])
+    assert j2.generation_id == gen + 1 and h.member(c1).state is MemberState.STABLE
+    assert {p for _, p in h.ack(a).assignment or ()} == {0, 1, 2, 3} - kept
+
+
+def test_the_last_consumer_member_leaving_downgrades_the_group_to_classic() -> None:
+    h = Harness()
+    c1, gen = classic_member(h)
+    a = h.join()
+    j = rejoin(h, c1, [])
+    sync(h, c1, j.generation_id)
+    epoch = h.sm.groups[G].consumer.group_epoch  # type: ignore[union-attr]
+    h.hb(a.member_id or "", -1)
+    g = h.sm.groups[G]
+    assert g.consumer is None and list(g.members) == [c1] and g.generation == epoch
+    assert g.state.value == "PreparingRebalance" and g.protocol_name == "range"
+    assert any(w.value is not None and rec.decode_key(w.key) == rec.GroupKey(G) for w in h.writes)
+    assert h.sm.heartbeat(G, c1, None, epoch, h.now) == E.REBALANCE_IN_PROGRESS
+    token = next(h.tokens)
+    h.sm.join_group(token, JoinRequest(G, c1, None, "c", "/h", 10_000, 10_000, "consumer",
+                                       [("range", subscription(["t"]))], True), h.now)
+    r = reply(h, token)
+    assert isinstance(r, JoinResult) and r.error == 0 and r.generation_id == epoch + 1 and r.leader == c1
+
+
+def test_a_classic_member_that_does_not_rejoin_within_its_rebalance_timeout_is_removed() -> None:
+    h = Harness()
+    c1, gen = classic_member(h)
+    a = h.join()
+    assert h.sm.heartbeat(G, c1, None, gen, h.now) == E.REBALANCE_IN_PROGRESS
+    h.advance(6_000)
+    assert h.sm.heartbeat(G, c1, None, gen, h.now) == E.REBALANCE_IN_PROGRESS  # its session goes on
+    cg = h.sm.groups[G].consumer
+    assert cg is not None and c1 in cg.members
+    h.advance(4_001)  # the rebalance timeout (10 s) from the first REBALANCE_IN_PROGRESS
+    cg = h.sm.groups[G].consumer
+    assert cg is not None and list(cg.members) == [a.member_id]
+    assert {p for _, p in h.ack(a).assignment or ()} == {0, 1, 2, 3}
+
+
+def test_the_migration_policy_can_forbid_an_upgrade_or_a_downgrade() -> None:
+    h = Harness()
+    h.sm.table.settings = dataclasses.replace(h.sm.table.settings, consumer_migration_policy="downgrade")
+    classic_member(h)
+    assert h.hb().error == E.GROUP_ID_NOT_FOUND
+    h2 = Harness()
+    h2.sm.table.settings = dataclasses.replace(h2.sm.table.settings, consumer_migration_policy="upgrade")
+    c1, _ = classic_member(h2)
+    a = h2.join()
+    h2.hb(a.member_id or "", -1)
+    g = h2.sm.groups[G]
+    assert g.consumer is not None and list(g.consumer.members) == [c1]  # stays a consumer group
+
+
+def test_a_group_with_classic_members_is_read_back_with_them() -> None:
+    h = Harness()
+    c1, _ = classic_member(h)
+    h.join()
+    n = reload(h)
+    m = n.member(c1)
+    assert m.classic == h.member(c1).classic and m.classic is not None and m.classic.protocols[0][0] == "range"
+    assert n.sm.heartbeat(G, c1, None, m.member_epoch, n.now) == E.REBALANCE_IN_PROGRESS
