@@ -44,7 +44,7 @@ from .group import RebalanceListener
 from .isolation import FetchedBatches
 from .partitioner import DefaultPartitioner, murmur2
 from .producer import Producer
-from .security import Security
+from .security import Security, security_from_properties
 from .structs import (
     ConsumerGroupMetadata,
     ConsumerRecord,
@@ -63,6 +63,7 @@ __all__ = [
     "KafkaTimeoutError", "LogDirDescription", "MemberDescription", "NewTopic", "NoBrokersAvailableError", "OffsetAndMetadata",
     "PartitionDescription", "Producer", "ProducerFencedError", "ProducerStateDescription",
     "RebalanceListener", "RecordMetadata", "RequestTimedOutError", "RetriableError", "Security",
+    "security_from_properties",
     "TopicAlreadyExistsError", "TopicDescription", "TopicPartition", "TransactionAbortableError",
     "TransactionDescription", "TransactionListing", "PreparedTransaction", "ProducerTxnState", "UnknownTopicError",
     "UnsupportedVersionError", "murmur2",

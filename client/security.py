@@ -9,7 +9,9 @@ a broker that does not hold the user's credential is refused (protocol/scram.py)
 
 from __future__ import annotations
 
+import re
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -103,3 +105,40 @@ class Security:
             client.verify(await step(client.final(await step(client.first()))))
         except ScramError as e:
             raise AuthenticationError(str(e), ErrorCode.SASL_AUTHENTICATION_FAILED) from e
+
+
+# Kafka's (and librdkafka's) client property names -> Security's fields. The ssl.* locations are
+# PEM files (the standard library's ssl reads no Java keystore).
+PROPERTIES = {"security.protocol": "protocol", "sasl.mechanism": "sasl_mechanism",
+              "sasl.username": "sasl_username", "sasl.password": "sasl_password",
+              "ssl.ca.location": "ssl_cafile", "ssl.truststore.location": "ssl_cafile",
+              "ssl.certificate.location": "ssl_certfile", "ssl.key.location": "ssl_keyfile"}
+# ssl.endpoint.identification.algorithm: "https" checks the broker's host name, "" does not
+HOSTNAME_CHECK = "ssl.endpoint.identification.algorithm"
+# sasl.jaas.config, as Java clients (and Spark's Kafka connector) give a PLAIN or SCRAM login:
+# `...LoginModule required username="alice" password="...";`
+JAAS = "sasl.jaas.config"
+_JAAS_FIELD = re.compile(r'\b(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def security_from_properties(props: Mapping[str, str]) -> Security:
+    """Security from Kafka's client properties (`security.protocol`, `sasl.*`, `ssl.*`); a
+    property it does not know is refused (ValueError) rather than ignored: a security setting
+    silently dropped would connect with less than was asked for."""
+    kw: dict[str, Any] = {}
+    for key, value in props.items():
+        key, value = key.strip().lower(), value.strip()
+        if key in PROPERTIES:
+            kw[PROPERTIES[key]] = value.upper() if key in ("security.protocol", "sasl.mechanism") else value
+        elif key == HOSTNAME_CHECK:
+            if value.lower() not in ("", "https"):
+                raise ValueError(f"{HOSTNAME_CHECK} must be https or empty, not {value!r}")
+            kw["ssl_check_hostname"] = value.lower() == "https"
+        elif key == JAAS:
+            fields = {m.group(1): m.group(2).replace('\\"', '"') for m in _JAAS_FIELD.finditer(value)}
+            if set(fields) != {"username", "password"}:
+                raise ValueError(f"{JAAS} must give username=\"...\" and password=\"...\"")
+            kw["sasl_username"], kw["sasl_password"] = fields["username"], fields["password"]
+        else:
+            raise ValueError(f"{key!r} is not one of {', '.join([*PROPERTIES, HOSTNAME_CHECK, JAAS])}")
+    return Security(**kw)

@@ -112,7 +112,7 @@ def _marker(sink: SinkOptions) -> TopicPartition:
 async def _committed_offset(sink: SinkOptions, group: str) -> int | None:
     """The group's committed offset on the marker partition, not waiting for pending ones: a
     pending one here belongs to a transaction the caller holds (kept) or has just ended."""
-    offsets = await broker_io.admin_call(sink.bootstrap, lambda admin: admin.list_group_offsets(group))
+    offsets = await broker_io.admin_call(sink, lambda admin: admin.list_group_offsets(group))
     return offsets.get(_marker(sink))
 
 
@@ -128,7 +128,7 @@ async def _decide(sink: SinkOptions, query_id: str, batch: int) -> None:
     async def commit(admin: Admin) -> dict[TopicPartition, KafkaClientError | None]:
         return await admin.alter_group_offsets(group, {_marker(sink): batch + 1})
 
-    errors = await broker_io.admin_call(sink.bootstrap, commit)
+    errors = await broker_io.admin_call(sink, commit)
     failed = [e for e in errors.values() if e is not None]
     if failed or _marker(sink) not in errors:
         raise failed[0] if failed else RuntimeError(f"the decision for batch {batch} was not recorded")
@@ -138,7 +138,7 @@ async def _keeper(sink: SinkOptions, transactional_id: str) -> tuple[Producer, P
     """A started 2PC producer for `transactional_id` that has kept whatever transaction was open
     (fencing every earlier instance), and that transaction's token."""
     producer = Producer(sink.bootstrap, transactional_id=transactional_id, enable_2pc=True,
-                        linger_ms=sink.linger_ms, batch_size=sink.batch_size)
+                        linger_ms=sink.linger_ms, batch_size=sink.batch_size, security=sink.security)
     try:
         await producer.start()
         try:
@@ -169,13 +169,13 @@ async def _keeper(sink: SinkOptions, transactional_id: str) -> tuple[Producer, P
 
 async def _partitions(sink: SinkOptions) -> list[TopicPartition]:
     assert sink.topic is not None
-    described = await broker_io.describe_topics(sink.bootstrap, [sink.topic])
+    described = await broker_io.describe_topics(sink, [sink.topic])
     return sorted(TopicPartition(sink.topic, p.partition) for p in described[sink.topic].partitions)
 
 
 async def _gate_holds(sink: SinkOptions, gate: PreparedTransaction, tps: list[TopicPartition]) -> bool:
     """Whether the gate's transaction has its record in every partition (its opening finished)."""
-    producers = await broker_io.admin_call(sink.bootstrap, lambda admin: admin.describe_producers_of(tps))
+    producers = await broker_io.admin_call(sink, lambda admin: admin.describe_producers_of(tps))
     return all(any(s.producer_id == gate.producer_id and s.current_txn_start_offset >= 0 for s in producers[tp])
                for tp in tps)
 
@@ -311,7 +311,7 @@ async def _markers_written(sink: SinkOptions, transactional_ids: Iterable[str]) 
     deadline = SYSTEM_CLOCK.monotonic() + MARKERS_TIMEOUT_S
     while waiting:
         waiting = [t for t in waiting
-                   if await broker_io.admin_call(sink.bootstrap, partial(_completing, transactional_id=t))]
+                   if await broker_io.admin_call(sink, partial(_completing, transactional_id=t))]
         if waiting:
             if SYSTEM_CLOCK.monotonic() > deadline:
                 raise TimeoutError(f"transaction markers still being written after {MARKERS_TIMEOUT_S}s: {waiting}")

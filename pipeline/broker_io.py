@@ -10,9 +10,9 @@ leaves the assignment empty when it is done, so nothing is fetched between tasks
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Iterator
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from client import Admin, Consumer, FetchedBatches, TopicDescription, TopicPartition
+from client import Admin, Consumer, FetchedBatches, Security, TopicDescription, TopicPartition
 from protocol.clock import SYSTEM_CLOCK
 
 from . import runtime
@@ -26,6 +26,16 @@ T = TypeVar("T")
 # hands over one batch per fetch, at most MAX_FETCH_BYTES of records.)
 CHUNK = 8192
 MAX_FETCH_BYTES = 4 * 1024 * 1024
+
+
+class Reach(Protocol):
+    """How to reach the brokers: SourceOptions and SinkOptions both say."""
+
+    @property
+    def bootstrap(self) -> str: ...
+
+    @property
+    def security(self) -> Security: ...
 
 
 class ReadTimeout(TimeoutError):
@@ -68,24 +78,25 @@ async def _planner_call(name: str, key: tuple[Any, ...], make: Callable[[], Any]
         raise
 
 
-async def admin_call(bootstrap: str, call: Callable[[Admin], Awaitable[T]]) -> T:
-    """`call` on the process's kept admin client for `bootstrap` (made again if a call fails)."""
-    result: T = await _planner_call("admin", (bootstrap,), lambda: Admin(bootstrap), call)
+async def admin_call(to: Reach, call: Callable[[Admin], Awaitable[T]]) -> T:
+    """`call` on the process's kept admin client for those brokers (made again if a call fails)."""
+    result: T = await _planner_call("admin", (to.bootstrap, to.security),
+                                    lambda: Admin(to.bootstrap, security=to.security), call)
     return result
 
 
-async def describe_topics(bootstrap: str, topics: Iterable[str]) -> dict[str, TopicDescription]:
+async def describe_topics(to: Reach, topics: Iterable[str]) -> dict[str, TopicDescription]:
     """Admin.describe_topics on the process's kept admin client."""
     names = list(topics)
-    return await admin_call(bootstrap, lambda admin: admin.describe_topics(names))
+    return await admin_call(to, lambda admin: admin.describe_topics(names))
 
 
-async def _partitions(bootstrap: str, topics: Iterable[str]) -> list[TopicPartition]:
-    described = await describe_topics(bootstrap, topics)
+async def _partitions(to: Reach, topics: Iterable[str]) -> list[TopicPartition]:
+    described = await describe_topics(to, topics)
     return sorted(TopicPartition(name, p.partition) for name, d in described.items() for p in d.partitions)
 
 
-async def _bounds(bootstrap: str, tps: list[TopicPartition], read_committed: bool) -> tuple[Offsets, Offsets]:
+async def _bounds(to: Reach, tps: list[TopicPartition], read_committed: bool) -> tuple[Offsets, Offsets]:
     """(earliest, latest) per partition; latest is the last stable offset at read_committed,
     so a range never ends inside a transaction that is still undecided."""
     if not tps:
@@ -97,8 +108,8 @@ async def _bounds(bootstrap: str, tps: list[TopicPartition], read_committed: boo
         return dict(await c.beginning_offsets(keys)), dict(await c.end_offsets(keys))
 
     result: tuple[Offsets, Offsets] = await _planner_call(
-        "offsets", (bootstrap, isolation),
-        lambda: Consumer(bootstrap, isolation_level=isolation, enable_auto_commit=False), ask)
+        "offsets", (to.bootstrap, to.security, isolation),
+        lambda: Consumer(to.bootstrap, isolation_level=isolation, enable_auto_commit=False, security=to.security), ask)
     return result
 
 
@@ -106,16 +117,17 @@ def discover(opts: SourceOptions) -> list[TopicPartition]:
     """Partitions the source reads now (subscribed topics can grow partitions between calls)."""
     if opts.assign:
         return list(opts.assign)
-    return runtime.run(_partitions(opts.bootstrap, opts.topics))
+    return runtime.run(_partitions(opts, opts.topics))
 
 
 def bounds(opts: SourceOptions, tps: list[TopicPartition]) -> tuple[Offsets, Offsets]:
-    return runtime.run(_bounds(opts.bootstrap, tps, opts.read_committed))
+    return runtime.run(_bounds(opts, tps, opts.read_committed))
 
 
 def _reader(opts: SourceOptions) -> Consumer:
     return Consumer(opts.bootstrap, isolation_level=opts.isolation_level, enable_auto_commit=False,
-                    auto_offset_reset="earliest", fetch_max_wait_ms=100, max_partition_fetch_bytes=MAX_FETCH_BYTES)
+                    auto_offset_reset="earliest", fetch_max_wait_ms=100, max_partition_fetch_bytes=MAX_FETCH_BYTES,
+                    security=opts.security)
 
 
 async def _read_range(opts: SourceOptions, tp: TopicPartition, start: int, end: int, whole: bool
@@ -129,7 +141,7 @@ async def _read_range(opts: SourceOptions, tp: TopicPartition, start: int, end: 
     """
     key = TopicPartition(*tp)
     cache = runtime.runtime().cache("reader", _close)
-    ckey = (opts.bootstrap, opts.isolation_level)
+    ckey = (opts.bootstrap, opts.security, opts.isolation_level)
     c: Consumer | None = cache.take(ckey)
     if c is None:
         c = _reader(opts)

@@ -101,7 +101,7 @@ class TaskClients:
 def _new_producer(sink: SinkOptions, who: TaskWrite) -> Producer:
     return Producer(sink.bootstrap, transactional_id=who.transactional_id(sink.txn_prefix),
                     transaction_timeout_ms=sink.transaction_timeout_ms, linger_ms=sink.linger_ms,
-                    batch_size=sink.batch_size)
+                    batch_size=sink.batch_size, security=sink.security)
 
 
 async def _init(producer: Producer) -> Producer:
@@ -117,7 +117,7 @@ async def _init(producer: Producer) -> Producer:
 
 async def open_clients(sink: SinkOptions, who: TaskWrite) -> TaskClients:
     reader = Consumer(sink.bootstrap, group_id=who.marker_group(sink.txn_prefix), isolation_level="read_committed",
-                      enable_auto_commit=False)
+                      enable_auto_commit=False, security=sink.security)
     await reader.start()
     try:
         return TaskClients(await _init(_new_producer(sink, who)), reader)
@@ -135,8 +135,8 @@ async def close_clients(clients: TaskClients) -> None:
 
 
 def _key(sink: SinkOptions, who: TaskWrite) -> Hashable:
-    return (sink.bootstrap, who.transactional_id(sink.txn_prefix), sink.transaction_timeout_ms, sink.linger_ms,
-            sink.batch_size)
+    return (sink.bootstrap, sink.security, who.transactional_id(sink.txn_prefix), sink.transaction_timeout_ms,
+            sink.linger_ms, sink.batch_size)
 
 
 async def committed_batch(reader: Consumer, marker: TopicPartition) -> int | None:

@@ -2,7 +2,8 @@
 
 Names follow Spark's Kafka connector where one exists (`kafka.bootstrap.servers`, `subscribe`,
 `assign`, `startingOffsets`, `endingOffsets`, `maxOffsetsPerTrigger`, `topic`,
-`kafka.isolation.level`), so that porting a job is mostly changing `format("kafka")`.
+`kafka.isolation.level`, and the clients' security settings `kafka.security.protocol`,
+`kafka.sasl.*`, `kafka.ssl.*`), so that porting a job is mostly changing `format("kafka")`.
 Spark hands options over case-insensitively; the lookups here are too.
 """
 
@@ -10,8 +11,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from client import Security, security_from_properties
 from protocol.topic_partition import TopicPartition
 
 READ_COMMITTED = "read_committed"
@@ -72,6 +74,7 @@ class SourceOptions:
     max_offsets_per_trigger: int | None
     use_arrow: bool
     poll_timeout_ms: int
+    security: Security = field(default_factory=Security)  # kafka.security.protocol, kafka.sasl.*, kafka.ssl.*
 
     @property
     def read_committed(self) -> bool:
@@ -92,6 +95,7 @@ class SinkOptions:
     txn_prefix: str
     commit_mode: str = PER_TASK
     checkpoint: str | None = None  # the query's checkpointLocation option, when given
+    security: Security = field(default_factory=Security)  # kafka.security.protocol, kafka.sasl.*, kafka.ssl.*
 
     @property
     def batch_atomic(self) -> bool:
@@ -103,6 +107,20 @@ def bootstrap_of(options: Mapping[str, str]) -> str:
     if not value:
         raise OptionError("option kafka.bootstrap.servers (host:port[,host:port]) is required")
     return value
+
+
+# the options that are the clients' security settings, less their "kafka." prefix
+SECURITY_PREFIXES = ("kafka.security.", "kafka.sasl.", "kafka.ssl.")
+
+
+def security_of(options: Mapping[str, str]) -> Security:
+    """Every client of the source or sink (admin, consumers, producers) connects with this."""
+    props = {k.lower().removeprefix("kafka."): v for k, v in options.items()
+             if k.lower().startswith(SECURITY_PREFIXES)}
+    try:
+        return security_from_properties(props)
+    except ValueError as e:
+        raise OptionError(f"kafka.* security option: {e}") from None
 
 
 def source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
@@ -142,7 +160,7 @@ def source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOpti
     return SourceOptions(
         bootstrap=bootstrap_of(options), topics=topics, assign=assign, starting=starting, ending=ending,
         isolation_level=isolation, max_offsets_per_trigger=max_per_trigger,
-        use_arrow=_bool(_get(options, "useArrow"), True), poll_timeout_ms=poll,
+        use_arrow=_bool(_get(options, "useArrow"), True), poll_timeout_ms=poll, security=security_of(options),
     )
 
 
@@ -162,5 +180,5 @@ def sink_options(options: Mapping[str, str]) -> SinkOptions:
         use_arrow=_bool(_get(options, "useArrow"), True), transaction_timeout_ms=timeout,
         linger_ms=linger, batch_size=batch_size, txn_prefix=_get(options, "transactionalIdPrefix",
                                                                   default="ketch-sink") or "ketch-sink",
-        commit_mode=mode, checkpoint=_get(options, "checkpointLocation"),
+        commit_mode=mode, checkpoint=_get(options, "checkpointLocation"), security=security_of(options),
     )

@@ -61,7 +61,7 @@ def prepare_sink(sink: SinkOptions, schema: StructType) -> None:
     marker = sink.marker_topic
 
     try:
-        runtime.run(broker_io.describe_topics(sink.bootstrap, [marker]))
+        runtime.run(broker_io.describe_topics(sink, [marker]))
     except Exception as exc:
         raise OptionError(f"marker topic {marker!r} is not usable (create it first): {exc}") from exc
 

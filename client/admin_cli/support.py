@@ -14,7 +14,7 @@ from protocol.clock import SYSTEM_CLOCK
 
 from ..admin import Admin
 from ..errors import KafkaClientError
-from ..security import Security
+from ..security import Security, security_from_properties
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 UNREACHABLE_S = 5.0  # how long a command waits for anything to listen at --bootstrap
@@ -84,30 +84,22 @@ async def reachable(bootstrap: str, within: float) -> None:
         await asyncio.sleep(0.5)
 
 
-# Kafka's (and librdkafka's) client property names -> Security's fields
-_SECURITY_KEYS = {"security.protocol": "protocol", "sasl.mechanism": "sasl_mechanism",
-                  "sasl.username": "sasl_username", "sasl.password": "sasl_password",
-                  "ssl.ca.location": "ssl_cafile", "ssl.truststore.location": "ssl_cafile",
-                  "ssl.certificate.location": "ssl_certfile", "ssl.key.location": "ssl_keyfile"}
-
-
 def security_from_file(path: str) -> Security:
     """A `--command-config` properties file (KEY=VALUE lines, # comments) as the client's Security."""
     try:
         lines = open(path).read().splitlines()  # noqa: SIM115 - read at once
     except OSError as e:
         raise CommandError(f"cannot read {path}: {e.strerror}") from None
-    kw: dict[str, Any] = {}
+    props: dict[str, str] = {}
     for line in (ln.strip() for ln in lines):
         if not line or line.startswith(("#", "!")):
             continue
         key, sep, value = line.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or key not in _SECURITY_KEYS:
-            raise CommandError(f"{path}: {key!r} is not one of {', '.join(_SECURITY_KEYS)}")
-        kw[_SECURITY_KEYS[key]] = value.upper() if key in ("security.protocol", "sasl.mechanism") else value
+        if not sep:
+            raise CommandError(f"{path}: expected KEY=VALUE, not {line!r}")
+        props[key.strip()] = value.strip()
     try:
-        return Security(**kw)
+        return security_from_properties(props)
     except ValueError as e:
         raise CommandError(f"{path}: {e}") from None
 

@@ -1,7 +1,8 @@
-"""Issue 27 (ACLs) on three real broker processes with the authorizer on. There is no
-authentication on this branch: every connection is User:ANONYMOUS, so the cluster allows a
-resource without ACLs to everyone (allow_everyone_if_no_acl_found) — the brokers' own traffic
-needs no ACL — and each test puts ACLs on its resources to grant or refuse ANONYMOUS."""
+"""Issue 27 (ACLs) on three real broker processes with the authorizer on and no authentication:
+every connection is User:ANONYMOUS, so the cluster allows a resource without ACLs to everyone
+(allow_everyone_if_no_acl_found) — the brokers' own traffic needs no ACL — and each test puts ACLs
+on its resources to grant or refuse ANONYMOUS. The same with SASL logins, TLS and
+allow_everyone_if_no_acl_found off: tests/cluster/test_secure_acls.py."""
 
 from __future__ import annotations
 
@@ -9,32 +10,17 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from helpers.acls import DENY, acl, create_acls, delete_acl, listed
 from helpers.cluster import Cluster
 from helpers.cluster_metadata import listed_everywhere, new_topic, voters_for
 from helpers.confluent import QUIET
 from helpers.raw import Raw
-from helpers.wait import wait_until
 
-from protocol.acl import (
-    AclBinding,
-    AclFilter,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourceType,
-    creation_of,
-    delete_filter_of,
-    describe_request_of,
-    described,
-)
+from protocol.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
-from protocol.messages.create_acls import CreateAclsRequest, CreateAclsResponse
-from protocol.messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
-from protocol.messages.describe_acls import DescribeAclsResponse
 from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 
-ANONYMOUS, OTHER = "User:ANONYMOUS", "User:someone-else"
-ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
+OTHER = "User:someone-else"
 PROPAGATION_S = 10.0  # a metadata entry reaches every broker's image well within this
 
 
@@ -46,47 +32,6 @@ def cluster(cluster_factory) -> Cluster:  # type: ignore[no-untyped-def]
                                       "KETCH_ALLOW_EVERYONE_IF_NO_ACL_FOUND": "true"})
     listed_everywhere(c)
     return c
-
-
-def acl(rtype: int, name: str, op: int, perm: int = ALLOW, principal: str = ANONYMOUS) -> AclBinding:
-    return AclBinding(rtype, name, PatternType.LITERAL, principal, "*", op, perm)
-
-
-def _ask(port: int, req: CreateAclsRequest | DeleteAclsRequest) -> CreateAclsResponse | DeleteAclsResponse | None:
-    """The answer, or None while it is NOT_CONTROLLER (a quorum election under way): retried, as
-    every client retries it."""
-    raw = Raw(port)
-    try:
-        resp = raw.request(req, 3)
-    finally:
-        raw.close()
-    assert isinstance(resp, CreateAclsResponse | DeleteAclsResponse)
-    results = resp.results if isinstance(resp, CreateAclsResponse) else resp.filter_results
-    return None if any(r.error_code == ErrorCode.NOT_CONTROLLER for r in results) else resp
-
-
-def create_acls(c: Cluster, node: int, *bindings: AclBinding) -> None:
-    req = CreateAclsRequest(creations=[creation_of(b) for b in bindings])
-    resp = wait_until(lambda: _ask(c.ports[node], req), timeout=30, message="CreateAcls answered")
-    assert isinstance(resp, CreateAclsResponse) and [r.error_code for r in resp.results] == [0] * len(bindings), resp
-
-
-def delete_acl(c: Cluster, node: int, b: AclBinding) -> None:
-    req = DeleteAclsRequest(filters=[delete_filter_of(AclFilter(
-        b.resource_type, b.resource_name, b.pattern_type, b.principal, b.host, b.operation, b.permission))])
-    resp = wait_until(lambda: _ask(c.ports[node], req), timeout=30, message="DeleteAcls answered")
-    assert isinstance(resp, DeleteAclsResponse) and len(resp.filter_results[0].matching_acls) == 1, resp
-
-
-def listed(port: int) -> list[AclBinding]:
-    """The ACLs broker `port`'s image has (DescribeAcls answers from it)."""
-    raw = Raw(port)
-    try:
-        resp = raw.request(describe_request_of(AclFilter()), 3)
-    finally:
-        raw.close()
-    assert isinstance(resp, DescribeAclsResponse) and resp.error_code == 0, resp
-    return described(resp.resources)
 
 
 def metadata_error(port: int, topic: str) -> int:
@@ -104,7 +49,7 @@ def test_an_acl_created_through_one_broker_is_enforced_by_the_others(cluster: Cl
     c = cluster
     new_topic(c, "hidden", 1, 3)
     assert {metadata_error(c.ports[n], "hidden") for n in c.node_ids} == {0}
-    create_acls(c, 1, acl(ResourceType.TOPIC, "hidden", AclOperation.DESCRIBE, DENY))
+    create_acls(c.ports[1], acl(ResourceType.TOPIC, "hidden", AclOperation.DESCRIBE, DENY))
     started = time.monotonic()
     c.wait_until(lambda: all(metadata_error(c.ports[n], "hidden") == ErrorCode.TOPIC_AUTHORIZATION_FAILED
                              for n in (2, 3)), timeout=PROPAGATION_S,
@@ -118,7 +63,7 @@ def test_a_revoked_read_stops_a_running_consumer(cluster: Cluster) -> None:
     read = acl(ResourceType.TOPIC, "orders", AclOperation.READ)
     # an ACL for someone else too: once READ is revoked the topic still has ACLs, so nothing
     # falls back to allow_everyone_if_no_acl_found
-    create_acls(c, 1, read, acl(ResourceType.TOPIC, "orders", AclOperation.WRITE),
+    create_acls(c.ports[1], read, acl(ResourceType.TOPIC, "orders", AclOperation.WRITE),
                 acl(ResourceType.TOPIC, "orders", AclOperation.ALL, principal=OTHER))
     producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", **QUIET})
     producer.produce("orders", b"first")
@@ -134,7 +79,7 @@ def test_a_revoked_read_stops_a_running_consumer(cluster: Cluster) -> None:
             if m is not None and m.error() is None:
                 got = m.value()
         assert got == b"first"
-        delete_acl(c, 2, read)
+        delete_acl(c.ports[2], read)
         c.wait_until(lambda: all(read not in listed(c.ports[n]) for n in c.node_ids), timeout=PROPAGATION_S,
                      message="every broker to have applied the revocation")
         producer.produce("orders", b"second")
@@ -154,7 +99,7 @@ def test_a_revoked_read_stops_a_running_consumer(cluster: Cluster) -> None:
 
 def test_a_transactional_producer_without_write_on_its_id_is_refused(cluster: Cluster) -> None:
     c = cluster
-    create_acls(c, 3, acl(ResourceType.TRANSACTIONAL_ID, "payments", AclOperation.WRITE, principal=OTHER))
+    create_acls(c.ports[3], acl(ResourceType.TRANSACTIONAL_ID, "payments", AclOperation.WRITE, principal=OTHER))
     p = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": "payments", **QUIET})
     with pytest.raises(KafkaException) as e:
         p.init_transactions(30)

@@ -7,12 +7,9 @@ controller), and listed back (DescribeUserScramCredentials)."""
 from __future__ import annotations
 
 import asyncio
-import socket
-import ssl
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,11 +21,8 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 from helpers.certs import Certs, make_certs
-from helpers.secure import PLAIN_USERS, SecureBroker
+from helpers.secure import PLAIN_USERS, SecureBroker, api_versions_over_tls
 from helpers.wait import wait_until
-
-from protocol.framing import encode_request
-from protocol.messages.api_versions import ApiVersionsRequest
 
 pytestmark = pytest.mark.compat
 
@@ -123,21 +117,8 @@ def test_untrusted_client_certificate_refused(secure: SecureBroker, certs: Certs
     # with TLS 1.3 the broker refuses the certificate after the client's side of the handshake:
     # librdkafka only sees the connection closed. A request sent with that certificate gets no
     # answer, one sent with alice's does:
-    assert _api_versions_over_tls(secure, certs, certs.rogue_cert, certs.rogue_key) is None
-    assert _api_versions_over_tls(secure, certs, certs.client_cert, certs.client_key)
-
-
-def _api_versions_over_tls(b: SecureBroker, certs: Certs, cert: Path, key: Path) -> bytes | None:
-    ctx = ssl.create_default_context(cafile=str(certs.ca))
-    ctx.load_cert_chain(str(cert), str(key))
-    host, port = b.address("SSL").split(":")
-    with socket.create_connection((host, int(port)), timeout=10) as raw, \
-            ctx.wrap_socket(raw, server_hostname="localhost") as tls:
-        try:
-            tls.sendall(encode_request(ApiVersionsRequest(), 0, 1, "probe"))
-            return tls.recv(4) or None
-        except (ssl.SSLError, ConnectionError):
-            return None
+    assert api_versions_over_tls(secure.address("SSL"), certs, certs.rogue_cert, certs.rogue_key) is None
+    assert api_versions_over_tls(secure.address("SSL"), certs, certs.client_cert, certs.client_key)
 
 
 # ---- aiokafka --------------------------------------------------------------------------------------

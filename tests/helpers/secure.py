@@ -5,9 +5,14 @@ through AlterUserScramCredentials."""
 
 from __future__ import annotations
 
+import socket
+import ssl
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from protocol.framing import encode_request
+from protocol.messages.api_versions import ApiVersionsRequest
 
 from .broker import HOST, BrokerProcess, free_port
 from .certs import Certs
@@ -68,3 +73,20 @@ def secure_cluster(base: Path, certs: Certs, size: int = 3, *, env: Mapping[str,
         b.extra_args = old.extra_args
         c.brokers[node] = b
     return c
+
+
+def api_versions_over_tls(address: str, certs: Certs, cert: Path | None, key: Path | None) -> bytes | None:
+    """The start of the answer to an ApiVersions sent over TLS with that client certificate (or
+    none), None when the broker refuses the handshake. With TLS 1.3 the broker refuses a
+    certificate after the client's side of the handshake, so only a request tells."""
+    ctx = ssl.create_default_context(cafile=str(certs.ca))
+    if cert is not None:
+        ctx.load_cert_chain(str(cert), str(key))
+    host, port = address.split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        try:
+            with ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+                tls.sendall(encode_request(ApiVersionsRequest(), 0, 1, "probe"))
+                return tls.recv(4) or None
+        except (ssl.SSLError, ConnectionError):
+            return None

@@ -122,10 +122,10 @@ class FaultInjector:
 # -------------------------------------------------------------------------------------- input data
 
 
-def prefill(bootstrap: str, topic: str, n: int, partitions: int) -> dict[int, int]:
+def prefill(bootstrap: str, topic: str, n: int, partitions: int, conf: dict[str, Any] | None = None) -> dict[int, int]:
     """Produce values ``in-<i>`` (i < n) round-robin over the partitions; return the expected end
     offset of each partition. Fails on any delivery error."""
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20, **QUIET})
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20, **QUIET, **(conf or {})})
     errors: list[KafkaError] = []
     delivered = [0]
 
@@ -213,6 +213,7 @@ class TxnPipeline(threading.Thread):
         abort_ratio: float = 1 / 3,
         crash_ratio: float = 0.03,
         producer_conf: dict[str, Any] | None = None,
+        client_conf: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(name="txn-pipeline", daemon=True)
         self.bootstrap = bootstrap
@@ -226,6 +227,7 @@ class TxnPipeline(threading.Thread):
         self.abort_ratio = abort_ratio
         self.crash_ratio = crash_ratio
         self.producer_conf = dict(producer_conf or {})
+        self.client_conf = dict(client_conf or {})  # both clients': e.g. a secured listener's login
         self.group = f"soak-{uuid.uuid4().hex[:8]}"
         self.tid = f"soak-{uuid.uuid4().hex[:8]}"
         # progress and outcome, read by the main thread
@@ -259,7 +261,7 @@ class TxnPipeline(threading.Thread):
         transaction numbers from `txn_no` on, so the outcomes of both can be told apart."""
         nxt = TxnPipeline(self.bootstrap, self.src, self.dst, self.ends, seed=seed, deadline=self.deadline,
                           max_txns=self.max_txns, max_batch=self.max_batch, abort_ratio=self.abort_ratio,
-                          crash_ratio=self.crash_ratio, producer_conf=self.producer_conf)
+                          crash_ratio=self.crash_ratio, producer_conf=self.producer_conf, client_conf=self.client_conf)
         nxt.tid, nxt.group, nxt.txn_no = self.tid, self.group, txn_no
         return nxt
 
@@ -447,6 +449,7 @@ class TxnPipeline(threading.Thread):
                 **IDLE_CLOSE,
                 **QUIET,
                 **({"debug": CLIENT_DEBUG, "log_level": 7} if CLIENT_DEBUG else {}),
+                **self.client_conf,
                 **self.producer_conf,
             }
         )
@@ -476,6 +479,7 @@ class TxnPipeline(threading.Thread):
                 "fetch.wait.max.ms": 50,
                 **NO_REBOOTSTRAP,
                 **QUIET,
+                **self.client_conf,
             }
         )
         self.consumers_created += 1
