@@ -98,8 +98,9 @@ compat-cluster: install system-deps
 
 # docker-compose.yml's three brokers built and run for real, a broker container SIGKILLed; installs
 # Docker and starts a daemon when missing (docs/testing.md "Containers"). Not part of `make test`.
+# SECURE=1: the same on the secured cluster (docker-compose.secure.yml; docs/containers.md).
 compose-test: install
-	sh tests/compose/compose-test.sh $(BIN)/python
+	COMPOSE_TEST_SECURE=$(SECURE) sh tests/compose/compose-test.sh $(BIN)/python
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

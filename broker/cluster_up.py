@@ -25,6 +25,7 @@ import secrets
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,36 +45,53 @@ def _openssl(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
 
 
-def secure_setup(data_dir: Path, host: str) -> tuple[dict[str, str], Path]:
-    """Certificates and logins for a secured run (made once, kept in DATA_DIR/secure): the
-    settings every broker shares, and the administrator's client.properties."""
-    d = data_dir / "secure"
+def secure_files(d: Path, names: Sequence[str]) -> dict[str, str]:
+    """A CA, one broker certificate valid for `names` (host names and IP addresses), and PLAIN
+    logins for the brokers (`broker`) and an administrator (`admin`), made once in `d` and kept;
+    the logins, NAME -> PASSWORD. `ketch cluster up --secure` and the compose cluster's secure
+    mode (docker/secure-setup.py) both make theirs here."""
     d.mkdir(parents=True, exist_ok=True)
     if not (d / "broker.pem").exists():
         _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "30", "-subj", "/CN=ketch-local-ca",
                  "-keyout", "ca.key", "-out", "ca.pem", cwd=d)
         _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=ketch-broker", "-keyout", "broker.key",
                  "-out", "broker.csr", cwd=d)
-        names = dict.fromkeys([f"IP:{host}" if host.replace(".", "").isdigit() else f"DNS:{host}", "DNS:localhost",
-                               "IP:127.0.0.1"])
-        (d / "broker.ext").write_text(f"subjectAltName={','.join(names)}\n")
+        sans = dict.fromkeys(f"IP:{n}" if n.replace(".", "").isdigit() else f"DNS:{n}" for n in names)
+        (d / "broker.ext").write_text(f"subjectAltName={','.join(sans)}\n")
         _openssl("x509", "-req", "-in", "broker.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
                  "-days", "30", "-extfile", "broker.ext", "-out", "broker.pem", cwd=d)
     users = d / "plain-users"
     if not users.exists():
         users.write_text(f"broker:{secrets.token_urlsafe(18)}\nadmin:{secrets.token_urlsafe(18)}\n")
         users.chmod(0o600)
-    logins = dict(line.split(":", 1) for line in users.read_text().splitlines() if ":" in line)
+    return dict(line.split(":", 1) for line in users.read_text().splitlines() if ":" in line)
+
+
+def admin_properties(d: Path, logins: dict[str, str]) -> Path:
+    """The administrator's client properties (Kafka's names), for `--command-config` and librdkafka."""
     props = d / "client.properties"
     props.write_text(f"security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.username=admin\n"
                      f"sasl.password={logins['admin']}\nssl.ca.location={d / 'ca.pem'}\n")
     props.chmod(0o600)
-    env = {"KETCH_LISTENER_SECURITY_PROTOCOL_MAP": "BROKER:SASL_SSL,CONTROLLER:SASL_SSL",
-           "KETCH_SSL_KEYSTORE_LOCATION": str(d / "broker.pem"), "KETCH_SSL_KEY_LOCATION": str(d / "broker.key"),
-           "KETCH_SSL_TRUSTSTORE_LOCATION": str(d / "ca.pem"), "KETCH_SASL_PLAIN_USERS_FILE": str(users),
-           "KETCH_SASL_INTER_BROKER_USERNAME": "broker", "KETCH_SASL_INTER_BROKER_PASSWORD": logins["broker"],
-           "KETCH_SUPER_USERS": "User:broker"}
-    return env, props
+    return props
+
+
+def broker_env(d: Path, logins: dict[str, str]) -> dict[str, str]:
+    """The settings every broker of a secured cluster shares, the files at their paths under `d`:
+    SASL_SSL inter-broker and controller listeners, the brokers' own login the one super user."""
+    return {"KETCH_LISTENER_SECURITY_PROTOCOL_MAP": "BROKER:SASL_SSL,CONTROLLER:SASL_SSL",
+            "KETCH_SSL_KEYSTORE_LOCATION": str(d / "broker.pem"), "KETCH_SSL_KEY_LOCATION": str(d / "broker.key"),
+            "KETCH_SSL_TRUSTSTORE_LOCATION": str(d / "ca.pem"), "KETCH_SASL_PLAIN_USERS_FILE": str(d / "plain-users"),
+            "KETCH_SASL_INTER_BROKER_USERNAME": "broker", "KETCH_SASL_INTER_BROKER_PASSWORD": logins["broker"],
+            "KETCH_SUPER_USERS": "User:broker"}
+
+
+def secure_setup(data_dir: Path, host: str) -> tuple[dict[str, str], Path]:
+    """Certificates and logins for a secured run (made once, kept in DATA_DIR/secure): the
+    settings every broker shares, and the administrator's client.properties."""
+    d = data_dir / "secure"
+    logins = secure_files(d, [host, "localhost", "127.0.0.1"])
+    return broker_env(d, logins), admin_properties(d, logins)
 
 
 async def _pump(node: int, stream: asyncio.StreamReader) -> None:

@@ -8,7 +8,8 @@
 #      locally by docker/build-base.sh (debootstrap + docker import), reused once built.
 #   4. docker/wheels/: Ketch's dependencies downloaded on the host, so the image build needs no
 #      TLS connection of its own to PyPI (emptied again at exit).
-#   5. tests/compose/run.py: compose up, health, round trips, docker kill, restart, teardown.
+#   5. tests/compose/run.py: compose up, health, round trips, docker kill, restart, teardown
+#      (COMPOSE_TEST_SECURE=1: on the secured cluster, docker-compose.secure.yml).
 #
 # Usage: tests/compose/compose-test.sh PYTHON   (the project's virtualenv python)
 set -eu

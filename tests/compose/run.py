@@ -5,6 +5,12 @@ from the outside, as a user on the host would: health as Docker reports it, Kafk
 (confluent-kafka and the bundled client) on the published ports, `docker kill` for a crash.
 It is not a pytest module: it needs a Docker daemon and minutes, so `make test` never runs it.
 
+COMPOSE_TEST_SECURE=1 (`make compose-test SECURE=1`) runs the same steps on the secured cluster
+(docker-compose.secure.yml over docker-compose.yml, certificates and logins made for the run by
+docker/secure-setup.py in a temporary directory): every client then speaks SASL_SSL, producers and
+consumers as a SCRAM user holding only its ACLs, the admin client as the administrator, and the
+refusals (a wrong password, a client in the clear, a topic without an ACL) are checked too.
+
 Every wait has a deadline (helpers.wait); the cluster is torn down, volumes included, whatever
 happens. The last line is a one-line summary; the exit status is 1 on any failure.
 """
@@ -14,8 +20,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 import uuid
@@ -32,19 +41,42 @@ from confluent_kafka import (  # noqa: E402
     OFFSET_BEGINNING,
     Consumer,
     KafkaError,
+    KafkaException,
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka.admin import (  # noqa: E402
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 from helpers.wait import wait_until  # noqa: E402
 
 import client  # noqa: E402
+from client.admin_cli.support import security_from_file  # noqa: E402
 
 PROJECT = os.environ.get("COMPOSE_TEST_PROJECT", "ketch-compose-test")
 IMAGE = "ketch:local"  # docker-compose.yml's image
 BOOTSTRAP = "localhost:19092,localhost:19093,localhost:19094"
 SERVICES = {1: "ketch-1", 2: "ketch-2", 3: "ketch-3"}
 QUIET = {"log_level": 2}  # librdkafka: a killed broker's refused connections are expected, not news
+SECURE = os.environ.get("COMPOSE_TEST_SECURE", "") not in ("", "0")
+COMPOSE_FILES = ("docker-compose.yml", *(("docker-compose.secure.yml",) if SECURE else ()))
+# Who the host's clients are. In the clear: anonymous, all of them. Secured (secure_setup,
+# scram_user_and_acls): producers and consumers the SCRAM user APP, which holds only the ACLs
+# APP_ACLS grants; the admin client (topics, metadata, ISRs) the administrator, a super user.
+CLIENT: dict[str, Any] = dict(QUIET)  # confluent-kafka producers and consumers
+ADMIN: dict[str, Any] = dict(QUIET)  # confluent-kafka's AdminClient
+BUNDLED: dict[str, client.Security | None] = {"client": None, "admin": None}  # the bundled client's
+APP = "app"
+APP_PREFIX = "compose-"  # the names of every topic, group and transactional id the steps use
 LOG_FILE = Path(os.environ.get("COMPOSE_TEST_LOGS", "/tmp/ketch-compose-test.log"))
 TOPIC_CONFIG = {"min.insync.replicas": "2"}
 
@@ -72,7 +104,8 @@ def sh(*cmd: str, timeout: float = 900, stderr_too: bool = False) -> str:
 
 
 def compose(*args: str, timeout: float = 900) -> str:
-    return sh("docker", "compose", "-p", PROJECT, "-f", str(ROOT / "docker-compose.yml"), *args, timeout=timeout)
+    files = [a for f in COMPOSE_FILES for a in ("-f", str(ROOT / f))]
+    return sh("docker", "compose", "-p", PROJECT, *files, *args, timeout=timeout)
 
 
 def container(service: str) -> str:
@@ -94,10 +127,14 @@ def health_reason(cid: str) -> str:
     return str(log[-1].get("Output", "")).strip()
 
 
-def quorum_leader(cids: dict[int, str]) -> int:
-    """The metadata quorum's leader, as `ketch cluster describe` inside a broker container sees it."""
-    out = sh("docker", "exec", cids[1], "ketch", "cluster", "describe", "--bootstrap", "127.0.0.1:9092", "--json")
-    return int(json.loads(out)[0]["leader"])
+def quorum_leader() -> int:
+    """The metadata quorum's leader (DescribeQuorum, the bundled client as the administrator)."""
+
+    async def ask() -> int:
+        async with client.Admin(BOOTSTRAP, security=BUNDLED["admin"]) as a:
+            return int((await a.describe_quorum()).leader_id)
+
+    return asyncio.run(ask())
 
 
 def wait_healthy(cids: dict[int, str], timeout: float) -> None:
@@ -111,7 +148,7 @@ def wait_healthy(cids: dict[int, str], timeout: float) -> None:
 
 
 def admin(bootstrap: str = BOOTSTRAP) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+    return AdminClient({"bootstrap.servers": bootstrap, **ADMIN})
 
 
 def known_partitions(topic: str, bootstrap: str = BOOTSTRAP) -> dict[int, Any]:
@@ -142,8 +179,8 @@ def create_topic(name: str, count: int = 3) -> None:
 
 def read_committed(topic: str, timeout: float = 90) -> list[tuple[int, int, bytes]]:
     """Every record of `topic` up to the high watermarks as they are now, at read_committed."""
-    c = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": f"reader-{uuid.uuid4()}", "enable.auto.commit": False,
-                  "isolation.level": "read_committed", **QUIET})
+    c = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": f"compose-reader-{uuid.uuid4()}", "enable.auto.commit": False,
+                  "isolation.level": "read_committed", **CLIENT})
     try:
         parts = sorted(partitions(topic))
         ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
@@ -191,7 +228,7 @@ def txn_round_trip_confluent(topic: str) -> str:
     """Committed records reach a read_committed group once, aborted ones never; the group's
     committed offsets carry a second member on from where the first stopped."""
     create_topic(topic)
-    p = Producer({"bootstrap.servers": BOOTSTRAP, "transactional.id": f"compose-{uuid.uuid4()}", **QUIET})
+    p = Producer({"bootstrap.servers": BOOTSTRAP, "transactional.id": f"compose-{uuid.uuid4()}", **CLIENT})
     p.init_transactions(60)
 
     def txn(prefix: str, n: int, commit: bool) -> list[bytes]:
@@ -211,7 +248,7 @@ def txn_round_trip_confluent(topic: str) -> str:
     committed += txn("commit-again", 100, True)
     group = f"compose-group-{uuid.uuid4()}"
     conf = {"bootstrap.servers": BOOTSTRAP, "group.id": group, "isolation.level": "read_committed",
-            "auto.offset.reset": "earliest", "enable.auto.commit": False, **QUIET}
+            "auto.offset.reset": "earliest", "enable.auto.commit": False, **CLIENT}
     c = Consumer(conf)
     c.subscribe([topic])
     got = group_poll(c, len(committed), 90)
@@ -233,12 +270,13 @@ def txn_round_trip_confluent(topic: str) -> str:
 
 async def txn_round_trip_bundled(topic: str) -> str:
     """The same round trip with the bundled asyncio client."""
-    async with client.Admin(BOOTSTRAP) as a:
+    async with client.Admin(BOOTSTRAP, security=BUNDLED["client"]) as a:
         await a.create_topic(topic, num_partitions=3, replication_factor=3, config=TOPIC_CONFIG)
     for address in BOOTSTRAP.split(","):
         await asyncio.to_thread(wait_until, lambda a=address: len(ps := known_partitions(topic, a)) == 3 and all(
             x.leader >= 0 and len(x.isrs) == 3 for x in ps.values()), 60, 0.2, f"topic {topic} led and in sync at {address}")
-    async with client.Producer(BOOTSTRAP, transactional_id=f"compose-bundled-{uuid.uuid4()}") as p:
+    async with client.Producer(BOOTSTRAP, transactional_id=f"compose-bundled-{uuid.uuid4()}",
+                               security=BUNDLED["client"]) as p:
         await p.init_transactions()
 
         async def txn(prefix: str, n: int, commit: bool) -> list[bytes]:
@@ -259,7 +297,8 @@ async def txn_round_trip_bundled(topic: str) -> str:
 
         async def member(want: int) -> list[bytes]:
             async with client.Consumer(BOOTSTRAP, group_id=group, isolation_level="read_committed",
-                                       auto_offset_reset="earliest", enable_auto_commit=False) as c:
+                                       auto_offset_reset="earliest", enable_auto_commit=False,
+                                       security=BUNDLED["client"]) as c:
                 c.subscribe([topic])
                 got: list[bytes] = []
                 deadline = time.monotonic() + 90
@@ -313,14 +352,14 @@ def failover(topic: str, cids: dict[int, str], figures: dict[str, Any]) -> str:
     create_topic(topic)
     # The hardest broker to lose: the metadata quorum's leader, which is also the active
     # controller and leads one of the topic's three partitions (replicas are striped).
-    victim = quorum_leader(cids)
+    victim = quorum_leader()
     check(victim in SERVICES, f"the quorum leader is {victim}, not a compose broker")
     check(any(x.leader == victim for x in partitions(topic).values()),
           f"{SERVICES[victim]} (quorum leader) leads no partition of {topic}")
     figures["killed"] = SERVICES[victim]
     log = AckLog()
     p = Producer({"bootstrap.servers": BOOTSTRAP, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
-                  "message.timeout.ms": 180_000, **QUIET})
+                  "message.timeout.ms": 180_000, **CLIENT})
     seq = 0
 
     def produce_until(cond: Callable[[], bool], timeout: float, what: str) -> None:
@@ -379,7 +418,7 @@ def failover(topic: str, cids: dict[int, str], figures: dict[str, Any]) -> str:
     wait_in_sync(victim)
     figures["rejoined_s"] = time.monotonic() - started
     # and it serves again: a write acknowledged by all three, read back
-    p2 = Producer({"bootstrap.servers": BOOTSTRAP, "acks": "all", **QUIET})
+    p2 = Producer({"bootstrap.servers": BOOTSTRAP, "acks": "all", **CLIENT})
     after = AckLog()
     for i in range(300):
         p2.produce(topic, value=f"after-restart-{i}".encode(), on_delivery=after.callback)
@@ -435,18 +474,22 @@ def wait_in_sync(node: int) -> None:
 INTERNAL_BOOTSTRAP = "ketch-1:9094,ketch-2:9094,ketch-3:9094"
 IN_CONTAINER_CLIENT = """
 import asyncio, sys
-from client import Admin, Consumer, Producer, TopicPartition
+from client import Admin, Consumer, Producer, Security, TopicPartition
+
+# secured: SASL_SSL as the SCRAM user named in argv[3] (password argv[4]), trusting the mounted CA
+sec = Security("SASL_SSL", sasl_mechanism="SCRAM-SHA-512", sasl_username=sys.argv[3], sasl_password=sys.argv[4],
+               ssl_cafile="/etc/ketch/ca.pem") if len(sys.argv) > 3 else None
 
 async def main(bs: str, topic: str) -> None:
-    async with Admin(bs) as admin:
+    async with Admin(bs, security=sec) as admin:
         await admin.create_topic(topic, 3)
-    async with Producer(bs, transactional_id=topic) as p:
+    async with Producer(bs, transactional_id=topic, security=sec) as p:
         await p.init_transactions()
         async with p.transaction():
             for i in range(30):
                 await p.send(topic, b"in-container-%d" % i, key=b"%d" % i)
     seen = []
-    async with Consumer(bs, isolation_level="read_committed", auto_offset_reset="earliest") as c:
+    async with Consumer(bs, isolation_level="read_committed", auto_offset_reset="earliest", security=sec) as c:
         c.assign([TopicPartition(topic, i) for i in range(3)])
         for _ in range(200):
             for records in (await c.getmany(timeout_ms=200)).values():
@@ -463,10 +506,116 @@ def client_in_another_container(cids: dict[int, str]) -> str:
     """Run the bundled client in a new container of the broker image, on the compose network."""
     network = json.loads(sh("docker", "inspect", "-f", "{{json .NetworkSettings.Networks}}", cids[1]))
     topic = f"compose-inside-{uuid.uuid4().hex[:8]}"
-    out = sh("docker", "run", "--rm", "--network", next(iter(network)), "--dns-opt", "timeout:1",
-             "--entrypoint", "python3", IMAGE, "-c", IN_CONTAINER_CLIENT, INTERNAL_BOOTSTRAP, topic, timeout=180)
+    mount: list[str] = []
+    login: list[str] = []
+    if SECURE:
+        mount = ["-v", f"{SECURE_DIR[0] / 'ca.pem'}:/etc/ketch/ca.pem:ro"]
+        login = [CLIENT["sasl.username"], CLIENT["sasl.password"]]
+    out = sh("docker", "run", "--rm", "--network", next(iter(network)), "--dns-opt", "timeout:1", *mount,
+             "--entrypoint", "python3", IMAGE, "-c", IN_CONTAINER_CLIENT, INTERNAL_BOOTSTRAP, topic, *login,
+             timeout=180)
     check(out.split() == ["30", "30"], f"the in-container client read {out.strip()!r}, not 30 distinct records")
-    return f"a client container on {next(iter(network))} wrote and read 30 records in a transaction via {INTERNAL_BOOTSTRAP}"
+    how = f" over SASL_SSL as {APP}" if SECURE else ""
+    return (f"a client container on {next(iter(network))} wrote and read 30 records in a transaction via "
+            f"{INTERNAL_BOOTSTRAP}{how}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The secured cluster (COMPOSE_TEST_SECURE=1)
+
+SECURE_DIR: list[Path] = []  # where docker/secure-setup.py made this run's certificates and logins
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line and line[0] not in "#!")
+
+
+def secure_setup() -> str:
+    """This run's certificates and logins, in a new directory docker-compose.secure.yml mounts
+    from (KETCH_SECURE_DIR); the administrator's client.properties for the admin clients."""
+    d = Path(tempfile.mkdtemp(prefix="ketch-compose-secure-"))
+    SECURE_DIR.append(d)
+    sh(sys.executable, str(ROOT / "docker" / "secure-setup.py"), str(d))
+    os.environ["KETCH_SECURE_DIR"] = str(d)
+    ADMIN.update(read_properties(d / "client.properties"))
+    BUNDLED["admin"] = security_from_file(str(d / "client.properties"))
+    return f"certificates and logins for this run in {d}"
+
+
+def app_conf(password: str) -> dict[str, Any]:
+    return {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": APP,
+            "sasl.password": password, "ssl.ca.location": ADMIN["ssl.ca.location"]}
+
+
+# What APP may do: everything on the topics, groups and transactional ids the steps name, and
+# nothing else (no ACL on the cluster: not even IDEMPOTENT_WRITE, which WRITE on a topic stands
+# for, KIP-679).
+APP_ACLS = [(kind, APP_PREFIX, AclOperation.ALL)
+            for kind in (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.TRANSACTIONAL_ID)]
+
+
+def scram_user_and_acls() -> str:
+    """The administrator creates the SCRAM-SHA-512 user APP and its ACLs (confluent-kafka's
+    AdminClient: AlterUserScramCredentials, CreateAcls); every broker then lets APP in and sees
+    a topic of APP's through its eyes."""
+    password = secrets.token_urlsafe(18)
+    a = admin()
+    upsert = UserScramCredentialUpsertion(APP, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
+                                          password.encode())
+    for f in a.alter_user_scram_credentials([upsert]).values():
+        f.result(30)
+    bindings = [AclBinding(kind, name, ResourcePatternType.PREFIXED, f"User:{APP}", "*", op, AclPermissionType.ALLOW)
+                for kind, name, op in APP_ACLS]
+    for f in a.create_acls(bindings, request_timeout=30).values():
+        f.result(30)
+    CLIENT.update(app_conf(password))
+    BUNDLED["client"] = client.Security("SASL_SSL", sasl_mechanism="SCRAM-SHA-512", sasl_username=APP,
+                                        sasl_password=password, ssl_cafile=ADMIN["ssl.ca.location"])
+    probe = f"{APP_PREFIX}probe-{uuid.uuid4().hex[:8]}"
+    create_topic(probe)
+
+    def app_sees_probe(address: str) -> bool:  # a fresh client asks the broker it is bootstrapped from
+        try:
+            t = AdminClient({"bootstrap.servers": address, **CLIENT}).list_topics(topic=probe, timeout=5).topics
+        except KafkaException:
+            return False
+        return probe in t and t[probe].error is None
+
+    for address in BOOTSTRAP.split(","):
+        wait_until(lambda a=address: app_sees_probe(a), timeout=30, interval=0.5,
+                   message=f"{APP} logged in at {address} and shown {probe}")
+    return (f"SCRAM-SHA-512 user {APP} created, ALL on {APP_PREFIX}* topics, groups and transactional ids; "
+            f"every broker lets it in")
+
+
+def refusals() -> str:
+    """What the secured cluster refuses: APP with a wrong password (SASL_AUTHENTICATION_FAILED:
+    librdkafka's _AUTHENTICATION), a client in the clear (nothing), APP on a topic no ACL of its
+    names (TOPIC_AUTHORIZATION_FAILED)."""
+    errors: list[KafkaError] = []
+    wrong = Producer({"bootstrap.servers": BOOTSTRAP, **CLIENT, "sasl.password": "not-the-password",
+                      "error_cb": errors.append})
+    wrong.produce(f"{APP_PREFIX}never", value=b"x")
+    wait_until(lambda: wrong.poll(0.2) >= 0 and any(e.code() == KafkaError._AUTHENTICATION for e in errors),
+               timeout=30, interval=0.1, message=lambda: f"an authentication error; got {errors[:3]}")
+    check(len(wrong) == 1, "a record of a refused login left the producer's queue")
+    wrong.purge()
+    try:
+        AdminClient({"bootstrap.servers": BOOTSTRAP, **QUIET}).list_topics(timeout=5)
+        raise Failed("a client in the clear got metadata from a SASL_SSL listener")
+    except KafkaException:
+        pass
+    other = f"other-{uuid.uuid4().hex[:8]}"
+    create_topic(other)
+    results: list[KafkaError | None] = []
+    p = Producer({"bootstrap.servers": BOOTSTRAP, **CLIENT, "message.timeout.ms": 20_000})
+    p.produce(other, value=b"x", on_delivery=lambda err, _m: results.append(err))
+    p.flush(30)
+    check(len(results) == 1 and results[0] is not None
+          and results[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED,
+          f"{APP} writing {other} (no ACL): {results}, not TOPIC_AUTHORIZATION_FAILED")
+    return ("wrong password: librdkafka's _AUTHENTICATION (SASL_AUTHENTICATION_FAILED); in the clear: no metadata; "
+            f"{other} without an ACL: TOPIC_AUTHORIZATION_FAILED")
 
 
 @contextmanager
@@ -491,6 +640,9 @@ def main() -> int:
     notes: list[str] = []
     failed = False
     try:
+        if SECURE:
+            with step("certificates and logins for the run (docker/secure-setup.py)", results, t0):
+                notes.append("secure: " + secure_setup())
         with step("build the image (docker compose build)", results, t0):
             start = time.monotonic()
             compose("build")
@@ -504,6 +656,11 @@ def main() -> int:
             figures["healthy_s"] = time.monotonic() - start
             user = sh("docker", "exec", cids[1], "id", "-un").strip()
             check(user == "ketch", f"the broker runs as {user!r}, not the non-root user ketch")
+        if SECURE:
+            with step(f"the administrator creates the SCRAM user {APP} and its ACLs", results, t0):
+                notes.append("users: " + scram_user_and_acls())
+            with step("refused: a wrong password, a client in the clear, a topic without an ACL", results, t0):
+                notes.append("refused: " + refusals())
         with step("transactions and a consumer group, confluent-kafka", results, t0):
             notes.append("confluent: " + txn_round_trip_confluent(f"compose-confluent-{uuid.uuid4().hex[:8]}"))
         with step("transactions and a consumer group, bundled client", results, t0):
@@ -530,11 +687,13 @@ def main() -> int:
                 check(not left.strip(), f"volumes left behind: {left.split()}")
         except BaseException:
             failed = True
+        for d in SECURE_DIR:  # this run's keys and passwords go with it
+            shutil.rmtree(d, ignore_errors=True)
     for n in notes:
         print(n)
     total = time.monotonic() - t0 + float(os.environ.get("COMPOSE_TEST_SETUP_S", "0"))
     passed = sum(ok for _, ok, _ in results)
-    fig = []
+    fig = ["secured: SASL_SSL, SCRAM, ACLs"] if SECURE else []
     if "image_mb" in figures:
         fig.append(f"image {figures['image_mb']:.0f} MB, built in {figures['build_s']:.0f}s")
     if "healthy_s" in figures:
