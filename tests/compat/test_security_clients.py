@@ -1,6 +1,7 @@
-"""Issue 27: confluent-kafka, aiokafka and kafka-python connect to one broker over SSL,
-SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and SASL_SSL, produce and consume; a wrong
-password, an unknown user and a certificate from an untrusted CA are refused. SCRAM users are
+"""Issue 27: confluent-kafka, aiokafka and kafka-python connect to one broker, and to three in one
+quorum whose brokers log in to each other (SASL_SSL between brokers), over SSL, SASL_PLAINTEXT
+(PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and SASL_SSL, produce and consume; a wrong password, an
+unknown user and a certificate from an untrusted CA are refused. SCRAM users are
 created with confluent-kafka's AdminClient (AlterUserScramCredentials, forwarded to the
 controller), and listed back (DescribeUserScramCredentials)."""
 
@@ -21,7 +22,9 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 from helpers.certs import Certs, make_certs
-from helpers.secure import PLAIN_USERS, SecureBroker, api_versions_over_tls
+from helpers.cluster import Cluster
+from helpers.cluster_metadata import listed_everywhere
+from helpers.secure import PLAIN_USERS, SecureBroker, api_versions_over_tls, secure_cluster
 from helpers.wait import wait_until
 
 pytestmark = pytest.mark.compat
@@ -43,12 +46,38 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
     return make_certs(tmp_path_factory.mktemp("certs"))
 
 
-@pytest.fixture(scope="module")
-def secure(tmp_path_factory: pytest.TempPathFactory, certs: Certs) -> Iterator[SecureBroker]:
-    b = SecureBroker(tmp_path_factory.mktemp("secure") / "data", certs)
-    b.start()
+class ThreeBrokers:
+    """A secured three-broker cluster seen as SecureBroker is: each listener's address is the
+    three brokers' (clients bootstrap from all of them and are sent on by Metadata)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.bootstrap = cluster.bootstrap
+
+    def address(self, protocol: str) -> str:
+        c = self.cluster
+        return ",".join(c[n].address(protocol) for n in c.node_ids)  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="module", params=["one-broker", "three-brokers"])
+def secure(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+           certs: Certs) -> Iterator[SecureBroker | ThreeBrokers]:
+    target: SecureBroker | ThreeBrokers
+    if request.param == "one-broker":
+        b = SecureBroker(tmp_path_factory.mktemp("secure") / "data", certs)
+        b.start()
+        target, close = b, b.close
+    else:
+        c = secure_cluster(tmp_path_factory.mktemp("secure3") / "cluster", certs)
+        try:
+            c.start()
+            listed_everywhere(c)
+        except BaseException:
+            c.close()
+            raise
+        target, close = ThreeBrokers(c), c.close
     try:
-        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        admin = AdminClient({"bootstrap.servers": target.bootstrap})
         upserts = [UserScramCredentialUpsertion(u, ScramCredentialInfo(m, 4096), pw.encode())
                    for u, pw in SCRAM_USERS.items() for m in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)]
         for fut in admin.alter_user_scram_credentials(upserts).values():
@@ -56,12 +85,12 @@ def secure(tmp_path_factory: pytest.TempPathFactory, certs: Certs) -> Iterator[S
         described = admin.describe_user_scram_credentials(["alice"])["alice"].result(30)
         assert sorted(i.mechanism for i in described.scram_credential_infos) == [
             ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512]
-        yield b
+        yield target
     finally:
-        b.close()
+        close()
 
 
-def _confluent_conf(b: SecureBroker, certs: Certs, listener: str, mech: str | None, user: str | None,
+def _confluent_conf(b: SecureBroker | ThreeBrokers, certs: Certs, listener: str, mech: str | None, user: str | None,
                     password: str | None) -> dict[str, Any]:
     conf: dict[str, Any] = {"bootstrap.servers": b.address(listener), "security.protocol": listener.lower()}
     if "SSL" in listener:
@@ -73,7 +102,7 @@ def _confluent_conf(b: SecureBroker, certs: Certs, listener: str, mech: str | No
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_confluent(secure: SecureBroker, certs: Certs, case: tuple[str, str | None, str | None, str | None]) -> None:
+def test_confluent(secure: SecureBroker | ThreeBrokers, certs: Certs, case: tuple[str, str | None, str | None, str | None]) -> None:
     conf = _confluent_conf(secure, certs, *case)
     topic = f"sec-cf-{uuid.uuid4().hex[:8]}"
     p = Producer({**conf, "enable.idempotence": True})
@@ -95,7 +124,7 @@ def test_confluent(secure: SecureBroker, certs: Certs, case: tuple[str, str | No
     ("SASL_PLAINTEXT", "SCRAM-SHA-256", "alice", "wrong"),
     ("SASL_SSL", "SCRAM-SHA-512", "nobody", "x"),
 ], ids=["plain-wrong-password", "plain-unknown-user", "scram-wrong-password", "scram-unknown-user"])
-def test_confluent_refused(secure: SecureBroker, certs: Certs, case: tuple[str, str, str, str]) -> None:
+def test_confluent_refused(secure: SecureBroker | ThreeBrokers, certs: Certs, case: tuple[str, str, str, str]) -> None:
     errors: list[Any] = []
     conf = {**_confluent_conf(secure, certs, *case), "error_cb": errors.append}
     admin = AdminClient(conf)
@@ -106,7 +135,7 @@ def test_confluent_refused(secure: SecureBroker, certs: Certs, case: tuple[str, 
                       timeout=10, message=lambda: f"an authentication error, got {errors}")
 
 
-def test_untrusted_client_certificate_refused(secure: SecureBroker, certs: Certs) -> None:
+def test_untrusted_client_certificate_refused(secure: SecureBroker | ThreeBrokers, certs: Certs) -> None:
     errors: list[Any] = []
     conf = {"bootstrap.servers": secure.address("SSL"), "security.protocol": "ssl", "ssl.ca.location": str(certs.ca),
             "ssl.certificate.location": str(certs.rogue_cert), "ssl.key.location": str(certs.rogue_key),
@@ -117,13 +146,14 @@ def test_untrusted_client_certificate_refused(secure: SecureBroker, certs: Certs
     # with TLS 1.3 the broker refuses the certificate after the client's side of the handshake:
     # librdkafka only sees the connection closed. A request sent with that certificate gets no
     # answer, one sent with alice's does:
-    assert api_versions_over_tls(secure.address("SSL"), certs, certs.rogue_cert, certs.rogue_key) is None
-    assert api_versions_over_tls(secure.address("SSL"), certs, certs.client_cert, certs.client_key)
+    for address in secure.address("SSL").split(","):  # every broker's SSL listener
+        assert api_versions_over_tls(address, certs, certs.rogue_cert, certs.rogue_key) is None, address
+        assert api_versions_over_tls(address, certs, certs.client_cert, certs.client_key), address
 
 
 # ---- aiokafka --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_aiokafka(secure: SecureBroker, certs: Certs, case: tuple[str, str | None, str | None, str | None]) -> None:
+def test_aiokafka(secure: SecureBroker | ThreeBrokers, certs: Certs, case: tuple[str, str | None, str | None, str | None]) -> None:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: PLC0415
     from aiokafka.helpers import create_ssl_context  # noqa: PLC0415
 
@@ -154,7 +184,7 @@ def test_aiokafka(secure: SecureBroker, certs: Certs, case: tuple[str, str | Non
     assert asyncio.run(run()) == b"v1"
 
 
-def test_aiokafka_wrong_password_refused(secure: SecureBroker) -> None:
+def test_aiokafka_wrong_password_refused(secure: SecureBroker | ThreeBrokers) -> None:
     from aiokafka import AIOKafkaProducer  # noqa: PLC0415
     from aiokafka.errors import KafkaError  # noqa: PLC0415
 
@@ -176,7 +206,7 @@ def test_aiokafka_wrong_password_refused(secure: SecureBroker) -> None:
 
 # ---- kafka-python ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_kafka_python(secure: SecureBroker, certs: Certs,
+def test_kafka_python(secure: SecureBroker | ThreeBrokers, certs: Certs,
                       case: tuple[str, str | None, str | None, str | None]) -> None:
     from kafka import KafkaConsumer, KafkaProducer  # noqa: PLC0415
 
@@ -199,7 +229,7 @@ def test_kafka_python(secure: SecureBroker, certs: Certs,
         consumer.close()
 
 
-def test_kafka_python_unknown_user_refused(secure: SecureBroker) -> None:
+def test_kafka_python_unknown_user_refused(secure: SecureBroker | ThreeBrokers) -> None:
     from kafka import KafkaProducer  # noqa: PLC0415
     from kafka.errors import KafkaError  # noqa: PLC0415
 
