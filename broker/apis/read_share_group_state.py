@@ -3,7 +3,6 @@ from the share coordinator (broker/share/coordinator.py). Brokers only: CLUSTER_
 
 from __future__ import annotations
 
-from protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages.share_group_state import (
@@ -15,13 +14,10 @@ from protocol.messages.share_group_state import (
 )
 
 from ..context import BrokerContext, ClientInfo
+from .share_state_writes import may_act
 
 KEY = 84
 ORDERED = False
-
-
-def may_act(ctx: BrokerContext, client: ClientInfo) -> bool:
-    return ctx.authorizer.allows(client, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
