@@ -126,6 +126,7 @@ class ShareConsumer:
         self._assignment_changed = asyncio.Event()
         self._heartbeat_now = asyncio.Event()
         self._hb_task: asyncio.Task[None] | None = None
+        self._pending_round: asyncio.Task[dict[TopicPartition, list[ShareRecord]]] | None = None
         self._fatal: KafkaClientError | None = None
         self._started = False
         self._closed = False
@@ -162,6 +163,9 @@ class ShareConsumer:
                 self._hb_task.cancel()
                 with contextlib.suppress(BaseException):
                     await self._hb_task
+            if self._pending_round is not None:  # a cancelled poll's round: its records were never handed out
+                with contextlib.suppress(BaseException):
+                    await self._pending_round
             if not self.explicit:
                 self._acks.accept_delivered()
             await asyncio.gather(*(self._acknowledge(node, final=True) for node, s in list(self._sessions.items())
@@ -279,10 +283,24 @@ class ShareConsumer:
         deadline = self._clock.monotonic() + timeout_ms / 1000
         while True:
             remaining = deadline - self._clock.monotonic()
-            out = await self._fetch_round(int(max(0.0, min(remaining, self.fetch_max_wait_ms / 1000)) * 1000))
+            out = await self._round(int(max(0.0, min(remaining, self.fetch_max_wait_ms / 1000)) * 1000))
             self._check()
             if out or deadline - self._clock.monotonic() <= 0:
+                for tp, recs in out.items():
+                    self._acks.handed_out(tp, (r.offset for r in recs))
                 return out
+
+    async def _round(self, wait_ms: int) -> dict[TopicPartition, list[ShareRecord]]:
+        """A fetch round that a cancelled poll does not cut short: its requests carry acknowledgements
+        and acquire records, so it runs to its end and the next poll (or close) takes its result."""
+        task = self._pending_round
+        if task is None:
+            task = self._pending_round = asyncio.get_running_loop().create_task(self._fetch_round(wait_ms))
+        try:
+            return await asyncio.shield(task)
+        finally:
+            if task.done():
+                self._pending_round = None
 
     async def _fetch_round(self, wait_ms: int) -> dict[TopicPartition, list[ShareRecord]]:
         """One ShareFetch to each broker that leads an assigned partition or is owed acknowledgements."""
@@ -407,7 +425,6 @@ class ShareConsumer:
                         for r in (fetched.records() if fetched is not None else []) if r.offset in counts]
                 self._acks.gaps(tp, set(counts) - {r.offset for r in recs})
                 if recs:
-                    self._acks.handed_out(tp, (r.offset for r in recs))
                     out.setdefault(tp, []).extend(recs)
         self._fail_acks({tp: b for tp, b in acks.items() if tp not in answered},
                         KafkaClientError("the broker did not answer these acknowledgements"))

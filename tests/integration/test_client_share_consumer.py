@@ -165,6 +165,28 @@ async def test_close_releases_what_the_member_held_and_leaves_the_group(broker: 
     assert all(counts[r.offset] == 2 for _, r in held)
 
 
+async def test_a_cancelled_poll_loses_no_acknowledgement_and_no_record(broker: BrokerProcess) -> None:
+    """A poll cancelled while its ShareFetch (carrying acknowledgements, long-polling for more) is
+    out, as `asyncio.wait_for(c.poll(...))` does: the request runs to its end, its acknowledgements
+    are reported, and what it acquired is handed out by the next poll."""
+    bs = broker.bootstrap
+    topic = await setup(bs, 5)
+    reported: list[tuple[int, AcknowledgeType, KafkaClientError | None]] = []
+    async with ShareConsumer(bs, unique_topic("sg"), acknowledgement_mode="explicit", fetch_max_wait_ms=2000,
+                             on_acknowledged=lambda tp, kinds, err: reported.extend(
+                                 (o, k, err) for o, k in kinds.items())) as c:
+        c.subscribe([topic])
+        first = await poll_until([c], lambda got: len(got) >= 5, 30, lambda r: AcknowledgeType.ACCEPT)
+        with pytest.raises(TimeoutError):  # cancelled mid-ShareFetch (the broker waits up to 2 s for records)
+            await asyncio.wait_for(c.poll(timeout_ms=10_000), 0.3)
+        async with Producer(bs) as p:  # acquired by the cancelled poll's ShareFetch, or by the next
+            await p.send_and_wait(topic, b"late", partition=0)
+        later = await poll_until([c], lambda got: bool(got), 30, lambda r: AcknowledgeType.ACCEPT)
+        assert [r.value for _, r in later] == [b"late"]
+        assert await c.commit() == {TopicPartition(topic, 0): None}
+    assert sorted(reported) == [(o, AcknowledgeType.ACCEPT, None) for o in range(6)], (first, reported)
+
+
 def describe(broker: BrokerProcess, group: str):  # type: ignore[no-untyped-def]
     raw = Raw(broker.port)
     try:
