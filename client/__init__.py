@@ -1,4 +1,4 @@
-"""Ketch's bundled asyncio Kafka client: Producer, Consumer, Admin, transactions.
+"""Ketch's bundled asyncio Kafka client: Producer, Consumer, ShareConsumer, Admin, transactions.
 
 Built on protocol/ only; works against Ketch and against any Kafka-compatible broker.
 
@@ -45,25 +45,28 @@ from .isolation import FetchedBatches
 from .partitioner import DefaultPartitioner, murmur2
 from .producer import Producer
 from .security import Security, security_from_properties
+from .share_consumer import ShareConsumer
+from .share_state import AcknowledgeType
 from .structs import (
     ConsumerGroupMetadata,
     ConsumerRecord,
     EncodedRecords,
     OffsetAndMetadata,
     RecordMetadata,
+    ShareRecord,
     TopicPartition,
 )
 from .transactions import PreparedTransaction, ProducerTxnState
 
 __all__ = [
-    "Admin", "AuthenticationError", "BrokerResponseError", "ClusterDescription", "CommitFailedError", "ConnectionLostError", "Consumer",
+    "AcknowledgeType", "Admin", "AuthenticationError", "BrokerResponseError", "ClusterDescription", "CommitFailedError", "ConnectionLostError", "Consumer",
     "ConsumerGroupMetadata", "ConsumerRecord", "ConsumerStoppedError", "DefaultPartitioner", "EncodedRecords",
     "FatalError", "FetchedBatches",
     "GroupDescription", "GroupListing", "GroupMaxSizeReachedError", "IllegalStateError", "KafkaClientError",
     "KafkaTimeoutError", "LogDirDescription", "MemberDescription", "NewTopic", "NoBrokersAvailableError", "OffsetAndMetadata",
     "PartitionDescription", "Producer", "ProducerFencedError", "ProducerStateDescription",
     "RebalanceListener", "RecordMetadata", "RequestTimedOutError", "RetriableError", "Security",
-    "security_from_properties",
+    "security_from_properties", "ShareConsumer", "ShareRecord",
     "TopicAlreadyExistsError", "TopicDescription", "TopicPartition", "TransactionAbortableError",
     "TransactionDescription", "TransactionListing", "PreparedTransaction", "ProducerTxnState", "UnknownTopicError",
     "UnsupportedVersionError", "murmur2",

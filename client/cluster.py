@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +63,7 @@ class TopicInfo:
     error: int
     internal: bool
     partitions: dict[int, PartitionInfo] = field(default_factory=dict)
+    topic_id: uuid.UUID | None = None  # Metadata v10+; share groups name topics by id
 
 
 def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
@@ -282,7 +284,9 @@ class Cluster:
                                                  tuple(p.replica_nodes), tuple(p.isr_nodes), p.error_code)
                 for p in t.partitions
             }
-            topics[t.name] = TopicInfo(t.name, t.error_code, t.is_internal, parts)
+            tid = getattr(t, "topic_id", None)
+            topics[t.name] = TopicInfo(t.name, t.error_code, t.is_internal, parts,
+                                       tid if tid is not None and tid.int else None)
         self.topics = topics
         self._last_refresh = self.clock.monotonic()
         self.metadata_version += 1
@@ -299,6 +303,10 @@ class Cluster:
         if p is None or p.leader < 0 or p.leader not in self.brokers:
             return None
         return p.leader
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with this id, None while the metadata does not know it."""
+        return next((t.name for t in self.topics.values() if t.topic_id == topic_id), None)
 
     def partitions_for(self, topic: str) -> int | None:
         """Number of partitions of `topic`, None while unknown."""

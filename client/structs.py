@@ -7,7 +7,7 @@ from typing import NamedTuple
 from protocol.topic_partition import TopicPartition
 
 __all__ = ["ConsumerGroupMetadata", "ConsumerRecord", "EncodedRecords", "OffsetAndMetadata", "RecordMetadata",
-           "TopicPartition"]
+           "ShareRecord", "TopicPartition"]
 
 
 class OffsetAndMetadata(NamedTuple):
@@ -49,6 +49,21 @@ class ConsumerRecord(NamedTuple):
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...]
     timestamp_type: int = 0
+
+
+class ShareRecord(NamedTuple):
+    """A record a ShareConsumer acquired: a ConsumerRecord's fields, and how many times the share
+    group has delivered it (1 the first time; more after a RELEASE or a lock that ran out)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    timestamp_type: int
+    delivery_count: int
 
 
 class EncodedRecords(NamedTuple):

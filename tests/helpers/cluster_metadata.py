@@ -3,6 +3,7 @@ CreateTopics (issue 13's topics in the metadata log)."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from protocol.errors import ErrorCode
@@ -132,3 +133,33 @@ def coordinator(port: int, key: str, key_type: int) -> int:
     """The node id the broker at `port` names as coordinator of `key`; -1 when it answers an error."""
     error, node = find_coordinator(port, key, key_type)
     return node if error == 0 else -1
+
+
+def topic_id(port: int, topic: str) -> uuid.UUID:
+    """The topic's id as the broker at `port` names it in Metadata (v10+)."""
+    raw = Raw(port)
+    try:
+        resp = raw.request(MetadataRequest(topics=[MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False),
+                           12)
+    finally:
+        raw.close()
+    assert isinstance(resp, MetadataResponse) and resp.topics[0].error_code == 0, resp
+    return resp.topics[0].topic_id
+
+
+def share_coordinator(port: int, group: str, tid: uuid.UUID, partition: int) -> int:
+    """The node the broker at `port` names as share coordinator of a share-partition (FindCoordinator
+    v6, key type 2, "group:topicId:partition"); -1 when it answers an error or cannot be reached."""
+    try:
+        raw = Raw(port)
+    except OSError:
+        return -1
+    try:
+        resp = raw.request(FindCoordinatorRequest(key_type=2, coordinator_keys=[f"{group}:{tid}:{partition}"]), 6)
+    except (OSError, AssertionError):
+        return -1
+    finally:
+        raw.close()
+    assert isinstance(resp, FindCoordinatorResponse)
+    c = resp.coordinators[0]
+    return c.node_id if c.error_code == 0 else -1
