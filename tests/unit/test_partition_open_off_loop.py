@@ -1,0 +1,154 @@
+"""Issue 24, found by the fuzzer: creating a topic of hundreds of partitions opened every new
+partition log (directory creation, fsyncs of directories) on the event loop while the metadata
+image was applied — 11-14 s of stall under load, the broker fenced. Now a replica's log opens on
+its log directory's I/O thread; the partition leads or follows, as the image says *when it is
+open*, only then, and answers NOT_LEADER_OR_FOLLOWER meanwhile (Kafka's answer for a replica not
+ready yet). A fault hook blocks the opening's file operations, as a busy disk would: the loop
+must go on, and later metadata changes for the same partition must win over the stale open."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers.recording_fs import Hold, RecordingFileSystem
+from helpers.wait import wait_until_async
+
+from broker.config import BrokerConfig
+from broker.metadata.image import MetadataImage
+from broker.topics import TopicTable
+from protocol.clock import SystemClock
+from protocol.errors import ErrorCode
+from protocol.messages.metadata_records import (
+    PartitionChangeRecord,
+    PartitionRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+from protocol.records import build_batch_from_messages
+from storage.config import LogConfig
+from storage.log import PartitionLog
+
+ME, OTHER = 1, 2
+
+
+def _topic(image: MetadataImage, name: str, tid: uuid.UUID, partitions: int, leader: int = ME) -> MetadataImage:
+    image = image.apply(image.offset + 1, TopicRecord(name=name, topic_id=tid))
+    for i in range(partitions):
+        image = image.apply(image.offset + 1, PartitionRecord(partition_id=i, topic_id=tid, replicas=[ME, OTHER],
+                                                              isr=[ME, OTHER], leader=leader, leader_epoch=0,
+                                                              partition_epoch=0))
+    return image
+
+
+@pytest.fixture
+def held(tmp_path: Path) -> Iterator[tuple[TopicTable, Hold, RecordingFileSystem]]:
+    """A table whose file system blocks, once armed, the data directory's fsync (a new
+    partition's directory made durable in its parent) until released."""
+    hold = Hold("fsync_dir", "data", wait_s=3.0)
+    fs = RecordingFileSystem(fault=hold)
+    table = TopicTable(BrokerConfig(node_id=ME, data_dir=str(tmp_path / "data")), SystemClock(), fs=fs)
+    table.load()
+    hold.armed, hold.threads = True, {}  # what start-up did on this thread aside
+    yield table, hold, fs
+    hold.release.set()
+    table.close()
+
+
+async def test_new_partitions_open_on_the_io_thread_and_answer_not_leader_until_open(
+        held: tuple[TopicTable, Hold, RecordingFileSystem]) -> None:
+    table, hold, _ = held
+    table.apply_image(_topic(MetadataImage(), "t", uuid.uuid4(), 20))  # returns while the disk is held
+    await wait_until_async(hold.entered.is_set, message="the first open to reach the held fsync")
+    assert threading.get_ident() not in hold.ran_on("fsync_dir", "data")  # not on the loop
+    for i in range(20):
+        assert table.partition("t", i) is None
+        assert table.missing("t", i) == ErrorCode.NOT_LEADER_OR_FOLLOWER  # retriable: not ready yet
+    hold.release.set()
+    await table.settled()
+    for i in range(20):
+        part = table.partition("t", i)
+        assert part is not None and part.is_leader and part.leader_epoch == 0
+    assert threading.get_ident() not in hold.ran_on("fsync_dir", "data")
+
+
+async def test_a_leader_change_while_the_log_opens_is_what_the_partition_takes_up(
+        held: tuple[TopicTable, Hold, RecordingFileSystem]) -> None:
+    table, hold, _ = held
+    tid = uuid.uuid4()
+    image = _topic(MetadataImage(), "t", tid, 1, leader=OTHER)
+    table.apply_image(image)
+    await wait_until_async(hold.entered.is_set, message="the open to reach the held fsync")
+    image = image.apply(image.offset + 1, PartitionChangeRecord(partition_id=0, topic_id=tid, leader=ME))
+    table.apply_image(image)
+    assert table.partition("t", 0) is None
+    hold.release.set()
+    await table.settled()
+    part = table.partition("t", 0)
+    assert part is not None and part.is_leader and part.leader_epoch == image.topics["t"].partitions[0].leader_epoch
+
+
+async def test_a_topic_deleted_while_its_logs_open_leaves_no_log_and_no_directory(
+        held: tuple[TopicTable, Hold, RecordingFileSystem], tmp_path: Path) -> None:
+    table, hold, _ = held
+    tid = uuid.uuid4()
+    image = _topic(MetadataImage(), "t", tid, 3)
+    table.apply_image(image)
+    await wait_until_async(hold.entered.is_set, message="the open to reach the held fsync")
+    table.apply_image(image.apply(image.offset + 1, RemoveTopicRecord(topic_id=tid)))
+    hold.release.set()
+    await table.settled()
+    assert table.get("t") is None and table.partition("t", 0) is None
+    assert not [p.name for p in (tmp_path / "data").iterdir() if p.name.startswith("t-")]
+    assert table.log_dirs.locate(("t", 0)) is None
+
+
+async def test_a_topic_deleted_and_created_again_while_the_first_opens_gets_its_log_after_the_removal(
+        held: tuple[TopicTable, Hold, RecordingFileSystem], tmp_path: Path) -> None:
+    table, hold, fs = held
+    first, second = uuid.uuid4(), uuid.uuid4()
+    image = _topic(MetadataImage(), "t", first, 1)
+    table.apply_image(image)
+    await wait_until_async(hold.entered.is_set, message="the open to reach the held fsync")
+    image = image.apply(image.offset + 1, RemoveTopicRecord(topic_id=first))
+    table.apply_image(image)
+    table.apply_image(_topic(image, "t", second, 1))
+    hold.release.set()
+    await table.settled()
+    topic = table.get("t")
+    part = table.partition("t", 0)
+    assert topic is not None and topic.topic_id == second
+    assert part is not None and part.is_leader and not part.closed
+    directory = tmp_path / "data" / "t-0"
+    assert directory.is_dir() and part.directory == directory  # the removal ran before, not after
+    ops = [op for op, p in fs.calls if p == directory and op in ("mkdir", "remove_tree")]
+    assert ops == ["mkdir", "remove_tree", "mkdir"]
+
+
+async def test_an_existing_log_is_loaded_off_the_loop(tmp_path: Path) -> None:
+    """A replica whose log is on disk already (a broker following a reassignment back, or the
+    metadata replayed at start) is recovered on the I/O thread too: reading its segments can be long."""
+    data = tmp_path / "data"
+    plog = PartitionLog.open(data / "t-0", LogConfig())
+    for i in range(5):
+        plog.append(build_batch_from_messages([(None, b"%d" % i, [], None)]), leader_epoch=0)
+    plog.close()
+    hold = Hold("listdir", "t-0", wait_s=3.0)
+    table = TopicTable(BrokerConfig(node_id=ME, data_dir=str(data)), SystemClock(), fs=RecordingFileSystem(fault=hold))
+    table.load()
+    hold.armed, hold.threads = True, {}
+    try:
+        table.apply_image(_topic(MetadataImage(), "t", uuid.uuid4(), 1))
+        await wait_until_async(hold.entered.is_set, message="the load to reach the held listing")
+        assert table.partition("t", 0) is None
+        hold.release.set()
+        await table.settled()
+        part = table.partition("t", 0)
+        assert part is not None and part.log_end_offset == 5
+        assert threading.get_ident() not in hold.ran_on("listdir", "t-0")
+    finally:
+        hold.release.set()
+        table.close()
