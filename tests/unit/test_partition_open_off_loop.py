@@ -8,6 +8,8 @@ must go on, and later metadata changes for the same partition must win over the 
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import threading
 import uuid
 from collections.abc import Iterator
@@ -151,4 +153,38 @@ async def test_an_existing_log_is_loaded_off_the_loop(tmp_path: Path) -> None:
         assert threading.get_ident() not in hold.ran_on("listdir", "t-0")
     finally:
         hold.release.set()
+        table.close()
+
+
+async def test_a_broker_stopping_while_logs_open_closes_the_one_open_and_opens_no_other(
+        held: tuple[TopicTable, Hold, RecordingFileSystem], tmp_path: Path) -> None:
+    table, hold, _ = held
+    table.apply_image(_topic(MetadataImage(), "t", uuid.uuid4(), 5))
+    await wait_until_async(hold.entered.is_set, message="the first open to reach the held fsync")
+    opens = list(table._opens)
+    closing = asyncio.ensure_future(asyncio.to_thread(table.close))  # waits for the open under way
+    await wait_until_async(lambda: table._closing, message="close() to begin")
+    hold.release.set()
+    await asyncio.wait_for(closing, 10)
+    opened = [op.part for op in opens if op.part is not None]
+    assert len(opened) == 1 and opened[0].closed  # closed, not left open
+    assert sorted(p.name for p in (tmp_path / "data").iterdir() if p.name.startswith("t-")) == ["t-0"]
+
+
+async def test_a_log_directory_failing_under_an_open_takes_only_that_replica_offline(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+
+    def eio(op: str, path: Path) -> None:
+        if op == "mkdir" and path == a / "t-0":
+            raise OSError(errno.EIO, "Input/output error", str(path))
+
+    table = TopicTable(BrokerConfig(node_id=ME, log_dirs=f"{a},{b}"), SystemClock(), fs=RecordingFileSystem(fault=eio))
+    table.load()
+    try:
+        table.apply_image(_topic(MetadataImage(), "t", uuid.uuid4(), 1))
+        await table.settled()
+        assert table.partition("t", 0) is None
+        assert table.missing("t", 0) == ErrorCode.KAFKA_STORAGE_ERROR
+        assert [d.online for d in table.log_dirs.dirs] == [False, True]
+    finally:
         table.close()
