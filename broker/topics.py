@@ -714,9 +714,10 @@ class TopicTable:
             n, rf = self.check_create(name, num_partitions, replication_factor, configs)
         await self._writer().create_topic(name, n, rf, configs, assignments)
         await self.wait_for(lambda: name in self.by_name, f"topic {name}")
+        topic = self.by_name[name]  # before the wait below: it may be deleted meanwhile
         await self._opened_here(name)
         log.info("topic created", topic=name, partitions=n, replication_factor=rf)
-        return self.by_name[name]
+        return topic
 
     async def _opened_here(self, name: str) -> None:
         """Give this broker's new replicas of `name` the time to open before answering, so that a

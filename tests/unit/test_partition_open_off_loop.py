@@ -188,3 +188,31 @@ async def test_a_log_directory_failing_under_an_open_takes_only_that_replica_off
         assert [d.online for d in table.log_dirs.dirs] == [False, True]
     finally:
         table.close()
+
+
+class _Controller:
+    """The active controller as the table sees it (TopicWriter): commits a creation as an image."""
+
+    def __init__(self, table: TopicTable) -> None:
+        self.table, self.image = table, MetadataImage()
+
+    async def create_topic(self, name: str, partitions: int, replication_factor: int, configs: object,
+                           assignments: object) -> None:
+        self.image = _topic(self.image, name, uuid.uuid4(), partitions)
+        self.table.apply_image(self.image)
+
+
+async def test_a_topic_deleted_while_its_creation_waits_for_its_logs_answers_without_an_error(
+        held: tuple[TopicTable, Hold, RecordingFileSystem]) -> None:
+    """Found by the fuzzer (`Metadata: KeyError`, auto-creation racing a DeleteTopics): the
+    creation, committed, gave its logs time to open, and looked the topic up after that wait."""
+    table, hold, _ = held
+    controller = _Controller(table)
+    table.writer = controller  # type: ignore[assignment]
+    creating = asyncio.ensure_future(table.create("t", 2, 1))
+    await wait_until_async(hold.entered.is_set, message="the creation's logs to be opening")
+    tid = table.image.topics["t"].topic_id
+    table.apply_image(table.image.apply(table.image.offset + 1, RemoveTopicRecord(topic_id=tid)))
+    hold.release.set()
+    topic = await asyncio.wait_for(creating, 10)
+    assert topic.name == "t" and topic.topic_id == tid and table.get("t") is None
