@@ -42,7 +42,7 @@ from .config import BrokerConfig, ConfigError
 from .config_catalog import TOPIC_CONFIGS, check_value
 from .controller.placement import check_assignment
 from .group_commit import GroupCommit
-from .log_dirs import Key, LogDir, LogDirs, partition_key
+from .log_dirs import DELETE_SUFFIX, Key, LogDir, LogDirs, partition_key
 from .log_io import LogIO
 from .metadata import dynamic_configs
 from .metadata.image import LOST_DIR, MetadataImage, PartitionInfo, TopicInfo
@@ -59,6 +59,19 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 TOPICS_FILE_VERSION = 2
 
 MAX_PARTITIONS = 100_000
+
+
+def remove_replica_dir(fs: FileSystem, directory: Path) -> None:
+    """Retire a replica's directory durably under a `-delete` name (what a start removes: a
+    crash part way through the removal leaves nothing a later replica of the name would load),
+    then remove it."""
+    retired = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+    try:
+        fs.rename(directory, retired)
+    except FileNotFoundError:
+        return
+    fs.fsync_dir(directory.parent)
+    fs.remove_tree(retired)
 
 
 def validate_topic_name(name: str | None) -> None:
@@ -157,6 +170,7 @@ class TopicTable:
         self._ios: dict[Path, LogIO] = {}
         self.opening: dict[Key, Opening] = {}  # replicas whose log is being opened (the newest open of each)
         self._opens: set[Opening] = set()  # every open not ended (an older one of a partition too)
+        self._disk: dict[Key, asyncio.Task[None]] = {}  # each partition's last open or removal: the next waits for it
         self._closing = False
         self.image = MetadataImage()
         # False from a restart until this broker has applied its own registration (server.py): the
@@ -241,7 +255,7 @@ class TopicTable:
         key = (topic.name, index)
         d = self.log_dirs.locate(key) or self.log_dirs.place(key)
         op = Opening(topic.topic_id, d, self.log_config(topic.info.configs))
-        previous = self.opening.get(key)
+        previous = self._disk.get(key)
         self.opening[key] = op
         self._opens.add(op)
         try:
@@ -256,14 +270,24 @@ class TopicTable:
             self._opened(key, op, part)
             return
         op.task = loop.create_task(self._open(key, op, previous))
+        self._track(key, op.task)
+
+    def _track(self, key: Key, task: asyncio.Task[None]) -> None:
+        self._disk[key] = task
+
+        def done(t: asyncio.Task[None]) -> None:
+            if self._disk.get(key) is t:
+                del self._disk[key]
+                self._wake()  # what waits for the partition's disk work (`_disk_work_done`) looks again
+
+        task.add_done_callback(done)
 
     def _open_log(self, key: Key, op: Opening) -> Partition | None:
         """On the I/O thread: the log opened (None: not wanted any more, its directory removed)."""
         if op.stopped:
             return None
-        directory = op.log_dir.path / f"{key[0]}-{key[1]}"
         if not op.wanted:
-            self.fs.remove_tree(directory)
+            remove_replica_dir(self.fs, op.log_dir.path / f"{key[0]}-{key[1]}")
             return None
         part = Partition.open(op.log_dir.path, key[0], key[1], op.config, self.cfg.node_id, self.clock,
                               self.group_commit, self.cfg.replica_lag_time_max_ms, fs=self.fs,
@@ -271,9 +295,9 @@ class TopicTable:
         op.part = part
         return part
 
-    async def _open(self, key: Key, op: Opening, previous: Opening | None) -> None:
-        if previous is not None and previous.task is not None:
-            await asyncio.wait([previous.task])  # its log removed, if it is to be, first
+    async def _open(self, key: Key, op: Opening, previous: asyncio.Task[None] | None) -> None:
+        if previous is not None:
+            await asyncio.wait([previous])  # an older log of the partition removed first
         if self._closing:
             return
         io = self.io(op.log_dir)
@@ -292,9 +316,9 @@ class TopicTable:
         self._opened(key, op, part)
 
     def _discard(self, part: Partition) -> None:
-        """On the I/O thread: a log opened for nothing (its replica no longer here) closed and removed."""
-        part.close()
-        self.fs.remove_tree(part.directory)
+        """On the I/O thread: a log opened for nothing (its replica no longer here) removed."""
+        part.discard()
+        remove_replica_dir(self.fs, part.directory)
 
     def _opened(self, key: Key, op: Opening, part: Partition | None) -> None:
         """Back on the loop: the partition joins the table as the image says now, unless the
@@ -333,13 +357,13 @@ class TopicTable:
         if op is not None:
             op.wanted = False
 
-    def opening_of(self, name: str) -> bool:
-        """A log of topic `name` is being opened here."""
-        return any(k[0] == name and op.wanted for k, op in self.opening.items())
+    def busy(self, name: str) -> bool:
+        """A log of topic `name` is being opened or removed here."""
+        return any(k[0] == name for k in self._disk)
 
     async def settled(self) -> None:
-        """Until no log is being opened (those asked for meanwhile too)."""
-        while tasks := [op.task for op in self.opening.values() if op.task is not None and not op.task.done()]:
+        """Until no log is being opened or removed (those asked for meanwhile too)."""
+        while tasks := [t for t in self._disk.values() if not t.done()]:
             await asyncio.wait(tasks)
 
     def _wake(self) -> None:
@@ -412,14 +436,39 @@ class TopicTable:
             listener(part.topic, part, False)  # coordinators unload it; nothing fetches it
 
     def _remove_replica(self, topic: Topic, index: int) -> None:
-        """Close and delete the replica's log here (its topic deleted, or moved to other brokers)."""
-        self._stop_move((topic.name, index))
-        self._abandon_open((topic.name, index))
+        """Delete the replica's log here (its topic deleted, or moved to other brokers): out of
+        the table at once, closed without writing (its files go), its directory removed on the
+        log directory's I/O thread — a topic of hundreds of partitions closed and removed on the
+        loop held it for seconds."""
+        key = (topic.name, index)
+        self._stop_move(key)
+        self._abandon_open(key)
         part = topic.local.pop(index, None)
         if part is not None:
-            part.close()
-            self.fs.remove_tree(part.directory)
-        self.log_dirs.forget((topic.name, index))
+            part.discard()
+            self._remove_dir(key, part.directory)
+        self.log_dirs.forget(key)
+
+    def _remove_dir(self, key: Key, directory: Path) -> None:
+        d = self.log_dirs.by_path(str(directory.parent))
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (tools, tests): at once
+            remove_replica_dir(self.fs, directory)
+            return
+        if d is None:
+            return
+        self._track(key, loop.create_task(self._remove(d, directory, self._disk.get(key))))
+
+    async def _remove(self, d: LogDir, directory: Path, previous: asyncio.Task[None] | None) -> None:
+        if previous is not None:
+            await asyncio.wait([previous])
+        if self._closing:
+            return  # left for the next start (remove_orphans; a retired `-delete` at the scan)
+        try:
+            await self.io(d).run(lambda: remove_replica_dir(self.fs, directory))
+        except OSError as e:
+            log.warning("removing a replica's directory failed", directory=str(directory), error=str(e))
 
     # ---- moving replicas between log directories (AlterReplicaLogDirs) --------------------------------
     def alter_log_dir(self, topic: str, index: int, path: str) -> ErrorCode:
@@ -715,18 +764,18 @@ class TopicTable:
         await self._writer().create_topic(name, n, rf, configs, assignments)
         await self.wait_for(lambda: name in self.by_name, f"topic {name}")
         topic = self.by_name[name]  # before the wait below: it may be deleted meanwhile
-        await self._opened_here(name)
+        await self._disk_work_done(name)
         log.info("topic created", topic=name, partitions=n, replication_factor=rf)
         return topic
 
-    async def _opened_here(self, name: str) -> None:
-        """Give this broker's new replicas of `name` the time to open before answering, so that a
-        client of this broker finds them ready; the change is committed either way (Kafka does
+    async def _disk_work_done(self, name: str) -> None:
+        """Give this broker's logs of `name` the time to open (or go) before answering, so that a
+        client of this broker finds the change made here; it is committed either way (Kafka does
         not wait at all: a replica not open yet answers NOT_LEADER_OR_FOLLOWER, retriable)."""
         try:
-            await self.wait_for(lambda: not self.opening_of(name), f"opening the logs of {name}")
+            await self.wait_for(lambda: not self.busy(name), f"the logs of {name}")
         except KafkaError:
-            log.warning("logs still opening when the change was answered", topic=name)
+            log.warning("logs still being opened or removed when the change was answered", topic=name)
 
     def _existing(self, name: str) -> Topic:
         topic = self.by_name.get(name)
@@ -766,7 +815,7 @@ class TopicTable:
         await self._writer().create_partitions(name, count, assignments)
         await self.wait_for(lambda: (t := self.by_name.get(name)) is not None and t.num_partitions >= count,
                             f"partitions of {name}")
-        await self._opened_here(name)
+        await self._disk_work_done(name)
         log.info("partitions added", topic=name, partitions=count)
         return topic
 
@@ -807,6 +856,7 @@ class TopicTable:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         await self._writer().delete_topic(name)
         await self.wait_for(lambda: self.by_name.get(name) is not topic, f"deleting {name}")
+        await self._disk_work_done(name)
         return topic
 
     def close(self) -> None:

@@ -27,8 +27,8 @@ class RecordingFileSystem(FaultyFileSystem):
 
 
 class Hold:
-    """Blocks the file operation `op` on a file named `name` until released; notes the threads
-    every operation ran on."""
+    """Blocks the file operation `op` on a file whose name starts with `name` until released;
+    notes the threads every operation ran on."""
 
     def __init__(self, op: str, name: str, wait_s: float = 10.0) -> None:
         self.op, self.name, self.wait_s = op, name, wait_s
@@ -38,7 +38,7 @@ class Hold:
 
     def __call__(self, op: str, path: Path) -> None:
         self.threads.setdefault((op, path.name), set()).add(threading.get_ident())
-        if self.armed and op == self.op and path.name == self.name:
+        if self.armed and op == self.op and path.name.startswith(self.name):
             self.entered.set()
             assert self.release.wait(self.wait_s), "never released: was the write on the loop?"
 
