@@ -248,13 +248,13 @@ class TopicTable:
         d = self.log_dirs.by_path(str(part.directory.parent))
         return self.io(d) if d is not None else self.io(self.log_dirs.dirs[0])
 
-    def _begin_open(self, topic: Topic, index: int) -> None:
+    def _begin_open(self, topic: Topic, index: int, config: LogConfig) -> None:
         """Open the replica's log — in the log directory that holds it, else in the one placement
         chooses (broker/log_dirs.py) — on that directory's I/O thread, after any open of the same
         partition still under way. Raises OSError if no log directory is online."""
         key = (topic.name, index)
         d = self.log_dirs.locate(key) or self.log_dirs.place(key)
-        op = Opening(topic.topic_id, d, self.log_config(topic.info.configs))
+        op = Opening(topic.topic_id, d, config)
         previous = self._disk.get(key)
         self.opening[key] = op
         self._opens.add(op)
@@ -575,7 +575,7 @@ class TopicTable:
                                   "may hold it", topic=name, partition=i)
                         continue
                     try:
-                        self._begin_open(topic, i)
+                        self._begin_open(topic, i, lc)
                     except OSError:
                         pass  # no log directory online (the broker stops)
                     continue
