@@ -10,6 +10,9 @@ min.insync.replicas 2, `__transaction_state` RF 3), each with a /metrics endpoin
   produce   one producer, acks=all, linger.ms 5, 100-byte messages at --rate messages/s over 4
             partitions; each message's latency is produce() to its delivery report
   txn       one transactional producer, transactions of --txn-size messages back to back
+With --new-partitions N, a topic of N partitions (RF 3) is also created as the measured window
+opens (the fuzzer's 514 made each broker open 514 logs on its loop: docs/storage.md "What runs
+off the loop"); how long the CreateTopics answer took is recorded beside the stalls.
 Each broker's /metrics is read before and after: ketch_event_loop_stalls_total (the loop held
 1 s or more) and ketch_event_loop_stalls_100ms_total (100 ms or more; null for a revision
 without that counter). Beside it, for every revision alike, a probe per broker sends an
@@ -42,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from .cluster import HOST, KetchCluster
 from .targets import QUIET, REPO_ROOT, log
@@ -224,7 +228,29 @@ def produce_for(bootstrap: str, topic: str, seconds: float, rate: int) -> dict[s
             "undelivered": left, "first_errors": errors[:5], "latency_ms": _percentiles(latency_ms)}
 
 
-def run_cluster(label: str, repo: Path, minutes: float, rate: int, txn_size: int) -> dict[str, Any]:
+class NewPartitions(threading.Thread):
+    """Creates one topic of `count` partitions (RF 3) and times the answer."""
+
+    def __init__(self, bootstrap: str, count: int) -> None:
+        super().__init__(name="new-partitions", daemon=True)
+        self.bootstrap, self.count = bootstrap, count
+        self.result: dict[str, Any] = {"partitions": count}
+
+    def run(self) -> None:
+        client = AdminClient({"bootstrap.servers": self.bootstrap, **QUIET})
+        start = time.monotonic()
+        try:
+            futs = client.create_topics([NewTopic(f"stalls-new-{uuid.uuid4().hex[:8]}", num_partitions=self.count,
+                                                  replication_factor=3)], request_timeout=120)
+            for f in futs.values():
+                f.result(180)
+            self.result["create_s"] = round(time.monotonic() - start, 3)
+        except Exception as exc:
+            self.result["error"] = f"{type(exc).__name__}: {exc}"
+
+
+def run_cluster(label: str, repo: Path, minutes: float, rate: int, txn_size: int,
+                new_partitions: int = 0) -> dict[str, Any]:
     log(f"{label}: starting 3 brokers")
     cluster = KetchCluster(PARTITIONS, size=3, min_insync=2, repo=repo, metrics=True)
     try:
@@ -247,6 +273,9 @@ def run_cluster(label: str, repo: Path, minutes: float, rate: int, txn_size: int
         probes = {n.node_id: Probe(n.port, stop) for n in cluster.nodes}
         for probe in probes.values():
             probe.start()
+        creator = NewPartitions(cluster.bootstrap, new_partitions) if new_partitions else None
+        if creator is not None:
+            creator.start()
         load_before = loadavg()
         log(f"{label}: load for {minutes:g} min (load average {load_before})")
         produced = produce_for(cluster.bootstrap, topic, minutes * 60, rate)
@@ -255,6 +284,8 @@ def run_cluster(label: str, repo: Path, minutes: float, rate: int, txn_size: int
         txns.join(90)
         for probe in probes.values():
             probe.join(30)
+        if creator is not None:
+            creator.join(180)
         after = {n.node_id: scrape(n.metrics_port) for n in cluster.nodes}
         stuck = {str(n.node_id): _stuck(n.log_path, window_start) for n in cluster.nodes}
         brokers = {}
@@ -275,6 +306,7 @@ def run_cluster(label: str, repo: Path, minutes: float, rate: int, txn_size: int
             "produce": produced,
             "transactions": txns.report(),
             "replication": cluster.replication_report(),
+            "new_partitions": creator.result if creator is not None else None,
         }
     finally:
         cluster.close()
@@ -286,9 +318,11 @@ def _line(label: str, r: dict[str, Any]) -> str:
     stalls = " ".join(f"b{k}:{v['stalls_100ms']}/{v['stalls_1s']}" for k, v in r["brokers"].items())
     probe = " ".join(f"b{k}:{v['probe']['over_100ms']}" for k, v in r["brokers"].items())
     lat = r["produce"]["latency_ms"]
+    new = r.get("new_partitions")
+    created = "" if not new else f" | {new['partitions']} new partitions in {new.get('create_s', new.get('error'))} s"
     return (f"{label:10} stalls >=100ms/>=1s {stalls} | probe >=100ms {probe} | produce p50 {lat.get('p50')} ms "
             f"p99 {lat.get('p99')} ms | {r['transactions']['committed']} txns | load {r['loadavg_before']} -> "
-            f"{r['loadavg_after']}")
+            f"{r['loadavg_after']}{created}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -299,13 +333,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=int, default=2000, help="acks=all messages per second")
     ap.add_argument("--txn-size", type=int, default=10, help="messages per transaction")
     ap.add_argument("--reference", default=None, help="git revision whose brokers also run, after this checkout's")
+    ap.add_argument("--new-partitions", type=int, default=0, help="create a topic of this many partitions as the window opens")
     args = ap.parse_args(argv)
     results: dict[str, Any] = {
         "machine": machine_info(),
         "settings": {"minutes": args.minutes, "rate_per_s": args.rate, "txn_size": args.txn_size,
                      "message_bytes": MESSAGE_BYTES, "linger_ms": LINGER_MS, "partitions": PARTITIONS,
                      "probe_every_ms": PROBE_EVERY_S * 1000, "ketch_commit": git_commit(REPO_ROOT),
-                     "reference": args.reference},
+                     "reference": args.reference, "new_partitions": args.new_partitions},
     }
     failed = False
     with contextlib.ExitStack() as stack:
@@ -314,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
             runs.append(("reference", stack.enter_context(reference_checkout(args.reference))))
         for label, repo in runs:
             try:
-                results[label] = run_cluster(label, repo, args.minutes, args.rate, args.txn_size)
+                results[label] = run_cluster(label, repo, args.minutes, args.rate, args.txn_size, args.new_partitions)
             except Exception as exc:
                 results[label] = {"error": f"{type(exc).__name__}: {exc}"}
                 log(f"{label} FAILED: {exc}")

@@ -8,13 +8,14 @@ a stalled leader shrinks its ISR. So only the quick decisions and the swap run o
 likewise only takes segments out of the log on the loop (a rename to *.deleted); unlinking their
 files, which can take long for large files on some filesystems, happens in a worker thread.
 Checkpoints too are only taken on the loop (the values, a producer snapshot's bytes) and written
-(several fsyncs each) on the logs' I/O thread (broker/log_io.py); a log whose flush_ms passed
+(several fsyncs each) on the I/O thread of the log's directory (broker/log_io.py); a log whose flush_ms passed
 without appends is flushed on group commit's thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import structlog
 
@@ -30,10 +31,10 @@ log = structlog.get_logger(__name__)
 class Housekeeper:
     def __init__(self, topics: TopicTable, clock: Clock, retention_check_interval_ms: int,
                  checkpoint_interval_ms: int, producer_expiration_check_interval_ms: int, *,
-                 log_io: LogIO) -> None:
+                 io_of: Callable[[Partition], LogIO]) -> None:
         self.topics = topics
         self.clock = clock
-        self.log_io = log_io  # writes the checkpoints
+        self.io_of = io_of  # the I/O thread of a partition's log directory writes its checkpoints
         self.retention_interval_s = retention_check_interval_ms / 1000
         self.checkpoint_interval_s = checkpoint_interval_ms / 1000
         self.expiry_interval_s = producer_expiration_check_interval_ms / 1000
@@ -70,4 +71,4 @@ class Housekeeper:
 
     async def tidy(self, p: Partition, *, retention_due: bool, expiry_due: bool) -> None:
         """One partition's share of a pass (Partition.maintain)."""
-        await p.maintain(self.clock.now_ms(), self.log_io.run, retention=retention_due, expiry=expiry_due)
+        await p.maintain(self.clock.now_ms(), self.io_of(p).run, retention=retention_due, expiry=expiry_due)

@@ -219,6 +219,8 @@ class LogDirs:
     def place(self, key: Key) -> LogDir:
         """The directory a new replica goes to (and is recorded in)."""
         d = self.preferred.pop(key, None)
+        if d is None and len(self.dirs) == 1 and self.dirs[0].online:
+            d = self.dirs[0]  # nothing to weigh (counting the load is a pass over every replica)
         if d is None or not d.online:
             i = least_loaded(self.loads())
             if i is None:

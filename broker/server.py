@@ -151,7 +151,7 @@ class BrokerServer:
         self.inter_broker_endpoint: tuple[str, int] | None = None  # known once bound
         self.housekeeper = Housekeeper(self.topics, clock, cfg.log_retention_check_interval_ms,
                                        cfg.log_checkpoint_interval_ms, cfg.producer_id_expiration_check_interval_ms,
-                                       log_io=self.topics.log_io)
+                                       io_of=self.topics.io_of)
         self._retention_task: asyncio.Task[None] | None = None
         self._idle_sweep: asyncio.Task[None] | None = None
         self._orphan_sweep: asyncio.Task[None] | None = None
@@ -217,6 +217,7 @@ class BrokerServer:
         await self.quorum.start()  # replays the metadata log (the topics' logs open); alone, it leads at once
         if legacy:
             await self._migrate(legacy)
+        await self.topics.settled()  # the logs the image names open on their I/O threads; the coordinators load them
         await self.groups.start()  # loads __consumer_offsets in the background
         self.share_coordinator.start()  # loads __share_group_state in the background
         self.txn.load()  # rebuilt from __transaction_state before any request can reach it

@@ -7,6 +7,15 @@ on this node when its quorum leads, else forwarded over the controller listener 
 follows the committed image (`apply_image`): it opens the logs of the partitions assigned here,
 hands each its leadership or followership, closes and deletes the logs of deleted topics. A
 topics.json left by a Ketch before the quorum is turned into metadata records once and renamed.
+
+Opening a log is disk work — a new one creates its directory and files and fsyncs them and its
+parent, an existing one is read back and recovered — and a topic of hundreds of partitions
+opened on the event loop stalled it for seconds (11-14 s under the fuzzer's load: the broker lost
+its session). So a log opens on its log directory's I/O thread (`Opening`), and the partition
+joins the table, leading or following as the image says *then*, once it is open; meanwhile it
+answers NOT_LEADER_OR_FOLLOWER, as Kafka does for a replica not ready yet. Opens of one
+partition run one after the other: a topic deleted while its log opens has that log removed
+once the open ends, before the log of a topic created again under the name is opened.
 """
 
 from __future__ import annotations
@@ -33,7 +42,7 @@ from .config import BrokerConfig, ConfigError
 from .config_catalog import TOPIC_CONFIGS, check_value
 from .controller.placement import check_assignment
 from .group_commit import GroupCommit
-from .log_dirs import Key, LogDir, LogDirs, partition_key
+from .log_dirs import DELETE_SUFFIX, Key, LogDir, LogDirs, partition_key
 from .log_io import LogIO
 from .metadata import dynamic_configs
 from .metadata.image import LOST_DIR, MetadataImage, PartitionInfo, TopicInfo
@@ -52,6 +61,19 @@ TOPICS_FILE_VERSION = 2
 MAX_PARTITIONS = 100_000
 
 
+def remove_replica_dir(fs: FileSystem, directory: Path) -> None:
+    """Retire a replica's directory durably under a `-delete` name (what a start removes: a
+    crash part way through the removal leaves nothing a later replica of the name would load),
+    then remove it."""
+    retired = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+    try:
+        fs.rename(directory, retired)
+    except FileNotFoundError:
+        return
+    fs.fsync_dir(directory.parent)
+    fs.remove_tree(retired)
+
+
 def validate_topic_name(name: str | None) -> None:
     if not name or name in (".", "..") or len(name) > MAX_TOPIC_LEN or not LEGAL_TOPIC.match(name):
         raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
@@ -59,6 +81,19 @@ def validate_topic_name(name: str | None) -> None:
 
 
 WAIT_FOR_IMAGE_S = 10.0
+
+
+@dataclass(eq=False)
+class Opening:
+    """A replica's log being opened on its log directory's I/O thread."""
+
+    topic_id: uuid.UUID
+    log_dir: LogDir
+    config: LogConfig  # the topic's when the open was asked for (the partition takes the newest when open)
+    task: asyncio.Task[None] | None = None
+    wanted: bool = True  # False once the image no longer assigns it here: removed once it is open
+    stopped: bool = False  # the broker is stopping: not opened at all if not begun
+    part: Partition | None = None  # the log once open (set on the I/O thread)
 
 
 @dataclass
@@ -130,7 +165,13 @@ class TopicTable:
         self.by_id: dict[uuid.UUID, Topic] = {}
         self.group_commit = GroupCommit()  # shared by every partition: one sync of each log at a time
         self.group_commit.on_error = self._sync_failed
-        self.log_io = LogIO()  # the logs' checkpoints, snapshots and sealed indexes, off the loop
+        # One I/O thread per log directory: the opening of its logs and their checkpoints,
+        # snapshots and sealed indexes, off the loop, a slow disk delaying only its own logs.
+        self._ios: dict[Path, LogIO] = {}
+        self.opening: dict[Key, Opening] = {}  # replicas whose log is being opened (the newest open of each)
+        self._opens: set[Opening] = set()  # every open not ended (an older one of a partition too)
+        self._disk: dict[Key, asyncio.Task[None]] = {}  # each partition's last open or removal: the next waits for it
+        self._closing = False
         self.image = MetadataImage()
         # False from a restart until this broker has applied its own registration (server.py): the
         # image replayed from the local metadata log may still name it leader at an epoch its
@@ -195,20 +236,139 @@ class TopicTable:
             min_insync_replicas=int(e["min.insync.replicas"]),
         )
 
-    def _open_partition(self, topic: str, index: int, config: LogConfig) -> Partition:
-        """The replica's log, in the log directory that holds it, else in the one placement
-        chooses (broker/log_dirs.py)."""
-        key = (topic, index)
+    def io(self, d: LogDir) -> LogIO:
+        """The I/O thread of log directory `d`."""
+        io = self._ios.get(d.path)
+        if io is None:
+            io = self._ios[d.path] = LogIO()
+        return io
+
+    def io_of(self, part: Partition) -> LogIO:
+        """The I/O thread of the log directory holding `part`'s log."""
+        d = self.log_dirs.by_path(str(part.directory.parent))
+        return self.io(d) if d is not None else self.io(self.log_dirs.dirs[0])
+
+    def _begin_open(self, topic: Topic, index: int, config: LogConfig) -> None:
+        """Open the replica's log — in the log directory that holds it, else in the one placement
+        chooses (broker/log_dirs.py) — on that directory's I/O thread, after any open of the same
+        partition still under way. Raises OSError if no log directory is online."""
+        key = (topic.name, index)
         d = self.log_dirs.locate(key) or self.log_dirs.place(key)
+        op = Opening(topic.topic_id, d, config)
+        previous = self._disk.get(key)
+        self.opening[key] = op
+        self._opens.add(op)
         try:
-            part = Partition.open(d.path, topic, index, config, self.cfg.node_id, self.clock,
-                                  self.group_commit, self.cfg.replica_lag_time_max_ms, fs=self.fs,
-                                  offload=self.log_io)
-        except OSError as e:
-            self.fail_log_dir(d, f"opening {topic}-{index}: {e}")
-            raise
-        part.on_storage_error = self._storage_error
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # a table driven without a loop (tools, tests): open at once
+            try:
+                part = self._open_log(key, op)
+            except OSError as e:
+                self._opened(key, op, None)
+                self.fail_log_dir(d, f"opening {key[0]}-{key[1]}: {e}")
+                return
+            self._opened(key, op, part)
+            return
+        op.task = loop.create_task(self._open(key, op, previous))
+        self._track(key, op.task)
+
+    def _track(self, key: Key, task: asyncio.Task[None]) -> None:
+        self._disk[key] = task
+
+        def done(t: asyncio.Task[None]) -> None:
+            if self._disk.get(key) is t:
+                del self._disk[key]
+                self._wake()  # what waits for the partition's disk work (`_disk_work_done`) looks again
+
+        task.add_done_callback(done)
+
+    def _open_log(self, key: Key, op: Opening) -> Partition | None:
+        """On the I/O thread: the log opened (None: not wanted any more, its directory removed)."""
+        if op.stopped:
+            return None
+        if not op.wanted:
+            remove_replica_dir(self.fs, op.log_dir.path / f"{key[0]}-{key[1]}")
+            return None
+        part = Partition.open(op.log_dir.path, key[0], key[1], op.config, self.cfg.node_id, self.clock,
+                              self.group_commit, self.cfg.replica_lag_time_max_ms, fs=self.fs,
+                              offload=self.io(op.log_dir))
+        op.part = part
         return part
+
+    async def _open(self, key: Key, op: Opening, previous: asyncio.Task[None] | None) -> None:
+        if previous is not None:
+            await asyncio.wait([previous])  # an older log of the partition removed first
+        if self._closing:
+            return
+        io = self.io(op.log_dir)
+        try:
+            part = await io.run(lambda: self._open_log(key, op))
+        except OSError as e:
+            self._opened(key, op, None)
+            if not self._closing:
+                self.fail_log_dir(op.log_dir, f"opening {key[0]}-{key[1]}: {e}")
+            return
+        if part is not None and not op.wanted and not self._closing:  # deleted or moved away meanwhile
+            try:
+                await io.run(lambda: self._discard(part))
+            except OSError as e:
+                self.fail_log_dir(op.log_dir, f"removing {key[0]}-{key[1]}: {e}")
+        self._opened(key, op, part)
+
+    def _discard(self, part: Partition) -> None:
+        """On the I/O thread: a log opened for nothing (its replica no longer here) removed."""
+        part.discard()
+        remove_replica_dir(self.fs, part.directory)
+
+    def _opened(self, key: Key, op: Opening, part: Partition | None) -> None:
+        """Back on the loop: the partition joins the table as the image says now, unless the
+        image no longer assigns it here or its log directory failed meanwhile."""
+        if self.opening.get(key) is op:
+            del self.opening[key]
+        if self._closing:
+            return  # table.close() closes it
+        self._opens.discard(op)
+        if part is None or not op.wanted:
+            self._wake()
+            return
+        name, i = key
+        topic = self.by_name.get(name)
+        if key in self.offline or not op.log_dir.online or topic is None or topic.topic_id != op.topic_id:
+            part.go_offline()  # its directory failed: closed without another write
+            self._wake()
+            return
+        pinfo = topic.info.partitions[i]
+        lc = self.log_config(topic.info.configs)
+        if part.config != lc:
+            part.update_config(lc)
+        part.on_storage_error = self._storage_error
+        topic.local[i] = part
+        resume = self.log_dirs.resume.pop(key, None)
+        if resume is not None and resume.online and part.directory.parent != resume.path:
+            self._start_move(part, resume, resume=True)  # a move a stop interrupted goes on
+        part.set_ineligible(frozenset(b.node_id for b in self.image.brokers if not b.live))
+        self._lead_or_follow(part, pinfo)
+        self._wake()
+
+    def _abandon_open(self, key: Key) -> None:
+        """The image no longer assigns the replica here: a log being opened for it is removed
+        once open (or not opened at all, its directory removed, if not begun)."""
+        op = self.opening.get(key)
+        if op is not None:
+            op.wanted = False
+
+    def busy(self, name: str) -> bool:
+        """A log of topic `name` is being opened or removed here."""
+        return any(k[0] == name for k in self._disk)
+
+    async def settled(self) -> None:
+        """Until no log is being opened or removed (those asked for meanwhile too)."""
+        while tasks := [t for t in self._disk.values() if not t.done()]:
+            await asyncio.wait(tasks)
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
 
     # ---- a log directory whose disk fails (Kafka's LogDirFailureChannel) ---------------------------
     def _storage_error(self, part: Partition, error: OSError) -> None:
@@ -264,7 +424,7 @@ class TopicTable:
         return out
 
     def _take_offline(self, key: Key) -> None:
-        self.offline.add(key)
+        self.offline.add(key)  # a log being opened for it goes offline once open (`_opened`)
         topic = self.by_name.get(key[0])
         part = None if topic is None else topic.local.pop(key[1], None)
         if part is None:
@@ -276,13 +436,39 @@ class TopicTable:
             listener(part.topic, part, False)  # coordinators unload it; nothing fetches it
 
     def _remove_replica(self, topic: Topic, index: int) -> None:
-        """Close and delete the replica's log here (its topic deleted, or moved to other brokers)."""
-        self._stop_move((topic.name, index))
+        """Delete the replica's log here (its topic deleted, or moved to other brokers): out of
+        the table at once, closed without writing (its files go), its directory removed on the
+        log directory's I/O thread — a topic of hundreds of partitions closed and removed on the
+        loop held it for seconds."""
+        key = (topic.name, index)
+        self._stop_move(key)
+        self._abandon_open(key)
         part = topic.local.pop(index, None)
         if part is not None:
-            part.close()
-            self.fs.remove_tree(part.directory)
-        self.log_dirs.forget((topic.name, index))
+            part.discard()
+            self._remove_dir(key, part.directory)
+        self.log_dirs.forget(key)
+
+    def _remove_dir(self, key: Key, directory: Path) -> None:
+        d = self.log_dirs.by_path(str(directory.parent))
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (tools, tests): at once
+            remove_replica_dir(self.fs, directory)
+            return
+        if d is None:
+            return
+        self._track(key, loop.create_task(self._remove(d, directory, self._disk.get(key))))
+
+    async def _remove(self, d: LogDir, directory: Path, previous: asyncio.Task[None] | None) -> None:
+        if previous is not None:
+            await asyncio.wait([previous])
+        if self._closing:
+            return  # left for the next start (remove_orphans; a retired `-delete` at the scan)
+        try:
+            await self.io(d).run(lambda: remove_replica_dir(self.fs, directory))
+        except OSError as e:
+            log.warning("removing a replica's directory failed", directory=str(directory), error=str(e))
 
     # ---- moving replicas between log directories (AlterReplicaLogDirs) --------------------------------
     def alter_log_dir(self, topic: str, index: int, path: str) -> ErrorCode:
@@ -301,6 +487,8 @@ class TopicTable:
         if move is not None and move.destination is not d:
             self._stop_move(key)
         part = self.partition(topic, index)
+        if part is None and key in self.opening:
+            return ErrorCode.REPLICA_NOT_AVAILABLE  # being opened here: asked again, it moves
         if part is None:
             if not self.exists(topic, index):
                 return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -315,7 +503,7 @@ class TopicTable:
 
     def _start_move(self, part: Partition, d: LogDir, resume: bool = False) -> None:
         self.moves[(part.topic, part.index)] = ReplicaMove(
-            part, d, self.log_dirs, self.fs, self.log_io, self.group_commit, self.clock.now_ms, self._move_done,
+            part, d, self.log_dirs, self.fs, self.io(d), self.group_commit, self.clock.now_ms, self._move_done,
             self.fail_log_dir, self.move_throttle, resume)
 
     def _move_done(self, move: ReplicaMove) -> None:
@@ -378,19 +566,19 @@ class TopicTable:
                 if (name, i) in self.offline:
                     continue
                 if part is None:
+                    op = self.opening.get((name, i))
+                    if op is not None and op.wanted and op.topic_id == info.topic_id:
+                        continue  # it leads or follows as the image says once it is open
                     if not self.started and self.log_dirs.holds_unknown((name, i)):
                         self._take_offline((name, i))
                         log.error("partition offline: not found, and a log directory unreadable since the start "
                                   "may hold it", topic=name, partition=i)
                         continue
                     try:
-                        part = self._open_partition(name, i, lc)
+                        self._begin_open(topic, i, lc)
                     except OSError:
-                        continue  # its log directory failed (and was taken offline)
-                    topic.local[i] = part
-                    resume = self.log_dirs.resume.pop((name, i), None)
-                    if resume is not None and resume.online and part.directory.parent != resume.path:
-                        self._start_move(part, resume, resume=True)  # a move a stop interrupted goes on
+                        pass  # no log directory online (the broker stops)
+                    continue
                 self._lead_or_follow(part, pinfo)
         if old.brokers != image.brokers or old.topics is not image.topics:
             # fenced or stopping brokers may not (re)join an ISR (KIP-841)
@@ -398,8 +586,7 @@ class TopicTable:
             for t in self.by_name.values():
                 for part in t.local.values():
                     part.set_ineligible(out)
-        self._changed.set()
-        self._changed = asyncio.Event()
+        self._wake()
 
     def _lead_or_follow(self, part: Partition, p: PartitionInfo) -> None:
         mine = p.leader == self.cfg.node_id
@@ -429,7 +616,8 @@ class TopicTable:
         del self.by_name[topic.name]
         self.by_id.pop(topic.topic_id, None)
         self.offline = {k for k in self.offline if k[0] != topic.name}
-        for i in list(topic.local):
+        opening = [i for (name, i), op in self.opening.items() if name == topic.name and op.topic_id == topic.topic_id]
+        for i in sorted({*topic.local, *opening}):
             self._remove_replica(topic, i)
         log.info("topic deleted", topic=topic.name)
 
@@ -446,6 +634,8 @@ class TopicTable:
                 if key is None:
                     continue  # not a partition directory (the files here have no such names)
                 name, i = key
+                if key in self.opening:
+                    continue  # its open removes it if it is not wanted
                 info = self.image.topics.get(name)
                 if info is None or i >= len(info.partitions) or node not in info.partitions[i].replicas:
                     log.warning("removing the directory of a partition not assigned here", directory=entry,
@@ -573,8 +763,19 @@ class TopicTable:
             n, rf = self.check_create(name, num_partitions, replication_factor, configs)
         await self._writer().create_topic(name, n, rf, configs, assignments)
         await self.wait_for(lambda: name in self.by_name, f"topic {name}")
+        topic = self.by_name[name]  # before the wait below: it may be deleted meanwhile
+        await self._disk_work_done(name)
         log.info("topic created", topic=name, partitions=n, replication_factor=rf)
-        return self.by_name[name]
+        return topic
+
+    async def _disk_work_done(self, name: str) -> None:
+        """Give this broker's logs of `name` the time to open (or go) before answering, so that a
+        client of this broker finds the change made here; it is committed either way (Kafka does
+        not wait at all: a replica not open yet answers NOT_LEADER_OR_FOLLOWER, retriable)."""
+        try:
+            await self.wait_for(lambda: not self.busy(name), f"the logs of {name}")
+        except KafkaError:
+            log.warning("logs still being opened or removed when the change was answered", topic=name)
 
     def _existing(self, name: str) -> Topic:
         topic = self.by_name.get(name)
@@ -614,6 +815,7 @@ class TopicTable:
         await self._writer().create_partitions(name, count, assignments)
         await self.wait_for(lambda: (t := self.by_name.get(name)) is not None and t.num_partitions >= count,
                             f"partitions of {name}")
+        await self._disk_work_done(name)
         log.info("partitions added", topic=name, partitions=count)
         return topic
 
@@ -654,14 +856,22 @@ class TopicTable:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         await self._writer().delete_topic(name)
         await self.wait_for(lambda: self.by_name.get(name) is not topic, f"deleting {name}")
+        await self._disk_work_done(name)
         return topic
 
     def close(self) -> None:
+        self._closing = True
+        for op in self._opens:
+            op.stopped = True  # what has not begun opening is not opened
         for key in list(self.moves):
             self._stop_move(key)
         for t in self.by_name.values():
             for p in t.local.values():
                 p.close()
         self.group_commit.close()
-        self.log_io.close()
+        for io in self._ios.values():
+            io.close()  # an open under way ends first
+        for op in self._opens:
+            if op.part is not None and not op.part.closed:
+                op.part.close()
 

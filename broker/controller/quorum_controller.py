@@ -73,6 +73,9 @@ from .placement import (
 )
 
 PRODUCER_ID_BLOCK = 1000
+# Kafka's QuorumController.MAX_RECORDS_PER_USER_OP: a user operation of more records is refused
+# (POLICY_VIOLATION), since one entry is decoded and applied by every broker in one go.
+MAX_RECORDS_PER_USER_OP = 10_000
 REGISTER_BROKER_RECORD_VERSION = 3  # v3: the log directories (KIP-858)
 REGISTRATION_CHANGE_DIRS_VERSION = 2  # BrokerRegistrationChangeRecord v2: the log directories
 PLAINTEXT = 0  # SecurityProtocol id
@@ -297,11 +300,19 @@ class QuorumController:
         return frame_batch(changes) if changes else None
 
     # ---- topics ----------------------------------------------------------------------------------------
+    @staticmethod
+    def _bounded(records: int) -> None:
+        """Kafka's bound on the records of one user operation (QuorumController.MAX_RECORDS_PER_USER_OP):
+        the change is one entry that every broker decodes, applies and opens logs for at once."""
+        if records > MAX_RECORDS_PER_USER_OP:
+            raise KafkaError(ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
+
     def create_topic(self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str],
                      assignments: Sequence[Sequence[int]] | None = None) -> tuple[bytes, uuid.UUID]:
         """(entry, topic id). Name, count and configs are checked by the caller (TopicTable)."""
         if name in self.image.topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        self._bounded(1 + len(configs) + (len(assignments) if assignments else partitions))
         live = self.image.live_brokers()
         if assignments:
             for a in assignments:
@@ -344,6 +355,7 @@ class QuorumController:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS,
                              f"Topic currently has {first} partitions, which is higher than the requested {count}."
                              if count < first else f"Topic already has {first} partitions.")
+        self._bounded(count - first)
         live = self.image.live_brokers()
         if assignments is not None:
             for a in assignments:

@@ -351,6 +351,13 @@ class Partition:
         self._log.release()
         self.notify()
 
+    def discard(self) -> None:
+        """The replica goes away with its directory (its topic deleted, or moved to other
+        brokers): close the log without writing to it — nothing will read those files again;
+        waiters answer."""
+        self._log.release()
+        self.notify()
+
     def _apply_flush_policy(self) -> None:
         """flush_messages / flush_ms: the flush runs off the loop (group commit's thread, shared
         with the appends of this loop turn), not inline in the append."""

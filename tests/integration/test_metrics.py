@@ -4,7 +4,6 @@ logs, the groups and the transactions, and bad HTTP input gets a 4xx without dis
 from __future__ import annotations
 
 import asyncio
-import re
 import socket
 import urllib.error
 import urllib.request
@@ -12,48 +11,11 @@ from collections.abc import Iterator
 
 import pytest
 from helpers import BrokerProcess, free_port, unique_topic, wait_until
+from helpers.metrics import Metrics
 
 from client import Admin, Consumer, Producer
 
 HOST = "127.0.0.1"
-_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-class Metrics:
-    def __init__(self, port: int) -> None:
-        self.url = f"http://{HOST}:{port}/metrics"
-
-    def text(self) -> str:
-        with urllib.request.urlopen(self.url, timeout=10) as r:
-            assert r.status == 200
-            assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
-            return str(r.read().decode())
-
-    def scrape(self) -> Samples:
-        out: Samples = {}
-        types: dict[str, str] = {}
-        for line in self.text().splitlines():
-            if line.startswith("# TYPE "):
-                _, _, name, kind = line.split(" ")
-                types[name] = kind
-                continue
-            if line.startswith("#"):
-                continue
-            m = _SAMPLE.match(line)
-            assert m, f"not a Prometheus sample line: {line!r}"
-            name, labels, value = m.groups()
-            family = re.sub(r"_(sum|count)$", "", name) if name not in types else name
-            assert family in types, f"sample {name} without a TYPE line"
-            out[(name, frozenset(_LABEL.findall(labels or "")))] = float(value)
-        return out
-
-    def value(self, name: str, **labels: str) -> float:
-        return self.scrape().get((name, frozenset(labels.items())), 0.0)
-
-
 @pytest.fixture(scope="module")
 def metered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, Metrics]]:
     port = free_port()

@@ -35,6 +35,7 @@ async def test_answers_a_preference_for_a_replica_to_come_and_a_move_redirected_
         assert table.alter_log_dir("t", 0, str(c)) == ErrorCode.REPLICA_NOT_AVAILABLE
         image = image.apply(3, PartitionChangeRecord(partition_id=0, topic_id=tid, replicas=[2, 1]))
         table.apply_image(image)
+        await table.settled()  # the replica's log opens on its directory's I/O thread
         part = table.partition("t", 0)
         assert part is not None and part.directory.parent == c  # not a, the least loaded
         for i in range(50):  # a follower here: written straight into its log
@@ -73,6 +74,7 @@ async def test_a_move_waits_for_the_brokers_move_throttle(tmp_path: Path) -> Non
     image = image.apply(2, PartitionRecord(partition_id=0, topic_id=tid, replicas=[2, 1], isr=[2], leader=2,
                                            leader_epoch=0, partition_epoch=0))
     table.apply_image(image)
+    await table.settled()
     try:
         part = table.partition("t", 0)
         assert part is not None and part.directory.parent == a and table.move_throttle is not None

@@ -73,7 +73,7 @@ async def test_a_new_transaction_coordinator_does_not_load_before_its_log_is_com
                                          BrokerMetrics(), SystemClock(), lambda _: None)
     coordinator.load()
     configs = {"cleanup.policy": "compact"}
-    cluster.image(TXN_TOPIC, STALLED, 0, configs)
+    await cluster.image(TXN_TOPIC, STALLED, 0, configs)
     p = cluster.partition(TXN_TOPIC)
     # Broker 2 coordinated: Ongoing (committed), then PrepareCommit — EndTxn was answered, but the
     # high watermark broker 1 last heard of does not cover the PrepareCommit yet.
@@ -82,7 +82,7 @@ async def test_a_new_transaction_coordinator_does_not_load_before_its_log_is_com
     assert (p.high_watermark, p.log_end_offset) == (1, 2)
     try:
         # Broker 1 leads now; broker 2 stalls and stays in the ISR (the T3): no fetch confirms the log.
-        cluster.image(TXN_TOPIC, ME, 1, configs)
+        await cluster.image(TXN_TOPIC, ME, 1, configs)
         assert p.is_leader and p.high_watermark == 1
         await asyncio.sleep(STALL_S)  # the stall itself: nothing may be served meanwhile
         assert not coordinator.owns(TID), "served before the PrepareCommit was known to be committed"
@@ -105,14 +105,14 @@ async def test_a_new_group_coordinator_does_not_load_before_its_log_is_committed
     coordinator = GroupCoordinator(cfg, cluster.topics, SystemClock())
     await coordinator.start()
     configs = dict(group_coordinator_module.OFFSETS_TOPIC_CONFIGS)
-    cluster.image(OFFSETS_TOPIC, STALLED, 0, configs)
+    await cluster.image(OFFSETS_TOPIC, STALLED, 0, configs)
     p = cluster.partition(OFFSETS_TOPIC)
     key = grec.encode_key(grec.OffsetKey(GROUP, "in", 0))
     replicate(p, key, grec.encode_offset_value(grec.OffsetValue(10, commit_timestamp=1)), 0, 0)
     replicate(p, key, grec.encode_offset_value(grec.OffsetValue(20, commit_timestamp=2)), 0, 1)
     assert (p.high_watermark, p.log_end_offset) == (1, 2)
     try:
-        cluster.image(OFFSETS_TOPIC, ME, 1, configs)
+        await cluster.image(OFFSETS_TOPIC, ME, 1, configs)
         await asyncio.sleep(STALL_S)
         err, _ = coordinator.fetch_offsets(GROUP, [("in", 0)], False)
         assert err == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "served offsets the ISR has not confirmed"
@@ -174,7 +174,7 @@ async def test_a_group_load_superseded_by_a_new_election_stops_and_the_new_one_r
     coordinator = GroupCoordinator(cfg, cluster.topics, SystemClock())
     await coordinator.start()
     configs = dict(group_coordinator_module.OFFSETS_TOPIC_CONFIGS)
-    cluster.image(OFFSETS_TOPIC, STALLED, 0, configs)
+    await cluster.image(OFFSETS_TOPIC, STALLED, 0, configs)
     p = cluster.partition(OFFSETS_TOPIC)
     first = grec.encode_key(grec.OffsetKey("first", "in", 0))
     everything = 1 << 40  # the old leader's HW covers all it sent
@@ -184,7 +184,7 @@ async def test_a_group_load_superseded_by_a_new_election_stops_and_the_new_one_r
         replicate(p, key, grec.encode_offset_value(grec.OffsetValue(i, commit_timestamp=1)), 0, everything)
     assert p.high_watermark == p.log_end_offset
     try:
-        cluster.image(OFFSETS_TOPIC, ME, 1, configs)  # committed at once: the load starts reading
+        await cluster.image(OFFSETS_TOPIC, ME, 1, configs)  # committed at once: the load starts reading
         loading = coordinator.sm.loading
 
         def read_some() -> bool:
@@ -200,10 +200,10 @@ async def test_a_group_load_superseded_by_a_new_election_stops_and_the_new_one_r
         # that commit to be committed and reads from the start; the first load, half way through
         # its read, must stop — not feed the new one, nor finish it before its log is committed.
         superseded = set(coordinator._loads)
-        cluster.image(OFFSETS_TOPIC, STALLED, 2, configs)
+        await cluster.image(OFFSETS_TOPIC, STALLED, 2, configs)
         late = grec.encode_key(grec.OffsetKey("late", "in", 0))
         replicate(p, late, grec.encode_offset_value(grec.OffsetValue(5, commit_timestamp=1)), 2, p.log_end_offset)
-        cluster.image(OFFSETS_TOPIC, ME, 3, configs)
+        await cluster.image(OFFSETS_TOPIC, ME, 3, configs)
         await asyncio.wait_for(asyncio.gather(*superseded), 10)
         assert coordinator.is_loading(0), "a superseded load finished the new one"
         p.on_follower_fetch(STALLED, p.log_end_offset, p.log_start_offset)
@@ -234,13 +234,13 @@ async def test_find_coordinator_names_a_loading_transaction_coordinator_as_kafka
     groups = GroupCoordinator(cfg, cluster.topics, SystemClock())
     await groups.start()
     configs = {"cleanup.policy": "compact"}
-    cluster.image(TXN_TOPIC, STALLED, 0, configs)
+    await cluster.image(TXN_TOPIC, STALLED, 0, configs)
     replicate(cluster.partition(TXN_TOPIC), encode_key(TID), encode_value(_txn_record(TxnState.ONGOING)), 0, 0)
     ctx = BrokerContext(ME, cfg, SystemClock(), cluster.topics, groups, txn, ProducerIdAllocator(ME, lambda: None, lambda: None),
                         BrokerMetrics())
     client = ClientInfo(conn_id=1, peer="test", endpoint=("127.0.0.1", 9000 + ME))
     try:
-        cluster.image(TXN_TOPIC, ME, 1, configs)  # this broker leads now; broker 2 stalls in the ISR
+        await cluster.image(TXN_TOPIC, ME, 1, configs)  # this broker leads now; broker 2 stalls in the ISR
         assert not txn.owns(TID)  # loading
         header = RequestHeader(api_key=find_coordinator.KEY, api_version=4, correlation_id=1, client_id="t")
         resp = await find_coordinator.handle(ctx, client, header, FindCoordinatorRequest(key_type=1, coordinator_keys=[TID]))

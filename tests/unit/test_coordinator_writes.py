@@ -79,13 +79,13 @@ async def _broker(tmp_path: Path, offsets_partitions: int = 1, configured: int =
     txn.load()
     ctx = BrokerContext(node_id=ME, config=cfg, clock=clock, topics=topics, groups=groups, txn=txn,
                         producer_ids=ProducerIdAllocator(ME, lambda: None, lambda: None), metrics=metrics)
-    cluster.image("in", ME, 0, {}, isr=(ME,))
-    cluster.image(OFFSETS_TOPIC, ME, 1, OFFSETS_TOPIC_CONFIGS, partitions=offsets_partitions, isr=offsets_isr)
+    await cluster.image("in", ME, 0, {}, isr=(ME,))
+    await cluster.image(OFFSETS_TOPIC, ME, 1, OFFSETS_TOPIC_CONFIGS, partitions=offsets_partitions, isr=offsets_isr)
     ongoing = TxnRecord(PID, EPOCH, -1, -1, -1, 60_000, TxnState.ONGOING,
                         frozenset({TopicPartition(OFFSETS_TOPIC, groups.partition_for(GROUP))}), 1_000, 1_000)
-    cluster.image(TXN_TOPIC, OTHER, 0, {"cleanup.policy": "compact"}, isr=(ME,))
+    await cluster.image(TXN_TOPIC, OTHER, 0, {"cleanup.policy": "compact"}, isr=(ME,))
     replicate(cluster.partition(TXN_TOPIC), encode_key(TID), encode_value(ongoing), 0, EVERYTHING)
-    cluster.image(TXN_TOPIC, ME, 1, {"cleanup.policy": "compact"}, isr=(ME,))
+    await cluster.image(TXN_TOPIC, ME, 1, {"cleanup.policy": "compact"}, isr=(ME,))
     await until(lambda: txn.owns(TID) and not groups.is_loading(groups.partition_for(GROUP)), message="loads")
     return Broker(ctx, cluster)
 

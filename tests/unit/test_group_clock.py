@@ -49,8 +49,8 @@ async def groups(tmp_path: Path, clock: ManualClock) -> AsyncIterator[GroupCoord
     cluster = Cluster(topics)
     coordinator = GroupCoordinator(cfg, topics, clock)
     await coordinator.start()
-    cluster.image("in", ME, 0, {}, isr=(ME,))
-    cluster.image(OFFSETS_TOPIC, ME, 1, OFFSETS_TOPIC_CONFIGS, isr=(ME,))
+    await cluster.image("in", ME, 0, {}, isr=(ME,))
+    await cluster.image(OFFSETS_TOPIC, ME, 1, OFFSETS_TOPIC_CONFIGS, isr=(ME,))
     await until(lambda: coordinator.partition_for("g") == 0 and not coordinator.is_loading(0), message="loaded")
     yield coordinator
     await coordinator.stop()

@@ -147,7 +147,7 @@ async def test_retention_unlinks_files_in_a_worker_thread(tmp_path: Path, monkey
     for k in range(10):
         _put(p, k, b"x" * 100)
     files_before = {f.name for f in (tmp_path / "r-0").iterdir()}
-    keeper = housekeeping.Housekeeper(None, ManualClock(NOW), 1000, 1000, 1000, log_io=LogIO())  # type: ignore[arg-type]
+    keeper = housekeeping.Housekeeper(None, ManualClock(NOW), 1000, 1000, 1000, io_of=lambda _: LogIO())  # type: ignore[arg-type]
     await keeper.tidy(p, retention_due=True, expiry_due=False)
     assert threads and threading.get_ident() not in threads
     files_after = {f.name for f in (tmp_path / "r-0").iterdir()}
@@ -165,7 +165,7 @@ async def test_a_fetch_parked_below_what_retention_deletes_answers_at_once(tmp_p
     topics = TopicTable(BrokerConfig(data_dir=str(tmp_path), node_id=ME), clock)
     topics.load()
     cluster = Cluster(topics)
-    cluster.image("r", ME, 0, {"segment.bytes": "200", "retention.bytes": "0"}, isr=(ME,))
+    await cluster.image("r", ME, 0, {"segment.bytes": "200", "retention.bytes": "0"}, isr=(ME,))
     p = cluster.partition("r")
     for k in range(10):
         _put(p, k, b"x" * 100)
@@ -177,7 +177,7 @@ async def test_a_fetch_parked_below_what_retention_deletes_answers_at_once(tmp_p
     parked = asyncio.create_task(fetch.handle(ctx, client, RequestHeader(1, 12, 1, "t"), req))
     try:
         await until(lambda: p._waiters, message="the fetch to park")
-        keeper = housekeeping.Housekeeper(topics, clock, 1000, 1000, 1000, log_io=topics.log_io)
+        keeper = housekeeping.Housekeeper(topics, clock, 1000, 1000, 1000, io_of=topics.io_of)
         await keeper.tidy(p, retention_due=True, expiry_due=False)
         assert p.log_start_offset > 0
         resp = await asyncio.wait_for(parked, 5)

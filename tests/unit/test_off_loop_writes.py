@@ -9,7 +9,7 @@ import asyncio
 import threading
 from pathlib import Path
 
-from helpers.recording_fs import RecordingFileSystem
+from helpers.recording_fs import Hold, RecordingFileSystem
 from helpers.wait import wait_until_async
 
 from broker.group_commit import GroupCommit
@@ -24,26 +24,6 @@ from storage.config import LogConfig
 from storage.fs import OS_FS
 
 NOW = 1_000_000
-
-
-class Hold:
-    """Blocks the file operation `op` on a file named `name` until released; notes the threads
-    every operation ran on."""
-
-    def __init__(self, op: str, name: str) -> None:
-        self.op, self.name = op, name
-        self.entered, self.release = threading.Event(), threading.Event()
-        self.threads: dict[tuple[str, str], set[int]] = {}
-        self.armed = False
-
-    def __call__(self, op: str, path: Path) -> None:
-        self.threads.setdefault((op, path.name), set()).add(threading.get_ident())
-        if self.armed and op == self.op and path.name == self.name:
-            self.entered.set()
-            assert self.release.wait(10), "never released: was the write on the loop?"
-
-    def ran_on(self, op: str, suffix: str) -> set[int]:
-        return set().union(*(t for (o, n), t in self.threads.items() if o == op and n.endswith(suffix)))
 
 
 def _open(tmp_path: Path, hold: Hold, cfg: LogConfig, gc: GroupCommit, io: LogIO) -> Partition:
@@ -64,7 +44,7 @@ async def test_a_checkpoint_is_written_on_the_io_thread_while_the_loop_appends(t
     p = _open(tmp_path, hold, LogConfig(), gc, io)
     _put(p, 3)
     p._log.flush()  # recovery point 3, not yet in its file
-    keeper = Housekeeper(None, ManualClock(NOW), 60_000, 60_000, 60_000, log_io=io)  # type: ignore[arg-type]
+    keeper = Housekeeper(None, ManualClock(NOW), 60_000, 60_000, 60_000, io_of=lambda _: io)  # type: ignore[arg-type]
     hold.armed, hold.threads = True, {}
     tidy = asyncio.ensure_future(keeper.tidy(p, retention_due=False, expiry_due=False))
     await wait_until_async(hold.entered.is_set, message="the checkpoint's fsync to start")

@@ -533,3 +533,26 @@ def test_a_reassignment_can_be_cancelled_and_a_bad_target_is_refused() -> None:
     _commit(c, c.reassign([("t", 0, None)])[0])
     p = c.image.topics["t"].partitions[0]
     assert (p.replicas, p.adding, p.removing, p.leader) == ((1,), (), (), 1)
+
+
+def test_a_topic_change_of_more_than_kafkas_10000_records_is_refused_as_kafka_refuses_it() -> None:
+    """Found by the fuzzer: a CreateTopics of tens of thousands of partitions became one entry that
+    every broker decoded, applied and opened logs for on its event loop (the broker stuck for
+    more than the probe's 15 s). Kafka's controller refuses a user operation of more than
+    MAX_RECORDS_PER_USER_OP (10,000) records: POLICY_VIOLATION, "Unable to perform excessively
+    large batch operation." (its BoundedListTooLongException)."""
+    c = _cluster(1)
+    for make in (lambda: c.create_topic("big", 10_000, 1, {}),  # + the TopicRecord: 10,001
+                 lambda: c.create_topic("big", 9_999, 1, {"retention.ms": "1"}),
+                 lambda: c.create_topic("big", 0, 1, {}, assignments=[[1]] * 10_000)):
+        with pytest.raises(KafkaError) as e:
+            make()
+        assert e.value.code == ErrorCode.POLICY_VIOLATION
+        assert e.value.message == "Unable to perform excessively large batch operation."
+    entry, _ = c.create_topic("big", 9_999, 1, {})
+    _commit(c, entry)
+    with pytest.raises(KafkaError) as e:
+        c.create_partitions("big", 9_999 + 10_001, None)
+    assert e.value.code == ErrorCode.POLICY_VIOLATION
+    _commit(c, c.create_partitions("big", 9_999 + 10_000, None))
+    assert len(c.image.topics["big"].partitions) == 19_999

@@ -5,6 +5,7 @@ broker is the one every file operation goes through."""
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,12 +14,14 @@ from helpers.dst.disk import SimFileSystem
 from helpers.recording_fs import RecordingFileSystem
 
 from broker.config import BrokerConfig
+from broker.metadata.image import MetadataImage
 from broker.quorum.messages import Entry
 from broker.quorum.node import Ready
 from broker.quorum.store import QuorumStore
 from broker.server import BrokerServer
 from broker.topics import TopicTable
 from protocol.clock import ManualClock, SystemClock
+from protocol.messages.metadata_records import PartitionRecord, TopicRecord
 from protocol.records import build_batch_from_messages
 from storage import LogConfig, PartitionLog, cleaner
 from storage.fs import FileSystem, OsFileSystem
@@ -210,8 +213,12 @@ def test_a_broker_hands_its_file_system_to_its_logs_and_metadata_store(tmp_path:
     fs = RecordingFileSystem()
     server = BrokerServer(BrokerConfig(data_dir=str(tmp_path)), fs=fs)
     assert server.quorum.store.fs is fs
-    part = server.topics._open_partition("t", 0, LogConfig())
-    assert part._log.fs is fs
+    tid = uuid.uuid4()
+    node = server.cfg.node_id
+    server.topics.apply_image(MetadataImage().apply(1, TopicRecord(name="t", topic_id=tid)).apply(
+        2, PartitionRecord(partition_id=0, topic_id=tid, replicas=[node], isr=[node], leader=node)))
+    part = server.topics.partition("t", 0)  # no event loop here: opened at once
+    assert part is not None and part._log.fs is fs
     part.close()
     assert _files_in(tmp_path / "t-0") <= _made(fs)
     server.topics.group_commit.close()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from broker.config import BrokerConfig, ConfigError
-from broker.partition import AppendOrigin
+from broker.partition import AppendOrigin, Partition
 from broker.partition.replica_state import Assignment
 from broker.server import BrokerServer
 from broker.topic_configs import APPEND, DELETE, SET, SUBTRACT, ConfigOp, apply_ops
@@ -165,8 +165,8 @@ async def test_a_topics_json_is_migrated_into_the_metadata_log_once(tmp_path: Pa
     (tmp_path / "topics.json").write_text(json.dumps({"version": 2, "topics": [
         {"name": "old", "id": str(tid), "partitions": 2, "configs": {"retention.ms": "60000"}}]}))
     legacy = _table(tmp_path)
-    part = legacy._open_partition("old", 1, legacy.log_config({}))
     node = legacy.cfg.node_id
+    part = Partition.open(tmp_path, "old", 1, legacy.log_config({}), node, SystemClock())
     part.become_leader(Assignment((node,), frozenset({node}), node, 0, 0))
     part.append(build_batch([Record(0, 0, b"k", b"v")]), AppendOrigin.CLIENT)
     part.close()

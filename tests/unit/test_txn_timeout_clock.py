@@ -91,9 +91,9 @@ async def test_a_transaction_loaded_from_a_coordinator_whose_clock_was_ahead_tim
     # back since): the Ongoing record's start time is an hour in this broker's future.
     ongoing = TxnRecord(7, 3, -1, -1, -1, TIMEOUT_MS, TxnState.ONGOING, frozenset({TopicPartition("gone", 0)}),
                         T0 + HOUR_MS, T0 + HOUR_MS)
-    world.cluster.image(TXN_TOPIC, OTHER, 0, CONFIGS, isr=(ME,))
+    await world.cluster.image(TXN_TOPIC, OTHER, 0, CONFIGS, isr=(ME,))
     replicate(world.cluster.partition(TXN_TOPIC), encode_key(TID), encode_value(ongoing), 0, EVERYTHING)
-    world.cluster.image(TXN_TOPIC, ME, 1, CONFIGS, isr=(ME,))
+    await world.cluster.image(TXN_TOPIC, ME, 1, CONFIGS, isr=(ME,))
     await until(lambda: world.coordinator.owns(TID), message="the load")
     assert world.state() == TxnState.ONGOING
     await world.coordinator.start()
@@ -102,7 +102,7 @@ async def test_a_transaction_loaded_from_a_coordinator_whose_clock_was_ahead_tim
 
 
 async def test_a_transaction_begun_here_times_out_after_the_wall_clock_stepped_back(world: World) -> None:
-    world.cluster.image(TXN_TOPIC, ME, 0, CONFIGS, isr=(ME,))
+    await world.cluster.image(TXN_TOPIC, ME, 0, CONFIGS, isr=(ME,))
     await until(lambda: world.coordinator.owns(TID), message="the partition's (empty) load")
     await world.coordinator.start()
     d = await world.coordinator.init_producer_id(TID, TIMEOUT_MS, -1, -1)
