@@ -6,6 +6,8 @@ Names and configs are checked again here: the controller listener is open to any
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages import alter_configs as ac
@@ -21,6 +23,9 @@ from protocol.topic_partition import TopicPartition
 from ..context import ClientInfo, ControllerContext
 from ..metadata import dynamic_configs
 from ..topics import validate_topic_name
+
+if TYPE_CHECKING:
+    from ..controller.quorum_controller import IsrRequest
 
 ORDERED = False
 
@@ -108,28 +113,33 @@ async def alter_configs(ctx: ControllerContext, client: ClientInfo, header: Requ
 
 async def alter_partition(ctx: ControllerContext, client: ClientInfo, header: RequestHeader,
                           req: ap.AlterPartitionRequest) -> ap.AlterPartitionResponse:
-    """ISR changes from partition leaders, each decided and committed in turn; the answer carries
-    the partition's state as committed (or the error and the state the controller holds)."""
+    """ISR changes from a partition leader, decided together and committed as one entry (as
+    Kafka's controller writes one request's records); the answer carries each partition's state
+    as committed (or the error and the state the controller holds)."""
     shell, controller = ctx.shell, ctx.controller
     if not shell.active:
         return ap.AlterPartitionResponse(error_code=ErrorCode.NOT_CONTROLLER)
-    topics = []
-    for t in req.topics:
-        info = controller.image.topics.get(t.topic_name) if header.api_version < 2 else \
-            controller.image.topic_by_id(t.topic_id)
-        results = []
+    unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if header.api_version < 2 else ErrorCode.UNKNOWN_TOPIC_ID
+    infos = [controller.image.topics.get(t.topic_name) if header.api_version < 2 else
+             controller.image.topic_by_id(t.topic_id) for t in req.topics]
+    asked: list[IsrRequest] = []
+    for t, info in zip(req.topics, infos, strict=True):
+        if info is None:
+            continue
         for p in t.partitions:
             # KIP-903: from v3 each member comes with its broker epoch, checked by the controller
             isr = [(b.broker_id, b.broker_epoch) for b in p.new_isr_with_epochs] if header.api_version >= 3 \
                 else [(r, -1) for r in p.new_isr]
-            if info is None:
-                code: int = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if header.api_version < 2 else ErrorCode.UNKNOWN_TOPIC_ID
-            else:
-                try:
-                    code = await shell.alter_partition(req.broker_id, req.broker_epoch, info.topic_id,
-                                                       p.partition_index, p.leader_epoch, p.partition_epoch, isr)
-                except KafkaError as e:
-                    code = e.code
+            asked.append((info.topic_id, p.partition_index, p.leader_epoch, p.partition_epoch, isr))
+    try:
+        decided = iter(await shell.alter_partitions(req.broker_id, req.broker_epoch, asked) if asked else [])
+    except KafkaError as e:
+        decided = iter([e.code] * len(asked))
+    topics = []
+    for t, info in zip(req.topics, infos, strict=True):
+        results = []
+        for p in t.partitions:
+            code = next(decided) if info is not None else unknown
             now = controller.image.topic_by_id(info.topic_id) if info is not None else None
             state = now.partitions[p.partition_index] if now and 0 <= p.partition_index < len(now.partitions) else None
             results.append(ap.PartitionResult(

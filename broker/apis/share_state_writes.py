@@ -16,6 +16,8 @@ from protocol.messages.share_group_state import PartitionResult, TopicResult
 from ..context import BrokerContext, ClientInfo
 from ..share.manager import StoredState
 
+ORDERED = False  # as the three APIs that use it (83, 85, 86)
+
 
 def may_act(ctx: BrokerContext, client: ClientInfo) -> bool:
     return ctx.authorizer.allows(client, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)

@@ -9,6 +9,7 @@ leads: NOT_CONTROLLER, which clients retry.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,9 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger()
 
+# an ISR change waiting to be sent: (partition, change, broker epoch, its answer)
+_IsrAsk = tuple["Partition", IsrChange, int, "asyncio.Future[tuple[ErrorCode, Assignment | None]]"]
+
 FORWARD_TIMEOUT_S = 15.0
 
 
@@ -52,6 +56,8 @@ class ControllerClient:
         self.leader_address = leader_address
         self._conn: BrokerConnection | None = None
         self._conn_to: tuple[str, int] | None = None
+        self._isr_queue: list[_IsrAsk] = []  # ISR changes waiting for the next AlterPartition
+        self._isr_sender: asyncio.Task[None] | None = None
 
     # ---- TopicWriter --------------------------------------------------------------------------
     async def create_topic(self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str],
@@ -107,34 +113,86 @@ class ControllerClient:
     async def alter_partition(self, part: Partition, change: IsrChange, broker_epoch: int | None
                               ) -> tuple[ErrorCode, Assignment | None]:
         """A leader's ISR change (ReplicaManager's), in this broker's registration epoch: (error, the
-        assignment as the controller now has it). Each member goes with the broker epoch its
-        fetches stated (KIP-903; ReplicaState.member_epochs)."""
-        a = part.assignment
-        if broker_epoch is None or a is None:
+        assignment as the controller now has it). The changes asked for while a request is out go
+        together in the next one, one partition each (Kafka's AlterPartitionManager batches so):
+        the controller decides a request at once, so a leader's many changes -- every partition it
+        leads losing a follower -- cost one metadata commit, not one each."""
+        if broker_epoch is None or part.assignment is None:
             return ErrorCode.STALE_BROKER_EPOCH, None
-        t = self.shell.controller.image.topics.get(part.topic)
-        topic_id, name = (t.topic_id, t.name) if t is not None else (uuid.UUID(int=0), "")
-        members = part.member_epochs(change.new_isr, broker_epoch)
-        code: int = ErrorCode.NONE
+        fut: asyncio.Future[tuple[ErrorCode, Assignment | None]] = asyncio.get_running_loop().create_future()
+        self._isr_queue.append((part, change, broker_epoch, fut))
+        if self._isr_sender is None or self._isr_sender.done():
+            self._isr_sender = asyncio.get_running_loop().create_task(self._send_isr_changes())
+        return await fut
+
+    async def _send_isr_changes(self) -> None:
+        """Sends what is queued, a request at a time: each takes one change per partition, all of
+        one broker epoch; what it leaves waits for the next."""
+        while self._isr_queue:
+            batch: list[_IsrAsk] = []
+            rest: list[_IsrAsk] = []
+            named: set[tuple[str, int]] = set()
+            epoch = self._isr_queue[0][2]
+            for ask in self._isr_queue:
+                key = (ask[0].topic, ask[0].index)
+                (batch if ask[2] == epoch and key not in named else rest).append(ask)
+                named.add(key)
+            self._isr_queue = rest
+            try:
+                outcomes = await self._alter_partitions(batch, epoch)
+            except Exception as e:  # the connection to the controller: each leader tries again later
+                for *_, fut in batch:
+                    if not fut.done():
+                        fut.set_exception(e)
+                continue
+            for (*_, fut), outcome in zip(batch, outcomes, strict=True):
+                if not fut.done():
+                    fut.set_result(outcome)
+
+    async def _alter_partitions(self, batch: Sequence[_IsrAsk], broker_epoch: int
+                                ) -> list[tuple[ErrorCode, Assignment | None]]:
+        """One AlterPartition for `batch`: decided here when this node leads the quorum, else sent to
+        the controller. Each member goes with the broker epoch its fetches stated (KIP-903)."""
+        image = self.shell.controller.image
+        asked = []
+        for part, change, _, _ in batch:
+            t = image.topics.get(part.topic)
+            topic_id, name = (t.topic_id, t.name) if t is not None else (uuid.UUID(int=0), "")
+            asked.append((topic_id, name, part.index, change, part.member_epochs(change.new_isr, broker_epoch)))
+        infos: list[tuple[int, PartitionInfo | None]] = []
         if self.shell.active:
-            code = await self.shell.alter_partition(self.node_id, broker_epoch, topic_id, part.index,
-                                                    change.leader_epoch, change.partition_epoch, members)
-            now = self.shell.controller.image.topic_by_id(topic_id)
-            info = now.partitions[part.index] if now and part.index < len(now.partitions) else None
+            codes = await self.shell.alter_partitions(self.node_id, broker_epoch, [
+                (topic_id, index, change.leader_epoch, change.partition_epoch, members)
+                for topic_id, _, index, change, members in asked])
+            for (topic_id, _, index, _, _), code in zip(asked, codes, strict=True):
+                now = self.shell.controller.image.topic_by_id(topic_id)
+                infos.append((code, now.partitions[index] if now and index < len(now.partitions) else None))
         else:
-            request = ap.AlterPartitionRequest(broker_id=self.node_id, broker_epoch=broker_epoch, topics=[ap.TopicData(
-                topic_name=name, topic_id=topic_id, partitions=[ap.PartitionData(
-                    partition_index=part.index, leader_epoch=change.leader_epoch,
-                    partition_epoch=change.partition_epoch, new_isr=[r for r, _ in members],
-                    new_isr_with_epochs=[ap.BrokerState(broker_id=r, broker_epoch=e) for r, e in members])])])
-            resp: Any = await self._forward(request)
-            p = resp if resp.error_code else resp.topics[0].partitions[0]
-            code = p.error_code
-            info = None if code else PartitionInfo(tuple(), tuple(p.isr), p.leader_id, p.leader_epoch, p.partition_epoch)
-        if code or info is None:
-            return ErrorCode(code), None
-        return ErrorCode.NONE, Assignment(a.replicas, frozenset(info.isr), info.leader, info.leader_epoch,
-                                          info.partition_epoch)
+            by_topic: dict[uuid.UUID, ap.TopicData] = {}
+            for topic_id, name, index, change, members in asked:
+                by_topic.setdefault(topic_id, ap.TopicData(topic_name=name, topic_id=topic_id, partitions=[]))
+                by_topic[topic_id].partitions.append(ap.PartitionData(
+                    partition_index=index, leader_epoch=change.leader_epoch, partition_epoch=change.partition_epoch,
+                    new_isr=[r for r, _ in members],
+                    new_isr_with_epochs=[ap.BrokerState(broker_id=r, broker_epoch=e) for r, e in members]))
+            resp: Any = await self._forward(ap.AlterPartitionRequest(broker_id=self.node_id, broker_epoch=broker_epoch,
+                                                                     topics=list(by_topic.values())))
+            answered = {} if resp.error_code else {(t.topic_id, p.partition_index): p
+                                                   for t in resp.topics for p in t.partitions}
+            for topic_id, _, index, _, _ in asked:
+                p = answered.get((topic_id, index))
+                code = resp.error_code if resp.error_code else p.error_code if p is not None else ErrorCode.UNKNOWN_SERVER_ERROR
+                infos.append((code, None if code or p is None else
+                              PartitionInfo(tuple(), tuple(p.isr), p.leader_id, p.leader_epoch, p.partition_epoch)))
+        out: list[tuple[ErrorCode, Assignment | None]] = []
+        for (part, *_), (code, info) in zip(batch, infos, strict=True):
+            a = part.assignment
+            if code or info is None or a is None:
+                out.append((ErrorCode(code), None))
+            else:
+                out.append((ErrorCode.NONE, Assignment(a.replicas, frozenset(info.isr), info.leader, info.leader_epoch,
+                                                       info.partition_epoch)))
+        return out
 
     async def elect_leaders(self, wanted: Sequence[TopicPartition] | None,
                             unclean: bool) -> dict[TopicPartition, ErrorCode]:
@@ -205,6 +263,11 @@ class ControllerClient:
                              f"the controller at {address[0]}:{address[1]} did not answer") from None
 
     def close(self) -> None:
+        if self._isr_sender is not None:
+            self._isr_sender.cancel()
+        for *_, fut in self._isr_queue:
+            fut.cancel()
+        self._isr_queue = []
         if self._conn is not None:
             self._conn.close()
 

@@ -72,6 +72,9 @@ from .placement import (
     unclean_allowed,
 )
 
+# (topic id, partition, leader epoch, partition epoch, new ISR as (broker id, broker epoch)): one
+# partition of an AlterPartition request
+IsrRequest = tuple[uuid.UUID, int, int, int, Sequence[tuple[int, int]]]
 PRODUCER_ID_BLOCK = 1000
 # Kafka's QuorumController.MAX_RECORDS_PER_USER_OP: a user operation of more records is refused
 # (POLICY_VIOLATION), since one entry is decoded and applied by every broker in one go.
@@ -490,6 +493,26 @@ class QuorumController:
         change = build(t, partition, isr, self.image.live_brokers().__contains__,
                        min_isr(self.image, t, self.min_insync_replicas))
         return 0, framed(change or PartitionChangeRecord(partition_id=partition, topic_id=topic_id, isr=isr))
+
+    def alter_partitions(self, broker_id: int, broker_epoch: int, changes: Sequence[IsrRequest]
+                         ) -> tuple[bytes | None, list[int]]:
+        """One AlterPartition request: (one entry for every accepted change, each change's error).
+        Each partition is decided as alter_partition decides it, all on this image: they are
+        different partitions (a partition named twice is refused the second time)."""
+        seen: set[tuple[uuid.UUID, int]] = set()
+        codes: list[int] = []
+        records: list[bytes] = []
+        for topic_id, partition, leader_epoch, partition_epoch, new_isr in changes:
+            if (topic_id, partition) in seen:
+                codes.append(ErrorCode.INVALID_REQUEST)
+                continue
+            seen.add((topic_id, partition))
+            code, entry = self.alter_partition(broker_id, broker_epoch, topic_id, partition, leader_epoch,
+                                               partition_epoch, new_isr)
+            codes.append(code)
+            if entry is not None:
+                records.append(entry)
+        return (frame_batch(records) if records else None), codes
 
     # ---- leader elections ---------------------------------------------------------------------------
     def elect_leaders(self, wanted: Sequence[TopicPartition] | None,

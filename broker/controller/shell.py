@@ -26,7 +26,7 @@ from storage.faults import broken
 
 from ..quorum.shell import QuorumShell
 from . import scram
-from .quorum_controller import QuorumController
+from .quorum_controller import IsrRequest, QuorumController
 
 R = TypeVar("R")
 A = TypeVar("A", bound=tuple[Any, ...])
@@ -118,11 +118,10 @@ class ControllerShell:
         c = self.controller
         return await self.run(lambda: c.alter_scram(deletions, upsertions))
 
-    async def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, partition: int,
-                              leader_epoch: int, partition_epoch: int, new_isr: Sequence[tuple[int, int]]) -> int:
+    async def alter_partitions(self, broker_id: int, broker_epoch: int, changes: Sequence[IsrRequest]) -> list[int]:
+        """One AlterPartition request's changes, decided together and committed as one entry."""
         c = self.controller
-        return (await self.answer(lambda: c.alter_partition(broker_id, broker_epoch, topic_id, partition,
-                                                            leader_epoch, partition_epoch, new_isr)))[0]
+        return await self.run(lambda: c.alter_partitions(broker_id, broker_epoch, changes))
 
     async def elect_leaders(self, wanted: Sequence[TopicPartition] | None,
                             unclean: bool) -> dict[TopicPartition, ErrorCode]:

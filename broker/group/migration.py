@@ -19,23 +19,48 @@ GroupMetadataManager, `group.consumer.migration.policy`).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from . import records as rec
-from .assignors import Partition, TopicMeta
+from .assignors import Assignment, Partition, TopicMeta
 from .classic_protocol import encode_assignment, parse_assignment, parse_subscription
 from .consumer_model import ClassicMeta, ConsumerGroupData, ConsumerMember, MemberState
-from .core import STABLE, E
+from .core import STABLE, E, GroupTable
 from .model import Group, JoinRequest, JoinResult, Member, Now, SyncRequest, SyncResult
 from .subscriptions import CONSUMER_PROTOCOL_TYPE
 
-if TYPE_CHECKING:
-    from .consumer import ConsumerGroups
-
 JOIN, SYNC = "c-join", "c-sync"  # a classic member's deadlines to rejoin and to sync: (kind, group, member)
 UPGRADE, DOWNGRADE = ("upgrade", "bidirectional"), ("downgrade", "bidirectional")
+
+
+class ConsumerSide(Protocol):
+    """What the consumer-protocol side does for a conversion (consumer.ConsumerGroups): named here
+    so that the two modules do not import each other."""
+
+    t: GroupTable
+    new_member_id: Callable[[], str]
+
+    def topics(self) -> Mapping[str, TopicMeta]: ...
+
+    def refresh(self, g: Group, cg: ConsumerGroupData, topics: Mapping[str, TopicMeta], bump: bool,
+                now: Now) -> None: ...
+
+    def reconcile_member(self, g: Group, cg: ConsumerGroupData, m: ConsumerMember, owned: frozenset[Partition] | None,
+                         now: Now) -> ConsumerMember: ...
+
+    def touch(self, g: Group, m: ConsumerMember, now: Now) -> None: ...
+
+    def remove_member(self, g: Group, m: ConsumerMember, now: Now) -> None: ...
+
+    def drop_member(self, g: Group, cg: ConsumerGroupData, m: ConsumerMember) -> None: ...
+
+    def write_metadata(self, g: Group, m: ConsumerMember) -> None: ...
+
+    def write_whole(self, g: Group, cg: ConsumerGroupData) -> None: ...
+
+    def write_target_member(self, g: Group, member_id: str, assignment: Assignment) -> None: ...
 
 
 class ClassicSide(Protocol):
@@ -51,7 +76,7 @@ def _ids(topics: Mapping[str, TopicMeta]) -> dict[str, uuid.UUID]:
 
 
 class Migration:
-    def __init__(self, consumer: ConsumerGroups, classic: ClassicSide) -> None:
+    def __init__(self, consumer: ConsumerSide, classic: ClassicSide) -> None:
         self.c = consumer
         self.t = consumer.t
         self.classic = classic
