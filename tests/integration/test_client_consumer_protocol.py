@@ -93,10 +93,11 @@ class Member:
     def __init__(self, c: Consumer, name: str) -> None:
         self.c, self.name = c, name
         self.consumed: list[tuple[TopicPartition, int, bytes]] = []
+        self.stopping = False
         self.task = asyncio.ensure_future(self._run())
 
     async def _run(self) -> None:
-        while True:
+        while not self.stopping:  # 3.11's wait_for may swallow the cancellation (docs/client.md)
             batches = await self.c.getmany(timeout_ms=100)
             for tp, recs in batches.items():
                 self.consumed.extend((tp, r.offset, r.value or b"") for r in recs)
@@ -109,6 +110,7 @@ class Member:
             raise AssertionError(f"{self.name} stopped")
 
     async def stop(self) -> None:
+        self.stopping = True
         self.task.cancel()
         await asyncio.gather(self.task, return_exceptions=True)
 
@@ -241,3 +243,28 @@ async def test_a_bundled_and_a_confluent_member_share_a_group(broker: BrokerProc
     assert [v for v, n in values.items() if n > 1] == [], "records consumed more than once"
     assert set(values) == sent
     assert not theirs.commit_errors, theirs.commit_errors
+
+
+async def test_a_pattern_subscription_reads_topics_created_later(broker: BrokerProcess) -> None:
+    bs = broker.bootstrap
+    prefix, group = unique_topic("c848re"), unique_topic("g")
+    c = consumer(bs, group)
+    await c.start()
+    c.subscribe(pattern=f"{prefix}-.*")
+    member = Member(c, "re")
+    try:
+        first = f"{prefix}-a"
+        async with Admin(bs) as admin:
+            await admin.create_topic(first, PARTITIONS)
+            await admin.create_topic(f"other-{prefix}", 1)  # not matched
+        await until(lambda: c.assignment() == everything(first), [member], f"the partitions of {first}")
+        second = f"{prefix}-b"
+        async with Admin(bs) as admin:
+            await admin.create_topic(second, PARTITIONS)
+        await until(lambda: c.assignment() == everything(first) | everything(second), [member],
+                    f"the partitions of {first} and {second}")
+        sent = await produce(bs, second, 0, 40)
+        await until(lambda: {v for _, _, v in member.consumed} >= sent, [member], f"the records of {second}")
+    finally:
+        await member.stop()
+        await c.close()
