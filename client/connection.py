@@ -154,11 +154,16 @@ class Connection:
             return False
         return True
 
-    def version_for(self, cls: type[Message], max_version: int | None = None) -> int:
-        """The highest version both sides speak (and at most `max_version`)."""
+    def version_for(self, cls: type[Message], max_version: int | None = None,
+                    versions: tuple[int, int] | None = None) -> int:
+        """The highest version both sides speak (and at most `max_version`); `versions` replaces
+        the client's usual range (KIP-848 members need OffsetCommit/OffsetFetch v9, past CLIENT_MAX)."""
         theirs = self.versions.get(cls.API_KEY)
-        lo, hi = cls.VERSIONS
-        hi = min(hi, CLIENT_MAX.get(cls.API_KEY, hi))
+        if versions is not None:
+            lo, hi = versions
+        else:
+            lo, hi = cls.VERSIONS
+            hi = min(hi, CLIENT_MAX.get(cls.API_KEY, hi))
         if max_version is not None:
             hi = min(hi, max_version)
         v = common_version((lo, hi), theirs)

@@ -26,6 +26,7 @@ from .cluster import Cluster
 from .errors import ConsumerStoppedError, IllegalStateError, KafkaClientError
 from .fetcher import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Fetcher
 from .group import GroupMember, RebalanceListener
+from .group_consumer import ConsumerGroupMember
 from .isolation import FetchedBatches
 from .security import Security
 from .structs import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, TopicPartition
@@ -47,6 +48,8 @@ class Consumer:
         auto_offset_reset: str = "latest",
         enable_auto_commit: bool = True,
         auto_commit_interval_ms: int = 5_000,
+        group_protocol: str = "classic",
+        group_remote_assignor: str | None = None,
         assignors: Sequence[str] = ("range", "cooperative-sticky"),
         session_timeout_ms: int = 45_000,
         rebalance_timeout_ms: int = 300_000,
@@ -62,6 +65,8 @@ class Consumer:
         clock: Clock = SYSTEM_CLOCK,
         security: Security | None = None,
     ) -> None:
+        if group_protocol not in ("classic", "consumer"):
+            raise ValueError(f"group_protocol must be classic or consumer, not {group_protocol!r}")
         if isolation_level not in ("read_uncommitted", "read_committed"):
             raise ValueError(f"isolation_level must be read_uncommitted or read_committed, not {isolation_level!r}")
         self.group_id = group_id
@@ -78,13 +83,21 @@ class Consumer:
                                 max_wait_ms=fetch_max_wait_ms, min_bytes=fetch_min_bytes, max_bytes=fetch_max_bytes,
                                 max_partition_bytes=max_partition_fetch_bytes, check_crcs=check_crcs)
         self._fetcher.position_resolver = self._resolve_positions
-        self._group: GroupMember | None = None
-        if group_id is not None:
+        self._group: GroupMember | ConsumerGroupMember | None = None
+        if group_id is not None and group_protocol == "consumer":
+            # KIP-848: the coordinator assigns (group_remote_assignor: "uniform" or "range", None for
+            # its default); the session timeout and heartbeat interval are the broker's
+            self._group = ConsumerGroupMember(
+                self._cluster, group_id, group_instance_id=group_instance_id, server_assignor=group_remote_assignor,
+                rebalance_timeout_ms=rebalance_timeout_ms, retry_backoff=retry_backoff_ms / 1000,
+                require_stable=self.read_committed)
+        elif group_id is not None:
             self._group = GroupMember(
                 self._cluster, group_id, assignors=make_assignors(assignors), session_timeout_ms=session_timeout_ms,
                 rebalance_timeout_ms=rebalance_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
                 group_instance_id=group_instance_id, retry_backoff=retry_backoff_ms / 1000,
                 require_stable=self.read_committed)
+        if self._group is not None:
             self._group.on_assigned = self._on_assigned
             self._group.on_revoked = self._on_revoked
             self._group.on_lost = self._on_lost
@@ -136,7 +149,7 @@ class Consumer:
     # ------------------------------------------------------------------ assignment
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Read exactly these partitions (no group rebalancing)."""
-        if self._subs.topics:
+        if self._subs.subscribed:
             raise IllegalStateError("assign() after subscribe(): call unsubscribe() first")
         tps = {TopicPartition(*tp) for tp in partitions}
         self._subs.user_assigned = True
@@ -147,33 +160,43 @@ class Consumer:
         self._cluster.wanted_topics |= {tp.topic for tp in tps}
         self._fetcher.wake()
 
-    def subscribe(self, topics: Iterable[str], listener: RebalanceListener | None = None) -> None:
-        """Join the consumer group and read the partitions it assigns us from `topics`."""
+    def subscribe(self, topics: Iterable[str] = (), listener: RebalanceListener | None = None, *,
+                  pattern: str | None = None) -> None:
+        """Join the consumer group and read the partitions it assigns us from `topics`, or (with
+        group_protocol="consumer") from every topic whose name matches the regular expression
+        `pattern` (matched by the coordinator, topics created later included)."""
         if self._group is None:
             raise IllegalStateError("subscribe() needs a group_id")
         if self._subs.user_assigned:
             raise IllegalStateError("subscribe() after assign(): call unsubscribe() first")
         topics = tuple(sorted(set(topics)))
-        if topics != self._subs.topics:
-            self._subs.topics = topics
-            self._group.need_rejoin = True
+        if not topics and pattern is None:
+            raise ValueError("subscribe() needs topics or a pattern")
+        self._group.subscribe(topics, pattern)
+        self._subs.topics, self._subs.pattern = topics, pattern
         self._listener = listener
         self._cluster.wanted_topics |= set(topics)
 
     def unsubscribe(self) -> None:
-        self._subs.topics = ()
+        self._subs.topics, self._subs.pattern = (), None
         self._subs.user_assigned = False
         self._subs.assign(set())
         self._fetcher.discard()
         if self._group is not None:
-            self._group.owned = set()
-            self._group.need_rejoin = True
+            self._group.unsubscribe()
 
     def assignment(self) -> set[TopicPartition]:
         return self._subs.assigned
 
     def subscription(self) -> tuple[str, ...]:
         return self._subs.topics
+
+    @property
+    def member_id(self) -> str:
+        """Our member id in the group ("" before the first join of a classic group)."""
+        if self._group is None:
+            raise IllegalStateError("no group_id")
+        return self._group.member_id
 
     def group_metadata(self) -> ConsumerGroupMetadata:
         """For Producer.send_offsets_to_transaction: who we are in the group right now."""
@@ -319,11 +342,9 @@ class Consumer:
     # ------------------------------------------------------------------ reading
     async def _poll_group(self) -> None:
         g = self._group
-        if g is None or not self._subs.topics:
+        if g is None or not self._subs.subscribed:
             return
-        await g.handle_stale()
-        if g.need_rejoin:
-            await g.ensure_active(self._subs.topics, max(self.request_timeout, g.rebalance_timeout_ms / 1000))
+        await g.poll(max(self.request_timeout, g.rebalance_timeout_ms / 1000))
         if self.enable_auto_commit and self._clock.monotonic() >= self._next_auto_commit:
             self._next_auto_commit = self._clock.monotonic() + self.auto_commit_interval
             with contextlib.suppress(KafkaClientError):

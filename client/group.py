@@ -15,19 +15,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
 from protocol.errors import ErrorCode
 from protocol.messages.heartbeat import HeartbeatRequest
 from protocol.messages.join_group import JoinGroupRequest, JoinGroupRequestProtocol, JoinGroupResponse
 from protocol.messages.leave_group import LeaveGroupRequest, MemberIdentity
-from protocol.messages.offset_commit import (
-    OffsetCommitRequest,
-    OffsetCommitRequestPartition,
-    OffsetCommitRequestTopic,
-)
-from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
 from protocol.messages.sync_group import SyncGroupRequest, SyncGroupRequestAssignment, SyncGroupResponse
 
 from .assignors import (
@@ -40,18 +34,19 @@ from .assignors import (
     encode_assignment,
     encode_subscription,
 )
-from .cluster import COORDINATOR_GROUP, Cluster
+from .cluster import Cluster
 from .errors import (
-    CommitFailedError,
+    IllegalStateError,
     KafkaClientError,
     KafkaTimeoutError,
     RetriableError,
     error_from_code,
 )
-from .structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
+from .group_offsets import COORDINATOR_GONE as _COORDINATOR_GONE
+from .group_offsets import GroupOffsets
+from .structs import ConsumerGroupMetadata, TopicPartition
 
 E = ErrorCode
-_COORDINATOR_GONE = frozenset({E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE})
 
 
 class RebalanceListener(Protocol):
@@ -76,7 +71,9 @@ async def _call(fn: Callable[..., Any] | None, arg: set[TopicPartition]) -> None
         await res
 
 
-class GroupMember:
+class GroupMember(GroupOffsets):
+    REFUSED = frozenset({E.REBALANCE_IN_PROGRESS, E.ILLEGAL_GENERATION, E.UNKNOWN_MEMBER_ID, E.FENCED_INSTANCE_ID})
+
     def __init__(self, cluster: Cluster, group_id: str, *, assignors: list[RangeAssignor | CooperativeStickyAssignor],
                  session_timeout_ms: int, rebalance_timeout_ms: int, heartbeat_interval_ms: int,
                  group_instance_id: str | None, retry_backoff: float, require_stable: bool) -> None:
@@ -95,6 +92,7 @@ class GroupMember:
         self.protocol: str | None = None
         self.leader_id: str | None = None
         self.owned: set[TopicPartition] = set()
+        self.topics: tuple[str, ...] = ()
         self.need_rejoin = True
         self.rejoin_event = asyncio.Event()
         self._hb_task: asyncio.Task[None] | None = None
@@ -107,11 +105,34 @@ class GroupMember:
     def metadata(self) -> ConsumerGroupMetadata:
         return ConsumerGroupMetadata(self.group_id, self.generation_id, self.member_id, self.group_instance_id)
 
-    async def _coordinator(self) -> int:
-        return await self._cluster.coordinator(self.group_id, COORDINATOR_GROUP)
+    def _identity(self) -> tuple[int, str]:
+        return self.generation_id, self.member_id
 
-    def _coordinator_gone(self) -> None:
-        self._cluster.forget_coordinator(self.group_id, COORDINATOR_GROUP)
+    def _refused(self) -> None:
+        self.need_rejoin = True
+        self.rejoin_event.set()
+
+    # ------------------------------------------------------------------ subscription
+    def subscribe(self, topics: Iterable[str], pattern: str | None) -> None:
+        if pattern is not None:
+            raise IllegalStateError("a subscription pattern needs group_protocol='consumer' (KIP-848)")
+        topics = tuple(sorted(set(topics)))
+        if topics != self.topics:
+            self.topics = topics
+            self.need_rejoin = True
+
+    def unsubscribe(self) -> None:
+        self.topics = ()
+        self.owned = set()
+        self.need_rejoin = True
+
+    async def poll(self, timeout: float) -> None:
+        """From the consumer's poll path: report an expulsion, rebalance if needed."""
+        if not self.topics:
+            return
+        await self.handle_stale()
+        if self.need_rejoin:
+            await self.ensure_active(self.topics, timeout)
 
     # ------------------------------------------------------------------ rebalancing
     async def ensure_active(self, topics: tuple[str, ...], timeout: float) -> None:
@@ -262,84 +283,6 @@ class GroupMember:
         if self._stale:
             self._stale = False
             await self._lose()
-
-    # ------------------------------------------------------------------ offsets
-    async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], timeout: float) -> None:
-        if not offsets:
-            return
-        by_topic: dict[str, list[OffsetCommitRequestPartition]] = {}
-        for tp, om in sorted(offsets.items()):
-            by_topic.setdefault(tp.topic, []).append(OffsetCommitRequestPartition(
-                partition_index=tp.partition, committed_offset=om.offset, committed_leader_epoch=om.leader_epoch,
-                committed_metadata=om.metadata))
-        deadline = self._cluster.clock.monotonic() + timeout
-        while True:
-            req = OffsetCommitRequest(
-                group_id=self.group_id, generation_id_or_member_epoch=self.generation_id, member_id=self.member_id,
-                group_instance_id=self.group_instance_id,
-                topics=[OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
-            try:
-                node = await self._coordinator()
-                resp = await self._cluster.request(node, req)
-                codes = {p.error_code for t in resp.topics for p in t.partitions} - {0}
-            except (RetriableError, OSError, TimeoutError) as e:
-                self._coordinator_gone()
-                codes = set()
-                if self._cluster.clock.monotonic() > deadline:
-                    raise KafkaTimeoutError(f"offset commit did not complete: {e}") from e
-                await asyncio.sleep(self.retry_backoff)
-                continue
-            if not codes:
-                return
-            if codes & {E.REBALANCE_IN_PROGRESS, E.ILLEGAL_GENERATION, E.UNKNOWN_MEMBER_ID, E.FENCED_INSTANCE_ID}:
-                self.need_rejoin = True
-                self.rejoin_event.set()
-                raise CommitFailedError(
-                    "commit refused: the group has rebalanced since these records were fetched; they may be "
-                    f"processed again by the partitions' new owner ({', '.join(E(c).name for c in codes)})")
-            if codes & _COORDINATOR_GONE:
-                self._coordinator_gone()
-            elif not all(E(c).retriable for c in codes):
-                raise error_from_code(next(iter(codes)), f"OffsetCommit {self.group_id}")
-            if self._cluster.clock.monotonic() > deadline:
-                raise KafkaTimeoutError(f"offset commit failed: {[E(c).name for c in codes]}")
-            await asyncio.sleep(self.retry_backoff)
-
-    async def fetch_committed(self, tps: Iterable[TopicPartition], timeout: float
-                              ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        tps = list(tps)
-        by_topic: dict[str, list[int]] = {}
-        for tp in tps:
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
-        deadline = self._cluster.clock.monotonic() + timeout
-        while True:
-            try:
-                node = await self._coordinator()
-                conn = await self._cluster.connection(node)
-                v = conn.version_for(OffsetFetchRequest)
-                resp = await conn.request(OffsetFetchRequest(
-                    group_id=self.group_id,
-                    topics=[OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()],
-                    require_stable=self.require_stable), version=v)
-                codes = {resp.error_code} | {p.error_code for t in resp.topics for p in t.partitions}
-                codes.discard(0)
-                if not codes:
-                    out: dict[TopicPartition, OffsetAndMetadata | None] = {}
-                    for t in resp.topics:
-                        for p in t.partitions:
-                            tp = TopicPartition(t.name, p.partition_index)
-                            out[tp] = (OffsetAndMetadata(p.committed_offset, p.metadata or "", p.committed_leader_epoch)
-                                       if p.committed_offset >= 0 else None)
-                    return {tp: out.get(tp) for tp in tps}
-                if codes & _COORDINATOR_GONE:
-                    self._coordinator_gone()
-                elif not all(E(c).retriable for c in codes):
-                    raise error_from_code(next(iter(codes)), f"OffsetFetch {self.group_id}")
-            except (RetriableError, OSError, TimeoutError):
-                self._coordinator_gone()
-            if self._cluster.clock.monotonic() > deadline:
-                raise KafkaTimeoutError(f"could not fetch committed offsets of {self.group_id}")
-            await asyncio.sleep(self.retry_backoff)
 
     # ------------------------------------------------------------------ leaving
     async def leave(self) -> None:

@@ -32,6 +32,7 @@ class SubscriptionState:
             raise ValueError(f"auto_offset_reset must be earliest, latest or none, not {auto_offset_reset!r}")
         self.auto_offset_reset = auto_offset_reset
         self.topics: tuple[str, ...] = ()  # subscribe(); empty with assign()
+        self.pattern: str | None = None  # subscribe(pattern=...): the coordinator matches it (KIP-848)
         self.user_assigned = False
         self.partitions: dict[TopicPartition, PartitionState] = {}
 
@@ -46,6 +47,10 @@ class SubscriptionState:
     def remove(self, tps: set[TopicPartition]) -> None:
         for tp in tps:
             self.partitions.pop(tp, None)
+
+    @property
+    def subscribed(self) -> bool:
+        return bool(self.topics or self.pattern)
 
     @property
     def assigned(self) -> set[TopicPartition]:
