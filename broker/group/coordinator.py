@@ -88,7 +88,8 @@ class GroupCoordinator:
         self.cfg = cfg
         self.topics = topics
         self.clock = clock
-        self.sm = GroupStateMachine(settings_from(cfg), topics.exists, lease_held=lease_held, topics=self._topic_view)
+        self.sm = GroupStateMachine(settings_from(cfg), topics.exists, lease_held=lease_held, topics=self._topic_view,
+                                   opening=self._opening)
         self._waiters: dict[int, asyncio.Future[JoinResult | SyncResult]] = {}
         self._tokens = itertools.count(1)
         self._wake = asyncio.Event()
@@ -96,6 +97,15 @@ class GroupCoordinator:
         self._load_task: asyncio.Task[None] | None = None
         self._loads: set[asyncio.Task[None]] = set()  # partitions whose leadership came here later
         self._commits: set[asyncio.Task[dict[TopicPartition, int]]] = set()  # see _commit_and_apply
+
+    def _opening(self, index: int) -> bool:
+        """The metadata names this broker the leader of `__consumer_offsets`-`index` and its log is
+        not open here yet: its groups are about to load."""
+        info = self.topics.image.topics.get(OFFSETS_TOPIC)
+        if info is None or not 0 <= index < len(info.partitions) or info.partitions[index].leader != self.cfg.node_id:
+            return False
+        t = self.topics.get(OFFSETS_TOPIC)
+        return t is None or index not in t.local
 
     def _topic_view(self) -> dict[str, TopicMeta]:
         """The cluster's topics as KIP-848 assignments name them: id and partition count."""

@@ -88,9 +88,12 @@ class GroupTable:
     """The groups of the `__consumer_offsets` partitions this broker serves, which partitions those
     are (owned, or still being read back), the timers, and the effects for the shell."""
 
-    def __init__(self, settings: Settings, lease_held: Callable[[], bool]) -> None:
+    def __init__(self, settings: Settings, lease_held: Callable[[], bool],
+                 opening: Callable[[int], bool] = lambda i: False) -> None:
         self.settings = settings
         self._lease_held = lease_held  # the broker's claim on its partitions is current (lifecycle.py)
+        # the metadata names this broker the partition's leader, its log not yet open (log_io.py)
+        self._opening = opening
         self.groups: dict[str, Group] = {}
         self.owned: set[int] = set()
         self.loading: dict[int, Loading] = {}
@@ -109,6 +112,8 @@ class GroupTable:
         p = self.partition_for(group_id)
         if p in self.loading:
             return E.COORDINATOR_LOAD_IN_PROGRESS
+        if p not in self.owned and self._opening(p) and self._lease_held():
+            return E.COORDINATOR_LOAD_IN_PROGRESS  # about to load: FindCoordinator already names us
         if p not in self.owned or not self._lease_held():
             # with its lease lapsed the broker may have been replaced as the partition's leader:
             # what it holds of the group may be stale, and the client must look again

@@ -49,8 +49,9 @@ class GroupStateMachine:
     def __init__(self, settings: Settings, partition_exists: Callable[[str, int], bool],
                  new_member_id: Callable[[str], str] | None = None,
                  lease_held: Callable[[], bool] = lambda: True,
-                 topics: Callable[[], Mapping[str, TopicMeta]] = dict) -> None:
-        self.table = t = GroupTable(settings, lease_held)
+                 topics: Callable[[], Mapping[str, TopicMeta]] = dict,
+                 opening: Callable[[int], bool] = lambda i: False) -> None:
+        self.table = t = GroupTable(settings, lease_held, opening)
         self.membership = m = Membership(t, new_member_id)
         self.consumer = c = ConsumerGroups(t, topics, None if new_member_id is None else lambda: new_member_id(""))
         self.migration = c.migration = Migration(c, m)

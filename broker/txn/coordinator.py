@@ -273,7 +273,18 @@ class TransactionCoordinator:
         i = self.machine.partition_of(tid)
         if i in self._owned:
             return ErrorCode.NONE
-        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if i in self._loading else ErrorCode.NOT_COORDINATOR
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if i in self._loading or self._opening(i) \
+            else ErrorCode.NOT_COORDINATOR
+
+    def _opening(self, index: int) -> bool:
+        """The metadata names this broker the leader of `__transaction_state`-`index` and its log
+        is not open here yet (logs open off the loop): FindCoordinator already names this broker,
+        so the client is told to retry, not to look elsewhere."""
+        info = self.topics.image.topics.get(TOPIC)
+        if info is None or not 0 <= index < len(info.partitions) or info.partitions[index].leader != self.cfg.node_id:
+            return False
+        t = self.topics.get(TOPIC)
+        return t is None or index not in t.local
 
     def partition_for(self, tid: str) -> int:
         return self.machine.partition_of(tid)

@@ -17,12 +17,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as Ctp
 from helpers.cluster import Cluster
 from helpers.cluster_metadata import agreed, listed_everywhere, new_topic, voters_for
 from helpers.raw import Raw
-from helpers.wait import wait_until
+from helpers.wait import wait_until, wait_until_no_error
 
 from protocol.messages.list_offsets import (
     ListOffsetsPartition,
@@ -78,7 +78,11 @@ def read_all(bootstrap: str) -> list[bytes]:
     out: list[bytes] = []
     try:
         tp = Ctp(TOPIC, 0, 0)
-        end = wait_until(lambda: c.get_watermark_offsets(tp, timeout=2)[1], timeout=30, message="a high watermark")
+        # a leader just elected answers OFFSET_NOT_AVAILABLE (retriable) until its high watermark
+        # reaches its epoch's start, as Kafka's does: asked again until it has one
+        end = wait_until(lambda: wait_until_no_error(lambda: c.get_watermark_offsets(tp, timeout=2)[1], timeout=30,
+                                                     exceptions=(KafkaException,), message="a high watermark"),
+                         timeout=30, message="a high watermark above 0")
         c.assign([tp])
 
         def read() -> bool:

@@ -537,6 +537,20 @@ def test_a_lapsed_lease_sends_clients_elsewhere_until_renewed() -> None:
     assert sm.fetch_offsets(G, [("t", 0)], False)[0] == 0
 
 
+def test_a_partition_led_here_whose_log_is_still_opening_answers_load_in_progress() -> None:
+    """The metadata names this broker the group's partition leader before its log has opened (logs
+    open off the loop, broker/log_io.py): FindCoordinator already names it, so a client's commit
+    must be told to retry (COORDINATOR_LOAD_IN_PROGRESS), as Kafka's loading coordinator answers,
+    not NOT_COORDINATOR -- librdkafka's synchronous commit fails on that one (a fresh-clone run)."""
+    opening = [True]
+    sm = GroupStateMachine(Settings(num_partitions=1), lambda t, p: True, opening=lambda i: opening[0])
+    assert sm.coordinator_error(G) == E.COORDINATOR_LOAD_IN_PROGRESS
+    opening[0] = False
+    assert sm.coordinator_error(G) == E.NOT_COORDINATOR
+    sm.own_partitions(range(1), Now(0, 0))
+    assert sm.coordinator_error(G) == 0
+
+
 def test_txn_offsets_that_did_not_replicate_are_no_longer_pending() -> None:
     h = Harness()
     h.commit({("t", 0): 1})

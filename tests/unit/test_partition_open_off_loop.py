@@ -272,3 +272,32 @@ async def test_a_topic_created_again_while_the_old_logs_are_removed_opens_empty_
     finally:
         hold.release.set()
         table.close()
+
+
+async def test_coordinator_partitions_led_here_and_still_opening_answer_load_in_progress(
+        held: tuple[TopicTable, Hold, RecordingFileSystem]) -> None:
+    """FindCoordinator names a broker as soon as its metadata makes it the leader of the
+    coordinator's partition; while that log still opens (held here), the transaction and group
+    coordinators answer COORDINATOR_LOAD_IN_PROGRESS, which clients retry, not NOT_COORDINATOR
+    (a fresh-clone run: librdkafka's synchronous commit failed on it right after the offsets topic
+    was created)."""
+    from types import SimpleNamespace
+    from typing import Any
+
+    from broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
+    from broker.metrics import BrokerMetrics
+    from broker.txn.coordinator import TOPIC, TransactionCoordinator
+
+    table, hold, _ = held
+    cfg = BrokerConfig(node_id=ME, data_dir="unused", transaction_state_num_partitions=1,
+                       offsets_topic_num_partitions=1)
+    ids: Any = SimpleNamespace(allocate=lambda: 0)
+    txn = TransactionCoordinator(cfg, table, ids, BrokerMetrics(), SystemClock(), lambda n: None)
+    groups = GroupCoordinator(cfg, table, SystemClock())
+    image = _topic(_topic(MetadataImage(), TOPIC, uuid.uuid4(), 1), OFFSETS_TOPIC, uuid.uuid4(), 1)
+    table.apply_image(image)
+    await wait_until_async(hold.entered.is_set, message="the first open to reach the held fsync")
+    assert txn.not_served("any-id") == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    assert groups.sm.coordinator_error("any-group") == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    hold.release.set()
+    await table.settled()
