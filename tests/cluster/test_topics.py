@@ -63,7 +63,15 @@ def test_a_topic_created_through_a_follower_is_the_same_on_every_broker(cluster:
     for _err, leader, replicas, isr in layout.partitions:
         assert sorted(replicas) == [1, 2, 3] and replicas[0] == leader and sorted(isr) == [1, 2, 3]
     for i, leader in enumerate(leaders):
-        assert produce(c.ports[leader], "spread", i) == 0
+        # the leader's log may still be opening on its I/O thread (broker/log_io.py): until it is,
+        # the leader answers NOT_LEADER_OR_FOLLOWER, retriable, as Kafka answers for a replica
+        # not yet made -- the write goes through once it is open
+        def written(leader: int = leader, i: int = i) -> bool:
+            code = produce(c.ports[leader], "spread", i)
+            assert code in (0, ErrorCode.NOT_LEADER_OR_FOLLOWER), code
+            return code == 0
+
+        c.wait_until(written, timeout=10, message=f"the leader of spread-{i} to take a write")
         other = next(n for n in (1, 2, 3) if n != leader)
         assert produce(c.ports[other], "spread", i) == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
