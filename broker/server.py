@@ -120,7 +120,8 @@ class BrokerServer:
                                           self._broker_address, ib_security)
         self.metadata.subscribe(self.topics.apply_image)  # partitions, and with them the coordinators
         self.metadata.subscribe(lambda image: self.txn.sender.poke())  # markers waiting for a leader or an address
-        self.propagation = Propagation(cfg.node_id, lambda: self.topics.image, self._broker_address, clock, ib_security)
+        self.propagation = Propagation(cfg.node_id, lambda: self.topics.image, self._broker_address, clock,
+                                       self._leads_here, ib_security)
         self.forwarder = ControllerForwarder(cfg.node_id, self.quorum, controller_security)
         self.recovery = UncleanRecovery(cfg.node_id, self.controller, self.controller_shell, self._broker_address,
                                         clock, ib_security)
@@ -176,6 +177,10 @@ class BrokerServer:
             return None
         address = b.address_for(self.listener_plan.inter_broker.name, True)
         return address if address is not None and address[1] else None
+
+    def _leads_here(self, topic: str, index: int) -> bool:
+        part = self.topics.partition(topic, index)
+        return part is not None and part.is_leader
 
     def _leader_of(self, topic: str, index: int) -> int:
         """The leader of a partition as the metadata image names it, -1 if none."""

@@ -172,6 +172,7 @@ class TopicTable:
         self._opens: set[Opening] = set()  # every open not ended (an older one of a partition too)
         self._disk: dict[Key, asyncio.Task[None]] = {}  # each partition's last open or removal: the next waits for it
         self._closing = False
+        self._internal: dict[str, asyncio.Task[None]] = {}  # internal topics being created here (ensure_internal)
         self.image = MetadataImage()
         # False from a restart until this broker has applied its own registration (server.py): the
         # image replayed from the local metadata log may still name it leader at an epoch its
@@ -768,6 +769,36 @@ class TopicTable:
         log.info("topic created", topic=name, partitions=n, replication_factor=rf)
         return topic
 
+    async def ensure_internal(self, name: str, num_partitions: int, configured_rf: int,
+                              configs: Mapping[str, str]) -> None:
+        """Create an internal topic on its first need (as Kafka does when a group or transactional
+        id first looks for its coordinator) and return once its logs here are open; without a
+        controller, or too few brokers alive, the caller finds no topic and answers
+        COORDINATOR_NOT_AVAILABLE. The creation is a task of its own, shared by every request
+        that needs it meanwhile: a client that drops the request (librdkafka closes the bootstrap
+        connection its first FindCoordinator went out on) must not cut the wait for the logs
+        short, or the next request, finding the topic, would name a leader whose log is not open
+        and the coordinator would answer COORDINATOR_LOAD_IN_PROGRESS, which some clients'
+        commits do not retry."""
+        task = self._internal.get(name)
+        if task is None:
+            if name in self.by_name or name in self.image.topics:
+                return
+            task = self._internal[name] = asyncio.get_running_loop().create_task(
+                self._create_internal(name, num_partitions, configured_rf, configs))
+            task.add_done_callback(lambda _: self._internal.pop(name, None))
+        await asyncio.shield(task)
+
+    async def _create_internal(self, name: str, num_partitions: int, configured_rf: int,
+                               configs: Mapping[str, str]) -> None:
+        try:
+            await self.create(name, num_partitions, self.internal_replication_factor(configured_rf), configs)
+        except KafkaError as e:
+            if e.code == ErrorCode.TOPIC_ALREADY_EXISTS:  # another broker's first need came first
+                await self._disk_work_done(name)
+            else:
+                log.warning("cannot create " + name, error=e.code.name, message=e.message)
+
     async def _disk_work_done(self, name: str) -> None:
         """Give this broker's logs of `name` the time to open (or go) before answering, so that a
         client of this broker finds the change made here; it is committed either way (Kafka does
@@ -861,6 +892,8 @@ class TopicTable:
 
     def close(self) -> None:
         self._closing = True
+        for task in self._internal.values():
+            task.cancel()
         for op in self._opens:
             op.stopped = True  # what has not begun opening is not opened
         for key in list(self.moves):

@@ -12,6 +12,10 @@ either in production.
 * `KETCH_TEST_DYING_DIR=<directory>` puts the broker's files on a `FaultyFileSystem` whose disk
   under that directory dies (every operation there fails with EIO, as a dead disk's do) once the
   process gets SIGUSR2: a test of broker processes fails one log directory when it chooses.
+* `KETCH_TEST_SLOW_MKDIR_MS=<ms>` makes every directory the broker creates take that much longer,
+  as on a slow or busy disk: a partition log opened for the first time creates its directory, so
+  a test of broker processes can see what must wait for new logs to open (on a quiet machine they
+  open in well under a millisecond, on a loaded CI runner not).
 
 One module for both, in storage/, the lowest layer holding a guarantee to break: the log and the
 producer state read the switches without importing the broker. Both variables are read once at
@@ -26,6 +30,7 @@ import errno
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -97,6 +102,8 @@ if CRASH_AT is not None and CRASH_AT not in POINTS:
 DYING_DIR_ENV = "KETCH_TEST_DYING_DIR"
 DYING_DIR = os.environ.get(DYING_DIR_ENV) or None
 DYING_SIGNAL = signal.SIGUSR2
+SLOW_MKDIR_ENV = "KETCH_TEST_SLOW_MKDIR_MS"
+SLOW_MKDIR_MS = int(os.environ.get(SLOW_MKDIR_ENV) or 0)
 
 
 def broken(name: str) -> bool:
@@ -123,6 +130,8 @@ def announce() -> None:
                     point=CRASH_AT, what=POINTS[CRASH_AT])
     if DYING_DIR:
         log.warning("test build: a log directory's disk dies on SIGUSR2", env=DYING_DIR_ENV, log_dir=DYING_DIR)
+    if SLOW_MKDIR_MS:
+        log.warning("test build: every directory made takes longer", env=SLOW_MKDIR_ENV, ms=SLOW_MKDIR_MS)
 
 
 # Called with (operation, path) before the operation runs; raising fails that operation.
@@ -146,12 +155,24 @@ class DyingDisk:
             raise OSError(errno.EIO, "Input/output error", str(path))
 
 
+def _slow_mkdir(op: str, path: Path) -> None:
+    if op == "mkdir":
+        time.sleep(SLOW_MKDIR_MS / 1000)
+
+
 def file_system(inner: FileSystem) -> tuple[FileSystem, DyingDisk | None]:
-    """The file system a broker runs on: `inner`, unless KETCH_TEST_DYING_DIR is set."""
-    if DYING_DIR is None:
+    """The file system a broker runs on: `inner`, unless KETCH_TEST_DYING_DIR or
+    KETCH_TEST_SLOW_MKDIR_MS is set."""
+    disk = DyingDisk(Path(DYING_DIR).absolute()) if DYING_DIR is not None else None
+    hooks: list[Fault] = [h for h in (disk, _slow_mkdir if SLOW_MKDIR_MS else None) if h is not None]
+    if not hooks:
         return inner, None
-    disk = DyingDisk(Path(DYING_DIR).absolute())
-    return FaultyFileSystem(inner, disk), disk
+
+    def hook(op: str, path: Path) -> None:
+        for h in hooks:
+            h(op, path)
+
+    return FaultyFileSystem(inner, hook), disk
 
 
 class FaultyFileSystem:

@@ -159,15 +159,8 @@ class GroupCoordinator:
     async def ensure_topic(self) -> None:
         """Create `__consumer_offsets` the first time a group needs it (every handler of a group
         API calls this first); the partitions led here are owned as the image brings them."""
-        if self.topics.get(OFFSETS_TOPIC) is not None:
-            return
-        try:
-            rf = self.topics.internal_replication_factor(self.cfg.offsets_topic_replication_factor)
-            await self.topics.create(OFFSETS_TOPIC, self.cfg.offsets_topic_num_partitions, rf,
-                                     dict(OFFSETS_TOPIC_CONFIGS))
-        except KafkaError as e:  # no controller yet: groups answer COORDINATOR_NOT_AVAILABLE meanwhile
-            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                log.warning("cannot create " + OFFSETS_TOPIC, error=e.code.name, message=e.message)
+        await self.topics.ensure_internal(OFFSETS_TOPIC, self.cfg.offsets_topic_num_partitions,
+                                          self.cfg.offsets_topic_replication_factor, OFFSETS_TOPIC_CONFIGS)
 
     # ---- loading -----------------------------------------------------------------------------
     def is_loading(self, partition: int) -> bool:

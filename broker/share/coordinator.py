@@ -105,15 +105,9 @@ class ShareCoordinator:
         return partition_for(coordinator_key(key), self.num_partitions())
 
     async def ensure_topic(self) -> None:
-        if self.topics.get(STATE_TOPIC) is not None or self.topics.image.topics.get(STATE_TOPIC) is not None:
-            return
-        try:
-            rf = self.topics.internal_replication_factor(self.cfg.share_coordinator_state_topic_replication_factor)
-            await self.topics.create(STATE_TOPIC, self.cfg.share_coordinator_state_topic_num_partitions, rf,
-                                     dict(STATE_TOPIC_CONFIGS))
-        except KafkaError as e:
-            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                log.warning("cannot create " + STATE_TOPIC, error=e.code.name, message=e.message)
+        await self.topics.ensure_internal(STATE_TOPIC, self.cfg.share_coordinator_state_topic_num_partitions,
+                                          self.cfg.share_coordinator_state_topic_replication_factor,
+                                          STATE_TOPIC_CONFIGS)
 
     # ---- leadership and loading --------------------------------------------------------------
     def _on_partition(self, topic: str, partition: Partition, leads: bool) -> None:

@@ -171,15 +171,10 @@ class TransactionCoordinator:
     async def ensure_topic(self) -> None:
         """Create `__transaction_state` when a transactional id first looks for its coordinator,
         as Kafka does, so brokers that never run transactions carry no 50 idle partitions."""
-        if self.topics.get(TOPIC) is None:
-            cfg = self.cfg
-            configs = {"cleanup.policy": "compact", "segment.bytes": str(cfg.transaction_state_segment_bytes)}
-            try:
-                rf = self.topics.internal_replication_factor(cfg.transaction_state_replication_factor)
-                await self.topics.create(TOPIC, cfg.transaction_state_num_partitions, rf, configs=configs)
-            except KafkaError as e:  # no controller yet: FindCoordinator answers COORDINATOR_NOT_AVAILABLE
-                if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                    log.warning("cannot create " + TOPIC, error=e.code.name, message=e.message)
+        cfg = self.cfg
+        await self.topics.ensure_internal(
+            TOPIC, cfg.transaction_state_num_partitions, cfg.transaction_state_replication_factor,
+            {"cleanup.policy": "compact", "segment.bytes": str(cfg.transaction_state_segment_bytes)})
 
     def _load_topic(self, topic: Topic) -> None:
         if topic.num_partitions != self.machine.num_partitions:

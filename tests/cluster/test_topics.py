@@ -21,8 +21,15 @@ from helpers.raw import Raw
 from client import Admin
 from client.admin_cli.cluster import cluster_describe
 from protocol.errors import ErrorCode
+from protocol.messages.create_topics import (
+    CreatableReplicaAssignment,
+    CreatableTopic,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
 from protocol.messages.produce import PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData
 from protocol.records import Record, build_batch
+from storage.faults import SLOW_MKDIR_ENV
 
 
 async def describe(bootstrap: str) -> dict[str, Any]:
@@ -63,21 +70,38 @@ def test_a_topic_created_through_a_follower_is_the_same_on_every_broker(cluster:
     for _err, leader, replicas, isr in layout.partitions:
         assert sorted(replicas) == [1, 2, 3] and replicas[0] == leader and sorted(isr) == [1, 2, 3]
     for i, leader in enumerate(leaders):
-        # the leader's log may still be opening on its I/O thread (broker/log_io.py): until it is,
-        # the leader answers NOT_LEADER_OR_FOLLOWER, retriable, as Kafka answers for a replica
-        # not yet made -- the write goes through once it is open
-        def written(leader: int = leader, i: int = i) -> bool:
-            code = produce(c.ports[leader], "spread", i)
-            assert code in (0, ErrorCode.NOT_LEADER_OR_FOLLOWER), code
-            return code == 0
-
-        c.wait_until(written, timeout=10, message=f"the leader of spread-{i} to take a write")
+        assert produce(c.ports[leader], "spread", i) == 0
         other = next(n for n in (1, 2, 3) if n != leader)
         assert produce(c.ports[other], "spread", i) == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
     code, message = create(c.ports[via], "too-many", 1, 4)
     assert code == ErrorCode.INVALID_REPLICATION_FACTOR and "only 3 broker(s)" in (message or "")
     assert create(c.ports[controller], "spread", 1, 1)[0] == ErrorCode.TOPIC_ALREADY_EXISTS
+
+
+def test_create_topics_answers_once_each_new_leader_has_its_log_open(cluster_factory) -> None:  # type: ignore[no-untyped-def]
+    """A broker lists a new partition at once, but its leader opens the log on its I/O thread and
+    answers NOT_LEADER_OR_FOLLOWER until then; a client writing to the leader the moment
+    CreateTopics answers must find it open. The topic is created through the broker holding no
+    replica of it (nothing of its own to open), on disks where each new log's directory takes
+    20 ms to make: the two leaders need more than a second for their 60 logs."""
+    voters = voters_for(3)
+    c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
+                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000", SLOW_MKDIR_ENV: "20"})
+    listed_everywhere(c)
+    via, a, b = c.node_ids
+    n = 60
+    raw = Raw(c.ports[via])
+    try:
+        resp = raw.request(CreateTopicsRequest(timeout_ms=30_000, topics=[CreatableTopic(
+            name="opened", num_partitions=-1, replication_factor=-1, assignments=[
+                CreatableReplicaAssignment(partition_index=i, broker_ids=[a, b] if i % 2 else [b, a])
+                for i in range(n)])]), 7)
+    finally:
+        raw.close()
+    assert isinstance(resp, CreateTopicsResponse) and resp.topics[0].error_code == 0, resp
+    last_opened_first = [(i, a if i % 2 else b) for i in reversed(range(n))]  # a partition's first replica leads
+    assert {i: produce(c.ports[leader], "opened", i) for i, leader in last_opened_first} == dict.fromkeys(range(n), 0)
 
 
 def test_a_fenced_broker_leaves_every_leadership_and_gets_it_back(cluster: Cluster) -> None:
