@@ -21,6 +21,8 @@ def refusal(ctx: BrokerContext, client: ClientInfo) -> tuple[ErrorCode, str] | N
         return ErrorCode.SECURITY_DISABLED, "No Authorizer is configured."
     if not ctx.authorizer.allows(client, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+    if ctx.controller_client is None:
+        return ErrorCode.NOT_CONTROLLER, "no controller"
     return None
 
 
@@ -28,8 +30,6 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: CreateAclsRequest) -> CreateAclsResponse:
     bindings = [binding_of(c) for c in req.creations]
     refused = refusal(ctx, client)
-    if refused is None and ctx.controller_client is None:
-        refused = ErrorCode.NOT_CONTROLLER, "no controller"
     if refused is not None:
         return CreateAclsResponse(throttle_time_ms=0, results=[
             AclCreationResult(error_code=refused[0], error_message=refused[1]) for _ in bindings])

@@ -5,7 +5,7 @@ longer has the bindings removed."""
 from __future__ import annotations
 
 from protocol.acl import filter_of, matching_acl_of
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages.delete_acls import DeleteAclsFilterResult, DeleteAclsRequest, DeleteAclsResponse
 
@@ -20,8 +20,6 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
                  req: DeleteAclsRequest) -> DeleteAclsResponse:
     filters = [filter_of(f) for f in req.filters]
     refused = refusal(ctx, client)
-    if refused is None and ctx.controller_client is None:
-        refused = ErrorCode.NOT_CONTROLLER, "no controller"
     if refused is not None:
         return DeleteAclsResponse(throttle_time_ms=0, filter_results=[
             DeleteAclsFilterResult(error_code=refused[0], error_message=refused[1]) for _ in filters])
