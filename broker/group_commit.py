@@ -8,9 +8,10 @@ coordinator and the partitions. With one replica nothing but the disk can vouch 
 one fsync on every transaction step; instead the logs asked for are synced together, and while
 that runs the next requests gather for the sync after it (group commit).
 
-The sync runs on a thread of its own: an fsync can take seconds when the disk is busy, and on the
-event loop it would stall every connection, lease and heartbeat of the broker with it (the chaos
-campaigns saw three brokers stalled together for 15 s). Only the data files are synced (see
+The syncs run on a thread per log directory: an fsync can take seconds when the disk is busy, and
+on the event loop it would stall every connection, lease and heartbeat of the broker with it (the
+chaos campaigns saw three brokers stalled together for 15 s); on one thread for all directories a
+hung disk would hold every other disk's logs, a coordinator's among them. Only the data files are synced (see
 storage.log.DataSync); the indexes and the recovery point follow the log's flush policy, whose
 flushes (`flush`) go through the same machinery: a LogFlush instead of a DataSync, grouped the
 same way, recorded back on the loop with end_flush.
@@ -21,10 +22,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from storage.log import DataSync, LogFlush, PartitionLog
 
 _Job = tuple[PartitionLog, DataSync | LogFlush | None, list[asyncio.Future[None]]]
+_Pending = dict[int, tuple[PartitionLog, list[asyncio.Future[None]], bool]]  # id(log) -> (log, waiters, a flush asked)
 
 
 def _run(jobs: list[DataSync | LogFlush | None]) -> list[BaseException | None]:
@@ -42,10 +45,9 @@ def _run(jobs: list[DataSync | LogFlush | None]) -> list[BaseException | None]:
 
 class GroupCommit:
     def __init__(self) -> None:
-        # id(log) -> (log, waiters, a flush (not only a data sync) asked for)
-        self._pending: dict[int, tuple[PartitionLog, list[asyncio.Future[None]], bool]] = {}
-        self._running = False
-        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ketch-sync")
+        self._pending: dict[Path | None, _Pending] = {}  # by log directory
+        self._running: set[Path | None] = set()  # directories whose sync is under way
+        self._ios: dict[Path | None, ThreadPoolExecutor] = {}
         self.fsyncs = 0  # log syncs done, for metrics and tests
         self.waiters = 0  # syncs asked for
         self.on_error: Callable[[PartitionLog, BaseException], None] | None = None  # a sync that failed
@@ -60,41 +62,45 @@ class GroupCommit:
         return self._ask(log, flush=True)
 
     def _ask(self, log: PartitionLog, *, flush: bool) -> asyncio.Future[None]:
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
-        _, futs, flushing = self._pending.get(id(log), (log, [], False))
-        futs.append(fut)
-        self._pending[id(log)] = (log, futs, flushing or flush)
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._add(log, [fut], flush)
         self.waiters += 1
-        if not self._running:
-            self._running = True
-            loop.call_soon(self._start)  # the rest of this loop turn's appends join this sync
         return fut
+
+    def _add(self, log: PartitionLog, futs: list[asyncio.Future[None]], flush: bool) -> None:
+        d = _log_dir(log)
+        pending = self._pending.setdefault(d, {})
+        _, waiting, flushing = pending.get(id(log), (log, [], False))
+        pending[id(log)] = (log, waiting + futs, flushing or flush)
+        if d not in self._running:
+            self._running.add(d)
+            asyncio.get_running_loop().call_soon(self._start, d)  # the rest of this loop turn's appends join this sync
 
     def replace(self, old: PartitionLog, new: PartitionLog) -> None:
         """`new` took `old`'s place, holding all of it (a replica moved to another log directory):
         syncs asked of `old` and not begun run on `new` instead (`old` is closed)."""
-        entry = self._pending.pop(id(old), None)
-        if entry is None:
-            return
-        _, futs, flush = entry
-        _, new_futs, new_flush = self._pending.get(id(new), (new, [], False))
-        self._pending[id(new)] = (new, new_futs + futs, new_flush or flush)
+        entry = self._pending.get(_log_dir(old), {}).pop(id(old), None)
+        if entry is not None:
+            _, futs, flush = entry
+            self._add(new, futs, flush)
 
-    def _start(self) -> None:
-        pending, self._pending = self._pending, {}
+    def _start(self, d: Path | None) -> None:
+        pending = self._pending.pop(d, {})
         jobs: list[_Job] = []
         for log, futs, flush in pending.values():
             try:
                 jobs.append((log, log.begin_flush() if flush else log.begin_sync(), futs))
             except Exception as e:  # a closed log (deleted topic)
                 _settle(futs, e)
-        asyncio.get_running_loop().create_task(self._sync(jobs))
+        asyncio.get_running_loop().create_task(self._sync(d, jobs))
 
-    async def _sync(self, jobs: list[_Job]) -> None:
+    async def _sync(self, d: Path | None, jobs: list[_Job]) -> None:
         loop = asyncio.get_running_loop()
+        io = self._ios.get(d)
+        if io is None:
+            io = self._ios[d] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ketch-sync")
         try:
-            errors = await loop.run_in_executor(self._io, _run, [job for _, job, _ in jobs])
+            errors = await loop.run_in_executor(io, _run, [job for _, job, _ in jobs])
             for (log, job, futs), error in zip(jobs, errors, strict=True):
                 if job is not None and error is None:
                     if isinstance(job, LogFlush):
@@ -110,13 +116,20 @@ class GroupCommit:
                 _settle(futs, e if isinstance(e, Exception) else RuntimeError("broker stopping"))
             raise
         finally:
-            if self._pending:
-                loop.call_soon(self._start)
+            if self._pending.get(d):
+                loop.call_soon(self._start, d)
             else:
-                self._running = False
+                self._pending.pop(d, None)
+                self._running.discard(d)
 
     def close(self) -> None:
-        self._io.shutdown(wait=True)
+        for io in self._ios.values():
+            io.shutdown(wait=True)
+
+
+def _log_dir(log: PartitionLog) -> Path | None:
+    """The log directory holding `log` (its partition directory's parent), whose thread syncs it."""
+    return log.directory.parent if log.directory is not None else None
 
 
 def _settle(futs: list[asyncio.Future[None]], error: BaseException | None) -> None:

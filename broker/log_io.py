@@ -4,8 +4,9 @@ the logs' background writes: checkpoints, producer snapshots and sealed segments
 (storage/offload.py says which, and how they stay in order with what the loop writes itself).
 
 One thread per directory, so the writes of one log run in the order they were taken, and a slow
-disk delays only the logs on it; apart from group commit's (broker/group_commit.py), so a burst
-of checkpoints or of new partitions never delays the fsync a transaction step waits for. A write that fails is logged and counted: it only costs work after a crash (a
+disk delays only the logs on it; apart from group commit's threads (broker/group_commit.py, also
+one per directory), so a burst of checkpoints or of new partitions never delays the fsync a
+transaction step waits for. A write that fails is logged and counted: it only costs work after a crash (a
 checkpoint or snapshot is a shortcut recovery can do without) — the next checkpoint writes the
 newest values again.
 """

@@ -120,3 +120,41 @@ async def test_a_truncation_during_a_sync_keeps_the_synced_offset_below_the_new_
     assert p._log.synced_offset <= 1
     p.close()
     gc.close()
+
+
+async def test_a_slow_log_directory_delays_only_its_own_logs_syncs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each log directory has its own sync thread (issue 24): a disk that hangs in fdatasync holds
+    the logs on it, not a coordinator's log on another disk."""
+    slow_dir, fast_dir = tmp_path / "slow-disk", tmp_path / "fast-disk"
+    slow_dir.mkdir()
+    fast_dir.mkdir()
+    gate = threading.Event()
+    entered = threading.Event()
+    real = os.fdatasync
+
+    def fdatasync(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").startswith(str(slow_dir)):
+            entered.set()
+            assert gate.wait(10), "the test never released the disk"
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    gc = GroupCommit()
+    slow, fast = _open(slow_dir, "held", gc), _open(fast_dir, "free", gc)
+    _append(slow)
+    _append(fast)
+    held = asyncio.ensure_future(slow.made_durable())
+    free = asyncio.ensure_future(fast.made_durable())
+    try:
+        await wait_until_async(entered.is_set, 5, message="the slow disk's sync to begin")
+        await asyncio.wait_for(free, 5)
+        assert fast._log.synced_offset == fast.log_end_offset == 1
+        assert not held.done()
+    finally:
+        gate.set()
+    await held
+    assert slow._log.synced_offset == 1
+    slow.close()
+    fast.close()
+    gc.close()
