@@ -36,15 +36,16 @@ def load_record(groups: dict[str, ConsumerLoad], key: rec.ConsumerKey, value: by
     elif key.kind == rec.CONSUMER_TARGET:
         ld.assignment_epoch = v.assignment_epoch if isinstance(v, cr.ConsumerGroupTargetAssignmentMetadataValue) else 0
     elif key.kind == rec.CONSUMER_MEMBER:
-        _put(ld.members, key.member, v if isinstance(v, cr.ConsumerGroupMemberMetadataValue) else None)
+        put_or_drop(ld.members, key.member, v if isinstance(v, cr.ConsumerGroupMemberMetadataValue) else None)
     elif key.kind == rec.CONSUMER_TARGET_MEMBER:
-        _put(ld.targets, key.member, from_topic_partitions(v.topic_partitions)
+        put_or_drop(ld.targets, key.member, from_topic_partitions(v.topic_partitions)
              if isinstance(v, cr.ConsumerGroupTargetAssignmentMemberValue) else None)
     elif key.kind == rec.CONSUMER_CURRENT:
-        _put(ld.current, key.member, v if isinstance(v, cr.ConsumerGroupCurrentMemberAssignmentValue) else None)
+        put_or_drop(ld.current, key.member, v if isinstance(v, cr.ConsumerGroupCurrentMemberAssignmentValue) else None)
 
 
-def _put(d: dict, k: str, v: object) -> None:  # type: ignore[type-arg]
+def put_or_drop(d: dict, k: str, v: object) -> None:  # type: ignore[type-arg]
+    """A member's record replayed: the value kept, or (a tombstone) the member's entry dropped."""
     if v is None:
         d.pop(k, None)
     else:

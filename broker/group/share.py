@@ -20,6 +20,7 @@ from protocol.messages import coordinator_records as cr
 from . import records as rec
 from .assignors import Assignment, TopicMeta, simple
 from .consumer import HeartbeatResult, from_topic_partitions, to_topic_partitions
+from .consumer_loading import put_or_drop
 from .consumer_model import LEAVE_EPOCH
 from .core import EMPTY, STABLE, E, GroupTable, TimerKey
 from .model import Group, Now
@@ -268,19 +269,12 @@ def load_record(groups: dict[str, ShareLoad], key: rec.ConsumerKey, value: bytes
     elif key.kind == rec.SHARE_TARGET:
         ld.assignment_epoch = v.assignment_epoch if isinstance(v, cr.ShareGroupTargetAssignmentMetadataValue) else 0
     elif key.kind == rec.SHARE_MEMBER:
-        _put(ld.members, key.member, v if isinstance(v, cr.ShareGroupMemberMetadataValue) else None)
+        put_or_drop(ld.members, key.member, v if isinstance(v, cr.ShareGroupMemberMetadataValue) else None)
     elif key.kind == rec.SHARE_TARGET_MEMBER:
-        _put(ld.targets, key.member, from_topic_partitions(v.topic_partitions)
+        put_or_drop(ld.targets, key.member, from_topic_partitions(v.topic_partitions)
              if isinstance(v, cr.ShareGroupTargetAssignmentMemberValue) else None)
     elif key.kind == rec.SHARE_CURRENT:
-        _put(ld.current, key.member, v if isinstance(v, cr.ShareGroupCurrentMemberAssignmentValue) else None)
-
-
-def _put(d: dict, k: str, v: object) -> None:  # type: ignore[type-arg]
-    if v is None:
-        d.pop(k, None)
-    else:
-        d[k] = v
+        put_or_drop(ld.current, key.member, v if isinstance(v, cr.ShareGroupCurrentMemberAssignmentValue) else None)
 
 
 def build(ld: ShareLoad, topics: Mapping[str, TopicMeta]) -> ShareGroupData | None:
