@@ -59,6 +59,12 @@ _LOAD_READ_BYTES = 1024 * 1024
 _COMPLETIONS = frozenset({TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
 
 
+def _done(d: Decision) -> asyncio.Future[Decision]:
+    fut: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
+    fut.set_result(d)
+    return fut
+
+
 def _decoded(partition: int, data: bytes | memoryview) -> list[tuple[str, TxnRecord | None]]:
     """The (transactional id, value) records of whole batches read from a `__transaction_state`
     partition; control batches and keyless records are not coordinator state."""
@@ -106,7 +112,7 @@ class TransactionCoordinator:
                                    security=security)
         # Verification's own connections: never queued behind (or closed with) a marker (wire.Channel).
         self._verification = Channel(broker_address, f"ketch-txn-verify-{cfg.node_id}", security)
-        self._waiters: dict[str, list[asyncio.Future[None]]] = {}
+        self._waiters: dict[str, list[Callable[[], None]]] = {}  # requests waiting for an id to change
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reaper: asyncio.Task[None] | None = None
         self._owned: set[int] = set()
@@ -355,42 +361,89 @@ class TransactionCoordinator:
     # ---- running decisions --------------------------------------------------------------------
     async def _decide(self, tid: str, decide: Callable[[], Decision]) -> Decision:
         deadline = self.clock.monotonic() + CONCURRENT_WAIT_S
+        pending = self._begin_decision(tid, decide)
         while True:
-            try:
-                decision = decide()
-            except KafkaError as e:  # no producer id to hand out yet (retriable), nothing changed
-                return Decision(error=e.code)
-            d = await self._execute(tid, decision)
+            d = await asyncio.shield(pending)
             remaining = deadline - self.clock.monotonic()
             if d.error != ErrorCode.CONCURRENT_TRANSACTIONS or remaining <= 0:
                 return d
-            await self._wait_change(tid, remaining)
+            pending = await self._decided_again(tid, decide, remaining)
+
+    def _begin_decision(self, tid: str, decide: Callable[[], Decision]) -> asyncio.Future[Decision]:
+        try:
+            decision = decide()
+        except KafkaError as e:  # no producer id to hand out yet (retriable), nothing changed
+            return _done(Decision(error=e.code))
+        return self._begin(tid, decision)
 
     async def _execute(self, tid: str, d: Decision) -> Decision:
-        """Write the decision's record (if any), then let it take effect.
+        return await asyncio.shield(self._begin(tid, d))
 
-        The write runs as the coordinator's own task, shielded from the request handler: the
-        server cancels a handler whose client went away, and a transition cut off between its
-        append and its outcome stayed pending for good — the id answered CONCURRENT_TRANSACTIONS
-        to every later InitProducerId and its transaction never timed out (the chaos campaign's
-        copier hangs), while the record it had appended could still commit."""
+    def _begin(self, tid: str, d: Decision) -> asyncio.Future[Decision]:
+        """Write the decision's record (if any), then let it take effect; the future says how it went.
+
+        The record is appended now, before this returns: a request woken by the change it waited
+        for (`_decided_again`) appends in the very loop turn of that change, so a follower's fetch
+        parked at the leader, woken by the change's own record, takes both records in one round
+        (tests/unit/test_txn_replication_rounds.py). What follows the append — the wait until it
+        is durable, and its outcome — runs as the coordinator's own task, shielded from the
+        request handler: the server cancels a handler whose client went away, and a transition cut
+        off between its append and its outcome stayed pending for good — the id answered
+        CONCURRENT_TRANSACTIONS to every later InitProducerId and its transaction never timed out
+        (the chaos campaign's copier hangs), while the record it had appended could still commit."""
         if not d.writes:
-            return d
-        return await asyncio.shield(self._spawn(self._write(tid, d)))
-
-    async def _write(self, tid: str, d: Decision) -> Decision:
+            return _done(d)
         if not self.owns(tid) or not self.machine.current(tid, d):
             # The partition moved (and perhaps came back) between the decision and its write —
             # the reaper decides one id, then waits for the previous id's write: the state the
             # decision was made on is gone, so nothing is written.
             self._notify(tid)
-            return Decision(error=ErrorCode.NOT_COORDINATOR)
+            return _done(Decision(error=ErrorCode.NOT_COORDINATOR))
         try:
-            err = await self._append(tid, d)
-        except BaseException:  # a bug, or the broker stopping: the transition must not stay pending
+            appended = self._append(tid, d)
+        except BaseException:  # a bug: the transition must not stay pending
             self.machine.abandon(tid, d)
             self._notify(tid)
             raise
+        if isinstance(appended, ErrorCode) or d.record is None or d.record.state not in _COMPLETIONS:
+            return self._spawn(self._write(tid, d, appended))
+        # A completion (CompleteCommit/CompleteAbort) is acted on once appended, without waiting
+        # until it is durable: every later decision on the id writes a record behind it in the
+        # same log and waits for that one, which makes the completion durable too; and a
+        # completion lost in a crash or a failover is redone by the next coordinator from the
+        # PrepareX record it follows (markers resent, which the partitions take again
+        # harmlessly). Waiting for it would put one more replication round trip between a commit
+        # and the producer's next transaction, which waits for the completion
+        # (CONCURRENT_TRANSACTIONS) before it can begin. Acted on in this turn, so that the
+        # next transaction's record, appended by the request that waited, joins it in the
+        # followers' next fetch.
+        part, end = appended
+        self._spawn(self._settle(tid, part, end))
+        return _done(self._take_effect(tid, d, ErrorCode.NONE))
+
+    async def _write(self, tid: str, d: Decision, appended: tuple[Partition, int] | ErrorCode) -> Decision:
+        """The rest of `_begin`: wait until the record is durable, then let it take effect."""
+        err = ErrorCode.NONE
+        if isinstance(appended, ErrorCode):
+            err = appended
+        else:
+            part, end = appended
+            try:
+                await self._durable(part, end)
+            except KafkaError as e:
+                log.error("__transaction_state append failed", transactional_id=tid, error=e.code.name,
+                          reason=e.message)
+                err = _APPEND_ERRORS.get(e.code, e.code)
+            except OSError as e:
+                log.error("__transaction_state append failed", transactional_id=tid, exc_info=e)
+                err = ErrorCode.NOT_COORDINATOR
+            except BaseException:  # a bug, or the broker stopping: the transition must not stay pending
+                self.machine.abandon(tid, d)
+                self._notify(tid)
+                raise
+        return self._take_effect(tid, d, err)
+
+    def _take_effect(self, tid: str, d: Decision, err: ErrorCode) -> Decision:
         if not self.owns(tid) or not self.machine.current(tid, d):
             # The partition moved (and perhaps came back) while the record was being written: the
             # state this decision was made on is gone, and whoever loads the log now decides what
@@ -409,18 +462,10 @@ class TransactionCoordinator:
         self._notify(tid)
         return d
 
-    async def _append(self, tid: str, d: Decision) -> ErrorCode:
-        """Append the transition to the id's `__transaction_state` partition and wait until it
-        is durable: fsynced on one broker (grouped per loop turn), the in-sync replicas on a
-        cluster.
-
-        A completion (CompleteCommit/CompleteAbort) is acted on once appended, without that wait:
-        every later decision on the id writes a record behind it in the same log and waits for
-        that one, which makes the completion durable too; and a completion lost in a crash or a
-        failover is redone by the next coordinator from the PrepareX record it follows (markers
-        resent, which the partitions take again harmlessly). Waiting for it would put one more
-        replication round trip between a commit and the producer's next transaction, which
-        waits for the completion (CONCURRENT_TRANSACTIONS) before it can begin."""
+    def _append(self, tid: str, d: Decision) -> tuple[Partition, int] | ErrorCode:
+        """Append the transition to the id's `__transaction_state` partition: the partition and
+        the log end after the record, which must be durable (`_durable`) before the transition
+        is acted on; or the error to answer."""
         part = self.topics.partition(TOPIC, self.machine.partition_of(tid))
         if part is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -428,27 +473,25 @@ class TransactionCoordinator:
         batch = build_batch([Record(0, 0, encode_key(tid), value)])
         try:
             res = part.append(batch, AppendOrigin.COORDINATOR)
-            if d.record is not None and d.record.state in _COMPLETIONS:
-                self._spawn(self._settle(tid, part, res.last_offset + 1))
-                return ErrorCode.NONE
-            await self._durable(part, res.last_offset + 1)
         except KafkaError as e:
             log.error("__transaction_state append failed", transactional_id=tid, error=e.code.name, reason=e.message)
             return _APPEND_ERRORS.get(e.code, e.code)
         except OSError as e:
             log.error("__transaction_state append failed", transactional_id=tid, exc_info=e)
             return ErrorCode.NOT_COORDINATOR
-        return ErrorCode.NONE
+        return part, res.last_offset + 1
 
     @staticmethod
     async def _durable(part: Partition, end_offset: int) -> None:
+        """Durable: fsynced on one broker (grouped per loop turn), on the in-sync replicas on a
+        cluster."""
         await part.made_durable()  # not acted on (answered, markers sent) before it is on disk
         code = await part.replicated(end_offset, REPLICATION_TIMEOUT_S)  # and on the ISR
         if code:
             raise KafkaError(code, "the transaction state did not reach the in-sync replicas")
 
     async def _settle(self, tid: str, part: Partition, end_offset: int) -> None:
-        """A completion's durability, only reported: see `_append`."""
+        """A completion's durability, only reported: see `_begin`."""
         try:
             await self._durable(part, end_offset)
         except (KafkaError, OSError) as e:
@@ -456,25 +499,40 @@ class TransactionCoordinator:
                      "settles it", transactional_id=tid, error=str(e))
 
     # ---- waiting for an id to change ----------------------------------------------------------
-    async def _wait_change(self, tid: str, timeout: float) -> None:
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.setdefault(tid, []).append(fut)
+    async def _decided_again(self, tid: str, decide: Callable[[], Decision],
+                             timeout: float) -> asyncio.Future[Decision]:
+        """Wait until `tid` changes (or `timeout`), then decide again: in `_notify`, in the loop
+        turn of the change itself, so that a record the new decision writes is appended in that
+        turn (see `_begin`). The outcome of that decision, as a future."""
+        fut: asyncio.Future[asyncio.Future[Decision]] = asyncio.get_running_loop().create_future()
+
+        def again() -> None:
+            if fut.done():  # cancelled: the request went away before the change
+                return
+            try:
+                fut.set_result(self._begin_decision(tid, decide))
+            except Exception as e:  # a bug: the request fails, not the notifier
+                fut.set_exception(e)
+
+        self._waiters.setdefault(tid, []).append(again)
         try:
-            await asyncio.wait_for(fut, timeout)
+            return await asyncio.wait_for(fut, timeout)
         except TimeoutError:
-            pass
+            if fut.done() and not fut.cancelled():
+                return fut.result()  # decided again as the time ran out
+            return self._begin_decision(tid, decide)
         finally:
             waiters = self._waiters.get(tid)
             if waiters is not None:
-                if fut in waiters:
-                    waiters.remove(fut)
+                if again in waiters:
+                    waiters.remove(again)
                 if not waiters:
                     del self._waiters[tid]
 
     def _notify(self, tid: str) -> None:
-        for fut in self._waiters.pop(tid, []):
-            if not fut.done():
-                fut.set_result(None)
+        """`tid` changed: the requests waiting for that decide again, now."""
+        for again in self._waiters.pop(tid, []):
+            again()
 
     # ---- markers done -> CompleteCommit / CompleteAbort ---------------------------------------
     def _on_markers_done(self, jobs: list[MarkerJob]) -> None:
