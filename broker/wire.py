@@ -135,7 +135,8 @@ class BrokerConnection:
         self._pending.append((corr, type(msg), v, fut))
         self._writer.write(frame)
         try:
-            return await asyncio.wait_for(fut, timeout)
+            async with asyncio.timeout(timeout):  # not wait_for: in 3.11 it adds a loop turn to every answer
+                return await fut
         except TimeoutError as e:
             self.close()
             raise WireError(f"request {type(msg).__name__} timed out after {timeout}s") from e

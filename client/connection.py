@@ -195,7 +195,8 @@ class Connection:
             self._pending[corr] = _Pending(fut, resp_cls, version, msg.API_KEY, msg.is_flexible(version))
         try:
             self._writer.write(frame)
-            await asyncio.wait_for(self._writer.drain(), timeout)
+            async with asyncio.timeout(timeout):  # 3.11's wait_for would make a task of each drain
+                await self._writer.drain()
         except (OSError, TimeoutError) as e:
             self._fail(ConnectionLostError(f"write to {self.host}:{self.port} failed: {e!r}"))
             raise ConnectionLostError(f"write to {self.host}:{self.port} failed: {e!r}") from e

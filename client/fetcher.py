@@ -182,7 +182,8 @@ class Fetcher:
                 await asyncio.sleep(self._cluster.retry_backoff)
             self._wake.clear()
             try:
-                await asyncio.wait_for(self._wake.wait(), 1.0)
+                async with asyncio.timeout(1.0):  # 3.11's wait_for would make a task of each wait
+                    await self._wake.wait()
             except TimeoutError:
                 pass
 

@@ -757,7 +757,8 @@ async def wait_for_change(parts: Sequence[Partition], timeout_s: float | None) -
     for p in parts:
         p._waiters.append(fut)
     try:
-        await asyncio.wait_for(fut, timeout_s)
+        async with asyncio.timeout(timeout_s):  # not wait_for: in 3.11 it adds a loop turn to every wake
+            await fut
     except TimeoutError:
         pass
     finally:

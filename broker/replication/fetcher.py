@@ -175,7 +175,8 @@ class ReplicaFetcher:
         wake = self._wake[leader]
         wake.clear()
         try:
-            await asyncio.wait_for(wake.wait(), seconds)
+            async with asyncio.timeout(seconds):  # 3.11's wait_for would make a task of each wait
+                await wake.wait()
         except TimeoutError:
             pass
 

@@ -109,3 +109,26 @@ async def test_connect_refused_is_a_connection_error() -> None:
     await server.wait_closed()
     with pytest.raises(ConnectionLostError):
         await Connection.open("127.0.0.1", port, connect_timeout=2)
+
+
+async def test_a_request_starts_no_task_of_its_own() -> None:
+    """Sending a request is a write and a wait on its answer: no task of its own (Python 3.11's
+    wait_for wraps a coroutine in one, a loop turn and a task for every request a client sends)."""
+    server, port, _ = await serve(old_broker)
+    async with server:
+        conn = await Connection.open("127.0.0.1", port)
+        loop = asyncio.get_running_loop()
+        started: list[object] = []
+
+        def count(loop: asyncio.AbstractEventLoop, coro: object, **kw: object) -> asyncio.Task[object]:
+            started.append(coro)
+            return asyncio.Task(coro, loop=loop, **kw)  # type: ignore[arg-type]
+
+        loop.set_task_factory(count)  # type: ignore[arg-type]
+        try:
+            for _ in range(3):
+                assert isinstance(await conn.request(MetadataRequest(topics=None)), MetadataResponse)
+            assert started == []
+        finally:
+            loop.set_task_factory(None)
+            conn.close()

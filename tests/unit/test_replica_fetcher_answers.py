@@ -96,8 +96,10 @@ async def test_stop_ends_a_loop_woken_in_the_same_turn(follower: Partition, tmp_
     stopping: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     try:
         second.become_follower(Assignment((1, 2), frozenset((1, 2)), 1, 3, 0))
-        fetcher.follow(second)  # wakes the waiting loop ...
-        stopping = asyncio.ensure_future(fetcher.stop())  # ... in the turn that cancels it
+        # stop() first: its cancel and the wake below land in one turn, the cancel before the
+        # woken loop resumes (the wake alone would let the loop run on before stop() starts)
+        stopping = asyncio.ensure_future(fetcher.stop())
+        fetcher.follow(second)  # wakes the waiting loop in the turn that cancels it
         done, _ = await asyncio.wait([stopping], timeout=5)  # (wait_for would cancel stop(), which ends it)
         assert done, f"stop() still waits on a loop that fetches on ({len(asked)} tries)"
         assert asked == [1], "the loop tried its leader again after stop()"

@@ -111,8 +111,12 @@ def collected() -> Iterator[None]:
     before the next run: a coroutine closed by the collector runs its `finally` blocks, which may
     draw from the random module -- in the middle of another run, that would change its course."""
     enabled = gc.isenabled()
-    _collect()
     gc.disable()
+    # Everything alive before the run (modules, codec caches, the test runner's own objects) is set
+    # aside: no collection in the run looks at it, so each one costs what the run allocated, not
+    # the whole process's heap -- and what was garbage before the run stays uncollected, so none of
+    # its finalizers can run in the middle of the run.
+    gc.freeze()
     try:
         yield
     finally:
@@ -123,6 +127,7 @@ def collected() -> Iterator[None]:
         # shares: only a cache (the index file is the truth), but it would keep this run's disks alive.
         TransactionIndex._cached.clear()
         _collect()
+        gc.unfreeze()
         if enabled:
             gc.enable()
 
