@@ -6,16 +6,29 @@ what broker 1 copied from it as leader is `replicate`."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from broker.metadata.image import BrokerInfo, MetadataImage, PartitionInfo, TopicInfo
 from broker.partition import Partition
+from broker.producer_ids import ProducerIdAllocator
 from broker.topics import TopicTable
 from protocol.records import Record, build_batch
 
 ME, OTHER = 1, 2
+
+
+class CountingIds(ProducerIdAllocator):
+    """Producer ids from 1000 up, without a controller to grant blocks."""
+
+    def __init__(self) -> None:
+        super().__init__(ME, lambda: None, lambda: None)
+        self._ids = itertools.count(1000)
+
+    def allocate(self) -> int:
+        return next(self._ids)
 
 
 @dataclass

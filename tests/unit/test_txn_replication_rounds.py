@@ -17,17 +17,15 @@ broker 2's replica fetch is a task parked exactly as the Fetch handler parks
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from helpers.coordinator_cluster import ME, OTHER, Cluster, until
+from helpers.coordinator_cluster import ME, OTHER, Cluster, CountingIds, until
 
 from broker.config import BrokerConfig
 from broker.metrics import BrokerMetrics
 from broker.partition import Partition, wait_for_change
-from broker.producer_ids import ProducerIdAllocator
 from broker.topics import TopicTable
 from broker.txn.coordinator import TOPIC as TXN_TOPIC
 from broker.txn.coordinator import TransactionCoordinator
@@ -40,16 +38,6 @@ TID = "t-1"
 DATA = [TopicPartition("gone", 0)]  # no such topic: its marker counts as written at once
 CONFIGS = {"cleanup.policy": "compact"}
 
-
-class _Ids(ProducerIdAllocator):
-    """Producer ids without a controller to grant blocks."""
-
-    def __init__(self) -> None:
-        super().__init__(ME, lambda: None, lambda: None)
-        self._ids = itertools.count(1000)
-
-    def allocate(self) -> int:
-        return next(self._ids)
 
 
 class Follower:
@@ -79,7 +67,7 @@ async def world(tmp_path: Path) -> AsyncIterator[tuple[Cluster, TransactionCoord
     topics = TopicTable(cfg, clock)
     topics.load()
     cluster = Cluster(topics)
-    coordinator = TransactionCoordinator(cfg, topics, _Ids(), BrokerMetrics(), clock, lambda _: None)
+    coordinator = TransactionCoordinator(cfg, topics, CountingIds(), BrokerMetrics(), clock, lambda _: None)
     coordinator.load()
     yield cluster, coordinator
     await coordinator.stop()

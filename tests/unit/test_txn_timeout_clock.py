@@ -13,16 +13,14 @@ ManualClock whose wall clock the test steps and whose time the test moves.
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from helpers.coordinator_cluster import ME, OTHER, Cluster, replicate, until
+from helpers.coordinator_cluster import ME, OTHER, Cluster, CountingIds, replicate, until
 
 from broker.config import BrokerConfig
 from broker.metrics import BrokerMetrics
-from broker.producer_ids import ProducerIdAllocator
 from broker.topics import TopicTable
 from broker.txn.coordinator import TOPIC as TXN_TOPIC
 from broker.txn.coordinator import TransactionCoordinator
@@ -41,16 +39,6 @@ CONFIGS = {"cleanup.policy": "compact"}
 ABORTED = (TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT)
 
 
-class _Ids(ProducerIdAllocator):
-    """Producer ids without a controller to grant blocks."""
-
-    def __init__(self) -> None:
-        super().__init__(ME, lambda: None, lambda: None)
-        self._ids = itertools.count(1000)
-
-    def allocate(self) -> int:
-        return next(self._ids)
-
 
 class World:
     def __init__(self, tmp_path: Path) -> None:
@@ -60,7 +48,7 @@ class World:
         self.topics = TopicTable(cfg, self.clock)
         self.topics.load()
         self.cluster = Cluster(self.topics)
-        self.coordinator = TransactionCoordinator(cfg, self.topics, _Ids(), BrokerMetrics(), self.clock, lambda _: None)
+        self.coordinator = TransactionCoordinator(cfg, self.topics, CountingIds(), BrokerMetrics(), self.clock, lambda _: None)
         self.coordinator.load()
 
     def state(self) -> TxnState | None:
