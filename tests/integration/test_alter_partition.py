@@ -8,10 +8,10 @@ import uuid
 from pathlib import Path
 
 import pytest
+from helpers.controller_link import controller_link
 
 from broker.config import BrokerConfig
 from broker.server import BrokerServer
-from broker.wire import BrokerConnection
 from protocol.errors import ErrorCode
 from protocol.messages.alter_partition import (
     AlterPartitionRequest,
@@ -24,11 +24,7 @@ from protocol.messages.alter_partition import (
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3])
 async def test_alter_partition_checks_and_commits(tmp_path: Path, version: int) -> None:
-    server = BrokerServer(BrokerConfig(listen="127.0.0.1:0", inter_broker_listen="127.0.0.1:0",
-                                       controller_listen="127.0.0.1:0", data_dir=str(tmp_path)))
-    await server.start()
-    conn = await BrokerConnection.connect(*server.controller_endpoint, client_id="test")
-    try:
+    async with controller_link(tmp_path) as (server, conn):
         topic = await server.topics.create("t", 1)
         node = server.cfg.node_id
         epoch = server.controller.image.broker(node).epoch  # type: ignore[union-attr]
@@ -52,9 +48,6 @@ async def test_alter_partition_checks_and_commits(tmp_path: Path, version: int) 
         info = server.topics.image.topics["t"].partitions[0]
         assert (info.partition_epoch, info.leader_epoch) == (1, 0)
         assert topic.partitions[0].assignment.partition_epoch == 1  # type: ignore[union-attr]
-    finally:
-        conn.close()
-        await server.stop()
 
 
 async def test_one_request_of_many_partitions_is_one_decision(tmp_path: Path) -> None:
@@ -62,11 +55,7 @@ async def test_one_request_of_many_partitions_is_one_decision(tmp_path: Path) ->
     entry, as Kafka's controller writes it. Decided and committed one partition after another,
     a leader's 50 ISR changes queued for a minute ahead of an unclean election when a loaded
     machine made each commit take 1.2 s (a fresh-clone run, docs/testing.md)."""
-    server = BrokerServer(BrokerConfig(listen="127.0.0.1:0", inter_broker_listen="127.0.0.1:0",
-                                       controller_listen="127.0.0.1:0", data_dir=str(tmp_path)))
-    await server.start()
-    conn = await BrokerConnection.connect(*server.controller_endpoint, client_id="test")
-    try:
+    async with controller_link(tmp_path) as (server, conn):
         topic = await server.topics.create("many", 20)
         node = server.cfg.node_id
         epoch = server.controller.image.broker(node).epoch  # type: ignore[union-attr]
@@ -80,9 +69,6 @@ async def test_one_request_of_many_partitions_is_one_decision(tmp_path: Path) ->
         assert [(p.partition_index, p.error_code, p.partition_epoch) for p in resp.topics[0].partitions] == \
             [(i, 0, 1) for i in range(20)]
         assert server.controller.image.offset == before + 1, "one metadata entry for the whole request"
-    finally:
-        conn.close()
-        await server.stop()
 
 
 async def test_a_leaders_isr_changes_asked_at_once_go_in_one_request(tmp_path: Path) -> None:

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from broker.config import BrokerConfig
-from broker.server import BrokerServer
-from broker.wire import BrokerConnection
+from helpers.controller_link import controller_link
+
 from protocol.errors import ErrorCode
 from protocol.messages.alter_partition import (
     AlterPartitionRequest,
@@ -22,11 +21,7 @@ from protocol.messages.alter_partition import (
 
 
 async def test_an_isr_member_of_another_broker_epoch_is_ineligible(tmp_path: Path) -> None:
-    server = BrokerServer(BrokerConfig(listen="127.0.0.1:0", inter_broker_listen="127.0.0.1:0",
-                                       controller_listen="127.0.0.1:0", data_dir=str(tmp_path)))
-    await server.start()
-    conn = await BrokerConnection.connect(*server.controller_endpoint, client_id="test")
-    try:
+    async with controller_link(tmp_path) as (server, conn):
         topic = await server.topics.create("t", 1)
         node = server.cfg.node_id
         epoch = server.controller.image.broker(node).epoch  # type: ignore[union-attr]
@@ -44,6 +39,3 @@ async def test_an_isr_member_of_another_broker_epoch_is_ineligible(tmp_path: Pat
         assert server.topics.image.topics["t"].partitions[0].partition_epoch == 0  # nothing committed
         assert await alter(epoch, 0) == ErrorCode.NONE
         assert await alter(-1, 1) == ErrorCode.NONE  # -1: not checked
-    finally:
-        conn.close()
-        await server.stop()
