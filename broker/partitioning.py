@@ -9,9 +9,14 @@ that compute the partition themselves agree with us.
 
 from __future__ import annotations
 
+from functools import lru_cache
 
+
+@lru_cache(maxsize=65536)
 def java_string_hash(s: str) -> int:
-    """Java's String.hashCode() as a signed 32-bit value (UTF-16 code units, like the JVM)."""
+    """Java's String.hashCode() as a signed 32-bit value (UTF-16 code units, like the JVM).
+    Cached: a transactional id or group id is hashed again on every one of its requests, and in
+    Python the loop over its characters costs more than the rest of routing the request."""
     h = 0
     data = s.encode("utf-16-be")
     for i in range(0, len(data), 2):

@@ -138,54 +138,84 @@ def may_read(ctx: BrokerContext, client: ClientInfo, replica: int) -> Callable[[
     return lambda name: authz.allows(client, AclOperation.READ, ResourceType.TOPIC, name)
 
 
+class _Collected:
+    """A fetch's answers as they stand, one slot per partition it names (None: no answer, a quiet
+    partition of an incremental session), and the partition behind each slot."""
+
+    __slots__ = ("answers", "parts", "total", "failed")
+
+    def __init__(self, n: int) -> None:
+        self.answers: list[PartitionData | None] = [None] * n
+        self.parts: list[Partition | None] = [None] * n
+        self.total = 0  # bytes of records in the answers
+        self.failed = False  # reading a partition failed: answer at once
+
+    def watched(self) -> list[Partition]:
+        return [p for p in self.parts if p is not None]
+
+    def listed(self, wanted: list[tuple[Key, FetchPartition]]) -> list[tuple[Key, PartitionData]]:
+        return [(key, pd) for (key, _), pd in zip(wanted, self.answers, strict=True) if pd is not None]
+
+
 def _collect(ctx: BrokerContext, req: FetchRequest, version: int, wanted: list[tuple[Key, FetchPartition]],
              replica: int = -1,
              told: dict[Key, Told] | None = None,
-             readable: Callable[[str], bool] = lambda name: True) -> tuple[list[tuple[Key, PartitionData]], int, list[Partition], bool]:
+             readable: Callable[[str], bool] = lambda name: True,
+             again: _Collected | None = None, changed: list[Partition] | None = None) -> _Collected:
     """The answer for each partition as it stands, the bytes in them, the partitions to wait
     on, and whether reading a partition failed (an offset out of range, a fenced epoch): then,
     like Kafka (`errorReadingData`), the fetch is answered at once instead of waiting. Unknown
     topics and partitions do not count: Kafka sets them aside before reading and waits for the
     rest. `told`, in an incremental session: what the client last heard of each partition; a
-    partition with nothing new (`_quiet`) gets no answer, as the response would leave it out."""
+    partition with nothing new (`_quiet`) gets no answer, as the response would leave it out.
+
+    With `again` (the answers before a wait that held no records) and `changed` (the partitions
+    that notified during it), only the slots of those partitions are read again: the others
+    answer what they answered before the wait."""
     isolation = Isolation.READ_COMMITTED if version >= 4 and req.isolation_level == READ_COMMITTED \
         and not broken("lso") else Isolation.READ_UNCOMMITTED
     budget = req.max_bytes if version >= 3 else 0x7FFFFFFF
-    total = 0
+    out = again if again is not None else _Collected(len(wanted))
+    if again is not None:
+        assert changed is not None and again.total == 0 and not again.failed
+        touched = set(changed)
+        slots = [i for i, p in enumerate(again.parts) if p is not None and p in touched]
+    else:
+        slots = range(len(wanted))
     first = True
-    failed = False
-    watched: list[Partition] = []
-    out: list[tuple[Key, PartitionData]] = []
-    for key, fp in wanted:
+    for i in slots:
+        key, fp = wanted[i]
+        out.answers[i] = None
+        out.parts[i] = None
         topic_key, index = key
         t = _topic(ctx, topic_key)
         name = t.name if t is not None else topic_key if isinstance(topic_key, str) else None  # an unknown id: None
         if name is not None and not readable(name):
-            out.append((key, _error(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)))
+            out.answers[i] = _error(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             continue
         if t is None:
             code = ErrorCode.UNKNOWN_TOPIC_ID if isinstance(topic_key, uuid.UUID) \
                 else ctx.topics.missing(topic_key, index)
-            out.append((key, _error(index, code)))
+            out.answers[i] = _error(index, code)
             continue
         part = t.local.get(index)
         if part is None:
-            out.append((key, _error(index, ctx.topics.missing(t.name, index))))
+            out.answers[i] = _error(index, ctx.topics.missing(t.name, index))
             continue
-        watched.append(part)
+        out.parts[i] = part
         if told is not None and (tl := told.get(key)) is not None and _quiet(part, fp, tl, replica >= 0, isolation):
             continue
-        limit = min(fp.partition_max_bytes, max(budget - total, 0))
+        limit = min(fp.partition_max_bytes, max(budget - out.total, 0))
         if replica >= 0:
             pd, n = _replica_read(part, fp, limit, first)
         else:
             pd, n = _read(part, fp.fetch_offset, limit, isolation, fp.current_leader_epoch, first)
-        failed = failed or pd.error_code != 0 or pd.diverging_epoch.epoch >= 0  # answer at once
+        out.failed = out.failed or pd.error_code != 0 or pd.diverging_epoch.epoch >= 0  # answer at once
         if n:
             first = False
-        total += n
-        out.append((key, pd))
-    return out, total, watched, failed
+        out.total += n
+        out.answers[i] = pd
+    return out
 
 
 def _context(ctx: BrokerContext, client: ClientInfo, req: FetchRequest, version: int, replica: int) -> FetchContext:
@@ -220,11 +250,16 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader, 
     readable = may_read(ctx, client, replica)
     if replica >= 0 and readable(""):
         _follower_fetched(ctx, fc.partitions, replica, req.replica_state.replica_epoch if version >= 15 else -1)
+    told = fc.session.told if fc.kind == Kind.INCREMENTAL and fc.session else None
+    got = _collect(ctx, req, version, fc.partitions, replica, told, readable)
+    watched = got.watched()
     while True:
-        answers, total, watched, failed = _collect(ctx, req, version, fc.partitions, replica,
-                                                   fc.session.told if fc.kind == Kind.INCREMENTAL and fc.session else None,
-                                                   readable)
         remaining = deadline - ctx.clock.monotonic()
-        if total >= max(req.min_bytes, 1) or remaining <= 0 or not watched or failed:
-            return _response(*ctx.fetch_sessions.respond(fc, answers, ctx.clock.monotonic_ms()))
-        await wait_for_change(watched, remaining)
+        if got.total >= max(req.min_bytes, 1) or remaining <= 0 or not watched or got.failed:
+            return _response(*ctx.fetch_sessions.respond(fc, got.listed(fc.partitions), ctx.clock.monotonic_ms()))
+        changed = await wait_for_change(watched, remaining)
+        if changed and got.total == 0:
+            got = _collect(ctx, req, version, fc.partitions, replica, told, readable, got, changed)
+        else:  # the time is up, or records below min_bytes: read everything again, in order
+            got = _collect(ctx, req, version, fc.partitions, replica, told, readable)
+        watched = got.watched()

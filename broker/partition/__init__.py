@@ -120,7 +120,7 @@ class Partition:
         self.tp = TopicPartition(topic, index)  # the key every table of partitions uses
         self._log = log
         self._state = ReplicaState(local_id, replica_lag_time_max_ms, min_isr=log.config.min_insync_replicas)
-        self._waiters: list[asyncio.Future[None]] = []
+        self._waiters: list[Parked] = []
         # Wall time goes into the log (timestamps, time-based rolls); the replicas' lag, the ISR
         # and every wait are measured on the monotonic clock, which a wall-clock step cannot move.
         self._clock = clock
@@ -444,6 +444,8 @@ class Partition:
         the answer is our largest epoch not above the follower's, and where it ends here."""
         if last_fetched_epoch < 0 or broken("truncate"):
             return None
+        if last_fetched_epoch == self._state.leader_epoch and fetch_offset <= self._log.log_end_offset:
+            return None  # the common case, decided as below without the epoch cache
         # Our history with the epoch we lead in: a follower's last epoch that we never wrote
         # under ends where the next one of ours starts, not at our log start.
         epoch, end = self.end_offset_for_epoch(last_fetched_epoch)
@@ -462,6 +464,9 @@ class Partition:
         may parked DeleteRecords, and the follower may rejoin the ISR (the change to ask the
         controller for)."""
         now = self._clock.monotonic_ms()
+        if self._state.on_repeated_fetch(replica, fetch_offset, self._log.log_end_offset, now, log_start_offset,
+                                         broker_epoch):
+            return None
         low = self.low_watermark
         if self._state.on_follower_fetch(replica, fetch_offset, self._log.log_end_offset, now, log_start_offset,
                                         broker_epoch):
@@ -741,27 +746,43 @@ class Partition:
         if self._waiters:
             waiters, self._waiters = self._waiters, []
             for w in waiters:
-                if not w.done():
-                    w.set_result(None)
+                w.changed.append(self)
+                if not w.future.done():
+                    w.future.set_result(None)
 
     def close(self) -> None:
         self.notify()
         self._log.close()
 
 
-async def wait_for_change(parts: Sequence[Partition], timeout_s: float | None) -> None:
-    """Park until one of `parts` notifies, or `timeout_s` passed (None: however long it takes).
-    A fetch over many partitions parks once on all of them and wakes on whichever moves first;
-    Partition's own waits (acks=all, DeleteRecords, a coordinator's load) are the one-partition case."""
-    fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+class Parked:
+    """One wait parked on several partitions, and which of them notified since it parked: a
+    fetch over a follower's whole session that wakes for one partition reads that one again,
+    not all of them (nothing else changed: every change that matters to a read notifies)."""
+
+    __slots__ = ("future", "changed")
+
+    def __init__(self, future: asyncio.Future[None]) -> None:
+        self.future = future
+        self.changed: list[Partition] = []
+
+
+async def wait_for_change(parts: Sequence[Partition], timeout_s: float | None) -> list[Partition]:
+    """Park until one of `parts` notifies, or `timeout_s` passed (None: however long it takes);
+    the partitions that notified meanwhile (empty at the timeout), each once, in `parts`' order
+    of notifying. A fetch over many partitions parks once on all of them and wakes on whichever
+    moves first; Partition's own waits (acks=all, DeleteRecords, a coordinator's load) are the
+    one-partition case."""
+    parked = Parked(asyncio.get_running_loop().create_future())
     for p in parts:
-        p._waiters.append(fut)
+        p._waiters.append(parked)
     try:
         async with asyncio.timeout(timeout_s):  # not wait_for: in 3.11 it adds a loop turn to every wake
-            await fut
+            await parked.future
     except TimeoutError:
         pass
     finally:
         for p in parts:
-            if fut in p._waiters:
-                p._waiters.remove(fut)
+            if parked in p._waiters:
+                p._waiters.remove(parked)
+    return list(dict.fromkeys(parked.changed))

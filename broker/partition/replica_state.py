@@ -181,6 +181,23 @@ class ReplicaState:
         f.last_fetch_ms = now_ms
         return self.maybe_advance_high_watermark(leader_log_end, now_ms)
 
+    def on_repeated_fetch(self, replica_id: int, fetch_offset: int, leader_log_end: int, now_ms: int,
+                          log_start_offset: int, broker_epoch: int) -> bool:
+        """A fetch that moves nothing: an in-sync follower at our log end, the high watermark
+        there too, asking again from where it asked before (most fetches of a follower session,
+        which name every partition it follows). Only the time it was last caught up moves.
+        False, with nothing done, when the fetch may move something (on_follower_fetch then)."""
+        f = self.followers.get(replica_id)
+        if f is None or self.role != Role.LEADER or fetch_offset != f.log_end_offset \
+                or fetch_offset < leader_log_end or self.high_watermark < leader_log_end \
+                or log_start_offset != f.log_start_offset or broker_epoch != f.broker_epoch \
+                or replica_id not in self.isr:
+            return False
+        f.last_caught_up_ms = max(f.last_caught_up_ms, now_ms)
+        f.last_fetch_leader_leo = leader_log_end
+        f.last_fetch_ms = now_ms
+        return True
+
     def member_epochs(self, isr: frozenset[int], own_epoch: int) -> list[tuple[int, int]]:
         """The ISR members of an AlterPartition with their broker epochs (KIP-903): this broker's
         own, and each follower's as its last fetch stated it — not as the metadata says now: a

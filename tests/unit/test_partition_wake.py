@@ -34,3 +34,20 @@ async def test_a_parked_wait_ends_at_its_timeout_and_leaves_no_waiter(tmp_path: 
         assert p._waiters == []
     finally:
         p.close()
+
+
+async def test_a_parked_wait_on_many_partitions_tells_which_of_them_moved(tmp_path: Path) -> None:
+    """What lets a fetch woken for one partition of its session read that one alone."""
+    parts = [Partition.open(tmp_path / str(i), "t", i, LogConfig(), 1, ManualClock(1_000)) for i in range(5)]
+    try:
+        parked = asyncio.get_running_loop().create_task(wait_for_change(parts, 30.0))
+        await asyncio.sleep(0)
+        parts[3].notify()
+        parts[1].notify()  # in the same turn, before the parked task runs
+        parts[3].notify()
+        assert await parked == [parts[3], parts[1]]
+        assert all(p._waiters == [] for p in parts)
+        assert await wait_for_change(parts, 0.01) == []  # the time was up: nothing moved
+    finally:
+        for p in parts:
+            p.close()

@@ -206,3 +206,40 @@ def test_an_isr_change_names_each_follower_with_the_broker_epoch_its_fetch_state
     assert s.member_epochs(change.new_isr, own_epoch=99) == [(1, 99), (2, 40), (3, 17)]
     s.on_follower_fetch(3, 10, 10, now_ms=2)  # a fetch that states no epoch
     assert s.member_epochs(change.new_isr, own_epoch=99)[2] == (3, -1)
+
+
+def _copy(s: ReplicaState) -> ReplicaState:
+    import copy
+    return copy.deepcopy(s)
+
+
+def test_a_repeated_fetch_takes_the_short_path_only_where_it_agrees_with_the_full_one() -> None:
+    """on_repeated_fetch (a follower session's fetch naming a partition where nothing moved) must
+    leave the state exactly as on_follower_fetch would, and decline every fetch that may move
+    something: a new offset, log start or broker epoch, a follower out of the ISR, or a high
+    watermark below the log end (which a joining follower's lag running out can release)."""
+    s = leader(leo=10)
+    s.on_follower_fetch(2, 10, 10, now_ms=1, log_start_offset=0, broker_epoch=4)
+    s.on_follower_fetch(3, 10, 10, now_ms=1, log_start_offset=0, broker_epoch=4)
+    assert s.high_watermark == 10
+    short, full = _copy(s), _copy(s)
+    assert short.on_repeated_fetch(2, 10, 10, 50, 0, 4)
+    assert not full.on_follower_fetch(2, 10, 10, now_ms=50, log_start_offset=0, broker_epoch=4)
+    assert short.followers[2] == full.followers[2]
+    assert short.high_watermark == full.high_watermark == 10
+    assert full.isr_expansion(10) is None
+    for args in [(2, 9, 10, 60, 0, 4),  # the follower went back (truncated)
+                 (2, 10, 12, 60, 0, 4),  # the leader appended since: the fetch moves the HW
+                 (2, 10, 10, 60, 3, 4),  # its log start moved: the low watermark may
+                 (2, 10, 10, 60, 0, 5),  # a new registration of its broker
+                 (4, 10, 10, 60, 0, 4)]:  # not a replica
+        assert not _copy(s).on_repeated_fetch(*args), args
+    out = leader(isr={1, 2}, leo=10)
+    out.on_follower_fetch(2, 10, 10, now_ms=1, log_start_offset=0)
+    out.on_follower_fetch(3, 10, 10, now_ms=1, log_start_offset=0)
+    assert not out.on_repeated_fetch(3, 10, 10, 5, 0, -1)  # out of the ISR: its fetch may bring it in
+    behind = leader(leo=10)
+    behind.on_follower_fetch(2, 10, 10, now_ms=1, log_start_offset=0)
+    behind.on_follower_fetch(3, 4, 10, now_ms=1, log_start_offset=0)
+    assert behind.high_watermark == 4
+    assert not behind.on_repeated_fetch(2, 10, 10, 5, 0, -1)  # the HW is below the log end
