@@ -21,7 +21,7 @@ far the follower has got — the high watermark moves, the follower may rejoin t
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -179,7 +179,7 @@ def _collect(ctx: BrokerContext, req: FetchRequest, version: int, wanted: list[t
     if again is not None:
         assert changed is not None and again.total == 0 and not again.failed
         touched = set(changed)
-        slots = [i for i, p in enumerate(again.parts) if p is not None and p in touched]
+        slots: Sequence[int] = [i for i, p in enumerate(again.parts) if p is not None and p in touched]
     else:
         slots = range(len(wanted))
     first = True
