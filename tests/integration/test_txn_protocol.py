@@ -245,6 +245,7 @@ def test_aborted_transactions_are_listed_when_the_fetch_spans_segments(broker: B
 
 
 def test_clients_cannot_write_to_the_coordinators_log(conn: RawTxn) -> None:
+    conn.init_ok("tx-makes-the-state-topic")  # the log exists whichever test of the module runs first
     end = conn.latest("__transaction_state", 0, committed=False)
     err, _ = conn.produce("__transaction_state", 0, txn_batch(-1, -1, -1, 1, transactional=False), None)
     assert err == E.INVALID_TOPIC_EXCEPTION
