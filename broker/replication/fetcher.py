@@ -139,7 +139,6 @@ class ReplicaFetcher:
                     plan = session.plan({k: self._fetch_state(p, k in throttled) for k, p in by_key.items()})
                     request = self._request(plan, conn)
                     self.fetches["full" if plan.full else "incremental"] += 1
-                    asked = {k: (p.leader, p.leader_epoch, p.log_end_offset) for k, p in by_key.items()}
                     resp = await conn.request(request, timeout=10.0 + FETCH_MAX_WAIT_MS / 1000)
                     assert isinstance(resp, FetchResponse)
                     session.on_response(plan, resp.error_code, resp.session_id)
@@ -151,8 +150,10 @@ class ReplicaFetcher:
                         # what changed while the request was out (a new leader or epoch, a
                         # truncation) makes its answer for that partition stale: drop it and ask
                         # again — in full, since what the leader thinks it told us is in doubt
-                        fresh = {k: p for k, p in by_key.items()
-                                 if (p.leader, p.leader_epoch, p.log_end_offset) == asked[k]}
+                        asked = plan.wanted  # each partition's leader epoch and log end as the fetch went out
+                        fresh = {k: p for k, p in by_key.items() if p.leader == leader
+                                 and (p.leader_epoch, p.log_end_offset) == (asked[k].current_leader_epoch,
+                                                                            asked[k].fetch_offset)}
                         if len(fresh) < len(by_key):
                             session.reset(new_connection=False)
                         backoff, throttled_bytes = self._apply(resp, fresh, throttled)
