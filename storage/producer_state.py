@@ -260,9 +260,11 @@ class ProducerStateManager:
         return MappingProxyType(self._ongoing)
 
     def first_unstable_offset(self) -> int | None:
+        if not self._ongoing and not self._unreplicated:
+            return None  # most partitions, most of the time: asked on every fetch of each
         firsts = list(self._ongoing.values())
         firsts.extend(t.first_offset for t in self._unreplicated)
-        return min(firsts) if firsts else None
+        return min(firsts)
 
     def lso_after(self, txn: CompletedTxn) -> int:
         """The LSO right after `txn` completed (what the .txnindex records with it)."""

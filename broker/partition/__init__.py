@@ -560,13 +560,10 @@ class Partition:
     def check_epoch(self, current_leader_epoch: int) -> ErrorCode:
         """Kafka's leader-epoch fencing: a client that knows a newer epoch than ours is ahead of
         our metadata (retry), one that knows an older one is behind (refresh)."""
-        if current_leader_epoch < 0:
+        mine = self._state.leader_epoch
+        if current_leader_epoch < 0 or current_leader_epoch == mine:
             return ErrorCode.NONE
-        if current_leader_epoch > self.leader_epoch:
-            return ErrorCode.UNKNOWN_LEADER_EPOCH
-        if current_leader_epoch < self.leader_epoch:
-            return ErrorCode.FENCED_LEADER_EPOCH
-        return ErrorCode.NONE
+        return ErrorCode.UNKNOWN_LEADER_EPOCH if current_leader_epoch > mine else ErrorCode.FENCED_LEADER_EPOCH
 
     def _check_leader(self) -> None:
         if not self.is_leader:
