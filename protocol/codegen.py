@@ -209,12 +209,58 @@ class _Source:
             self._names[id(obj)] = name
         return name
 
+    def const(self, obj: Any, hint: str) -> str:
+        """An expression for a constant: its literal when it has one, else a bound name."""
+        if type(obj) in _LITERAL_TYPES and (type(obj) is not float or obj == obj):
+            return repr(obj)
+        return self.bind(obj, hint)
+
     def tmp(self, hint: str) -> str:
         self._count += 1
         return f"{hint}{self._count}"
 
 
 Resolver = Callable[[type[Struct]], tuple[ReadAt, WriteTo]]
+
+
+def _default_expr(src: _Source, fl: dataclasses.Field[Any]) -> str:
+    """An expression for a field's dataclass default: a fresh object per evaluation for a factory."""
+    if fl.default is not dataclasses.MISSING:
+        return src.const(fl.default, f"_default_{fl.name}")
+    factory = fl.default_factory
+    if factory is dataclasses.MISSING:
+        raise TypeError(f"{fl.name} has no default")  # @schema fields always have one
+    if factory is list:
+        return "[]"
+    if isinstance(factory, type) and issubclass(factory, Struct):
+        factory = new_default(factory)
+    return src.bind(factory, f"_new_{fl.name}") + "()"
+
+
+_MAKERS: dict[type[Struct], Callable[[], Any]] = {}
+
+
+def new_default(cls: type[Struct]) -> Callable[[], Any]:
+    """A function returning `cls()`, made the way the generated readers make objects: a nested
+    struct that a version does not carry (or a tagged one not sent) costs this per object."""
+    maker = _MAKERS.get(cls)
+    if maker is None:
+        fields = {fl.name: fl for fl in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        setters = _slot_setters(cls, fields)
+        if setters is None:
+            maker = cls
+        else:
+            src = _Source({"_new": _new})
+            src.emit(0, "def new():")
+            src.emit(1, f"o = _new({src.bind(cls, cls.__name__)})")
+            for name, fl in fields.items():
+                src.emit(1, f"{src.bind(setters[name], f'_set_{name}')}(o, {_default_expr(src, fl)})")
+            src.emit(1, "return o")
+            text = "\n".join(src.lines) + "\n"
+            exec(compile(text, f"<default {cls.__module__}.{cls.__qualname__}>", "exec"), src.ns)  # noqa: S102
+            maker = src.ns["new"]
+        _MAKERS[cls] = maker
+    return maker
 
 
 class _Gen:
@@ -232,11 +278,6 @@ class _Gen:
             s = _STRUCTS[fmt] = struct.Struct(fmt)
         return self.src.bind(s, "_s_" + "".join(_CODE_NAMES.get(c, c) for c in codes))
 
-    def const(self, obj: Any, hint: str) -> str:
-        """An expression for a constant: its literal when it has one, else a bound name."""
-        if type(obj) in _LITERAL_TYPES and (type(obj) is not float or obj == obj):
-            return repr(obj)
-        return self.src.bind(obj, hint)
 
     def reader_of(self, cls: type[Struct]) -> str:
         return self.src.bind(self.resolve(cls)[0], f"read_{cls.__name__}")
@@ -293,7 +334,7 @@ class _Gen:
             emit(ind, "else:")
             emit(ind + 1, f"if {p} + {n} > {e}: raise _need({n}, {p}, {e})")
             piece = f"buf[{p}:{p} + {n}]"
-            value = {_String: f"str({piece}, 'utf-8')", _Bytes: f"bytes({piece})", _Records: piece}[type(ft)]
+            value = {_String: f"{piece}.tobytes().decode()", _Bytes: f"{piece}.tobytes()", _Records: piece}[type(ft)]
             emit(ind + 1, f"{target} = {value}")
             emit(ind + 1, f"{p} += {n}")
         elif type(ft) is Array:
@@ -344,13 +385,7 @@ class _Gen:
             emit(ind + 1, f"{target}.append({x})")
 
     def default_expr(self, fl: dataclasses.Field[Any]) -> str:
-        if fl.default is not dataclasses.MISSING:
-            return self.const(fl.default, f"_default_{fl.name}")
-        if fl.default_factory is not dataclasses.MISSING:
-            if fl.default_factory is list:
-                return "[]"
-            return self.src.bind(fl.default_factory, f"_factory_{fl.name}") + "()"
-        raise TypeError(f"{self.cls.__name__}.{fl.name} has no default")  # @schema fields always do
+        return _default_expr(self.src, fl)
 
     def reader(self) -> None:
         cls, lay = self.cls, self.lay
@@ -387,18 +422,22 @@ class _Gen:
             emit(1, "# tagged fields")
             for _tag, name, _ft in lay.tagged:
                 emit(1, f"f_{name} = {self.default_expr(fields[name])}")
-            self.r_uvarint(1, "tags", "pos", "end")
-            emit(1, "for _ in range(tags):")
-            emit(2, "tag, pos = _uvarint(buf, pos, end)")
-            emit(2, "size, pos = _uvarint(buf, pos, end)")
-            emit(2, "tend = pos + size")
+            emit(1, "if pos >= end: raise DecodeError('truncated varint')")
+            emit(1, "tags = buf[pos]")
+            emit(1, "pos += 1")
+            emit(1, "if tags:  # mostly none")
+            emit(2, "if tags > 127: tags, pos = _uvarint(buf, pos - 1, end)")
+            emit(2, "for _ in range(tags):")
+            emit(3, "tag, pos = _uvarint(buf, pos, end)")
+            emit(3, "size, pos = _uvarint(buf, pos, end)")
+            emit(3, "tend = pos + size")
             for i, (tag, name, ft) in enumerate(lay.tagged):
-                emit(2, f"{'if' if i == 0 else 'elif'} tag == {tag}:")
-                emit(3, "if tend > end: raise DecodeError('tagged field past end')")
-                emit(3, "tpos = pos")
-                self.r_value(3, ft, f"f_{name}", "tpos", "tend")
-            emit(2, "pos = tend")
-            emit(2, "if pos > end: raise DecodeError('tagged field past end')")
+                emit(3, f"{'if' if i == 0 else 'elif'} tag == {tag}:")
+                emit(4, "if tend > end: raise DecodeError('tagged field past end')")
+                emit(4, "tpos = pos")
+                self.r_value(4, ft, f"f_{name}", "tpos", "tend")
+            emit(3, "pos = tend")
+            emit(3, "if pos > end: raise DecodeError('tagged field past end')")
         self.construct(fields)
 
     def construct(self, fields: dict[str, dataclasses.Field[Any]]) -> None:
@@ -514,9 +553,8 @@ class _Gen:
             for tag, name, _ft in lay.tagged:
                 fl = fields[name]
                 dflt = fl.default if fl.default is not dataclasses.MISSING else fl.default_factory()  # type: ignore[operator]
-                d = self.const(dflt, f"_default_{name}")
                 emit(1, f"t{tag} = o.{name}")
-                emit(1, f"p{tag} = t{tag} is not None" if dflt is None else f"p{tag} = t{tag} != {d}")
+                emit(1, f"p{tag} = {_differs(self.src, f't{tag}', dflt, f'_default_{name}')}")
                 present.append(f"p{tag}")
             self.w_uvarint(1, "b", " + ".join(present))
             for tag, _name, ft in lay.tagged:
@@ -528,6 +566,23 @@ class _Gen:
                 emit(2, "b += s")
         elif not lay.plain:
             emit(1, "pass")
+
+
+def _differs(src: _Source, expr: str, dflt: Any, hint: str) -> str:
+    """An expression for `expr != dflt`. A struct default (a tagged struct field's) is compared
+    field by field inline, as its dataclass __eq__ would, which is most of writing a partition
+    that sends none of its tagged fields."""
+    if dflt is None:
+        return f"{expr} is not None"
+    cls = type(dflt)
+    if isinstance(dflt, Struct) and cls.__eq__ is not Struct.__eq__:  # a dataclass's own __eq__
+        fields = [fl.name for fl in dataclasses.fields(dflt) if fl.compare]  # type: ignore[arg-type]
+        if all(type(getattr(dflt, n)) in (int, str, bool, bytes) or getattr(dflt, n) is None for n in fields):
+            parts = [f"{expr}.__class__ is not {src.bind(cls, cls.__name__)}"]
+            parts += [f"{expr}.{n} is not None" if getattr(dflt, n) is None else f"{expr}.{n} != {getattr(dflt, n)!r}"
+                      for n in fields]
+            return " or ".join(parts)
+    return f"{expr} != {src.const(dflt, hint)}"
 
 
 def _slot_setters(cls: type[Struct], fields: dict[str, dataclasses.Field[Any]]) -> dict[str, Any] | None:

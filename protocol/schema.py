@@ -305,6 +305,7 @@ def refuse_nulls(cls: type[Struct]) -> None:
         done.__dict__["_codecs"].clear()
         done.__dict__["_raw_codecs"].clear()
     _GENERATED.clear()
+    _MESSAGE_CODECS.clear()
     for fl in dataclasses.fields(cls):  # type: ignore[arg-type]
         ft = fl.metadata.get("ktype")
         sub = ft.item if isinstance(ft, Array) else getattr(ft, "cls", None)
@@ -338,18 +339,33 @@ class Message(Struct):
 
     @classmethod
     def read(cls: type[T], r: Reader, version: int) -> T:
-        obj, r.pos = cls._raw(version, cls.is_flexible(version))[0](r.buf, r.pos, r.end)  # type: ignore[attr-defined]
+        c = _MESSAGE_CODECS.get((cls, version)) or _message_codec(cls, version)  # type: ignore[arg-type]
+        obj, r.pos = c[0](r.buf, r.pos, r.end)
         return obj  # type: ignore[no-any-return]
 
     def write(self, w: Writer, version: int) -> None:
-        type(self)._raw(version, self.is_flexible(version))[1](w.buf, self)
+        (_MESSAGE_CODECS.get((type(self), version)) or _message_codec(type(self), version))[1](w.buf, self)
+
+    def write_to(self, b: bytearray, version: int) -> None:
+        """Append the encoding at `version` to `b` (framing writes header and body into one buffer)."""
+        (_MESSAGE_CODECS.get((type(self), version)) or _message_codec(type(self), version))[1](b, self)
 
     @classmethod
     def decode(cls: type[T], buf: bytes | memoryview, version: int) -> T:
         mv = buf if isinstance(buf, memoryview) else memoryview(buf)
-        return cls._raw(version, cls.is_flexible(version))[0](mv, 0, len(mv))[0]  # type: ignore[attr-defined,no-any-return]
+        c = _MESSAGE_CODECS.get((cls, version)) or _message_codec(cls, version)  # type: ignore[arg-type]
+        return c[0](mv, 0, len(mv))[0]  # type: ignore[no-any-return]
 
     def encode(self, version: int) -> bytes:
         b = bytearray()
-        type(self)._raw(version, self.is_flexible(version))[1](b, self)
+        (_MESSAGE_CODECS.get((type(self), version)) or _message_codec(type(self), version))[1](b, self)
         return bytes(b)
+
+
+# (message class, version) -> its generated functions: what read/write/decode/encode look up
+_MESSAGE_CODECS: dict[tuple[type[Message], int], tuple[ReadAt, WriteTo]] = {}
+
+
+def _message_codec(cls: type[Message], version: int) -> tuple[ReadAt, WriteTo]:
+    c = _MESSAGE_CODECS[(cls, version)] = cls._raw(version, cls.is_flexible(version))
+    return c

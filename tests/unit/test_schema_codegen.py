@@ -22,6 +22,7 @@ import pytest
 import protocol.messages
 import protocol.messages.registry  # noqa: F401 - requests refuse nulls, as in the broker
 from protocol.messages.fetch import (
+    EpochEndOffset,
     FetchableTopicResponse,
     FetchRequest,
     FetchResponse,
@@ -130,8 +131,9 @@ class Values:
 
 
 def _instances(cls: type[Message], version: int) -> list[Message]:
+    """Non-default values everywhere; nullable fields null; every field at its default."""
     flex = cls.is_flexible(version)
-    return [Values(version, flex, nulls).struct(cls) for nulls in (False, True)]
+    return [Values(version, flex, nulls).struct(cls) for nulls in (False, True)] + [cls()]
 
 
 @pytest.mark.parametrize(("cls", "version"), CASES)
@@ -231,6 +233,21 @@ def test_absent_fields_get_fresh_defaults() -> None:
     resp = FetchResponse(responses=[FetchableTopicResponse(topic="t", partitions=[part, part])])
     got = FetchResponse.decode(resp.encode(16), 16).responses[0].partitions
     assert got[0].diverging_epoch == got[1].diverging_epoch and got[0].diverging_epoch is not got[1].diverging_epoch
+
+
+def test_a_tagged_struct_is_sent_when_any_of_its_fields_differs_from_the_default() -> None:
+    def response(diverging: EpochEndOffset) -> FetchResponse:
+        part = PartitionData(partition_index=1, error_code=0, high_watermark=5, records=None,
+                             diverging_epoch=diverging)
+        return FetchResponse(responses=[FetchableTopicResponse(partitions=[part])])
+
+    plain = response(EpochEndOffset()).encode(16)
+    for diverging in (EpochEndOffset(epoch=-1, end_offset=5), EpochEndOffset(epoch=3, end_offset=-1)):
+        data = response(diverging).encode(16)
+        assert data == ref.encode(response(diverging), 16)
+        assert FetchResponse.decode(data, 16) == response(diverging)
+        assert len(data) == len(plain) + 2 + 13  # tag, size; int32, int64, its own (no) tagged fields
+    assert plain == ref.encode(response(EpochEndOffset()), 16)
 
 
 # --- structs declared here: refuse_nulls after generation, and a FieldType the generator does not know
