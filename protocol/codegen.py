@@ -100,6 +100,18 @@ def _uvarint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
             raise DecodeError("varint too long")
 
 
+def _skip_tags(buf: memoryview, pos: int, end: int) -> int:
+    """Past a tagged-field section none of whose tags the struct knows (as the old engine read it)."""
+    count, pos = _uvarint(buf, pos, end)
+    for _ in range(count):
+        _tag, pos = _uvarint(buf, pos, end)
+        size, pos = _uvarint(buf, pos, end)
+        pos += size
+        if pos > end:
+            raise DecodeError("tagged field past end")
+    return pos
+
+
 _new = object.__new__
 _set = object.__setattr__
 _UNKNOWN = uuid.SafeUUID.unknown
@@ -140,6 +152,7 @@ def _writer_over(b: bytearray) -> Writer:
 
 _BASE_NAMESPACE: dict[str, Any] = {
     "DecodeError": DecodeError, "Reader": Reader, "_need": _need, "_uvarint": _uvarint, "_uv": encode_uvarint,
+    "_skip_tags": _skip_tags,
     "_uuid": _uuid, "_new": _new, "_ZERO_UUID": ZERO_UUID,
     **{f"_array_{code}": get for code, get in _ARRAYS.items()},
 }
@@ -419,6 +432,12 @@ class _Gen:
                         f"'an element of {cls.__name__}.{name} was serialized as null')")
         fields = {fl.name: fl for fl in dataclasses.fields(cls)}  # type: ignore[arg-type]
         if self.flex:
+            if not lay.tagged:
+                emit(1, "# tagged fields: none known, any skipped")
+                emit(1, "if pos < end and buf[pos] == 0: pos += 1")
+                emit(1, "else: pos = _skip_tags(buf, pos, end)")
+                self.construct(fields)
+                return
             emit(1, "# tagged fields")
             for _tag, name, _ft in lay.tagged:
                 emit(1, f"f_{name} = {self.default_expr(fields[name])}")
@@ -587,7 +606,7 @@ def _differs(src: _Source, expr: str, dflt: Any, hint: str) -> str:
 
 def _slot_setters(cls: type[Struct], fields: dict[str, dataclasses.Field[Any]]) -> dict[str, Any] | None:
     """Each field's slot descriptor `__set__`, or None when the class needs its own __init__ run."""
-    if "__post_init__" in dir(cls) or any(not fl.init for fl in fields.values()):
+    if hasattr(cls, "__post_init__") or any(not fl.init for fl in fields.values()):
         return None
     out = {}
     for name in fields:
@@ -609,9 +628,25 @@ def generate(cls: type[Struct], version: int, flex: bool, resolve: Resolver) -> 
     return "\n".join(g.src.lines) + "\n", g.src.ns
 
 
+# generated body (all but the first line, a comment naming class and version) -> its compiled
+# code: many versions of a struct generate the same code, compiled once
+_CODE: dict[str, types.CodeType] = {}
+
+
+def _renamed(code: types.CodeType, filename: str) -> types.CodeType:
+    consts = tuple(_renamed(c, filename) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    return code.replace(co_filename=filename, co_consts=consts)
+
+
 def compile_codec(cls: type[Struct], version: int, flex: bool, resolve: Resolver) -> tuple[ReadAt, WriteTo]:
     text, ns = generate(cls, version, flex, resolve)
     filename = f"<codec {cls.__module__}.{cls.__qualname__} v{version}{' flex' if flex else ''}>"
-    exec(compile(text, filename, "exec"), ns)  # noqa: S102 - our own generated source
+    body = text.split("\n", 1)[1]
+    code = _CODE.get(body)
+    if code is None:
+        code = _CODE[body] = compile(text, filename, "exec")
+    elif code.co_filename != filename:
+        code = _renamed(code, filename)
+    exec(code, ns)  # noqa: S102 - our own generated source
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)  # tracebacks show it
     return ns["read_at"], ns["write_to"]

@@ -134,7 +134,7 @@ RECORDS = _Records()
 class Array(FieldType):
     def __init__(self, item: FieldType | type[Struct]):
         self.item = item
-        self.name = f"[]{getattr(item, 'name', None) or getattr(item, '__name__', '?')}"
+        self.name = f"[]{item.__name__ if isinstance(item, type) else item.name}"  # a struct's own `name` is a field
 
     def read(self, r: Reader, flex: bool, version: int) -> Any:
         n = (r.uvarint() - 1) if flex else r.int32()

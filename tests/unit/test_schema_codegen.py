@@ -29,6 +29,7 @@ from protocol.messages.fetch import (
     PartitionData,
     ReplicaState,
 )
+from protocol.messages.produce import ProduceRequest, TopicProduceData
 from protocol.primitives import DecodeError, Reader, Writer
 from protocol.schema import (
     BOOL,
@@ -322,6 +323,13 @@ def test_a_field_type_the_generator_does_not_know_uses_its_own_read_and_write(ve
     data = msg.encode(version)
     assert data == ref.encode(msg, version)
     assert _Custom.decode(data, version) == msg == ref.decode(_Custom, data, version)
+
+
+def test_an_array_of_structs_is_named_by_its_item_class() -> None:
+    """The generated source comments each field with its type; a struct with a field called `name`
+    (TopicProduceData) used to name its arrays after that field's slot descriptor."""
+    assert repr(Array(TopicProduceData)) == "[]TopicProduceData" and repr(Array(STRING)) == "[]string"
+    assert "# topic_data: []TopicProduceData\n" in source(ProduceRequest, 9)
 
 
 def test_source_is_the_generated_code() -> None:
