@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import linecache
+import math
 import struct
 import types
 import uuid
@@ -175,7 +176,7 @@ class _Layout:
     null_free_items: set[str]  # ... and whose array elements may not be null either
 
 
-def layout(cls: type[Struct], version: int, flex: bool) -> _Layout:
+def _layout(cls: type[Struct], version: int, flex: bool) -> _Layout:
     plain: list[tuple[str, FieldType]] = []
     tagged: dict[int, tuple[str, FieldType]] = {}
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]
@@ -224,7 +225,7 @@ class _Source:
 
     def const(self, obj: Any, hint: str) -> str:
         """An expression for a constant: its literal when it has one, else a bound name."""
-        if type(obj) in _LITERAL_TYPES and (type(obj) is not float or obj == obj):
+        if type(obj) in _LITERAL_TYPES and (type(obj) is not float or math.isfinite(obj)):
             return repr(obj)
         return self.bind(obj, hint)
 
@@ -280,7 +281,7 @@ class _Gen:
     def __init__(self, cls: type[Struct], version: int, flex: bool, resolve: Resolver) -> None:
         self.cls, self.version, self.flex, self.resolve = cls, version, flex, resolve
         self.src = _Source(dict(_BASE_NAMESPACE))
-        self.lay = layout(cls, version, flex)
+        self.lay = _layout(cls, version, flex)
 
     # -- names of things the code calls ---------------------------------------------------------
     def struct_fmt(self, codes: list[str]) -> str:
@@ -290,7 +291,6 @@ class _Gen:
         if s is None:
             s = _STRUCTS[fmt] = struct.Struct(fmt)
         return self.src.bind(s, "_s_" + "".join(_CODE_NAMES.get(c, c) for c in codes))
-
 
     def reader_of(self, cls: type[Struct]) -> str:
         return self.src.bind(self.resolve(cls)[0], f"read_{cls.__name__}")

@@ -325,6 +325,22 @@ def test_a_field_type_the_generator_does_not_know_uses_its_own_read_and_write(ve
     assert _Custom.decode(data, version) == msg == ref.decode(_Custom, data, version)
 
 
+@schema
+class _Floats(Message):
+    API_KEY = -1
+    VERSIONS = (0, 1)
+    FLEXIBLE = None
+    a: float = f(FLOAT64, "1+", default=float("inf"))
+    b: float = f(FLOAT64, "1+", default=-0.0)
+    c: float = f(FLOAT64, default=1.5)
+
+
+def test_defaults_without_a_literal_are_bound_not_written_into_the_source() -> None:
+    got = _Floats.decode(_Floats(c=2.0).encode(0), 0)
+    assert (got.a, got.b, got.c) == (float("inf"), 0.0, 2.0) and str(got.b) == "-0.0"
+    assert _Floats.decode(_Floats().encode(1), 1) == _Floats() == ref.decode(_Floats, _Floats().encode(1), 1)
+
+
 def test_an_array_of_structs_is_named_by_its_item_class() -> None:
     """The generated source comments each field with its type; a struct with a field called `name`
     (TopicProduceData) used to name its arrays after that field's slot descriptor."""
