@@ -29,7 +29,8 @@ REPO_ROOT = HERE.parent.parent
 
 
 def _cases() -> dict[str, tuple[Any, int]]:
-    """name -> (message, version): what the broker and its followers and clients exchange most."""
+    """name -> (message, version): what the broker and its followers and clients exchange most,
+    with only fields their version carries (so each decodes back equal)."""
     import protocol.messages.registry  # noqa: F401 - requests decode as the broker does (refuse_nulls)
     from protocol.messages import add_partitions_to_txn as apt
     from protocol.messages import end_txn, fetch, metadata, produce
@@ -38,15 +39,15 @@ def _cases() -> dict[str, tuple[Any, int]]:
     batch = bytes(range(256)) * 4  # a 1 KiB record batch: the codec never looks inside
     fetch_resp = fetch.FetchResponse(
         throttle_time_ms=0, error_code=0, session_id=7,
-        responses=[fetch.FetchableTopicResponse(topic="orders", topic_id=tid, partitions=[
+        responses=[fetch.FetchableTopicResponse(topic_id=tid, partitions=[
             fetch.PartitionData(partition_index=i, error_code=0, high_watermark=1000 + i,
                                 last_stable_offset=1000 + i, log_start_offset=0,
                                 aborted_transactions=[], records=batch)
             for i in range(20)])])
     follower_fetch = fetch.FetchRequest(
-        replica_id=2, replica_state=fetch.ReplicaState(replica_id=2, replica_epoch=11),
+        replica_state=fetch.ReplicaState(replica_id=2, replica_epoch=11),
         max_wait_ms=500, min_bytes=1, max_bytes=10 << 20, session_id=0, session_epoch=-1,
-        topics=[fetch.FetchTopic(topic="orders", topic_id=tid, partitions=[
+        topics=[fetch.FetchTopic(topic_id=tid, partitions=[
             fetch.FetchPartition(partition=i, current_leader_epoch=3, fetch_offset=1000 + i,
                                  last_fetched_epoch=3, log_start_offset=0, partition_max_bytes=1 << 20)
             for i in range(20)])])
