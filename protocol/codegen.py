@@ -640,7 +640,10 @@ def _renamed(code: types.CodeType, filename: str) -> types.CodeType:
 
 def compile_codec(cls: type[Struct], version: int, flex: bool, resolve: Resolver) -> tuple[ReadAt, WriteTo]:
     text, ns = generate(cls, version, flex, resolve)
-    filename = f"<codec {cls.__module__}.{cls.__qualname__} v{version}{' flex' if flex else ''}>"
+    # Not "<...>": linecache only fetches lazily the lines of names that could be files. The source
+    # is generated again if a traceback asks for it (the same text): kept, all the codecs' lines
+    # would cost more memory than the codecs.
+    filename = f"codec {cls.__module__}.{cls.__qualname__} v{version}{' flex' if flex else ''}"
     body = text.split("\n", 1)[1]
     code = _CODE.get(body)
     if code is None:
@@ -648,5 +651,5 @@ def compile_codec(cls: type[Struct], version: int, flex: bool, resolve: Resolver
     elif code.co_filename != filename:
         code = _renamed(code, filename)
     exec(code, ns)  # noqa: S102 - our own generated source
-    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)  # tracebacks show it
+    linecache.cache[filename] = (lambda: generate(cls, version, flex, resolve)[0],)
     return ns["read_at"], ns["write_to"]

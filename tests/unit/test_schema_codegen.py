@@ -14,6 +14,7 @@ import dataclasses
 import importlib
 import pkgutil
 import random
+import traceback
 import uuid
 from typing import Any
 
@@ -26,6 +27,7 @@ from protocol.messages.fetch import (
     FetchableTopicResponse,
     FetchRequest,
     FetchResponse,
+    FetchTopic,
     PartitionData,
     ReplicaState,
 )
@@ -360,5 +362,17 @@ def test_source_is_the_generated_code() -> None:
     assert "(flexible)" not in source(ReplicaState, 17) and "(flexible)" in source(ReplicaState, 17, flex=True)
     # what runs is that code: its line numbers are the source's (tracebacks and profiles show them)
     code = FetchRequest._raw(17, True)[0].__code__
-    assert code.co_filename == "<codec protocol.messages.fetch.FetchRequest v17 flex>"
+    assert code.co_filename == "codec protocol.messages.fetch.FetchRequest v17 flex"
     assert text.splitlines()[code.co_firstlineno - 1] == "def read_at(buf, pos, end):"
+
+
+def test_a_traceback_through_generated_code_shows_its_lines() -> None:
+    data = FetchRequest(max_wait_ms=1, min_bytes=1, topics=[FetchTopic(topic_id=uuid.UUID(int=1))]).encode(17)
+    try:
+        FetchRequest.decode(data[:-3], 17)
+    except DecodeError:
+        text = traceback.format_exc()
+    else:
+        raise AssertionError("decoded a truncated request")
+    assert 'File "codec protocol.messages.fetch.FetchRequest v17 flex", line' in text
+    assert "    if pos >= end: raise DecodeError('truncated varint')\n" in text  # the generated line itself
