@@ -15,11 +15,11 @@ import struct
 from .headers import (
     RequestHeader,
     read_response_header,
+    request_header_bytes,
+    response_header_bytes,
     response_header_flexible,
-    write_request_header,
-    write_response_header,
 )
-from .primitives import DecodeError, Reader, Writer
+from .primitives import DecodeError, Reader
 from .schema import Message
 
 SIZE_PREFIX = 4
@@ -87,23 +87,21 @@ class FrameReader:
 
 def encode_request(msg: Message, version: int, correlation_id: int, client_id: str | None) -> bytes:
     """The frame of `msg` at `version`, header and size prefix included."""
-    w = Writer()
-    w.int32(0)  # the size, patched below
-    write_request_header(w, RequestHeader(msg.API_KEY, version, correlation_id, client_id), msg.is_flexible(version))
-    msg.write(w, version)
-    _SIZE.pack_into(w.buf, 0, len(w.buf) - SIZE_PREFIX)
-    return bytes(w.buf)
+    b = bytearray(SIZE_PREFIX)  # the size, patched below
+    b += request_header_bytes(msg.API_KEY, version, correlation_id, client_id, msg.is_flexible(version))
+    msg.write_to(b, version)
+    _SIZE.pack_into(b, 0, len(b) - SIZE_PREFIX)
+    return bytes(b)
 
 
 def encode_response(header: RequestHeader, resp: Message) -> bytes:
     """The frame answering the request with `header`."""
-    w = Writer()
-    w.int32(0)
-    write_response_header(w, header.correlation_id,
-                          response_header_flexible(header.api_key, resp.is_flexible(header.api_version)))
-    resp.write(w, header.api_version)
-    _SIZE.pack_into(w.buf, 0, len(w.buf) - SIZE_PREFIX)
-    return bytes(w.buf)
+    b = bytearray(SIZE_PREFIX)
+    b += response_header_bytes(header.correlation_id,
+                               response_header_flexible(header.api_key, resp.is_flexible(header.api_version)))
+    resp.write_to(b, header.api_version)
+    _SIZE.pack_into(b, 0, len(b) - SIZE_PREFIX)
+    return bytes(b)
 
 
 def response_correlation_id(frame: bytes) -> int:

@@ -3,8 +3,8 @@
 A message or nested struct is a frozen, slotted dataclass whose fields are declared with
 `f(type, versions, ...)`. Version ranges are written the way Kafka's message definitions write
 them ("3+", "0-2", "none"). From that single declaration we derive, lazily and once per
-(class, version), a reader and a writer made of pre-bound closures, so the per-request cost is
-a flat loop with no schema interpretation.
+(class, version), the source of a specialised reader and writer (protocol/codegen.py), so the
+per-request cost is straight-line code with no schema interpretation.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from .primitives import ZERO_UUID, DecodeError, Reader, Writer
 MAX_VERSION = 0x7FFF
 
 T = TypeVar("T", bound="Struct")
+ReadAt = Callable[[memoryview, int, int], tuple[Any, int]]
+WriteTo = Callable[[bytearray, Any], None]
 
 
 def parse_versions(spec: str) -> tuple[int, int] | None:
@@ -132,7 +134,7 @@ RECORDS = _Records()
 class Array(FieldType):
     def __init__(self, item: FieldType | type[Struct]):
         self.item = item
-        self.name = f"[]{getattr(item, 'name', None) or getattr(item, '__name__', '?')}"
+        self.name = f"[]{item.__name__ if isinstance(item, type) else item.name}"  # a struct's own `name` is a field
 
     def read(self, r: Reader, flex: bool, version: int) -> Any:
         n = (r.uvarint() - 1) if flex else r.int32()
@@ -231,97 +233,64 @@ def f(
     return dataclasses.field(default=ftype.default(), metadata=meta)
 
 
-def _in(rng: tuple[int, int] | None, v: int) -> bool:
-    return rng is not None and rng[0] <= v <= rng[1]
-
-
 class Struct:
     """Base of every schema class; subclasses are made dataclasses by `@schema`."""
 
     __slots__ = ()
     _codecs: ClassVar[dict[tuple[int, bool], tuple[Callable[[Reader], Any], Callable[[Writer, Any], None]]]]
+    _raw_codecs: ClassVar[dict[tuple[int, bool], tuple[ReadAt, WriteTo]]]
 
     @classmethod
     def _codec(cls, version: int, flex: bool) -> tuple[Callable[[Reader], Any], Callable[[Writer, Any], None]]:
+        """(read(reader) -> obj, write(writer, obj)) at `version`: generated once, then cached."""
         key = (version, flex)
         c = cls.__dict__["_codecs"].get(key)
         if c is None:
-            c = _compile(cls, version, flex)
-            cls.__dict__["_codecs"][key] = c
+            read_at, write_to = cls._raw(version, flex)
+
+            def read(r: Reader) -> Any:
+                obj, r.pos = read_at(r.buf, r.pos, r.end)
+                return obj
+
+            def write(w: Writer, obj: Any) -> None:
+                write_to(w.buf, obj)
+
+            c = cls.__dict__["_codecs"][key] = (read, write)
+        return c
+
+    @classmethod
+    def _raw(cls, version: int, flex: bool) -> tuple[ReadAt, WriteTo]:
+        """The generated functions themselves (protocol/codegen.py): read_at(buf, pos, end) ->
+        (obj, pos) and write_to(bytearray, obj)."""
+        key = (version, flex)
+        c = cls.__dict__["_raw_codecs"].get(key)
+        if c is None:
+            c = cls.__dict__["_raw_codecs"][key] = _generate(cls, version, flex)
         return c
 
 
-def _compile(
-    cls: type[Struct], version: int, flex: bool
-) -> tuple[Callable[[Reader], Any], Callable[[Writer, Any], None]]:
-    plain: list[tuple[str, FieldType]] = []
-    tagged: dict[int, tuple[str, FieldType]] = {}
-    for fl in dataclasses.fields(cls):  # type: ignore[arg-type]
-        m = fl.metadata
-        if "ktype" not in m:
-            continue
-        if m["tag"] is not None:
-            if flex and _in(m["tagged"] or m["versions"], version):
-                tagged[m["tag"]] = (fl.name, m["ktype"])
-        elif _in(m["versions"], version):
-            plain.append((fl.name, m["ktype"]))
-    defaults = {fl.name: fl for fl in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    tag_defaults: dict[str, Any] = {}
-    for _tag, (name, _ft) in tagged.items():
-        fl = defaults[name]
-        if fl.default is not dataclasses.MISSING:
-            tag_defaults[name] = fl.default
-        elif fl.default_factory is not dataclasses.MISSING:
-            tag_defaults[name] = fl.default_factory()
+# every class with generated codecs, so that refuse_nulls can drop them all
+_GENERATED: set[type[Struct]] = set()
 
-    readers = [(name, ft.read) for name, ft in plain]
-    strict = bool(cls.__dict__.get("_refuse_nulls"))
-    # Kafka's decoders refuse a null where the field is not nullable; so do requests' (see refuse_nulls)
-    never_null = [name for name, ft in plain if strict
-                  and isinstance(ft, _String | _Bytes | Array) and "None" not in str(defaults[name].type)]
 
-    null_free_items = {name for name, ft in plain if isinstance(ft, Array) and isinstance(ft.item, _String | _Bytes)}
+def _generate(cls: type[Struct], version: int, flex: bool) -> tuple[ReadAt, WriteTo]:
+    """Generate and compile. A struct can only contain structs declared before it, so the nested
+    codecs this asks for (at the same version) never lead back to `cls`."""
+    from .codegen import compile_codec  # the generator imports this module's field types
 
-    def read(r: Reader) -> Any:
-        kw = {name: rd(r, flex, version) for name, rd in readers}
-        for name in never_null:
-            v = kw[name]
-            if v is None:
-                raise DecodeError(f"non-nullable field {cls.__name__}.{name} was serialized as null")
-            if name in null_free_items and None in v:
-                raise DecodeError(f"an element of {cls.__name__}.{name} was serialized as null")
-        if flex:
-            for _ in range(r.uvarint()):
-                tag = r.uvarint()
-                size = r.uvarint()
-                if tag in tagged:
-                    name, ft = tagged[tag]
-                    sub = Reader(r.buf, r.pos, r.pos + size)
-                    if sub.end > r.end:
-                        raise DecodeError("tagged field past end")
-                    kw[name] = ft.read(sub, True, version)
-                r.pos += size
-                if r.pos > r.end:
-                    raise DecodeError("tagged field past end")
-        return cls(**kw)
+    c = compile_codec(cls, version, flex, lambda sub: sub._raw(version, flex))
+    _GENERATED.add(cls)
+    return c
 
-    writers = [(name, ft.write) for name, ft in plain]
-    tag_order = sorted(tagged.items())
 
-    def write(w: Writer, obj: Any) -> None:
-        for name, wr in writers:
-            wr(w, getattr(obj, name), flex, version)
-        if flex:
-            present = [(t, n, ft) for t, (n, ft) in tag_order if getattr(obj, n) != tag_defaults[n]]
-            w.uvarint(len(present))
-            for t, n, ft in present:
-                sub = Writer()
-                ft.write(sub, getattr(obj, n), True, version)
-                w.uvarint(t)
-                w.uvarint(len(sub.buf))
-                w.raw(sub.buf)
+def source(cls: type[Struct], version: int, flex: bool | None = None) -> str:
+    """The generated Python of `cls`'s codec at `version` (a Message knows whether that version is
+    flexible; for a nested struct say so): for reading, debugging and profiles."""
+    from .codegen import generate
 
-    return read, write
+    if flex is None:
+        flex = bool(getattr(cls, "is_flexible", lambda v: False)(version))
+    return generate(cls, version, flex, lambda sub: sub._raw(version, flex))[0]
 
 
 def refuse_nulls(cls: type[Struct]) -> None:
@@ -331,7 +300,12 @@ def refuse_nulls(cls: type[Struct]) -> None:
     a None for the handler to trip on; nor may an array's strings be null. Only requests: what a
     broker reads off the wire from anyone."""
     type.__setattr__(cls, "_refuse_nulls", True)
-    cls.__dict__["_codecs"].clear()
+    # generated codecs bind the codecs of the structs inside them: regenerate them all
+    for done in _GENERATED:
+        done.__dict__["_codecs"].clear()
+        done.__dict__["_raw_codecs"].clear()
+    _GENERATED.clear()
+    _MESSAGE_CODECS.clear()
     for fl in dataclasses.fields(cls):  # type: ignore[arg-type]
         ft = fl.metadata.get("ktype")
         sub = ft.item if isinstance(ft, Array) else getattr(ft, "cls", None)
@@ -347,6 +321,7 @@ def schema(cls: type[T]) -> type[T]:
     """Turn a Struct subclass into a frozen slotted dataclass with a codec cache."""
     dc = dataclasses.dataclass(frozen=True, slots=True)(cls)
     type.__setattr__(dc, "_codecs", {})
+    type.__setattr__(dc, "_raw_codecs", {})
     return dc
 
 
@@ -364,16 +339,33 @@ class Message(Struct):
 
     @classmethod
     def read(cls: type[T], r: Reader, version: int) -> T:
-        return cls._codec(version, cls.is_flexible(version))[0](r)  # type: ignore[attr-defined,no-any-return]
+        c = _MESSAGE_CODECS.get((cls, version)) or _message_codec(cls, version)  # type: ignore[arg-type]
+        obj, r.pos = c[0](r.buf, r.pos, r.end)
+        return obj  # type: ignore[no-any-return]
 
     def write(self, w: Writer, version: int) -> None:
-        type(self)._codec(version, self.is_flexible(version))[1](w, self)
+        (_MESSAGE_CODECS.get((type(self), version)) or _message_codec(type(self), version))[1](w.buf, self)
+
+    def write_to(self, b: bytearray, version: int) -> None:
+        """Append the encoding at `version` to `b` (framing writes header and body into one buffer)."""
+        (_MESSAGE_CODECS.get((type(self), version)) or _message_codec(type(self), version))[1](b, self)
 
     @classmethod
     def decode(cls: type[T], buf: bytes | memoryview, version: int) -> T:
-        return cls.read(Reader(buf), version)  # type: ignore[attr-defined,no-any-return]
+        mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+        c = _MESSAGE_CODECS.get((cls, version)) or _message_codec(cls, version)  # type: ignore[arg-type]
+        return c[0](mv, 0, len(mv))[0]  # type: ignore[no-any-return]
 
     def encode(self, version: int) -> bytes:
-        w = Writer()
-        self.write(w, version)
-        return w.getvalue()
+        b = bytearray()
+        (_MESSAGE_CODECS.get((type(self), version)) or _message_codec(type(self), version))[1](b, self)
+        return bytes(b)
+
+
+# (message class, version) -> its generated functions: what read/write/decode/encode look up
+_MESSAGE_CODECS: dict[tuple[type[Message], int], tuple[ReadAt, WriteTo]] = {}
+
+
+def _message_codec(cls: type[Message], version: int) -> tuple[ReadAt, WriteTo]:
+    c = _MESSAGE_CODECS[(cls, version)] = cls._raw(version, cls.is_flexible(version))
+    return c

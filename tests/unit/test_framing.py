@@ -17,8 +17,8 @@ from protocol.framing import (
 )
 from protocol.headers import RequestHeader, read_request_header
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
-from protocol.messages.metadata import MetadataRequest, MetadataResponse
-from protocol.primitives import Reader
+from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
+from protocol.primitives import DecodeError, Reader
 
 
 def _frame(body: bytes) -> bytes:
@@ -55,6 +55,28 @@ def test_a_request_frame_reads_back_as_the_listener_reads_it() -> None:
     header = read_request_header(r, MetadataRequest.FLEXIBLE)
     assert (header.api_key, header.api_version, header.correlation_id, header.client_id) == (3, 12, 77, "me")
     assert MetadataRequest.read(r, 12) == msg
+
+
+@pytest.mark.parametrize("client_id", ["me", None, "clïent-中"])
+@pytest.mark.parametrize(("version", "flexible"), [(8, False), (12, True)])
+def test_frames_are_the_header_kafka_defines_then_the_body(client_id: str | None, version: int,
+                                                          flexible: bool) -> None:
+    """Request header v1 (v2 adds an empty tagged-field section), response header v0 (v1 likewise),
+    byte for byte; a request header cut anywhere is a DecodeError, never another exception."""
+    msg = MetadataRequest(topics=[MetadataRequestTopic(name="t")])
+    cid = b"\xff\xff" if client_id is None else struct.pack(">h", len(client_id.encode())) + client_id.encode()
+    head = struct.pack(">hhi", 3, version, 77) + cid + (b"\x00" if flexible else b"")
+    assert encode_request(msg, version, 77, client_id) == _frame(head + msg.encode(version))
+    resp = MetadataResponse(brokers=[], topics=[])
+    assert encode_response(RequestHeader(3, version, 9, client_id), resp) == _frame(
+        struct.pack(">i", 9) + (b"\x00" if flexible else b"") + resp.encode(version))
+    body = head + msg.encode(version)
+    r = Reader(body)
+    assert read_request_header(r, MetadataRequest.FLEXIBLE) == RequestHeader(3, version, 77, client_id)
+    assert r.pos == len(head)
+    for n in range(len(head)):
+        with pytest.raises(DecodeError):
+            read_request_header(Reader(body[:n]), MetadataRequest.FLEXIBLE)
 
 
 @pytest.mark.parametrize("version", [0, 3])
