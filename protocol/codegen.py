@@ -38,8 +38,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from .primitives import ZERO_UUID, DecodeError, Reader, Writer, encode_uvarint
-from .schema import (
+from .field_types import (
     BOOL,
     FLOAT64,
     INT8,
@@ -52,12 +51,13 @@ from .schema import (
     Array,
     FieldType,
     NullableStruct,
-    Struct,
+    SchemaClass,
     StructType,
     _Bytes,
     _Records,
     _String,
 )
+from .primitives import ZERO_UUID, DecodeError, Reader, Writer, encode_uvarint
 
 ReadAt = Callable[[memoryview, int, int], tuple[Any, int]]
 WriteTo = Callable[[bytearray, Any], None]
@@ -176,7 +176,7 @@ class _Layout:
     null_free_items: set[str]  # ... and whose array elements may not be null either
 
 
-def _layout(cls: type[Struct], version: int, flex: bool) -> _Layout:
+def _layout(cls: SchemaClass, version: int, flex: bool) -> _Layout:
     plain: list[tuple[str, FieldType]] = []
     tagged: dict[int, tuple[str, FieldType]] = {}
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]
@@ -234,7 +234,7 @@ class _Source:
         return f"{hint}{self._count}"
 
 
-Resolver = Callable[[type[Struct]], tuple[ReadAt, WriteTo]]
+Resolver = Callable[[SchemaClass], tuple[ReadAt, WriteTo]]
 
 
 def _default_expr(src: _Source, fl: dataclasses.Field[Any]) -> str:
@@ -246,15 +246,21 @@ def _default_expr(src: _Source, fl: dataclasses.Field[Any]) -> str:
         raise TypeError(f"{fl.name} has no default")  # @schema fields always have one
     if factory is list:
         return "[]"
-    if isinstance(factory, type) and issubclass(factory, Struct):
-        factory = new_default(factory)
+    if isinstance(factory, type) and _is_struct(factory):
+        return src.bind(new_default(factory), f"_new_{fl.name}") + "()"
     return src.bind(factory, f"_new_{fl.name}") + "()"
 
 
-_MAKERS: dict[type[Struct], Callable[[], Any]] = {}
+def _is_struct(t: object) -> bool:
+    """A schema class (protocol/schema.py Struct), told by its codec cache: this module does not
+    import schema.py, which imports it."""
+    return isinstance(t, type) and hasattr(t, "_raw")
 
 
-def new_default(cls: type[Struct]) -> Callable[[], Any]:
+_MAKERS: dict[SchemaClass, Callable[[], Any]] = {}
+
+
+def new_default(cls: SchemaClass) -> Callable[[], Any]:
     """A function returning `cls()`, made the way the generated readers make objects: a nested
     struct that a version does not carry (or a tagged one not sent) costs this per object."""
     maker = _MAKERS.get(cls)
@@ -278,7 +284,7 @@ def new_default(cls: type[Struct]) -> Callable[[], Any]:
 
 
 class _Gen:
-    def __init__(self, cls: type[Struct], version: int, flex: bool, resolve: Resolver) -> None:
+    def __init__(self, cls: SchemaClass, version: int, flex: bool, resolve: Resolver) -> None:
         self.cls, self.version, self.flex, self.resolve = cls, version, flex, resolve
         self.src = _Source(dict(_BASE_NAMESPACE))
         self.lay = _layout(cls, version, flex)
@@ -292,10 +298,10 @@ class _Gen:
             s = _STRUCTS[fmt] = struct.Struct(fmt)
         return self.src.bind(s, "_s_" + "".join(_CODE_NAMES.get(c, c) for c in codes))
 
-    def reader_of(self, cls: type[Struct]) -> str:
+    def reader_of(self, cls: SchemaClass) -> str:
         return self.src.bind(self.resolve(cls)[0], f"read_{cls.__name__}")
 
-    def writer_of(self, cls: type[Struct]) -> str:
+    def writer_of(self, cls: SchemaClass) -> str:
         return self.src.bind(self.resolve(cls)[1], f"write_{cls.__name__}")
 
     def fallback(self, ft: FieldType) -> str:
@@ -594,7 +600,7 @@ def _differs(src: _Source, expr: str, dflt: Any, hint: str) -> str:
     if dflt is None:
         return f"{expr} is not None"
     cls = type(dflt)
-    if isinstance(dflt, Struct) and cls.__eq__ is not Struct.__eq__:  # a dataclass's own __eq__
+    if _is_struct(cls) and cls.__eq__ is not object.__eq__:  # a dataclass's own __eq__
         fields = [fl.name for fl in dataclasses.fields(dflt) if fl.compare]  # type: ignore[arg-type]
         if all(type(getattr(dflt, n)) in (int, str, bool, bytes) or getattr(dflt, n) is None for n in fields):
             parts = [f"{expr}.__class__ is not {src.bind(cls, cls.__name__)}"]
@@ -604,7 +610,7 @@ def _differs(src: _Source, expr: str, dflt: Any, hint: str) -> str:
     return f"{expr} != {src.const(dflt, hint)}"
 
 
-def _slot_setters(cls: type[Struct], fields: dict[str, dataclasses.Field[Any]]) -> dict[str, Any] | None:
+def _slot_setters(cls: SchemaClass, fields: dict[str, dataclasses.Field[Any]]) -> dict[str, Any] | None:
     """Each field's slot descriptor `__set__`, or None when the class needs its own __init__ run."""
     if hasattr(cls, "__post_init__") or any(not fl.init for fl in fields.values()):
         return None
@@ -617,7 +623,7 @@ def _slot_setters(cls: type[Struct], fields: dict[str, dataclasses.Field[Any]]) 
     return out
 
 
-def generate(cls: type[Struct], version: int, flex: bool, resolve: Resolver) -> tuple[str, dict[str, Any]]:
+def generate(cls: SchemaClass, version: int, flex: bool, resolve: Resolver) -> tuple[str, dict[str, Any]]:
     """The source of read_at/write_to for `cls` at `version`, and the namespace it runs in.
     `resolve(struct_class)` gives a nested struct's (read_at, write_to) at the same version."""
     g = _Gen(cls, version, flex, resolve)
@@ -638,7 +644,7 @@ def _renamed(code: types.CodeType, filename: str) -> types.CodeType:
     return code.replace(co_filename=filename, co_consts=consts)
 
 
-def compile_codec(cls: type[Struct], version: int, flex: bool, resolve: Resolver) -> tuple[ReadAt, WriteTo]:
+def compile_codec(cls: SchemaClass, version: int, flex: bool, resolve: Resolver) -> tuple[ReadAt, WriteTo]:
     text, ns = generate(cls, version, flex, resolve)
     # Not "<...>": linecache only fetches lazily the lines of names that could be files. The source
     # is generated again if a traceback asks for it (the same text): kept, all the codecs' lines
