@@ -230,6 +230,9 @@ class KetchCluster(Target):
             pass
         return None
 
+    def broker_pids(self) -> list[int]:
+        return [n.proc.pid for n in self.nodes if n.proc is not None]
+
     def log_tail(self, n: int = 40) -> str:
         """The last `n` lines of every broker, each marked with its node id."""
         out = []

@@ -48,6 +48,18 @@ class Target:
         run says whether acks=all still waited for every replica); empty for a single broker."""
         return {}
 
+    def broker_pids(self) -> list[int]:
+        """The broker processes, whose CPU time a benchmark may count (none: the mock runs in the
+        benchmark's own process)."""
+        return []
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far (/proc/<pid>/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
 
 class MockCluster(Target):
     """librdkafka's in-process mock cluster.
@@ -177,6 +189,9 @@ class KetchBroker(Target):
                 "log_dirs_same_device": len({os.stat(d).st_dev for d in self.log_dirs}) == 1,
                 "partitions_per_log_dir": [sum(1 for p in d.iterdir() if p.is_dir() and not p.name.startswith("__"))
                                            for d in self.log_dirs]}
+
+    def broker_pids(self) -> list[int]:
+        return [self.proc.pid]
 
     def rss_kib(self) -> int:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():

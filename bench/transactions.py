@@ -32,7 +32,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from .targets import QUIET, REPO_ROOT, Target, log
+from .targets import QUIET, REPO_ROOT, Target, cpu_seconds, log
 from .throughput import (
     DEFAULT_TARGETS,
     LINGER_MS,
@@ -113,6 +113,9 @@ def run_transactions(
     commit_ms = array("d")
     now = time.perf_counter
     deadline = time.monotonic() + timeout
+    pids = target.broker_pids()
+    cpu_before = [cpu_seconds(pid) for pid in pids]
+    own_before = time.process_time()
     start = now()
     for t in range(txns):
         p.begin_transaction()
@@ -123,8 +126,15 @@ def run_transactions(
         if time.monotonic() > deadline:
             raise TimeoutError(f"only {t + 1} of {txns} transactions within {timeout}s")
     elapsed = now() - start
+    own_cpu = time.process_time() - own_before
+    broker_cpu = [cpu_seconds(pid) - b for pid, b in zip(pids, cpu_before, strict=True)]
     n = txns * per_txn
     return {
+        # CPU per transaction: each broker process's, and this process's (the client, and the
+        # mock when it is the target): where a transaction's time goes, beside its wall time
+        "wall_ms_per_txn": round(elapsed / txns * 1000, 3),
+        "broker_cpu_ms_per_txn": [round(c / txns * 1000, 3) for c in broker_cpu],
+        "client_cpu_ms_per_txn": round(own_cpu / txns * 1000, 3),
         "messages_per_txn": per_txn,
         "transactions": txns,
         "messages": n,
@@ -170,7 +180,8 @@ def run_target(
                 res["msgs_ratio_to_idempotent"] = round(res["msgs_per_s"] / base["msgs_per_s"], 4)
                 log(
                     f"{name} txn-{k}: {res['txns_per_s']:.0f} txn/s, {res['msgs_per_s']:.0f} msg/s "
-                    f"({res['msgs_ratio_to_idempotent']:.2f} of idempotent)"
+                    f"({res['msgs_ratio_to_idempotent']:.2f} of idempotent); per txn {res['wall_ms_per_txn']} ms, "
+                    f"CPU ms brokers {res['broker_cpu_ms_per_txn']} client {res['client_cpu_ms_per_txn']}"
                 )
     finally:
         target.close()
