@@ -57,7 +57,7 @@ from .field_types import (
     _Records,
     _String,
 )
-from .primitives import ZERO_UUID, DecodeError, Reader, Writer, encode_uvarint
+from .primitives import ZERO_UUID, DecodeError, Reader, Writer, encode_uvarint, uvarint_at
 
 ReadAt = Callable[[memoryview, int, int], tuple[Any, int]]
 WriteTo = Callable[[bytearray, Any], None]
@@ -85,20 +85,7 @@ def _need(n: int, pos: int, end: int) -> DecodeError:
     return DecodeError(f"need {n} bytes at {pos}, have {end - pos}")
 
 
-def _uvarint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
-    """An unsigned varint at `pos` and the position after it (Reader.uvarint's rules)."""
-    result = shift = 0
-    while True:
-        if pos >= end:
-            raise DecodeError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise DecodeError("varint too long")
+_uvarint = uvarint_at  # the generated code calls it by this name
 
 
 def _skip_tags(buf: memoryview, pos: int, end: int) -> int:

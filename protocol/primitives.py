@@ -24,6 +24,22 @@ class DecodeError(ValueError):
     """Raised when bytes cannot be read as the schema says: the request is malformed."""
 
 
+def uvarint_at(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
+    """An unsigned varint at `pos` before `end`, and the position after it."""
+    result = shift = 0
+    while True:
+        if pos >= end:
+            raise DecodeError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise DecodeError("varint too long")
+
+
 class Reader:
     """A cursor over an immutable buffer; every read advances `pos` and bounds-checks."""
 
@@ -69,20 +85,7 @@ class Reader:
         return self.buf[self._need(1)] != 0
 
     def uvarint(self) -> int:
-        buf, pos, end = self.buf, self.pos, self.end
-        result = shift = 0
-        while True:
-            if pos >= end:
-                raise DecodeError("truncated varint")
-            b = buf[pos]
-            pos += 1
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                break
-            shift += 7
-            if shift > 63:
-                raise DecodeError("varint too long")
-        self.pos = pos
+        result, self.pos = uvarint_at(self.buf, self.pos, self.end)
         return result
 
     def varint(self) -> int:
