@@ -24,7 +24,7 @@ class DecodeError(ValueError):
     """Raised when bytes cannot be read as the schema says: the request is malformed."""
 
 
-def uvarint_at(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
+def uvarint_at(buf: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
     """An unsigned varint at `pos` before `end`, and the position after it."""
     result = shift = 0
     while True:
@@ -227,17 +227,5 @@ def encode_varint(v: int) -> bytes:
 
 def decode_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     """Decode a zig-zag varint at `pos`; returns (value, new position)."""
-    result = shift = 0
-    n = len(buf)
-    while True:
-        if pos >= n:
-            raise DecodeError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise DecodeError("varint too long")
+    result, pos = uvarint_at(buf, pos, len(buf))
     return (result >> 1) ^ -(result & 1), pos
