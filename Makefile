@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint typecheck unit bench bench-cluster soak chaos sim fuzz compat-cluster compose-test clean system-deps
+.PHONY: install run test lint typecheck unit bench bench-cluster bench-scale soak chaos sim fuzz compat-cluster compose-test clean system-deps
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -60,6 +60,11 @@ bench-cluster: install
 	  --messages 500000 --out bench/results-cluster.json
 	$(BIN)/python -m bench.transactions --targets mock,ketch,ketch-3 \
 	  --messages 200000 --out bench/results-cluster-transactions.json
+
+# How the figures grow (issue 24): partitions, idle connections, restart after SIGKILL per log size,
+# partitions on 3 brokers; see docs/bench.md "Scale". Long (about 15 minutes, several GB of temp disk).
+bench-scale: install
+	$(BIN)/python -m bench.scale --out bench/results-scale.json
 
 soak: install system-deps
 	$(BIN)/pytest -q -m slow tests

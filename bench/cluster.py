@@ -99,35 +99,47 @@ class KetchCluster(Target):
         self.nodes = [_Node(n, free_port(), self.dir / f"node{n}", free_port() if metrics else 0)
                       for n in range(1, size + 1)]
         self.bootstrap = ",".join(n.address for n in self.nodes)
-        voters = ",".join(f"{n.node_id}@{HOST}:{free_port()}" for n in self.nodes)
-        base_env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(repo), **(env or {})}
+        self._voters = ",".join(f"{n.node_id}@{HOST}:{free_port()}" for n in self.nodes)
+        self._env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(repo), **(env or {})}
+        self._repo = repo
         try:
             for node in self.nodes:
                 node.dir.mkdir(parents=True)
-                node.log_file = open(node.log_path, "wb")  # noqa: SIM115 - closed in close()
-                cmd = [
-                    sys.executable, "-m", "broker", "broker",
-                    "--node-id", str(node.node_id),
-                    "--listen", node.address, "--advertise", node.address,
-                    "--voters", voters,
-                    "--data-dir", str(node.dir / "data"),
-                ]  # fmt: skip
-                if node.metrics_port:
-                    cmd += ["--metrics-listen", f"{HOST}:{node.metrics_port}"]
-                node.proc = subprocess.Popen(
-                    cmd,
-                    cwd=repo,
-                    env=base_env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=node.log_file,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,  # a Ctrl-C reaches only the bench, whose close() stops them
-                )
+                self.start_node(node)
             # All started before any is waited for: none can be ready without a quorum of peers.
             self._wait(self._every_broker_lists_all, start_timeout, f"every broker to list all {size}")
         except BaseException:
             self.close()
             raise
+
+    def start_node(self, node: _Node) -> None:
+        """Start `node`'s broker process (again, after `kill_node`: on the same ports and data)."""
+        if node.log_file is None or node.log_file.closed:
+            node.log_file = open(node.log_path, "ab")  # noqa: SIM115 - closed in close()
+        cmd = [
+            sys.executable, "-m", "broker", "broker",
+            "--node-id", str(node.node_id),
+            "--listen", node.address, "--advertise", node.address,
+            "--voters", self._voters,
+            "--data-dir", str(node.dir / "data"),
+        ]  # fmt: skip
+        if node.metrics_port:
+            cmd += ["--metrics-listen", f"{HOST}:{node.metrics_port}"]
+        node.proc = subprocess.Popen(
+            cmd,
+            cwd=self._repo,
+            env=self._env,
+            stdin=subprocess.DEVNULL,
+            stdout=node.log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # a Ctrl-C reaches only the bench, whose close() stops them
+        )
+
+    def kill_node(self, node: _Node, sig: int = signal.SIGKILL, timeout: float = 30) -> None:
+        """Signal `node`'s broker and wait for it to exit; its data stays for `start_node`."""
+        if node.proc is not None and node.alive():
+            node.proc.send_signal(sig)
+            node.proc.wait(timeout)
 
     # ---- readiness ------------------------------------------------------------------------------
     def _wait(self, condition: Callable[[], bool], timeout: float, what: str) -> None:

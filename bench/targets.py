@@ -121,14 +121,20 @@ class KetchBroker(Target):
             self.env["KETCH_LOG_DIRS"] = ",".join(str(d) for d in self.log_dirs)
         self.log_path = self.dir / "broker.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in close()
+        self.repo = repo
+        self.start(start_timeout)
+
+    def start(self, start_timeout: float = 60) -> None:
+        """Start the broker process on this target's port and data directory (again, after `stop`:
+        a restart reads back what the last one left) and return once it accepts connections."""
         cmd = [
             sys.executable, "-m", "broker", "broker",
             "--listen", self.bootstrap, "--advertise", self.bootstrap, "--data-dir", str(self.dir / "data"),
         ]  # fmt: skip
         self.proc = subprocess.Popen(
             cmd,
-            cwd=repo,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(repo), **self.env},
+            cwd=self.repo,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(self.repo), **self.env},
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -148,6 +154,12 @@ class KetchBroker(Target):
                         f"ketch did not listen within {start_timeout}s\n{self.log_tail()}"
                     ) from None
                 time.sleep(0.05)  # polling interval of the readiness check
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> None:
+        """Signal the broker and wait for it to exit, keeping its data directory for `start`."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout)
 
     def admin(self) -> AdminClient:
         return AdminClient({"bootstrap.servers": self.bootstrap, **QUIET})
