@@ -320,6 +320,16 @@ def _partitions_in_sync(bootstrap: str, topics: set[str], want_isr: int) -> bool
     return True
 
 
+def _isr_without(bootstrap: str, topics: set[str], node_id: int) -> bool:
+    """No partition of `topics` lists `node_id` in its ISR any more."""
+    try:
+        md = AdminClient({"bootstrap.servers": bootstrap, **QUIET}).list_topics(timeout=10)
+    except KafkaException:
+        return False
+    return all(t in md.topics and all(node_id not in p.isrs for p in md.topics[t].partitions.values())
+               for t in topics)
+
+
 def _metadata_dirs(cluster: KetchCluster) -> dict[str, int]:
     """Bytes on disk of each node's metadata log directory (whatever under its data dir is not a
     user topic's partition directory)."""
@@ -375,7 +385,12 @@ def _measure_at(cluster: KetchCluster, topics: set[str]) -> dict[str, Any]:
     wait_for(create_works, 120, "CreateTopics after the failover")
     res["failover"] = {"killed_node": leader_id, "new_leader_s": round(elected, 3),
                        "create_topics_ok_s": round(time.perf_counter() - t0, 3)}
-    # rejoin: restart the killed broker, time until every partition's ISR is 3 again
+    # rejoin: once the ISRs have dropped the killed broker (else an ISR of 3 proves nothing), restart
+    # it and time until every partition's ISR is 3 again
+    t_shrink = time.perf_counter()
+    wait_for(lambda: _isr_without(bootstrap, topics, victim.node_id), 300, "the ISRs to drop the killed broker")
+    res["isr_shrunk_after_kill_s"] = round(time.perf_counter() - t0, 3)
+    res["isr_shrink_wait_s"] = round(time.perf_counter() - t_shrink, 3)
     t1 = time.perf_counter()
     cluster.start_node(victim)
     wait_for(lambda: _partitions_in_sync(cluster.bootstrap, topics, 3), 900, "every ISR back at 3")
@@ -383,9 +398,12 @@ def _measure_at(cluster: KetchCluster, topics: set[str]) -> dict[str, Any]:
     return res
 
 
-def scenario_partitions(max_partitions: int, timeout: float) -> dict[str, Any]:
+def scenario_partitions(max_partitions: int, timeout: float, budget_s: float) -> dict[str, Any]:
+    """Creates 1,000 partitions at a time until `max_partitions`, or until `budget_s` seconds of
+    creating have passed (then the largest count reached is measured instead)."""
     out: dict[str, Any] = {"partitions_per_topic": TOPIC_PARTITIONS, "max_partitions": max_partitions,
-                           "creates": []}
+                           "budget_s": budget_s, "creates": []}
+    started = time.monotonic()
     cluster: KetchCluster | None = None
     try:
         cluster = KetchCluster(partitions=TOPIC_PARTITIONS, metrics=True)
@@ -411,7 +429,11 @@ def scenario_partitions(max_partitions: int, timeout: float) -> dict[str, Any]:
                                    "until_isr3_s": round(created_s + settled, 3), "broker_fds": fds,
                                    "load_average": load_average()})
             log(f"partitions: {total} created in {created_s:.1f}s, ISR 3 after {created_s + settled:.1f}s, fds {fds}")
-            if total in measure_at:
+            over_budget = time.monotonic() - started > budget_s and total < max_partitions
+            if over_budget:
+                out["stopped"] = f"creation budget of {budget_s:.0f}s spent at {total} partitions"
+                log(f"partitions: {out['stopped']}")
+            if total in measure_at or over_budget:
                 try:
                     out[str(total)] = _measure_at(cluster, topics)
                     log(f"partitions {total}: {out[str(total)]}")
@@ -419,6 +441,8 @@ def scenario_partitions(max_partitions: int, timeout: float) -> dict[str, Any]:
                     out[str(total)] = {"error": f"{type(exc).__name__}: {exc}"}
                     log(f"partitions {total} measurement FAILED: {exc}")
                     break
+            if over_budget:
+                break
         out["reached"] = total
         return out
     finally:
@@ -431,8 +455,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=REPO_ROOT / "bench" / "results-scale.json")
     ap.add_argument("--only", action="append", choices=SCENARIOS, help="run only this scenario (repeatable)")
-    ap.add_argument("--max-partitions", type=int, default=3000,
-                    help="partitions RF 3 to create on 3 brokers, in steps of 1,000 (default 3000)")
+    ap.add_argument("--max-partitions", type=int, default=10000,
+                    help="partitions RF 3 to create on 3 brokers, in steps of 1,000 (default 10000)")
+    ap.add_argument("--partitions-budget", type=float, default=900,
+                    help="stop creating partitions after this many seconds and measure there (default 900)")
     ap.add_argument("--messages", type=int, default=200_000, help="messages per partition count (produce)")
     ap.add_argument("--restart-gb", default="1,2", help="log sizes for the restart scenario, GiB (default 1,2)")
     ap.add_argument("--timeout", type=float, default=900, help="deadline per step, seconds")
@@ -445,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
         "produce": lambda: scenario_produce([1, 10, 100, 1000], args.messages, args.timeout),
         "connections": lambda: scenario_connections([100, 1000]),
         "restart": lambda: scenario_restart([float(x) for x in args.restart_gb.split(",")], args.timeout),
-        "partitions": lambda: scenario_partitions(args.max_partitions, args.timeout),
+        "partitions": lambda: scenario_partitions(args.max_partitions, args.timeout, args.partitions_budget),
     }
     for name in SCENARIOS:
         if name not in chosen:
