@@ -217,6 +217,8 @@ def _latest_offsets(bootstrap: str, topic: str, timeout: float = 5) -> dict[int,
 
 def _timed_restart(broker: KetchBroker, topic: str, sig: int, acked: dict[int, int]) -> dict[str, Any]:
     broker.stop(sig)
+    broker._log.flush()
+    log_from = broker.log_path.stat().st_size
     t0 = time.perf_counter()
     broker.start(start_timeout=600)
     listen_s = time.perf_counter() - t0
@@ -229,17 +231,27 @@ def _timed_restart(broker: KetchBroker, topic: str, sig: int, acked: dict[int, i
 
     wait_for(answers, 600, "Metadata and ListOffsets after the restart")
     total = time.perf_counter() - t0
+    broker._log.flush()
     return {"signal": signal.Signals(sig).name, "listening_s": round(listen_s, 3), "answering_s": round(total, 3),
             "offsets_match_acked": got == acked, "latest_offsets": got,
-            "recovery_log": _recovery_lines(broker)}
+            "recovered": recovery_summary(broker.log_path.read_bytes()[log_from:].decode("utf-8", "replace"))}
 
 
-def _recovery_lines(broker: KetchBroker) -> list[str]:
-    """The broker's own words about what it recovered at the last start (its log lines naming it)."""
-    lines = broker.log_path.read_bytes().decode("utf-8", "replace").splitlines()
-    starts = [i for i, line in enumerate(lines) if "listening" in line.lower()]
-    tail = lines[starts[-2] + 1:] if len(starts) >= 2 else lines
-    return [line[:300] for line in tail if "recover" in line.lower()][:10]
+def recovery_summary(log_text: str) -> dict[str, Any]:
+    """What the broker's "partition log recovered" lines say of one start: per partition the
+    recovery point it started from and the log end, and the batches it re-validated in all."""
+    parts: dict[str, list[int]] = {}
+    validated = 0
+    for line in log_text.splitlines():
+        if '"partition log recovered"' not in line:
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        parts[Path(rec["directory"]).name] = [rec["recovery_point"], rec["log_end_offset"]]
+        validated += rec.get("batches_validated", 0)
+    return {"batches_validated": validated, "recovery_point_and_log_end": parts}
 
 
 def _du(path: Path) -> int:
@@ -272,9 +284,12 @@ def scenario_restart(sizes_gb: list[float], timeout: float) -> dict[str, Any]:
                                        "load_average": load_average()}
                 res["sigkill"] = _timed_restart(broker, topic, signal.SIGKILL, acked)
                 res["sigterm"] = _timed_restart(broker, topic, signal.SIGTERM, acked)
+                # the clean close just moved the recovery point to the log end: nothing is above it now
+                res["sigkill_no_tail"] = _timed_restart(broker, topic, signal.SIGKILL, acked)
                 out[key] = res
                 log(f"restart {key}: SIGKILL {res['sigkill']['answering_s']}s, "
-                    f"SIGTERM {res['sigterm']['answering_s']}s")
+                    f"SIGTERM {res['sigterm']['answering_s']}s, SIGKILL without tail "
+                    f"{res['sigkill_no_tail']['answering_s']}s")
             except Exception as exc:
                 out[key] = {"error": f"{type(exc).__name__}: {exc}\n{broker.log_tail(20)}"}
                 log(f"restart {key} FAILED: {exc}")
@@ -459,14 +474,20 @@ def main(argv: list[str] | None = None) -> int:
                     help="partitions RF 3 to create on 3 brokers, in steps of 1,000 (default 10000)")
     ap.add_argument("--partitions-budget", type=float, default=900,
                     help="stop creating partitions after this many seconds and measure there (default 900)")
-    ap.add_argument("--messages", type=int, default=200_000, help="messages per partition count (produce)")
-    ap.add_argument("--restart-gb", default="1,2", help="log sizes for the restart scenario, GiB (default 1,2)")
+    ap.add_argument("--messages", type=int, default=1_000_000, help="messages per partition count (produce)")
+    ap.add_argument("--restart-gb", default="1,2,4",
+                    help="log sizes for the restart scenario, GiB (default 1,2,4)")
     ap.add_argument("--timeout", type=float, default=900, help="deadline per step, seconds")
     args = ap.parse_args(argv)
     chosen = args.only or list(SCENARIOS)
-    result: dict[str, Any] = {"machine": machine_info(), "commit": git_commit(),
-                              "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                              "load_average_start": load_average(), "scenarios": {}}
+    # An existing file keeps the scenarios not run now: each scenario records its own commit and time.
+    result: dict[str, Any] = {"scenarios": {}}
+    if args.out.exists():
+        try:
+            result = json.loads(args.out.read_text())
+        except ValueError:
+            pass
+    result["machine"] = machine_info()
     runs: dict[str, Callable[[], dict[str, Any]]] = {
         "produce": lambda: scenario_produce([1, 10, 100, 1000], args.messages, args.timeout),
         "connections": lambda: scenario_connections([100, 1000]),
@@ -477,14 +498,17 @@ def main(argv: list[str] | None = None) -> int:
         if name not in chosen:
             continue
         log(f"scenario {name}")
+        started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        load_start = load_average()
         try:
-            result["scenarios"][name] = runs[name]()
+            res = runs[name]()
         except Exception as exc:  # recorded; the next scenario still runs
-            result["scenarios"][name] = {"error": f"{type(exc).__name__}: {exc}"}
+            res = {"error": f"{type(exc).__name__}: {exc}"}
             log(f"{name} FAILED: {exc}")
+        res.update(commit=git_commit(), started=started, load_average_start=load_start,
+                   load_average_end=load_average())
+        result["scenarios"][name] = res
         args.out.write_text(json.dumps(result, indent=2))
-    result["load_average_end"] = load_average()
-    args.out.write_text(json.dumps(result, indent=2))
     log(f"wrote {args.out}")
     return 0
 
