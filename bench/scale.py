@@ -211,7 +211,7 @@ def _latest_offsets(bootstrap: str, topic: str, timeout: float = 5) -> dict[int,
         futs = admin.list_offsets({TopicPartition(topic, i): OffsetSpec.latest() for i in t.partitions},
                                   request_timeout=timeout)
         return {tp.partition: f.result(timeout).offset for tp, f in futs.items()}
-    except KafkaException:
+    except (KafkaException, TimeoutError):
         return None
 
 
@@ -305,7 +305,7 @@ TOPIC_PARTITIONS = 100  # partitions per topic; CreateTopics asks for 10 of them
 
 
 def _metrics(node: _Node) -> dict[str, float]:
-    with urllib.request.urlopen(f"http://{HOST}:{node.metrics_port}/metrics", timeout=5) as r:
+    with urllib.request.urlopen(f"http://{HOST}:{node.metrics_port}/metrics", timeout=30) as r:
         return parse_metrics(r.read().decode())
 
 
@@ -394,6 +394,8 @@ def _measure_at(cluster: KetchCluster, topics: set[str]) -> dict[str, Any]:
             f = a.create_topics([NewTopic(probe, 1, replication_factor=2)], request_timeout=10)[probe]
             f.result(10)
             return probe in a.list_topics(topic=probe, timeout=10).topics
+        except TimeoutError:  # the future's own deadline (concurrent.futures' TimeoutError)
+            return False
         except KafkaException as exc:
             return "TOPIC_ALREADY_EXISTS" in str(exc)
 
