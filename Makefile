@@ -62,7 +62,7 @@ bench-cluster: install
 	  --messages 200000 --out bench/results-cluster-transactions.json
 
 # How the figures grow (issue 24): partitions, idle connections, restart after SIGKILL per log size,
-# partitions on 3 brokers; see docs/bench.md "Scale". Long (about 15 minutes, several GB of temp disk).
+# partitions on 3 brokers; see docs/bench.md "Scale". Long (5-15 minutes with the load; ~4.5 GB of temp disk).
 bench-scale: install
 	$(BIN)/python -m bench.scale --out bench/results-scale.json
 
