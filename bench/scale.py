@@ -486,8 +486,8 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"scenarios": {}}
     if args.out.exists():
         try:
-            result = json.loads(args.out.read_text())
-        except ValueError:
+            result = {"scenarios": json.loads(args.out.read_text()).get("scenarios", {})}
+        except (ValueError, AttributeError):
             pass
     result["machine"] = machine_info()
     runs: dict[str, Callable[[], dict[str, Any]]] = {
