@@ -599,6 +599,13 @@ class PartitionLog:
         now = self._now() if now_ms is None else now_ms
         return self.config.flush_ms is not None and now - self._last_flush_ms >= self.config.flush_ms
 
+    def rolled_unflushed(self) -> bool:
+        """A segment closed by a roll holds records that are not flushed yet. Kafka flushes the
+        closed segments at each roll, whatever the flush policy, so that recovery after a crash
+        re-checks the active segment only (everything below the recovery point is trusted), not
+        everything written since the broker started; so does Ketch (Partition asks for it)."""
+        return self._recovery_point < self._segments[-1].base_offset
+
     def maybe_flush(self, now_ms: int | None = None) -> None:
         """Flush here if the flush policy says it is time."""
         self._check_open()

@@ -110,7 +110,7 @@ class PartitionRead(NamedTuple):
 
 class Partition:
     __slots__ = ("topic", "index", "tp", "_log", "_state", "_waiters", "_clock", "_group_commit", "_verifying",
-                 "flush_wait", "on_storage_error", "offline")
+                 "flush_wait", "_roll_flush", "on_storage_error", "offline")
 
     def __init__(self, topic: str, index: int, log: PartitionLog, local_id: int,
                  clock: Clock, group_commit: GroupCommit | None = None,
@@ -129,6 +129,7 @@ class Partition:
         # The flush the log's flush policy asked for after the last append (None: it asked for
         # none). It runs on group commit's I/O thread; a produce answer waits for it.
         self.flush_wait: asyncio.Future[None] | None = None
+        self._roll_flush: asyncio.Future[None] | None = None  # the flush after a roll, while it runs
         # Told of an I/O error of the log's disk (the topic table takes the log directory offline).
         self.on_storage_error: Callable[[Partition, OSError], None] | None = None
         self.offline = False  # the log directory failed: closed, answering KAFKA_STORAGE_ERROR
@@ -360,8 +361,21 @@ class Partition:
 
     def _apply_flush_policy(self) -> None:
         """flush_messages / flush_ms: the flush runs off the loop (group commit's thread, shared
-        with the appends of this loop turn), not inline in the append."""
-        self.flush_wait = self._group_commit.flush(self._log) if self._log.flush_due() else None
+        with the appends of this loop turn), not inline in the append. After a roll the closed
+        segments are flushed too, whatever the policy (PartitionLog.rolled_unflushed), in the
+        background: no answer waits for that one, and one at a time is enough."""
+        if self._log.flush_due():
+            self.flush_wait = self._group_commit.flush(self._log)
+            return
+        self.flush_wait = None
+        if self._roll_flush is None and self._log.rolled_unflushed() and _loop_running():
+            self._roll_flush = self._group_commit.flush(self._log)
+            self._roll_flush.add_done_callback(self._roll_flushed)
+
+    def _roll_flushed(self, fut: asyncio.Future[None]) -> None:
+        self._roll_flush = None
+        if not fut.cancelled():
+            fut.exception()  # taken: a failed flush is group commit's on_error to report
 
     async def made_durable(self) -> None:
         """Everything appended so far survives a power loss: what a coordinator waits for before
@@ -750,6 +764,16 @@ class Partition:
     def close(self) -> None:
         self.notify()
         self._log.close()
+
+
+def _loop_running() -> bool:
+    """Whether an event loop runs here: a log driven without one (a tool, a synchronous test)
+    has no group commit to hand a background flush to."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 class Parked:
