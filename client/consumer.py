@@ -282,6 +282,15 @@ class Consumer:
         """High watermarks, or last stable offsets for a read_committed consumer."""
         return await self._fetcher.list_offsets(list(tps), LATEST_TIMESTAMP)
 
+    async def partitions_for(self, topics: Iterable[str]) -> list[TopicPartition]:
+        """Every partition of `topics`, in order, from metadata fetched now (so partitions added
+        since are there); a topic that does not exist raises UnknownTopicError, as
+        Admin.describe_topics does."""
+        self._check()
+        names = list(topics)
+        await self._cluster.refresh_metadata(names)
+        return [TopicPartition(n, p) for n in names for p in sorted(self._cluster.described(n).partitions)]
+
     def highwater(self, tp: TopicPartition) -> int:
         return self._subs.state(tp).high_watermark
 
