@@ -58,6 +58,19 @@ def test_a_consumer_imports_neither_the_admin_client_nor_most_apis() -> None:
     assert len(apis) < len(API_MODULES) // 3, sorted(apis)
 
 
+def test_the_source_runner_imports_neither_the_sink_nor_the_admin_client() -> None:
+    # What Spark's streaming source runner does first: unpickle the data source (importing its
+    # module), then make the stream reader.
+    loaded = _loaded_after("from pipeline.datasource import KetchDataSource\n"
+                           "KetchDataSource({'kafka.bootstrap.servers': 'localhost:1', 'subscribe': 't'})"
+                           ".streamReader(None)")
+    assert {"pipeline.source", "pipeline.broker_io"} <= loaded
+    unwanted = {"client.admin", "client.producer", "pipeline.sink", "pipeline.exactly_once", "pipeline.atomic",
+                "pipeline.session"}
+    assert not loaded & unwanted, sorted(loaded & unwanted)
+    assert not _apis(loaded) & BROKER_ONLY
+
+
 def test_every_api_key_resolves_to_the_classes_its_module_defines() -> None:
     requests: dict[int, type[Message]] = {}
     responses: dict[int, type[Message]] = {}
