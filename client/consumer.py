@@ -17,20 +17,21 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from protocol.clock import SYSTEM_CLOCK, Clock
 
-from .assignors import make_assignors
 from .cluster import Cluster
 from .errors import ConsumerStoppedError, IllegalStateError, KafkaClientError
 from .fetcher import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Fetcher
-from .group import GroupMember, RebalanceListener
-from .group_consumer import ConsumerGroupMember
 from .isolation import FetchedBatches
 from .security import Security
 from .structs import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, TopicPartition
 from .subscription import EARLIEST, LATEST, SubscriptionState
+
+if TYPE_CHECKING:
+    from .group import GroupMember, RebalanceListener
+    from .group_consumer import ConsumerGroupMember
 
 T = TypeVar("T")
 
@@ -83,8 +84,12 @@ class Consumer:
                                 max_wait_ms=fetch_max_wait_ms, min_bytes=fetch_min_bytes, max_bytes=fetch_max_bytes,
                                 max_partition_bytes=max_partition_fetch_bytes, check_crcs=check_crcs)
         self._fetcher.position_resolver = self._resolve_positions
+        # The group protocols are imported only by consumers that join a group: the Spark source's
+        # planner and readers, in processes that start per query, consume without one.
         self._group: GroupMember | ConsumerGroupMember | None = None
         if group_id is not None and group_protocol == "consumer":
+            from .group_consumer import ConsumerGroupMember
+
             # KIP-848: the coordinator assigns (group_remote_assignor: "uniform" or "range", None for
             # its default); the session timeout and heartbeat interval are the broker's
             self._group = ConsumerGroupMember(
@@ -92,6 +97,9 @@ class Consumer:
                 rebalance_timeout_ms=rebalance_timeout_ms, retry_backoff=retry_backoff_ms / 1000,
                 require_stable=self.read_committed)
         elif group_id is not None:
+            from .assignors import make_assignors
+            from .group import GroupMember
+
             self._group = GroupMember(
                 self._cluster, group_id, assignors=make_assignors(assignors), session_timeout_ms=session_timeout_ms,
                 rebalance_timeout_ms=rebalance_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,

@@ -58,6 +58,18 @@ def test_a_consumer_imports_neither_the_admin_client_nor_most_apis() -> None:
     assert len(apis) < len(API_MODULES) // 3, sorted(apis)
 
 
+def test_a_consumer_without_a_group_imports_no_group_protocol() -> None:
+    # The source's planner and readers consume without a group: JoinGroup, SyncGroup, the
+    # assignors and KIP-848's heartbeats are the sink's marker reader's business, in the workers.
+    group_modules = {"client.group", "client.group_consumer", "client.group_offsets", "client.assignors"}
+    loaded = _loaded_after("from client import Consumer\nConsumer('localhost:1')")
+    assert not loaded & group_modules, sorted(loaded & group_modules)
+    for group_protocol in ("classic", "consumer"):
+        loaded = _loaded_after(f"from client import Consumer\nConsumer('localhost:1', group_id='g', "
+                               f"group_protocol={group_protocol!r})")
+        assert "client.group_offsets" in loaded
+
+
 def test_the_source_runner_imports_neither_the_sink_nor_the_admin_client() -> None:
     # What Spark's streaming source runner does first: unpickle the data source (importing its
     # module), then make the stream reader.
