@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from client import Consumer, FetchedBatches, Security, TopicPartition
 from protocol.clock import SYSTEM_CLOCK
 
-if TYPE_CHECKING:
-    from client import Admin, TopicDescription
-
 from . import runtime
 from .offsets import Offsets
 from .options import SourceOptions
+
+if TYPE_CHECKING:
+    from client import Admin, TopicDescription
 
 T = TypeVar("T")
 
