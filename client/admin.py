@@ -374,9 +374,7 @@ class Admin:
             await self._cluster.refresh_metadata(wanted)
         out = {}
         for n in wanted:
-            t = self._cluster.topics.get(n)
-            if t is None or t.error:
-                raise error_from_code(t.error if t is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, n)
+            t = self._cluster.described(n)
             out[n] = TopicDescription(n, t.internal, tuple(
                 PartitionDescription(p.partition, p.leader, p.replicas, p.isr)
                 for _, p in sorted(t.partitions.items())))

@@ -308,6 +308,14 @@ class Cluster:
         """The name of the topic with this id, None while the metadata does not know it."""
         return next((t.name for t in self.topics.values() if t.topic_id == topic_id), None)
 
+    def described(self, topic: str) -> TopicInfo:
+        """`topic` as the last metadata described it; a topic it did not find, or reported an
+        error for, raises that error (UNKNOWN_TOPIC_OR_PARTITION when it was not asked about)."""
+        t = self.topics.get(topic)
+        if t is None or t.error:
+            raise error_from_code(t.error if t is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, topic)
+        return t
+
     def partitions_for(self, topic: str) -> int | None:
         """Number of partitions of `topic`, None while unknown."""
         t = self.topics.get(topic)

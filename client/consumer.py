@@ -17,20 +17,21 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from protocol.clock import SYSTEM_CLOCK, Clock
 
-from .assignors import make_assignors
 from .cluster import Cluster
 from .errors import ConsumerStoppedError, IllegalStateError, KafkaClientError
 from .fetcher import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Fetcher
-from .group import GroupMember, RebalanceListener
-from .group_consumer import ConsumerGroupMember
 from .isolation import FetchedBatches
 from .security import Security
 from .structs import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, TopicPartition
 from .subscription import EARLIEST, LATEST, SubscriptionState
+
+if TYPE_CHECKING:
+    from .group import GroupMember, RebalanceListener
+    from .group_consumer import ConsumerGroupMember
 
 T = TypeVar("T")
 
@@ -83,8 +84,12 @@ class Consumer:
                                 max_wait_ms=fetch_max_wait_ms, min_bytes=fetch_min_bytes, max_bytes=fetch_max_bytes,
                                 max_partition_bytes=max_partition_fetch_bytes, check_crcs=check_crcs)
         self._fetcher.position_resolver = self._resolve_positions
+        # The group protocols are imported only by consumers that join a group: the Spark source's
+        # planner and readers, in processes that start per query, consume without one.
         self._group: GroupMember | ConsumerGroupMember | None = None
         if group_id is not None and group_protocol == "consumer":
+            from .group_consumer import ConsumerGroupMember
+
             # KIP-848: the coordinator assigns (group_remote_assignor: "uniform" or "range", None for
             # its default); the session timeout and heartbeat interval are the broker's
             self._group = ConsumerGroupMember(
@@ -92,6 +97,9 @@ class Consumer:
                 rebalance_timeout_ms=rebalance_timeout_ms, retry_backoff=retry_backoff_ms / 1000,
                 require_stable=self.read_committed)
         elif group_id is not None:
+            from .assignors import make_assignors
+            from .group import GroupMember
+
             self._group = GroupMember(
                 self._cluster, group_id, assignors=make_assignors(assignors), session_timeout_ms=session_timeout_ms,
                 rebalance_timeout_ms=rebalance_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
@@ -281,6 +289,15 @@ class Consumer:
     async def end_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """High watermarks, or last stable offsets for a read_committed consumer."""
         return await self._fetcher.list_offsets(list(tps), LATEST_TIMESTAMP)
+
+    async def partitions_for(self, topics: Iterable[str]) -> list[TopicPartition]:
+        """Every partition of `topics`, in order, from metadata fetched now (so partitions added
+        since are there); a topic that does not exist raises UnknownTopicError, as
+        Admin.describe_topics does."""
+        self._check()
+        names = list(topics)
+        await self._cluster.refresh_metadata(names)
+        return [TopicPartition(n, p) for n in names for p in sorted(self._cluster.described(n).partitions)]
 
     def highwater(self, tp: TopicPartition) -> int:
         return self._subs.state(tp).high_watermark

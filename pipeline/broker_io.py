@@ -2,22 +2,30 @@
 
 Spark calls data sources synchronously, from Python worker processes that each run one task at a
 time; every entry point here is a plain function that runs its coroutine on the process's loop
-(runtime.py), where the clients stay connected from one call to the next: the planner's admin
-client and offsets consumer, and the tasks' consumer (each task assigns its own partition, and
-leaves the assignment empty when it is done, so nothing is fetched between tasks).
+(runtime.py), where the clients stay connected from one call to the next: the planner's consumer
+(partitions and offsets), the sink's admin client, and the tasks' consumer (each task assigns its
+own partition, and leaves the assignment empty when it is done, so nothing is fetched between
+tasks).
+
+The source's planning needs only a consumer: Spark's streaming source runner, which plans every
+micro-batch, is a fresh process per query, and importing the admin client would cost it about
+0.2 s (docs/pipeline.md, Performance). The admin client is imported when the sink first asks.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Iterator
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from client import Admin, Consumer, FetchedBatches, Security, TopicDescription, TopicPartition
+from client import Consumer, FetchedBatches, Security, TopicPartition
 from protocol.clock import SYSTEM_CLOCK
 
 from . import runtime
 from .offsets import Offsets
 from .options import SourceOptions
+
+if TYPE_CHECKING:
+    from client import Admin, TopicDescription
 
 T = TypeVar("T")
 
@@ -80,6 +88,8 @@ async def _planner_call(name: str, key: tuple[Any, ...], make: Callable[[], Any]
 
 async def admin_call(to: Reach, call: Callable[[Admin], Awaitable[T]]) -> T:
     """`call` on the process's kept admin client for those brokers (made again if a call fails)."""
+    from client import Admin
+
     result: T = await _planner_call("admin", (to.bootstrap, to.security),
                                     lambda: Admin(to.bootstrap, security=to.security), call)
     return result
@@ -91,37 +101,39 @@ async def describe_topics(to: Reach, topics: Iterable[str]) -> dict[str, TopicDe
     return await admin_call(to, lambda admin: admin.describe_topics(names))
 
 
-async def _partitions(to: Reach, topics: Iterable[str]) -> list[TopicPartition]:
-    described = await describe_topics(to, topics)
-    return sorted(TopicPartition(name, p.partition) for name, d in described.items() for p in d.partitions)
+async def _planner(opts: SourceOptions, call: Callable[[Consumer], Awaitable[T]]) -> T:
+    """`call` on the process's kept planner consumer (made again if a call fails)."""
+    isolation = opts.isolation_level
+    result: T = await _planner_call(
+        "offsets", (opts.bootstrap, opts.security, isolation),
+        lambda: Consumer(opts.bootstrap, isolation_level=isolation, enable_auto_commit=False, security=opts.security),
+        call)
+    return result
 
 
-async def _bounds(to: Reach, tps: list[TopicPartition], read_committed: bool) -> tuple[Offsets, Offsets]:
+async def _bounds(opts: SourceOptions, tps: list[TopicPartition]) -> tuple[Offsets, Offsets]:
     """(earliest, latest) per partition; latest is the last stable offset at read_committed,
     so a range never ends inside a transaction that is still undecided."""
     if not tps:
         return {}, {}
-    isolation = "read_committed" if read_committed else "read_uncommitted"
     keys = [TopicPartition(t, p) for t, p in tps]
 
     async def ask(c: Consumer) -> tuple[Offsets, Offsets]:
         return dict(await c.beginning_offsets(keys)), dict(await c.end_offsets(keys))
 
-    result: tuple[Offsets, Offsets] = await _planner_call(
-        "offsets", (to.bootstrap, to.security, isolation),
-        lambda: Consumer(to.bootstrap, isolation_level=isolation, enable_auto_commit=False, security=to.security), ask)
-    return result
+    return await _planner(opts, ask)
 
 
 def discover(opts: SourceOptions) -> list[TopicPartition]:
     """Partitions the source reads now (subscribed topics can grow partitions between calls)."""
     if opts.assign:
         return list(opts.assign)
-    return runtime.run(_partitions(opts, opts.topics))
+    topics = sorted(set(opts.topics))
+    return sorted(runtime.run(_planner(opts, lambda c: c.partitions_for(topics))))
 
 
 def bounds(opts: SourceOptions, tps: list[TopicPartition]) -> tuple[Offsets, Offsets]:
-    return runtime.run(_bounds(opts, tps, opts.read_committed))
+    return runtime.run(_bounds(opts, tps))
 
 
 def _reader(opts: SourceOptions) -> Consumer:

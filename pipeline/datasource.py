@@ -1,6 +1,8 @@
 """`ketch`: the PySpark data source class Spark instantiates for `format("ketch")`.
 
-It only parses options and hands out readers and writers; the work is in source.py and sink.py.
+It only parses options and hands out readers and writers; the work is in source.py and sink.py,
+imported when a reader or writer is asked for: Spark's streaming source runner, a fresh process per
+query, imports this module and needs only the reader (docs/pipeline.md, Performance).
 """
 
 from __future__ import annotations
@@ -15,16 +17,6 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from .options import OptionError, sink_options, source_options
-from .schema import SOURCE_SCHEMA
-from .sink import (
-    KetchBatchArrowWriter,
-    KetchBatchWriter,
-    KetchStreamArrowWriter,
-    KetchStreamWriter,
-    prepare_sink,
-    prepare_stream_sink,
-)
-from .source import KetchBatchReader, KetchStreamReader
 
 
 class KetchDataSource(DataSource):
@@ -36,15 +28,19 @@ class KetchDataSource(DataSource):
         return "ketch"
 
     def schema(self) -> StructType:
+        from .schema import SOURCE_SCHEMA
         return SOURCE_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        from .source import KetchBatchReader
         return KetchBatchReader(source_options(self.options, streaming=False))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from .source import KetchStreamReader
         return KetchStreamReader(source_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from .sink import KetchBatchArrowWriter, KetchBatchWriter, prepare_sink
         if overwrite:
             raise OptionError("a topic is append-only: use mode('append')")
         sink = sink_options(self.options)
@@ -52,6 +48,7 @@ class KetchDataSource(DataSource):
         return KetchBatchArrowWriter(sink) if sink.use_arrow else KetchBatchWriter(sink)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from .sink import KetchStreamArrowWriter, KetchStreamWriter, prepare_stream_sink
         sink = sink_options(self.options)
         prepare_stream_sink(sink, schema)
         return KetchStreamArrowWriter(sink) if sink.use_arrow else KetchStreamWriter(sink)

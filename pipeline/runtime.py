@@ -7,8 +7,8 @@ producer for every task cost more than a small micro-batch's records; so each pr
 loop running on a daemon thread, and the clients made on it stay for the next task:
 
 * the source's consumer (one per bootstrap and isolation level; each task assigns its partition);
-* the planner's admin client and offsets consumer (the driver-side runner asks for offsets once
-  per micro-batch);
+* the planner's consumer (the driver-side runner asks it for partitions and offsets every
+  micro-batch), and the sink's admin client;
 * the sink's transactional producers and marker readers, per transactional id (exactly_once.py
   says when one may be reused, and drops it otherwise), at most `CAPACITY` of them, least
   recently used closed first.

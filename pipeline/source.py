@@ -30,7 +30,6 @@ from client import FetchedBatches
 from . import broker_io
 from .offsets import Offsets, TopicPartition, cap, from_json_dict, parse_spec, resolve, to_json_dict
 from .options import OptionError, SourceOptions
-from .schema import fetched_to_arrow, record_to_tuple
 
 
 class RangePartition(InputPartition):
@@ -42,6 +41,10 @@ class RangePartition(InputPartition):
 
 
 def _read(opts: SourceOptions, part: InputPartition) -> Iterator[Any]:
+    # Imported here, in the task: the driver's streaming source runner (a fresh process per query)
+    # plans micro-batches and never converts records, and pyarrow.compute costs it about 30 ms.
+    from .schema import fetched_to_arrow, record_to_tuple
+
     assert isinstance(part, RangePartition), part
     tp = TopicPartition(part.topic, part.partition)
     if opts.use_arrow:

@@ -1,151 +1,148 @@
-"""Every API this broker speaks: api key -> request and response schema classes."""
+"""Every API this broker speaks: api key -> request and response schema classes.
+
+`REQUESTS` and `RESPONSES` are read-only mappings that import an API's module the first time its
+key is looked up. A process uses few of the APIs: a client a dozen, and every message class is a
+frozen slotted dataclass built at import (5-30 ms a module), which a Spark source runner, a fresh
+process per streaming query, would otherwise pay for all of them (docs/pipeline.md, Performance).
+Iterating the values or items loads every API; the keys, `len` and `in` need no import.
+
+Loading an API marks its request class as Kafka decodes requests (`refuse_nulls`), before any
+request of that API can be decoded through the registry.
+"""
 
 from __future__ import annotations
 
+import importlib
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Final, TypeVar, overload
+
 from ..schema import Message, refuse_nulls
-from . import (
-    add_offsets_to_txn,
-    add_partitions_to_txn,
-    allocate_producer_ids,
-    alter_configs,
-    alter_partition,
-    alter_replica_log_dirs,
-    api_versions,
-    assign_replicas_to_dirs,
-    begin_quorum_epoch,
-    broker_heartbeat,
-    broker_registration,
-    consumer_group_describe,
-    consumer_group_heartbeat,
-    create_acls,
-    create_partitions,
-    create_topics,
-    delete_acls,
-    delete_groups,
-    delete_records,
-    delete_topics,
-    describe_acls,
-    describe_cluster,
-    describe_configs,
-    describe_groups,
-    describe_log_dirs,
-    describe_producers,
-    describe_quorum,
-    describe_topic_partitions,
-    describe_transactions,
-    elect_leaders,
-    end_quorum_epoch,
-    end_txn,
-    fetch,
-    fetch_snapshot,
-    find_coordinator,
-    get_replica_log_info,
-    heartbeat,
-    incremental_alter_configs,
-    init_producer_id,
-    join_group,
-    leave_group,
-    list_groups,
-    list_offsets,
-    list_transactions,
-    metadata,
-    offset_commit,
-    offset_delete,
-    offset_fetch,
-    offset_for_leader_epoch,
-    partition_reassignments,
-    produce,
-    sasl,
-    share_fetch,
-    share_group_describe,
-    share_group_heartbeat,
-    share_group_state,
-    sync_group,
-    txn_offset_commit,
-    user_scram_credentials,
-    vote,
-    write_txn_markers,
-)
 
-_PAIRS: tuple[tuple[type[Message], type[Message]], ...] = (
-    (produce.ProduceRequest, produce.ProduceResponse),
-    (fetch.FetchRequest, fetch.FetchResponse),
+D = TypeVar("D")
+
+# api key -> (module of protocol/messages/, class name without its "Request"/"Response" suffix)
+_APIS: Final[dict[int, tuple[str, str]]] = {
+    0: ("produce", "Produce"),
+    1: ("fetch", "Fetch"),
     # the metadata quorum (KRaft), on the controller listener
-    (vote.VoteRequest, vote.VoteResponse),
-    (begin_quorum_epoch.BeginQuorumEpochRequest, begin_quorum_epoch.BeginQuorumEpochResponse),
-    (end_quorum_epoch.EndQuorumEpochRequest, end_quorum_epoch.EndQuorumEpochResponse),
-    (describe_quorum.DescribeQuorumRequest, describe_quorum.DescribeQuorumResponse),
-    (fetch_snapshot.FetchSnapshotRequest, fetch_snapshot.FetchSnapshotResponse),
-    (allocate_producer_ids.AllocateProducerIdsRequest, allocate_producer_ids.AllocateProducerIdsResponse),
-    (broker_registration.BrokerRegistrationRequest, broker_registration.BrokerRegistrationResponse),
-    (broker_heartbeat.BrokerHeartbeatRequest, broker_heartbeat.BrokerHeartbeatResponse),
-    (assign_replicas_to_dirs.AssignReplicasToDirsRequest, assign_replicas_to_dirs.AssignReplicasToDirsResponse),
-    (alter_partition.AlterPartitionRequest, alter_partition.AlterPartitionResponse),
-    (elect_leaders.ElectLeadersRequest, elect_leaders.ElectLeadersResponse),
-    (partition_reassignments.AlterPartitionReassignmentsRequest,
-     partition_reassignments.AlterPartitionReassignmentsResponse),
-    (partition_reassignments.ListPartitionReassignmentsRequest,
-     partition_reassignments.ListPartitionReassignmentsResponse),
-    (describe_topic_partitions.DescribeTopicPartitionsRequest,
-     describe_topic_partitions.DescribeTopicPartitionsResponse),
-    (list_offsets.ListOffsetsRequest, list_offsets.ListOffsetsResponse),
-    (metadata.MetadataRequest, metadata.MetadataResponse),
-    (offset_commit.OffsetCommitRequest, offset_commit.OffsetCommitResponse),
-    (offset_fetch.OffsetFetchRequest, offset_fetch.OffsetFetchResponse),
-    (find_coordinator.FindCoordinatorRequest, find_coordinator.FindCoordinatorResponse),
-    (join_group.JoinGroupRequest, join_group.JoinGroupResponse),
-    (heartbeat.HeartbeatRequest, heartbeat.HeartbeatResponse),
-    (leave_group.LeaveGroupRequest, leave_group.LeaveGroupResponse),
-    (sync_group.SyncGroupRequest, sync_group.SyncGroupResponse),
-    (describe_groups.DescribeGroupsRequest, describe_groups.DescribeGroupsResponse),
-    (list_groups.ListGroupsRequest, list_groups.ListGroupsResponse),
-    (api_versions.ApiVersionsRequest, api_versions.ApiVersionsResponse),
-    (create_topics.CreateTopicsRequest, create_topics.CreateTopicsResponse),
-    (delete_topics.DeleteTopicsRequest, delete_topics.DeleteTopicsResponse),
-    (init_producer_id.InitProducerIdRequest, init_producer_id.InitProducerIdResponse),
-    (add_partitions_to_txn.AddPartitionsToTxnRequest, add_partitions_to_txn.AddPartitionsToTxnResponse),
-    (add_offsets_to_txn.AddOffsetsToTxnRequest, add_offsets_to_txn.AddOffsetsToTxnResponse),
-    (end_txn.EndTxnRequest, end_txn.EndTxnResponse),
-    (write_txn_markers.WriteTxnMarkersRequest, write_txn_markers.WriteTxnMarkersResponse),
-    (txn_offset_commit.TxnOffsetCommitRequest, txn_offset_commit.TxnOffsetCommitResponse),
-    (describe_configs.DescribeConfigsRequest, describe_configs.DescribeConfigsResponse),
-    (delete_groups.DeleteGroupsRequest, delete_groups.DeleteGroupsResponse),
-    (alter_configs.AlterConfigsRequest, alter_configs.AlterConfigsResponse),
-    (create_partitions.CreatePartitionsRequest, create_partitions.CreatePartitionsResponse),
-    (incremental_alter_configs.IncrementalAlterConfigsRequest,
-     incremental_alter_configs.IncrementalAlterConfigsResponse),
-    (describe_producers.DescribeProducersRequest, describe_producers.DescribeProducersResponse),
-    (describe_transactions.DescribeTransactionsRequest, describe_transactions.DescribeTransactionsResponse),
-    (list_transactions.ListTransactionsRequest, list_transactions.ListTransactionsResponse),
-    (delete_records.DeleteRecordsRequest, delete_records.DeleteRecordsResponse),
-    (describe_log_dirs.DescribeLogDirsRequest, describe_log_dirs.DescribeLogDirsResponse),
-    (alter_replica_log_dirs.AlterReplicaLogDirsRequest, alter_replica_log_dirs.AlterReplicaLogDirsResponse),
-    (offset_for_leader_epoch.OffsetForLeaderEpochRequest, offset_for_leader_epoch.OffsetForLeaderEpochResponse),
-    (describe_cluster.DescribeClusterRequest, describe_cluster.DescribeClusterResponse),
-    (offset_delete.OffsetDeleteRequest, offset_delete.OffsetDeleteResponse),
-    (get_replica_log_info.GetReplicaLogInfoRequest, get_replica_log_info.GetReplicaLogInfoResponse),
-    (consumer_group_heartbeat.ConsumerGroupHeartbeatRequest, consumer_group_heartbeat.ConsumerGroupHeartbeatResponse),
-    (consumer_group_describe.ConsumerGroupDescribeRequest, consumer_group_describe.ConsumerGroupDescribeResponse),
-    (describe_acls.DescribeAclsRequest, describe_acls.DescribeAclsResponse),
-    (create_acls.CreateAclsRequest, create_acls.CreateAclsResponse),
-    (delete_acls.DeleteAclsRequest, delete_acls.DeleteAclsResponse),
-    (share_group_heartbeat.ShareGroupHeartbeatRequest, share_group_heartbeat.ShareGroupHeartbeatResponse),
-    (share_group_describe.ShareGroupDescribeRequest, share_group_describe.ShareGroupDescribeResponse),
-    (share_fetch.ShareFetchRequest, share_fetch.ShareFetchResponse),
-    (share_fetch.ShareAcknowledgeRequest, share_fetch.ShareAcknowledgeResponse),
-    (share_group_state.InitializeShareGroupStateRequest, share_group_state.InitializeShareGroupStateResponse),
-    (share_group_state.ReadShareGroupStateRequest, share_group_state.ReadShareGroupStateResponse),
-    (share_group_state.WriteShareGroupStateRequest, share_group_state.WriteShareGroupStateResponse),
-    (share_group_state.DeleteShareGroupStateRequest, share_group_state.DeleteShareGroupStateResponse),
-    (sasl.SaslHandshakeRequest, sasl.SaslHandshakeResponse),
-    (sasl.SaslAuthenticateRequest, sasl.SaslAuthenticateResponse),
-    (user_scram_credentials.DescribeUserScramCredentialsRequest,
-     user_scram_credentials.DescribeUserScramCredentialsResponse),
-    (user_scram_credentials.AlterUserScramCredentialsRequest,
-     user_scram_credentials.AlterUserScramCredentialsResponse),
-)
+    52: ("vote", "Vote"),
+    53: ("begin_quorum_epoch", "BeginQuorumEpoch"),
+    54: ("end_quorum_epoch", "EndQuorumEpoch"),
+    55: ("describe_quorum", "DescribeQuorum"),
+    59: ("fetch_snapshot", "FetchSnapshot"),
+    67: ("allocate_producer_ids", "AllocateProducerIds"),
+    62: ("broker_registration", "BrokerRegistration"),
+    63: ("broker_heartbeat", "BrokerHeartbeat"),
+    73: ("assign_replicas_to_dirs", "AssignReplicasToDirs"),
+    56: ("alter_partition", "AlterPartition"),
+    43: ("elect_leaders", "ElectLeaders"),
+    45: ("partition_reassignments", "AlterPartitionReassignments"),
+    46: ("partition_reassignments", "ListPartitionReassignments"),
+    75: ("describe_topic_partitions", "DescribeTopicPartitions"),
+    2: ("list_offsets", "ListOffsets"),
+    3: ("metadata", "Metadata"),
+    8: ("offset_commit", "OffsetCommit"),
+    9: ("offset_fetch", "OffsetFetch"),
+    10: ("find_coordinator", "FindCoordinator"),
+    11: ("join_group", "JoinGroup"),
+    12: ("heartbeat", "Heartbeat"),
+    13: ("leave_group", "LeaveGroup"),
+    14: ("sync_group", "SyncGroup"),
+    15: ("describe_groups", "DescribeGroups"),
+    16: ("list_groups", "ListGroups"),
+    18: ("api_versions", "ApiVersions"),
+    19: ("create_topics", "CreateTopics"),
+    20: ("delete_topics", "DeleteTopics"),
+    22: ("init_producer_id", "InitProducerId"),
+    24: ("add_partitions_to_txn", "AddPartitionsToTxn"),
+    25: ("add_offsets_to_txn", "AddOffsetsToTxn"),
+    26: ("end_txn", "EndTxn"),
+    27: ("write_txn_markers", "WriteTxnMarkers"),
+    28: ("txn_offset_commit", "TxnOffsetCommit"),
+    32: ("describe_configs", "DescribeConfigs"),
+    42: ("delete_groups", "DeleteGroups"),
+    33: ("alter_configs", "AlterConfigs"),
+    37: ("create_partitions", "CreatePartitions"),
+    44: ("incremental_alter_configs", "IncrementalAlterConfigs"),
+    61: ("describe_producers", "DescribeProducers"),
+    65: ("describe_transactions", "DescribeTransactions"),
+    66: ("list_transactions", "ListTransactions"),
+    21: ("delete_records", "DeleteRecords"),
+    35: ("describe_log_dirs", "DescribeLogDirs"),
+    34: ("alter_replica_log_dirs", "AlterReplicaLogDirs"),
+    23: ("offset_for_leader_epoch", "OffsetForLeaderEpoch"),
+    60: ("describe_cluster", "DescribeCluster"),
+    47: ("offset_delete", "OffsetDelete"),
+    93: ("get_replica_log_info", "GetReplicaLogInfo"),
+    68: ("consumer_group_heartbeat", "ConsumerGroupHeartbeat"),
+    69: ("consumer_group_describe", "ConsumerGroupDescribe"),
+    29: ("describe_acls", "DescribeAcls"),
+    30: ("create_acls", "CreateAcls"),
+    31: ("delete_acls", "DeleteAcls"),
+    76: ("share_group_heartbeat", "ShareGroupHeartbeat"),
+    77: ("share_group_describe", "ShareGroupDescribe"),
+    78: ("share_fetch", "ShareFetch"),
+    79: ("share_fetch", "ShareAcknowledge"),
+    83: ("share_group_state", "InitializeShareGroupState"),
+    84: ("share_group_state", "ReadShareGroupState"),
+    85: ("share_group_state", "WriteShareGroupState"),
+    86: ("share_group_state", "DeleteShareGroupState"),
+    17: ("sasl", "SaslHandshake"),
+    36: ("sasl", "SaslAuthenticate"),
+    50: ("user_scram_credentials", "DescribeUserScramCredentials"),
+    51: ("user_scram_credentials", "AlterUserScramCredentials"),
+}
 
-REQUESTS: dict[int, type[Message]] = {req.API_KEY: req for req, _ in _PAIRS}
-for _req in REQUESTS.values():
-    refuse_nulls(_req)
-RESPONSES: dict[int, type[Message]] = {resp.API_KEY: resp for _, resp in _PAIRS}
+_lock = threading.Lock()  # a pipeline process looks APIs up from its loop thread and its task threads
+
+
+class _Registry(Mapping[int, type[Message]]):
+    """One side (requests or responses) of the registry, filled as APIs are first looked up."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[int, type[Message]] = {}
+
+    def __getitem__(self, key: int) -> type[Message]:
+        cls = self._loaded.get(key)
+        if cls is None:
+            _load(key)  # KeyError for a key no API has
+            cls = self._loaded[key]
+        return cls
+
+    @overload
+    def get(self, key: int, /) -> type[Message] | None: ...
+    @overload
+    def get(self, key: int, default: type[Message] | D, /) -> type[Message] | D: ...
+
+    def get(self, key: int, default: object = None) -> object:
+        cls = self._loaded.get(key)
+        if cls is not None:
+            return cls
+        return self[key] if key in _APIS else default
+
+    def __contains__(self, key: object) -> bool:
+        return key in _APIS
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(_APIS)
+
+    def __len__(self) -> int:
+        return len(_APIS)
+
+
+REQUESTS: Final = _Registry()
+RESPONSES: Final = _Registry()
+
+
+def _load(key: int) -> None:
+    module_name, name = _APIS[key]
+    with _lock:
+        if key in REQUESTS._loaded:
+            return
+        module = importlib.import_module(f"{__package__}.{module_name}")
+        req: type[Message] = getattr(module, f"{name}Request")
+        resp: type[Message] = getattr(module, f"{name}Response")
+        refuse_nulls(req)
+        RESPONSES._loaded[key] = resp
+        REQUESTS._loaded[key] = req  # last: a reader that finds the request finds both loaded

@@ -110,6 +110,25 @@ async def test_admin_topics(module_broker: BrokerProcess) -> None:
             await admin.describe_topics([name])
 
 
+async def test_consumer_partitions_for_sees_new_partitions_and_refuses_unknown_topics(
+        module_broker: BrokerProcess) -> None:
+    # What the Spark source's planner asks every micro-batch, without an admin client of its own.
+    name, other = unique_topic("client-parts"), unique_topic("client-parts-other")
+    async with Admin(module_broker.bootstrap) as admin:
+        await admin.create_topic(name, 2)
+        await admin.create_topic(other, 1)
+        async with Consumer(module_broker.bootstrap) as c:
+            assert await c.partitions_for([name, other]) == [TopicPartition(name, 0), TopicPartition(name, 1),
+                                                            TopicPartition(other, 0)]
+            assert (await admin.create_partitions({name: 3}))[name] is None
+            assert await c.partitions_for([name]) == [TopicPartition(name, p) for p in range(3)]
+            await admin.delete_topic(other)
+            with pytest.raises(UnknownTopicError):
+                await c.partitions_for([name, other])
+            with pytest.raises(UnknownTopicError):
+                await c.partitions_for([unique_topic("client-parts-never")])
+
+
 async def test_seek_position_pause_resume(module_broker: BrokerProcess) -> None:
     name = unique_topic("client-seek")
     await create(module_broker.bootstrap, name, 2)
