@@ -30,8 +30,8 @@ from confluent_kafka import KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from .cluster import HOST, KetchCluster, _Node
-from .targets import QUIET, REPO_ROOT, KetchBroker, log
-from .throughput import git_commit, machine_info, run_produce
+from .targets import QUIET, REPO_ROOT, KetchBroker, log, recv_exactly
+from .throughput import git_commit, machine_info, run_produce, sample_rss
 
 SCENARIOS = ("produce", "connections", "restart", "partitions")
 POLL_S = 0.05  # interval between checks of a condition that has a deadline
@@ -102,17 +102,8 @@ def _request(api_key: int, version: int, corr: int, body: bytes) -> bytes:
 
 
 def _read_response(s: socket.socket) -> bytes:
-    def exactly(n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = s.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("broker closed the connection")
-            buf += chunk
-        return buf
-
-    (size,) = struct.unpack(">i", exactly(4))
-    return exactly(size)
+    (size,) = struct.unpack(">i", recv_exactly(s, 4))
+    return recv_exactly(s, size)
 
 
 def open_idle_connection(port: int) -> socket.socket:
@@ -126,27 +117,18 @@ def open_idle_connection(port: int) -> socket.socket:
     return s
 
 
-def _settled_rss(broker: KetchBroker, samples: int = 5, interval: float = 0.2) -> int:
-    values = []
-    for i in range(samples):
-        values.append(broker.rss_kib())
-        if i + 1 < samples:
-            time.sleep(interval)  # measurement cadence, not synchronisation
-    return max(values)
-
-
 def scenario_connections(steps: list[int]) -> dict[str, Any]:
     broker = KetchBroker(partitions=1)
     socks: list[socket.socket] = []
     try:
-        out: dict[str, Any] = {"rss_kib": {"0": _settled_rss(broker)}}
+        out: dict[str, Any] = {"rss_kib": {"0": sample_rss(broker)}}
         open_s: dict[str, float] = {}
         for n in steps:
             t0 = time.perf_counter()
             while len(socks) < n:
                 socks.append(open_idle_connection(broker.port))
             open_s[str(n)] = round(time.perf_counter() - t0, 3)
-            out["rss_kib"][str(n)] = _settled_rss(broker)
+            out["rss_kib"][str(n)] = sample_rss(broker)
             # every connection still open: one more round trip on the first and last proves it
             for s in (socks[0], socks[-1]):
                 s.sendall(_request(18, 0, 3, b""))

@@ -48,7 +48,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from .cluster import HOST, KetchCluster
-from .targets import QUIET, REPO_ROOT, log
+from .targets import QUIET, REPO_ROOT, log, recv_exactly
 from .throughput import LINGER_MS, MESSAGE_BYTES, _percentiles, git_commit, machine_info, reference_checkout
 
 PARTITIONS = 4
@@ -131,8 +131,8 @@ class Probe(threading.Thread):
                 client = b"stall-probe"
                 body = struct.pack(">hhih", 18, 0, correlation, len(client)) + client
                 sock.sendall(struct.pack(">i", len(body)) + body)
-                (size,) = struct.unpack(">i", _read(sock, 4))
-                _read(sock, size)
+                (size,) = struct.unpack(">i", recv_exactly(sock, 4))
+                recv_exactly(sock, size)
                 self.answers_ms.append((time.perf_counter() - t0) * 1000)
             except OSError:
                 self.failures += 1
@@ -154,14 +154,6 @@ class Probe(threading.Thread):
         }
 
 
-def _read(sock: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("broker closed the probe's connection")
-        buf += chunk
-    return buf
 
 
 class Transactions(threading.Thread):

@@ -54,6 +54,17 @@ class Target:
         return []
 
 
+def recv_exactly(sock: socket.socket, n: int) -> bytes:
+    """`n` bytes from a blocking socket (a raw Kafka frame's size, then its body)."""
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("broker closed the connection")
+        buf += chunk
+    return buf
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time a process has used so far (/proc/<pid>/stat)."""
     with open(f"/proc/{pid}/stat") as f:

@@ -236,12 +236,12 @@ def run_rss(topics: int = 10, partitions: int = 100) -> dict[str, Any]:
     broker = KetchBroker(partitions=1)
     try:
         # nothing to wait for: the broker accepts connections; sample its idle RSS a few times
-        empty = _sample_rss(broker)
+        empty = sample_rss(broker)
         names = [f"bench-rss-{i}-{uuid.uuid4().hex[:6]}" for i in range(topics)]
         t0 = time.perf_counter()
         broker.create_topics(names, partitions)
         create_s = time.perf_counter() - t0
-        loaded = _sample_rss(broker)
+        loaded = sample_rss(broker)
         return {
             "topics": topics,
             "partitions_per_topic": partitions,
@@ -255,7 +255,7 @@ def run_rss(topics: int = 10, partitions: int = 100) -> dict[str, Any]:
         broker.close()
 
 
-def _sample_rss(broker: KetchBroker, samples: int = 5, interval: float = 0.2) -> int:
+def sample_rss(broker: KetchBroker, samples: int = 5, interval: float = 0.2) -> int:
     """Max VmRSS over a short idle window (samples x interval seconds)."""
     values = []
     for i in range(samples):
