@@ -14,20 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.dst.rotation import chunks, run_chunk
 from tests.helpers.dst.run import simulate
 
 ROOT = Path(__file__).resolve().parents[2]
-# The rotation: a fixed range of seeds (SIM_FIRST_SEED, SIM_ROTATION to move or widen it). Under
-# PYTHONHASHSEED=0, as `make test` runs, a seed here is the same run as on the command line.
-# 80 seeds: what one pytest-xdist worker runs in about 3 minutes on this 2-core machine (docs/testing.md).
-ROTATION = int(os.environ.get("SIM_ROTATION", "80"))
-FIRST = int(os.environ.get("SIM_FIRST_SEED", "1"))
-LIGHT = dict(seconds=6.0, intensity=0.25)
-
-
-def _replay(seed: int, seconds: float, intensity: float, breaks: str = "") -> str:
-    return (f"python -m tests.helpers.dst --seed {seed} --seconds {seconds:g} --intensity {intensity:g}"
-            + (f" --break {breaks}" if breaks else "") + " --trace")
+# The rotation: 200 light seeds, a quarter here and in each of test_dst_rotation_{2,3,4}.py, so
+# that pytest-xdist (--dist loadfile) spreads it over its workers; see tests/helpers/dst/rotation.py.
 
 
 def test_one_seed_gives_one_run() -> None:
@@ -57,15 +49,6 @@ def test_a_seed_replays_in_another_process() -> None:
     assert digest() == digest()
 
 
-CHUNK = 4  # seeds per test: a chunk stays well under a minute on a loaded machine (a seed: 2-12 s)
-
-
-@pytest.mark.parametrize("first", range(FIRST, FIRST + ROTATION, CHUNK))
+@pytest.mark.parametrize("first", chunks(1))
 def test_the_rotation_of_seeds_finds_nothing(first: int) -> None:
-    failed = []
-    for seed in range(first, min(first + CHUNK, FIRST + ROTATION)):
-        r = simulate(seed, **LIGHT)  # type: ignore[arg-type]
-        if not r.ok:
-            failed.append(f"{r.summary()}\n  replay: {_replay(seed, LIGHT['seconds'], LIGHT['intensity'])}")
-        assert r.progress["acked"] > 0, f"seed {seed} acknowledged nothing: {r.summary()}"
-    assert not failed, "\n".join(failed)
+    run_chunk(first)
