@@ -166,8 +166,7 @@ class TransactionCoordinator:
             if loaded is None:
                 return
             jobs = [j for j in self.machine.recovered_jobs() if self.machine.partition_of(j.transactional_id) == i]
-            for job in jobs:
-                self.sender.add(job)
+            self._resend(jobs)
             if loaded:
                 log.info("transaction state loaded: this broker leads the partition now", partition=i,
                          records=loaded, coordinator_epoch=partition.leader_epoch, completing=len(jobs))
@@ -242,11 +241,17 @@ class TransactionCoordinator:
 
     async def start(self) -> None:
         self.sender.start()
-        for job in self.machine.recovered_jobs():
+        self._resend(self.machine.recovered_jobs())
+        self._reaper = asyncio.get_running_loop().create_task(self._reap_loop())
+
+    def _resend(self, jobs: list[MarkerJob]) -> None:
+        """The markers of transactions a load found prepared: whether the log was loaded at start
+        or taken over later (logs open off the loop, so either may come first), they are sent
+        again, and the operator is told the same way."""
+        for job in jobs:
             log.info("resending markers of a transaction found prepared", transactional_id=job.transactional_id,
                      commit=job.commit, partitions=len(job.partitions))
             self.sender.add(job)
-        self._reaper = asyncio.get_running_loop().create_task(self._reap_loop())
 
     async def stop(self) -> None:
         if self._reaper:
