@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import structlog
 
-from tests.helpers.dst.rotation import chunks, run_chunk
 from tests.helpers.dst.loop import Process, SimLoop
+from tests.helpers.dst.rotation import chunks, run_chunk
 from tests.helpers.dst.run import collected, simulate
 
 ROOT = Path(__file__).resolve().parents[2]
