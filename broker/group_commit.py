@@ -61,6 +61,16 @@ class GroupCommit:
         directory on disk, the recovery point moved): storage.log.LogFlush."""
         return self._ask(log, flush=True)
 
+    def flush_later(self, log: PartitionLog) -> asyncio.Future[None] | None:
+        """`flush`, for a flush nobody waits on (the segments a roll closed); None where no event
+        loop runs (a tool, a synchronous test, driving a log without one): the log's next flush or
+        its close takes care of them then."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        return self.flush(log)
+
     def _ask(self, log: PartitionLog, *, flush: bool) -> asyncio.Future[None]:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._add(log, [fut], flush)

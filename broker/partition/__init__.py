@@ -368,9 +368,10 @@ class Partition:
             self.flush_wait = self._group_commit.flush(self._log)
             return
         self.flush_wait = None
-        if self._roll_flush is None and self._log.rolled_unflushed() and _loop_running():
-            self._roll_flush = self._group_commit.flush(self._log)
-            self._roll_flush.add_done_callback(self._roll_flushed)
+        if self._roll_flush is None and self._log.rolled_unflushed():
+            self._roll_flush = self._group_commit.flush_later(self._log)
+            if self._roll_flush is not None:
+                self._roll_flush.add_done_callback(self._roll_flushed)
 
     def _roll_flushed(self, fut: asyncio.Future[None]) -> None:
         self._roll_flush = None
@@ -764,16 +765,6 @@ class Partition:
     def close(self) -> None:
         self.notify()
         self._log.close()
-
-
-def _loop_running() -> bool:
-    """Whether an event loop runs here: a log driven without one (a tool, a synchronous test)
-    has no group commit to hand a background flush to."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 class Parked:
