@@ -63,8 +63,14 @@ def test_a_revoked_read_stops_a_running_consumer(cluster: Cluster) -> None:
     read = acl(ResourceType.TOPIC, "orders", AclOperation.READ)
     # an ACL for someone else too: once READ is revoked the topic still has ACLs, so nothing
     # falls back to allow_everyone_if_no_acl_found
-    create_acls(c.ports[1], read, acl(ResourceType.TOPIC, "orders", AclOperation.WRITE),
-                acl(ResourceType.TOPIC, "orders", AclOperation.ALL, principal=OTHER))
+    bindings = {read, acl(ResourceType.TOPIC, "orders", AclOperation.WRITE),
+                acl(ResourceType.TOPIC, "orders", AclOperation.ALL, principal=OTHER)}
+    create_acls(c.ports[1], *bindings)
+    # every broker has them before one goes: a broker that has not yet applied the creation does
+    # not list READ either, and with no ACL at all on the topic it lets everyone read (the test
+    # once took that for the revocation and failed under load, the leader's metadata seconds behind)
+    c.wait_until(lambda: all(bindings <= set(listed(c.ports[n])) for n in c.node_ids), timeout=PROPAGATION_S,
+                 message="every broker to have applied the ACLs")
     producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", **QUIET})
     producer.produce("orders", b"first")
     assert producer.flush(30) == 0
