@@ -13,6 +13,7 @@ from protocol.errors import ErrorCode as E
 from protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 from protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
+from protocol.messages.find_coordinator import FindCoordinatorRequest
 from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic, OffsetFetchResponse
 from protocol.messages.txn_offset_commit import (
     TxnOffsetCommitRequest,
@@ -143,8 +144,17 @@ def test_fenced_producer_gets_the_kafka_errors_and_writes_nothing(conn: RawTxn, 
 def test_unknown_producer_and_missing_add_partitions(conn: RawTxn, topic: str) -> None:
     tid = f"tx-{topic}"
     end = conn.latest(topic, 0, committed=False)
-    # A transactional write from a producer id the coordinator never gave out.
-    assert conn.produce(topic, 0, txn_batch(987654, 0, 0, 1), tid)[0] == E.INVALID_TXN_STATE
+    # A transactional write from a producer id the coordinator never gave out. Until the
+    # coordinator's partition exists and has loaded (the test alone on a fresh broker), the write's
+    # verification answers the retriable NOT_ENOUGH_REPLICAS, as Kafka maps a coordinator not yet
+    # available for a produce; a client retries it, and so does this test.
+    conn.request(FindCoordinatorRequest(key=tid, key_type=1), 3)  # as a client would: creates __transaction_state
+
+    def refused() -> int:
+        code = conn.produce(topic, 0, txn_batch(987654, 0, 0, 1), tid)[0]
+        return 0 if code == E.NOT_ENOUGH_REPLICAS else code
+
+    assert wait_until(refused, timeout=30, message="the verification answered") == E.INVALID_TXN_STATE
     assert conn.add_partitions("tx-ghost", 987654, 0, {topic: [0]}) == {(topic, 0): E.INVALID_PRODUCER_ID_MAPPING}
     assert conn.end("tx-ghost", 987654, 0, True).error_code == E.INVALID_PRODUCER_ID_MAPPING
     pid, epoch = conn.init_ok(tid)
