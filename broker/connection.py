@@ -32,12 +32,12 @@ import structlog
 
 from protocol.clock import SYSTEM_CLOCK, Clock
 from protocol.errors import ErrorCode
-from protocol.framing import FrameError, FrameReader, encode_response
+from protocol.framing import FrameError, FrameReader, response_chunks
 from protocol.headers import RequestHeader, read_request_header
 from protocol.messages.api_versions import ApiVersionsResponse
 from protocol.messages.registry import REQUESTS
 from protocol.messages.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
-from protocol.primitives import DecodeError, Reader
+from protocol.primitives import Buffer, DecodeError, Reader
 from protocol.supported import API_NAMES, api_versions_table
 
 from .admission import IDLE, Admission, Limits
@@ -107,7 +107,7 @@ async def _after(earlier: set[asyncio.Task[Any]], handler: Coroutine[Any, Any, A
 class _Slot:
     """A place in the per-connection response queue, filled when its handler finishes."""
 
-    frame: bytes | None = None
+    frame: list[Buffer] | None = None  # the answer's frame in the pieces of a vectored write
     done: bool = False
 
 
@@ -272,9 +272,9 @@ class Connection(asyncio.Protocol):
         it when the session says so (a failed login only after its delay, reading nothing more)."""
         if reply.response is not None:
             assert header is not None
-            frame = encode_response(header, reply.response)
+            frame = response_chunks(header, reply.response)
         else:
-            frame = struct.pack(">i", len(reply.raw)) + reply.raw if reply.raw is not None else b""
+            frame = [struct.pack(">i", len(reply.raw)) + reply.raw] if reply.raw is not None else []
         slot = _Slot()
         self.slots.append(slot)
         auth = self.auth
@@ -328,7 +328,7 @@ class Connection(asyncio.Protocol):
                 resp = ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION,
                                            api_keys=api_versions_table(self.apis.supported))
                 hdr = RequestHeader(18, 0, header.correlation_id, header.client_id)
-                self.slots.append(_Slot(encode_response(hdr, resp), True))
+                self.slots.append(_Slot(response_chunks(hdr, resp), True))
                 self._flush()
                 log.info("unsupported ApiVersions version, answered with v0 ranges", conn=self.info.conn_id,
                          version=header.api_version, client_id=header.client_id)
@@ -362,7 +362,7 @@ class Connection(asyncio.Protocol):
                 return False
             log.warning("refused: only brokers may ask this here", api=API_NAMES.get(api_key, api_key),
                         principal=auth.principal, peer=self.info.peer, listener=self.info.listener)
-            self.slots.append(_Slot(encode_response(header, refused), True))
+            self.slots.append(_Slot(response_chunks(header, refused), True))
             self._flush()
             return False
         handler = self.apis.handlers[api_key]
@@ -402,7 +402,7 @@ class Connection(asyncio.Protocol):
         resp = task.result()
         if resp is not None:
             try:
-                slot.frame = encode_response(header, resp)
+                slot.frame = response_chunks(header, resp)
             except Exception as e:  # a bug of ours; the client must not hang on it
                 log.error("response encoding failed", api=API_NAMES.get(header.api_key),
                           api_version=header.api_version, exc_info=e)
@@ -417,8 +417,12 @@ class Connection(asyncio.Protocol):
         while slots and slots[0].done:
             frame = slots.popleft().frame
             if frame is not None and transport is not None and not self.closed:
-                transport.write(frame)
-                self.metrics.bytes_sent += len(frame)
+                if len(frame) == 1:
+                    transport.write(frame[0])
+                    self.metrics.bytes_sent += len(frame[0])
+                else:
+                    transport.writelines(frame)  # a fetch's batches go out from the buffers their read made
+                    self.metrics.bytes_sent += sum(map(len, frame))
                 self.last_active_ms = self.registry.clock.monotonic_ms()
         if len(slots) < self.registry.max_pipelined // 2:
             self._resume("pipelined")

@@ -57,7 +57,16 @@ from .field_types import (
     _Records,
     _String,
 )
-from .primitives import ZERO_UUID, DecodeError, Reader, Writer, encode_uvarint, uvarint_at
+from .primitives import (
+    SPLICE_MIN,
+    ZERO_UUID,
+    DecodeError,
+    Reader,
+    Spliced,
+    Writer,
+    encode_uvarint,
+    uvarint_at,
+)
 
 ReadAt = Callable[[memoryview, int, int], tuple[Any, int]]
 WriteTo = Callable[[bytearray, Any], None]
@@ -505,7 +514,12 @@ class _Gen:
                 data = tmp("e")
                 emit(ind + 1, f"{data} = {expr}.encode()")
             self.w_count(ind + 1, b, f"len({data})", classic)
-            emit(ind + 1, f"{b} += {data}")
+            if type(ft) is _Records:  # a fetch's batches: referred to, not copied (primitives.Spliced)
+                emit(ind + 1, f"if len({data}) >= {SPLICE_MIN} and type({b}) is _Spliced: {b}.splice({data})")
+                emit(ind + 1, f"else: {b} += {data}")
+                self.src.ns["_Spliced"] = Spliced
+            else:
+                emit(ind + 1, f"{b} += {data}")
         elif type(ft) is Array:
             emit(ind, f"if {expr} is None:")
             self.w_null(ind + 1, b, "i")

@@ -19,7 +19,7 @@ from .headers import (
     response_header_bytes,
     response_header_flexible,
 )
-from .primitives import DecodeError, Reader
+from .primitives import Buffer, DecodeError, Reader, Spliced
 from .schema import Message
 
 SIZE_PREFIX = 4
@@ -102,6 +102,17 @@ def encode_response(header: RequestHeader, resp: Message) -> bytes:
     resp.write_to(b, header.api_version)
     _SIZE.pack_into(b, 0, len(b) - SIZE_PREFIX)
     return bytes(b)
+
+
+def response_chunks(header: RequestHeader, resp: Message) -> list[Buffer]:
+    """The frame answering the request with `header`, as the pieces of a vectored write: large
+    record payloads (a fetch's batches) are not copied into it but sent from where they lie."""
+    b = Spliced(SIZE_PREFIX)
+    b += response_header_bytes(header.correlation_id,
+                               response_header_flexible(header.api_key, resp.is_flexible(header.api_version)))
+    resp.write_to(b, header.api_version)
+    _SIZE.pack_into(b, 0, b.total() - SIZE_PREFIX)
+    return b.chunks()
 
 
 def response_correlation_id(frame: bytes) -> int:

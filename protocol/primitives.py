@@ -20,6 +20,46 @@ _F64 = struct.Struct(">d")
 ZERO_UUID = uuid.UUID(int=0)
 
 
+Buffer = bytes | bytearray | memoryview
+SPLICE_MIN = 1024  # below this a copy costs less than one more piece of a vectored write
+
+
+class Spliced(bytearray):
+    """A frame being written that refers to its large record payloads instead of copying them in:
+    the record batches a fetch read from a segment go to the socket from the buffer the read
+    made, in a vectored write (`chunks`), so a fetched byte is copied once, by the read. Only
+    a codec's records field splices (protocol/codegen.py); everything else is written in place."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, size: int = 0) -> None:
+        super().__init__(size)
+        self.parts: list[tuple[int, Buffer]] = []  # (where in this buffer, the payload that goes there)
+
+    def splice(self, data: Buffer) -> None:
+        self.parts.append((len(self), data))
+
+    def total(self) -> int:
+        """The frame's size: this buffer's bytes and the spliced payloads."""
+        return len(self) + sum(len(d) for _, d in self.parts)
+
+    def chunks(self) -> list[Buffer]:
+        """The frame in order, the payloads in their places (nothing is copied)."""
+        if not self.parts:
+            return [self]
+        whole = memoryview(self)
+        out: list[Buffer] = []
+        at = 0
+        for pos, data in self.parts:
+            if pos > at:
+                out.append(whole[at:pos])
+            out.append(data)
+            at = pos
+        if at < len(self):
+            out.append(whole[at:])
+        return out
+
+
 class DecodeError(ValueError):
     """Raised when bytes cannot be read as the schema says: the request is malformed."""
 
