@@ -126,6 +126,11 @@ class QuorumNode:
         self.high_watermark = self.log_start
         self.now = 0
         self._last_contact = 0  # tick of the last sign of a live leader (or of the role's start)
+        # tick of the last message from the leader itself (a fetch answer, BeginQuorumEpoch): what a
+        # pre-vote is refused for. Following a leader a peer named (a refused pre-vote's answer)
+        # is not hearing from it: counted as such, two voters told of a resigned leader refused
+        # each other's pre-votes for ever (simulation seed 1201).
+        self._leader_heard = -self.cfg.fetch_timeout_ticks  # never
         # No vote before this tick (lease.py). A node that knew an epoch may have promised a
         # leader just before it stopped, so a restart keeps a whole fetch timeout.
         self._promise_until = self.cfg.fetch_timeout_ticks if persisted.epoch > 0 else 0
@@ -406,7 +411,7 @@ class QuorumNode:
             # Changes nothing here. Granted only to an up-to-date log, and only if this node has
             # no live leader itself: that is what keeps a returning node from deposing one.
             live_leader = self.role == Role.LEADER or (
-                self.role == Role.FOLLOWER and self.now - self._last_contact < self.cfg.fetch_timeout_ticks)
+                self.role == Role.FOLLOWER and self.now - self._leader_heard < self.cfg.fetch_timeout_ticks)
             granted = (req.epoch > self.epoch and not live_leader
                        and self._log_up_to_date(req.last_epoch, req.last_offset))
             self._out.append((src, VoteResponse(max(self.epoch, req.epoch - 1), granted, True, self.leader)))
@@ -454,6 +459,8 @@ class QuorumNode:
             self._set_epoch(msg.epoch, msg.leader)
         elif self.role != Role.LEADER and self.leader is None:
             self._follow(msg.leader)
+        if self.leader == msg.leader:
+            self._leader_heard = self.now
 
     def _on_end_epoch(self, msg: EndQuorumEpoch) -> None:
         if msg.epoch != self.epoch or self.leader != msg.leader or self.role != Role.FOLLOWER:
@@ -572,6 +579,7 @@ class QuorumNode:
             return False
         if epoch < self.epoch or leader is None or leader == self.id or self.role == Role.LEADER:
             return False
+        self._leader_heard = self.now
         if self.role != Role.FOLLOWER or self.leader != leader:
             self._follow(leader)
             return False

@@ -19,3 +19,14 @@ def test_seed_314_every_broker_back_from_an_unclean_shutdown_the_longest_log_lea
     (broker/controller/recovery.py)."""
     result = simulate(314, 30)
     assert result.ok, result.summary() + "\nreplay: " + REPLAY.format(seed=314, seconds=30)
+
+
+def test_seed_1201_two_voters_told_of_a_resigned_leader_still_elect_one() -> None:
+    """After a partition heals, the old quorum leader has resigned (prospective, its log the
+    longest) and the two others, refused pre-votes by a majority, follow the leader a peer named;
+    each then refused the others' pre-votes as if that leader were alive, and no election started
+    for the remaining 154 s of the run: the copier never finished. A pre-vote is now refused only
+    for a leader heard from itself (broker/quorum/node.py; tests/unit/test_quorum_node.py::
+    test_a_leader_only_heard_of_does_not_refuse_pre_votes)."""
+    result = simulate(1201, 30)
+    assert result.ok, result.summary() + "\nreplay: " + REPLAY.format(seed=1201, seconds=30)

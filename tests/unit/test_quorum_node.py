@@ -197,3 +197,27 @@ def test_input_while_a_ready_is_persisted_goes_into_the_next_ready() -> None:
     again = v.ready()
     assert again.hard_state == (2, 3)  # the second vote is persisted before its answer leaves
     assert [m.granted for _, m in again.messages if isinstance(m, VoteResponse)] == [True]
+
+
+def test_a_leader_only_heard_of_does_not_refuse_pre_votes() -> None:
+    """Simulation seed 1201 (docs/testing.md): after a partition healed, the old leader had
+    resigned (prospective, its log the longest), and the two others took turns being prospective
+    and, refused a pre-vote by a majority, following the leader a peer named; each then refused
+    the other's and the old leader's pre-votes as if it had a live leader, and no election ever
+    started (154 s, to the end of the run). Being told who leads is not hearing from it: a voter
+    refuses a pre-vote for a live leader only once that leader itself has answered it."""
+    n = QuorumNode(1, frozenset({1, 2, 3}), Persisted(), CFG, random.Random(1))
+    for _ in range(4 * CFG.election_timeout_ticks):
+        n.tick()
+        if n.role == Role.PROSPECTIVE:
+            break
+    assert n.role == Role.PROSPECTIVE
+    _sent(n)
+    n.receive(3, VoteResponse(n.epoch, False, True, None))  # the resigned leader: our log is behind
+    n.receive(2, VoteResponse(n.epoch, False, True, 3))  # a peer that follows 3
+    assert n.role == Role.FOLLOWER and n.leader == 3  # it tries the leader it was told of
+    _sent(n)
+    n.tick()
+    n.receive(2, VoteRequest(n.epoch + 1, 2, n.log_end - 1, n.last_epoch, pre_vote=True))
+    answers = [m for _, m in _sent(n) if isinstance(m, VoteResponse)]
+    assert [a.granted for a in answers] == [True], answers
