@@ -95,13 +95,8 @@ def encode_request(msg: Message, version: int, correlation_id: int, client_id: s
 
 
 def encode_response(header: RequestHeader, resp: Message) -> bytes:
-    """The frame answering the request with `header`."""
-    b = bytearray(SIZE_PREFIX)
-    b += response_header_bytes(header.correlation_id,
-                               response_header_flexible(header.api_key, resp.is_flexible(header.api_version)))
-    resp.write_to(b, header.api_version)
-    _SIZE.pack_into(b, 0, len(b) - SIZE_PREFIX)
-    return bytes(b)
+    """The frame answering the request with `header`, in one piece."""
+    return b"".join(response_chunks(header, resp))
 
 
 def response_chunks(header: RequestHeader, resp: Message) -> list[Buffer]:

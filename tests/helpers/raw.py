@@ -106,3 +106,19 @@ def producer_ids(port: int, n: int) -> list[int]:
     finally:
         raw.close()
     return out
+
+
+def produce_values(conn: Raw, topic: str, values: list[bytes], partition: int = 0) -> None:
+    """One acks=all ProduceRequest (v9) of `values` in one batch; asserts it was written."""
+    from protocol.messages.produce import (  # noqa: PLC0415
+        PartitionProduceData,
+        ProduceRequest,
+        ProduceResponse,
+        TopicProduceData,
+    )
+    from protocol.records import build_batch_from_messages  # noqa: PLC0415
+
+    batch = build_batch_from_messages([(None, v, [], None) for v in values])
+    resp = conn.request(ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[TopicProduceData(
+        name=topic, partition_data=[PartitionProduceData(index=partition, records=batch)])]), 9)
+    assert isinstance(resp, ProduceResponse) and resp.responses[0].partition_responses[0].error_code == 0, resp

@@ -12,13 +12,11 @@ import threading
 from helpers import BrokerProcess, wait_until
 from helpers.acls import acl, create_acls, delete_acl, listed
 from helpers.cluster_metadata import create as create_at
-from helpers.raw import Raw
+from helpers.raw import Raw, produce_values
 
 from protocol.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
-from protocol.messages.produce import PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData
-from protocol.records import build_batch_from_messages
 
 ON = {"KETCH_AUTHORIZER": "true", "KETCH_ALLOW_EVERYONE_IF_NO_ACL_FOUND": "true"}
 OTHER = "User:someone-else"
@@ -27,18 +25,15 @@ OTHER = "User:someone-else"
 def produce(port: int, topic: str, value: bytes) -> None:
     conn = Raw(port)
     try:
-        resp = conn.request(ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[TopicProduceData(
-            name=topic, partition_data=[PartitionProduceData(
-                index=0, records=build_batch_from_messages([(None, value, [], None)]))])]), 9)
+        produce_values(conn, topic, [value])
     finally:
         conn.close()
-    assert isinstance(resp, ProduceResponse) and resp.responses[0].partition_responses[0].error_code == 0, resp
 
 
-def fetch_at(offset: int, topics: list[str], wait_ms: int) -> FetchRequest:
+def fetch_at(topic: str, offset: int, wait_ms: int) -> FetchRequest:
     return FetchRequest(max_wait_ms=wait_ms, min_bytes=1, max_bytes=1_000_000, isolation_level=1, topics=[
-        FetchTopic(topic=t, partitions=[FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1_000_000)])
-        for t in topics])
+        FetchTopic(topic=topic, partitions=[
+            FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1_000_000)])])
 
 
 def test_a_fetch_parked_across_a_revoked_read_is_refused(broker_factory) -> None:  # type: ignore[no-untyped-def]
@@ -54,7 +49,7 @@ def test_a_fetch_parked_across_a_revoked_read_is_refused(broker_factory) -> None
     answer: list[object] = []
     try:
         # at the end of the log: parked, for up to 30 s
-        conn.send(fetch_at(1, ["orders"], 30_000), 11)
+        conn.send(fetch_at("orders", 1, 30_000), 11)
         waiter = threading.Thread(target=lambda: answer.append(conn.receive(FetchResponse, 11)[1]), daemon=True)
         waiter.start()
         delete_acl(b.port, read)

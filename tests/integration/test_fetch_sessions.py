@@ -13,12 +13,11 @@ import pytest
 from helpers import BrokerProcess, wait_until
 from helpers.cluster_metadata import create as create_at
 from helpers.raw import Raw
+from helpers.raw import produce_values as produce
 
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic, ForgottenTopic
 from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
-from protocol.messages.produce import PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData
-from protocol.records import build_batch_from_messages
 
 
 @pytest.fixture(scope="module")
@@ -34,13 +33,6 @@ def create(broker: BrokerProcess) -> Create:
     def make(name: str, partitions: int = 1) -> None:
         assert create_at(broker.port, name, partitions, -1) == (0, None)
     return make
-
-
-def produce(conn: Raw, topic: str, values: list[bytes], partition: int = 0) -> None:
-    batch = build_batch_from_messages([(None, v, [], None) for v in values])
-    resp = conn.request(ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[TopicProduceData(
-        name=topic, partition_data=[PartitionProduceData(index=partition, records=batch)])]), 9)
-    assert isinstance(resp, ProduceResponse) and resp.responses[0].partition_responses[0].error_code == 0
 
 
 def req(session_id: int, epoch: int, topic: str, partitions: dict[int, int], *, wait_ms: int = 0,

@@ -26,18 +26,19 @@ def replay(seed: int, seconds: float, intensity: float, breaks: str = "") -> str
             + (f" --break {breaks}" if breaks else "") + " --trace")
 
 
+QUARTER = -(-ROTATION // QUARTERS)  # seeds per quarter (the last may have fewer)
+
+
 def chunks(quarter: int) -> list[int]:
     """The first seed of each test of `quarter` (1-4)."""
-    size = -(-ROTATION // QUARTERS)
-    lo = FIRST + (quarter - 1) * size
-    hi = min(FIRST + quarter * size, FIRST + ROTATION)
+    lo = FIRST + (quarter - 1) * QUARTER
+    hi = min(FIRST + quarter * QUARTER, FIRST + ROTATION)
     return list(range(lo, hi, CHUNK)) if lo < hi else []
 
 
 def run_chunk(first: int) -> None:
     """Run the seeds of one test; fail with each failing seed's summary and replay command."""
-    size = -(-ROTATION // QUARTERS)
-    quarter_end = FIRST + ((first - FIRST) // size + 1) * size
+    quarter_end = FIRST + ((first - FIRST) // QUARTER + 1) * QUARTER
     failed = []
     for seed in range(first, min(first + CHUNK, quarter_end, FIRST + ROTATION)):
         r = simulate(seed, seconds=LIGHT["seconds"], intensity=LIGHT["intensity"])

@@ -126,13 +126,7 @@ def collected() -> Iterator[None]:
         # A process-wide cache (one per broker process in production) that every simulated broker
         # shares: only a cache (the index file is the truth), but it would keep this run's disks alive.
         TransactionIndex._cached.clear()
-        # Collecting closes the killed processes' pending coroutines, which runs their `finally`
-        # blocks -- code SIGKILL never runs; what they log is the harness's noise, not the run's.
-        structlog.configure(processors=[_drop])
-        try:
-            _collect()
-        finally:
-            structlog.reset_defaults()
+        _collect()
         gc.unfreeze()
         if enabled:
             gc.enable()
@@ -143,14 +137,18 @@ def _drop(*_: Any) -> Any:
 
 
 def _collect() -> None:
-    """A collection that does not report what the closed loop's coroutines complain of as they go."""
+    """A collection that does not report what the closed loop's coroutines complain of as they go:
+    closing a killed process's pending coroutines runs their `finally` blocks -- code SIGKILL never
+    runs -- and what they raise or log is the harness's noise, not the run's."""
     hook, sys.unraisablehook = sys.unraisablehook, lambda _: None
+    structlog.configure(processors=[_drop])
     try:
         with warnings.catch_warnings():  # a killed process's tasks that never took their first step
             warnings.simplefilter("ignore", RuntimeWarning)
             gc.collect()
     finally:
         sys.unraisablehook = hook
+        structlog.reset_defaults()
 
 
 @contextmanager
