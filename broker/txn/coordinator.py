@@ -421,9 +421,8 @@ class TransactionCoordinator:
         # and the producer's next transaction, which waits for the completion
         # (CONCURRENT_TRANSACTIONS) before it can begin. Acted on in this turn, so that the
         # next transaction's record, appended by the request that waited, joins it in the
-        # followers' next fetch.
-        part, end = appended
-        self._spawn(self._settle(tid, part, end))
+        # followers' next fetch. Nor is a sync asked for it: the next record's sync covers it, and
+        # one of its own, still running when that record came, made it wait for two in a row.
         return _done(self._take_effect(tid, d, ErrorCode.NONE))
 
     async def _write(self, tid: str, d: Decision, appended: tuple[Partition, int] | ErrorCode) -> Decision:
@@ -494,14 +493,6 @@ class TransactionCoordinator:
         code = await part.replicated(end_offset, REPLICATION_TIMEOUT_S)  # and on the ISR
         if code:
             raise KafkaError(code, "the transaction state did not reach the in-sync replicas")
-
-    async def _settle(self, tid: str, part: Partition, end_offset: int) -> None:
-        """A completion's durability, only reported: see `_begin`."""
-        try:
-            await self._durable(part, end_offset)
-        except (KafkaError, OSError) as e:
-            log.info("transaction completion not durable yet; the id's next record or its next coordinator "
-                     "settles it", transactional_id=tid, error=str(e))
 
     # ---- waiting for an id to change ----------------------------------------------------------
     async def _decided_again(self, tid: str, decide: Callable[[], Decision],
