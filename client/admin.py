@@ -386,8 +386,7 @@ class Admin:
         LATEST_TIMESTAMP: its high watermark, or its last stable offset with read_committed),
         asked of its leader. A missing partition raises UnknownTopicError."""
         known = await self._known(tps)
-        return await self._retrying("ListOffsets", lambda: self._cluster.list_offsets(
-            known, timestamp, read_committed=read_committed))
+        return await self._cluster.list_offsets(known, timestamp, read_committed=read_committed)
 
     async def elect_leaders(self, partitions: Iterable[TopicPartition] | None = None, *, unclean: bool = False,
                             timeout: float = 30.0) -> dict[TopicPartition, KafkaClientError | None]:

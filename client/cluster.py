@@ -346,30 +346,58 @@ class Cluster:
     async def list_offsets(self, tps: Iterable[TopicPartition], timestamp: int, *,
                            read_committed: bool = False) -> dict[TopicPartition, int]:
         """Offsets of `tps` at `timestamp` (-2 earliest, -1 latest: the LSO at read_committed),
-        each asked of its partition's leader: only the leader knows its high watermark and LSO."""
-        tps = list(tps)
-        await self.refresh_metadata({tp.topic for tp in tps})
+        each asked of its partition's leader: only the leader knows its high watermark and LSO.
+        A partition whose leader does not answer (its connection refused, no leader yet, a
+        retriable error such as NOT_LEADER_OR_FOLLOWER) is asked again after a metadata refresh
+        until the request timeout, as Java's endOffsets does: right after a leader dies the
+        metadata still names it until the controller fences it."""
+        wanted = list(tps)
+        deadline = self.clock.monotonic() + self.request_timeout
+        out: dict[TopicPartition, int] = {}
+        while True:
+            pending = [tp for tp in wanted if tp not in out]
+            await self.refresh_metadata({tp.topic for tp in pending})
+            last = await self._list_offsets_once(pending, timestamp, read_committed, out)
+            if last is None:
+                return out
+            if self.clock.monotonic() >= deadline:
+                raise KafkaTimeoutError(f"ListOffsets not answered within {self.request_timeout}s: {last}")
+            await asyncio.sleep(self.retry_backoff)
+
+    async def _list_offsets_once(self, tps: list[TopicPartition], timestamp: int, read_committed: bool,
+                                 out: dict[TopicPartition, int]) -> Exception | None:
+        """One round: every leader asked once, the answers put in `out`; the last retriable
+        failure (None if every partition was answered). A fatal error raises."""
+        last: Exception | None = None
         by_node: dict[int, dict[str, list[ListOffsetsPartition]]] = {}
         for tp in tps:
             leader = self.leader_for(tp)
             if leader is None:
-                raise error_from_code(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp}")
+                last = error_from_code(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp}")
+                continue
             by_node.setdefault(leader, {}).setdefault(tp.topic, []).append(
                 ListOffsetsPartition(partition_index=tp.partition, timestamp=timestamp))
-        out: dict[TopicPartition, int] = {}
         for node, by_topic in by_node.items():
-            conn = await self.connection(node)
-            v = conn.version_for(ListOffsetsRequest)
-            resp = await conn.request(ListOffsetsRequest(
-                replica_id=-1, isolation_level=1 if read_committed else 0,
-                topics=[ListOffsetsTopic(name=t, partitions=ps) for t, ps in by_topic.items()]), version=v)
+            try:
+                conn = await self.connection(node)
+                v = conn.version_for(ListOffsetsRequest)
+                resp = await conn.request(ListOffsetsRequest(
+                    replica_id=-1, isolation_level=1 if read_committed else 0,
+                    topics=[ListOffsetsTopic(name=t, partitions=ps) for t, ps in by_topic.items()]), version=v)
+            except (RetriableError, OSError, TimeoutError) as e:
+                last = e
+                continue
             for t in resp.topics:
                 for p in t.partitions:
                     if p.error_code:
-                        raise error_from_code(p.error_code, f"ListOffsets {t.name}-{p.partition_index}")
+                        err = error_from_code(p.error_code, f"ListOffsets {t.name}-{p.partition_index}")
+                        if not isinstance(err, RetriableError):
+                            raise err
+                        last = err
+                        continue
                     off = p.offset if v >= 1 else (p.old_style_offsets[0] if p.old_style_offsets else -1)
                     out[TopicPartition(t.name, p.partition_index)] = off
-        return out
+        return last
 
     # ------------------------------------------------------------------ coordinators
     async def coordinator(self, key: str, key_type: int = COORDINATOR_GROUP, *,
