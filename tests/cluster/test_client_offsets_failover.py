@@ -1,5 +1,5 @@
-"""The bundled consumer's offset lookups (ListOffsets: end_offsets, beginning_offsets,
-offsets_for_times) when the partition's leader has just died.
+"""The bundled client's offset lookups (ListOffsets: end_offsets, beginning_offsets, an offset
+reset, Admin.list_offsets) when the partition's leader has just died.
 
 Only the leader can answer them, and right after a SIGKILL the metadata still names it until the
 controller fences it. Java's KafkaConsumer.endOffsets asks again after a metadata refresh until
