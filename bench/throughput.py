@@ -158,9 +158,9 @@ def run_produce(target: Target, n: int, idempotent: bool, timeout: float) -> dic
 CONSUME_ROUNDS = 5
 
 
-def run_consume(target: Target, n: int, timeout: float, rounds: int = CONSUME_ROUNDS) -> dict[str, Any]:
+def run_consume(target: Target, n: int, timeout: float) -> dict[str, Any]:
     """read_committed consumers read n messages from the beginning of every partition (assign, no
-    group), `rounds` times, each with a new consumer; the median round is the figure (the goal is
+    group), CONSUME_ROUNDS times, each with a new consumer; the median round is the figure (the goal is
     stated over five rounds)."""
     topic = f"bench-consume-{uuid.uuid4().hex[:8]}"
     target.prepare_topic(topic)
@@ -178,7 +178,7 @@ def run_consume(target: Target, n: int, timeout: float, rounds: int = CONSUME_RO
                     raise TimeoutError("producer queue full while loading the consume topic") from None
     if p.flush(max(1.0, deadline - time.monotonic())) != 0:
         raise TimeoutError("could not load the consume topic in time")
-    reads = sorted((_read_all(target, topic, n, timeout) for _ in range(rounds)), key=lambda r: r["msgs_per_s"])
+    reads = sorted((_read_all(target, topic, n, timeout) for _ in range(CONSUME_ROUNDS)), key=lambda r: r["msgs_per_s"])
     return {**reads[len(reads) // 2], "messages_produced": n, "partitions": target.partitions,
             "rounds_msgs_per_s": [r["msgs_per_s"] for r in reads]}
 
