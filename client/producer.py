@@ -64,6 +64,16 @@ _LOST_SEQUENCE = frozenset({ErrorCode.UNKNOWN_PRODUCER_ID, ErrorCode.OUT_OF_ORDE
 # Brokers keep five batches per producer for deduplication (Kafka's ProducerStateEntry).
 MAX_IDEMPOTENT_IN_FLIGHT = 5
 
+
+async def _settled(*work: asyncio.Future[Any] | None) -> None:
+    """Wait until each of `work` is done, however it ends. Not `gather`: a caller's timeout
+    (flush(timeout), wait_for(commit_transaction(), t)) cancels the wait, and gather would pass
+    that cancellation on to the batches' futures and the AddPartitionsToTxn task -- the next
+    flush then raises CancelledError and the transaction cannot be committed again."""
+    pending = [w for w in work if w is not None]
+    if pending:
+        await asyncio.wait(pending)
+
 class Producer:
     """An asyncio Kafka producer. Use as `async with`, or call `start()` and `close()`."""
 
@@ -338,9 +348,7 @@ class Producer:
             raise IllegalStateError("producer not started")
 
     async def _wait_incomplete(self) -> None:
-        pending = [b.done for b in self._acc.incomplete if b.done is not None]
-        if pending:
-            await asyncio.gather(*pending)
+        await _settled(*(b.done for b in self._acc.incomplete))
 
     async def partitions_for(self, topic: str) -> list[int]:
         return list(range(await self._cluster.wait_for_topic(topic, self.max_block)))
@@ -813,8 +821,7 @@ class Producer:
     async def _settle_transaction(self) -> None:
         """Everything sent and acknowledged, every partition added (or the transaction failed)."""
         await self.flush()
-        if self._add_task is not None:
-            await asyncio.gather(self._add_task, return_exceptions=True)
+        await _settled(self._add_task)
         assert self.txn is not None
         self.txn.raise_if_failed()
 
@@ -827,8 +834,7 @@ class Producer:
         if txn.state not in (ProducerTxnState.IN_TRANSACTION, ProducerTxnState.PREPARED_TRANSACTION):
             raise IllegalStateError(f"commit_transaction needs IN_TRANSACTION, not {txn.state.name}")
         await self.flush()
-        if self._add_task is not None:
-            await asyncio.gather(self._add_task, return_exceptions=True)
+        await _settled(self._add_task)
         if not txn.begin_commit():
             txn.complete()
             return
@@ -841,7 +847,7 @@ class Producer:
         self._acc.drop_undrained(TransactionAbortableError("transaction aborted before the record was sent"))
         self._space.set()
         if self._add_task is not None:
-            await asyncio.gather(self._add_task, return_exceptions=True)
+            await _settled(self._add_task)
             need = txn.transaction_started
         await self._wait_incomplete()
         if not need:

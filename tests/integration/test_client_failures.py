@@ -11,7 +11,15 @@ import pytest
 from helpers import BrokerProcess, unique_topic
 from helpers.consume import read_values
 
-from client import Admin, BrokerResponseError, Consumer, Producer, TopicPartition, TransactionAbortableError
+from client import (
+    Admin,
+    BrokerResponseError,
+    Consumer,
+    KafkaTimeoutError,
+    Producer,
+    TopicPartition,
+    TransactionAbortableError,
+)
 from protocol.errors import ErrorCode
 
 
@@ -131,3 +139,55 @@ async def test_broker_that_forgot_the_producer_accepts_it_again(broker_factory) 
         await asyncio.wait_for(asyncio.gather(*first, *second), 60)
     values = await read_values(b.bootstrap, topic, 2)
     assert sorted(values) == sorted([b"a%04d" % i for i in range(500)] + [b"b%04d" % i for i in range(500)])
+
+
+async def test_a_flush_that_times_out_leaves_its_records_in_flight(broker: BrokerProcess) -> None:
+    """A flush (or close) that gives up waiting is the caller's timeout, not the records': they
+    stay in flight and are delivered when the broker answers, and close does not raise."""
+    topic = unique_topic("flush-timeout")
+    async with Admin(broker.bootstrap) as admin:
+        await admin.create_topic(topic, 1)
+    p = Producer(broker.bootstrap, request_timeout_ms=30_000)
+    await p.start()
+    try:
+        await (await p.send(topic, b"before"))  # connected, the topic's leader known
+        broker.pause()
+        try:
+            fut = await p.send(topic, b"during")
+            for _ in range(2):  # and again: the first one's timeout left nothing behind
+                with pytest.raises(KafkaTimeoutError):
+                    await p.flush(timeout=0.5)
+            assert not fut.cancelled()
+        finally:
+            broker.resume()
+        meta = await asyncio.wait_for(fut, 30)
+        assert meta.offset == 1
+    finally:
+        await p.close(timeout=10)
+    assert await read_values(broker.bootstrap, topic, 1) == [b"before", b"during"]
+
+
+async def test_a_commit_the_caller_stopped_waiting_for_can_be_committed_again(broker: BrokerProcess) -> None:
+    """`wait_for(commit_transaction(), t)` timing out cancels the commit call, not the records or
+    the AddPartitionsToTxn it waits on: commit_transaction called again commits the transaction."""
+    topic = unique_topic("commit-timeout")
+    async with Admin(broker.bootstrap) as admin:
+        await admin.create_topic(topic, 1)
+    p = Producer(broker.bootstrap, transactional_id=unique_topic("tx"), request_timeout_ms=30_000)
+    await p.start()
+    try:
+        await p.init_transactions()
+        await p.begin_transaction()
+        await (await p.send(topic, b"first"))
+        broker.pause()
+        try:
+            fut = await p.send(topic, b"second")
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(p.commit_transaction(), 0.5)
+            assert not fut.cancelled()
+        finally:
+            broker.resume()
+        await asyncio.wait_for(p.commit_transaction(), 30)
+    finally:
+        await p.close(timeout=10)
+    assert await read_values(broker.bootstrap, topic, 1, "read_committed") == [b"first", b"second"]

@@ -30,3 +30,15 @@ def test_seed_1201_two_voters_told_of_a_resigned_leader_still_elect_one() -> Non
     test_a_leader_only_heard_of_does_not_refuse_pre_votes)."""
     result = simulate(1201, 30)
     assert result.ok, result.summary() + "\nreplay: " + REPLAY.format(seed=1201, seconds=30)
+
+
+def test_seed_2700_a_commit_that_timed_out_does_not_kill_its_application() -> None:
+    """A transactional worker's `wait_for(commit_transaction(), 30)` timed out during a
+    coordinator takeover; the cancelled commit's `gather` cancelled the in-flight batches'
+    futures, and the next `close` (or flush, or commit) raised CancelledError, which ended the
+    worker as if someone had cancelled it -- the harness then did not count a cancelled worker
+    as dead, so one seed in ten ran part of its workload dead. The client now waits with
+    asyncio.wait (client/producer.py `_settled`;
+    tests/integration/test_client_failures.py::test_a_commit_the_caller_stopped_waiting_for_can_be_committed_again)."""
+    result = simulate(2700, 30)
+    assert result.ok, result.summary() + "\nreplay: " + REPLAY.format(seed=2700, seconds=30)

@@ -229,8 +229,9 @@ def _run(seed: int, seconds: float, size: int, logs: bool, disk: str, tmp: Path,
                             f"{[n for n, node in cluster.nodes.items() if not node.serving]}")
         loop.run_until_complete(workload.stop())
         for task in workload.tasks:  # an application that died of an error its client should not raise
-            if task.done() and not task.cancelled() and task.exception() is not None:
-                loop.errors.append(f"workload {task.get_name()} died: {task.exception()!r}")
+            if task.done() and (task.cancelled() or task.exception() is not None):  # nothing cancels them
+                why = "CancelledError" if task.cancelled() else repr(task.exception())
+                loop.errors.append(f"workload {task.get_name()} died: {why}")
         loop.run_until_complete(workload.settle())
         watch.cancel()
         for topic in (TOPIC, PAIR):
