@@ -146,6 +146,7 @@ class QuorumNode:
         self._snapshot_dirty: Snapshot | None = None
         self._restore: Snapshot | None = None
         self._out: list[tuple[int, Message]] = []
+        self._free: list[tuple[int, Message]] = []  # answers that wait on no write: see free_messages
         self._applied = self.log_start  # the caller restores the snapshot itself on start
         self._taken_end: int | None = None  # log end when the Ready being persisted was taken
         if len(voters) == 1:
@@ -291,14 +292,14 @@ class QuorumNode:
         if self._taken_end is not None:
             return False
         return bool(self._hs_dirty or self._truncated is not None or self._stable_end < self.log_end
-                    or self._snapshot_dirty or self._out or self._restore
+                    or self._snapshot_dirty or self._out or self._free or self._restore
                     or self._applied < self.high_watermark)
 
     def ready(self) -> Ready:
         """Everything pending, handed over: what changes from now on goes into the next Ready."""
         if self._taken_end is not None:
             raise AssertionError(f"node {self.id}: a Ready is still outstanding (advance() it first)")
-        msgs, self._out = tuple(self._out), []
+        msgs, self._out, self._free = (*self._free, *self._out), [], []
         start = max(self._applied, self.log_start)
         committed = tuple(self.log[start - self.log_start:self.high_watermark - self.log_start])
         ready = Ready(
@@ -317,6 +318,16 @@ class QuorumNode:
         self._restore = None
         self._taken_end = self.log_end
         return ready
+
+    def free_messages(self) -> list[tuple[int, Message]]:
+        """Answers that depend on nothing unwritten, to send now even while a Ready is being
+        written: refusals of votes that changed no state (a pre-vote, a vote asked of a voter
+        bound by its promise). A leader whose disk is slow must not hold back the refusal that
+        tells a returning voter whom to follow, or the voter follows nobody and, with another
+        voter down, check-quorum deposes the leader. Whatever is not taken here goes out with the
+        next Ready."""
+        free, self._free = self._free, []
+        return free
 
     def advance(self, ready: Ready) -> None:
         """`ready` is durable and applied. Entries appended since it was taken are not (the next
@@ -405,7 +416,7 @@ class QuorumNode:
             # promised to the leader whose entries it took: no vote, and no move to the
             # candidate's epoch either (that would free it to vote in the new epoch at once)
             epoch = max(self.epoch, req.epoch - 1) if req.pre_vote else self.epoch
-            self._out.append((src, VoteResponse(epoch, False, req.pre_vote, self.leader)))
+            self._free.append((src, VoteResponse(epoch, False, req.pre_vote, self.leader)))
             return
         if req.pre_vote:
             # Changes nothing here. Granted only to an up-to-date log, and only if this node has
@@ -414,7 +425,7 @@ class QuorumNode:
                 self.role == Role.FOLLOWER and self.now - self._leader_heard < self.cfg.fetch_timeout_ticks)
             granted = (req.epoch > self.epoch and not live_leader
                        and self._log_up_to_date(req.last_epoch, req.last_offset))
-            self._out.append((src, VoteResponse(max(self.epoch, req.epoch - 1), granted, True, self.leader)))
+            self._free.append((src, VoteResponse(max(self.epoch, req.epoch - 1), granted, True, self.leader)))
             return
         if req.epoch < self.epoch:
             self._out.append((src, VoteResponse(self.epoch, False, False, self.leader)))
@@ -439,9 +450,12 @@ class QuorumNode:
             (self._election.granted if resp.granted else self._election.rejected).add(src)
             if self._majority(self._election.granted):
                 self._become_candidate()
-            elif self._majority(self._election.rejected):
-                if resp.leader is not None and resp.leader != self.id:
-                    self._follow(resp.leader)
+            elif resp.leader is not None and resp.leader != self.id and (
+                    resp.leader == src or self._majority(self._election.rejected)):
+                # The leader's own refusal is its word that it leads this epoch: follow it at
+                # once, or, with another voter down, it hears no majority and check-quorum
+                # deposes it. A peer only naming a leader counts once a majority refused.
+                self._follow(resp.leader)
             return
         if resp.epoch > self.epoch:
             self._set_epoch(resp.epoch, resp.leader)

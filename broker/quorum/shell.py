@@ -194,6 +194,9 @@ class QuorumShell:
         completion does it (the input's effects wait in the node for the next Ready)."""
         node = self.node
         assert node is not None
+        if self.failed is None and not self._stopped:
+            for dst, msg in node.free_messages():  # even while a Ready is being written
+                self._route(dst, msg)
         if self._persisting is None and self.failed is None and not self._stopped:
             self._drain_ready(node)
         if (node.role, node.epoch) != self._seen:

@@ -90,6 +90,43 @@ def test_pre_vote_keeps_a_returning_node_from_deposing_the_leader() -> None:
     assert net.nodes[lonely].role == Role.FOLLOWER and net.nodes[lonely].leader == leader.id
 
 
+def test_a_voter_back_while_another_stalls_follows_the_leader_that_refused_it() -> None:
+    """A voter restarted while a second one is stalled asks for pre-votes; only the leader
+    answers, refusing and naming itself. The leader's own word is enough to follow it (KRaft
+    follows the leader any response names): waiting for a majority of refusals meant following
+    nobody, the leader heard from no majority, and check-quorum deposed it a few seconds later --
+    an election and every broker's session lost for each restart next to a stalled voter (the
+    simulation's `strand` runs, docs/simulation.md)."""
+    net = Net()
+    net.ticks(20)
+    leader, epoch = net.leader(), net.leader().epoch
+    stalled, back = (i for i in sorted(net.nodes) if i != leader.id)
+    net.cut = {stalled, back}
+    net.ticks(CFG.fetch_timeout_ticks // 2)  # `back` is down a while: the leader hears neither
+    old = net.nodes[back]
+    net.nodes[back] = QuorumNode(back, old.voters, Persisted(old.epoch, old.voted_for), CFG, random.Random(back + 10))
+    net.queue = [(s, d, m) for s, d, m in net.queue if back not in (s, d)]  # its connections died with it
+    net.cut = {stalled}
+    net.ticks(60)
+    assert net.leader() is leader and leader.epoch == epoch
+    assert net.nodes[back].role == Role.FOLLOWER and net.nodes[back].leader == leader.id
+
+
+def test_a_leader_writing_slowly_answers_a_pre_vote_at_once() -> None:
+    """The refusal that names the leader changes nothing, so it does not wait behind the Ready
+    being written (a slow metadata disk: the `strand` fence runs of the simulation)."""
+    net = Net()
+    net.ticks(20)
+    leader = net.leader()
+    leader.propose(b"slow")
+    writing = leader.ready()  # taken, not yet durable
+    assert not leader.has_ready()
+    voter = next(i for i in net.nodes if i != leader.id)
+    leader.receive(voter, VoteRequest(leader.epoch + 1, voter, leader.log_end - 1, leader.epoch, pre_vote=True))
+    assert leader.free_messages() == [(voter, VoteResponse(leader.epoch, False, True, leader.id))]
+    leader.advance(writing)
+
+
 def test_a_follower_truncates_its_diverging_tail_and_takes_the_leaders() -> None:
     # Node 3 wrote entries 2-3 in epoch 1 as a leader that never got them committed; nodes 1 and
     # 2 moved on in epoch 2. The leader of epoch 3 must make node 3 drop them.
