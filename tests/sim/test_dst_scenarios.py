@@ -35,6 +35,10 @@ SCENARIOS = {
     # item 1: two brokers restart together; their registrations, each decided on an image without
     # the other, commit a partition led from outside its ISR
     "registration racing a decision": Scenario("registration-serial", ("rack",), range(1, 21)),
+    # item 1 in the form: one broker stalls, another restarts and registers about when the
+    # stalled one is fenced, with the quorum leader's disk slow: fence and registration decided on
+    # one image (found at three brokers since a restarted voter follows the leader that refuses it)
+    "registration racing a fence": Scenario("registration-serial", ("strand",), range(1, 21)),
     # item 2: a follower stalls until fenced, its leader (alone in the ISR) comes back from a power
     # loss within its session and keeps its leader epoch: the follower truncates acknowledged writes
     "sole-ISR restart": Scenario("sole-isr-epoch", ("strand",), range(1, 41)),
