@@ -20,14 +20,14 @@ from .nemesis import KINDS
 
 
 def _one(job: tuple[int, float, int, str, str, float, tuple[str, ...]]) -> tuple[int, bool, str, float]:
+    """(seed, ok, summary, virtual seconds the run simulated)."""
     from .run import simulate
     seed, seconds, size, disk, breaks, intensity, faults = job
-    t0 = time.monotonic()
     try:
         result = simulate(seed, seconds, size=size, disk=disk, breaks=breaks, intensity=intensity, faults=faults)
     except Exception as e:  # noqa: BLE001 - a harness error is a failing seed too, reported by number
-        return seed, False, f"seed {seed}: harness error {e!r}", time.monotonic() - t0
-    return seed, result.ok, f"{result.summary()} digest {result.digest()}", time.monotonic() - t0
+        return seed, False, f"seed {seed}: harness error {e!r}", 0.0
+    return seed, result.ok, f"{result.summary()} digest {result.digest()}", result.virtual_s
 
 
 def _kinds(spec: str) -> tuple[str, ...]:
@@ -100,14 +100,17 @@ def _many(args: Any) -> int:
     jobs = [(s, args.seconds, _size(args.size, s), args.disk, args.breaks, args.intensity, _kinds(args.faults)) for s in seeds]
     failed: list[int] = []
     t0 = time.monotonic()
+    simulated = 0.0
     with Pool(args.jobs, maxtasksperchild=20) as pool:
-        for seed, ok, summary, _took in pool.imap_unordered(_one, jobs):
+        for seed, ok, summary, virtual_s in pool.imap_unordered(_one, jobs):
+            simulated += virtual_s
             if not ok:
                 failed.append(seed)
                 print(summary, flush=True)
     took = time.monotonic() - t0
     print(f"{len(seeds)} seeds x {args.seconds:.0f} virtual s of faults in {took:.0f} s with {args.jobs} processes: "
-          f"{len(failed)} failed{': ' + ' '.join(map(str, sorted(failed))) if failed else ''}")
+          f"{len(failed)} failed{': ' + ' '.join(map(str, sorted(failed))) if failed else ''}; "
+          f"{simulated / 60:.0f} simulated cluster-minutes (start to settled)")
     return 1 if failed else 0
 
 
