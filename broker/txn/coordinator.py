@@ -297,16 +297,12 @@ class TransactionCoordinator:
 
     async def init_producer_id(self, tid: str, timeout_ms: int, producer_id: int, producer_epoch: int, *,
                                enable_2pc: bool = False, keep_prepared: bool = False) -> Decision:
-        if err := self.not_served(tid):
-            return Decision(error=err)
         return await self._decide(tid, lambda: self.machine.init_producer_id(
             tid, timeout_ms, producer_id, producer_epoch, self.clock.now_ms(), enable_2pc=enable_2pc,
             keep_prepared=keep_prepared))
 
     async def add_partitions(self, tid: str, producer_id: int, producer_epoch: int,
                              partitions: Iterable[TopicPartition]) -> ErrorCode:
-        if err := self.not_served(tid):
-            return err
         parts = list(partitions)
         d = await self._decide(tid, lambda: self.machine.add_partitions(tid, producer_id, producer_epoch, parts,
                                                                           self.clock.now_ms()))
@@ -314,8 +310,6 @@ class TransactionCoordinator:
 
     async def end_txn(self, tid: str, producer_id: int, producer_epoch: int, commit: bool, *,
                       bump_epoch: bool) -> Decision:
-        if err := self.not_served(tid):
-            return Decision(error=err)
         return await self._decide(tid, lambda: self.machine.end_txn(tid, producer_id, producer_epoch, commit,
                                                                       self.clock.now_ms(), bump_epoch=bump_epoch))
 
@@ -375,6 +369,11 @@ class TransactionCoordinator:
             pending = await self._decided_again(tid, decide, remaining)
 
     def _begin_decision(self, tid: str, decide: Callable[[], Decision]) -> asyncio.Future[Decision]:
+        """Decide now -- first, and again each time a waiting request is woken (`_decided_again`):
+        a partition that went elsewhere meanwhile (the unload wakes its waiters) left no state to
+        decide on, and its requests belong to the new coordinator (seed 3501 of the simulation)."""
+        if err := self.not_served(tid):
+            return _done(Decision(error=err))
         try:
             decision = decide()
         except KafkaError as e:  # no producer id to hand out yet (retriable), nothing changed

@@ -42,3 +42,14 @@ def test_seed_2700_a_commit_that_timed_out_does_not_kill_its_application() -> No
     tests/integration/test_client_failures.py::test_a_commit_the_caller_stopped_waiting_for_can_be_committed_again)."""
     result = simulate(2700, 30)
     assert result.ok, result.summary() + "\nreplay: " + REPLAY.format(seed=2700, seconds=30)
+
+
+def test_seed_3501_a_request_woken_by_an_unload_is_sent_to_the_new_coordinator() -> None:
+    """A transaction coordinator back from a 15 s stall (`takeover`) found two of its partitions
+    led elsewhere; unloading them woke an AddPartitionsToTxn that waited for the id's previous
+    transaction to complete, which then decided on the emptied state and answered
+    INVALID_PRODUCER_ID_MAPPING: fatal for the client, whose producer died. It is told
+    NOT_COORDINATOR now (broker/txn/coordinator.py `_begin_decision`; tests/unit/
+    test_coordinator_loading.py::test_a_request_waiting_on_a_transition_is_sent_elsewhere_when_the_partition_goes)."""
+    result = simulate(3501, 60)
+    assert result.ok, result.summary() + "\nreplay: " + REPLAY.format(seed=3501, seconds=60)

@@ -99,6 +99,32 @@ async def test_a_new_transaction_coordinator_does_not_load_before_its_log_is_com
         await coordinator.stop()
 
 
+async def test_a_request_waiting_on_a_transition_is_sent_elsewhere_when_the_partition_goes(
+        cfg: BrokerConfig, cluster: Cluster) -> None:
+    """AddPartitionsToTxn waits while the id's previous transaction completes (CONCURRENT_TRANSACTIONS,
+    decided again when the id changes); if the partition moves to another broker meanwhile, the
+    unload wakes it, and it must be told NOT_COORDINATOR -- not decide on the emptied state, which
+    answered INVALID_PRODUCER_ID_MAPPING, a fatal error for the client (simulation seed 3501 at
+    60 s: a transactional producer died when its coordinator, back from a 15 s stall, found its
+    partitions led elsewhere)."""
+    coordinator = TransactionCoordinator(cfg, cluster.topics, ProducerIdAllocator(ME, lambda: None, lambda: None),
+                                         BrokerMetrics(), SystemClock(), lambda _: None)
+    coordinator.load()
+    configs = {"cleanup.policy": "compact"}
+    await cluster.image(TXN_TOPIC, STALLED, 0, configs)
+    p = cluster.partition(TXN_TOPIC)
+    replicate(p, encode_key(TID), encode_value(_txn_record(TxnState.PREPARE_COMMIT)), 0, 1)  # its markers never land
+    try:
+        await cluster.image(TXN_TOPIC, ME, 1, configs)
+        await until(lambda: coordinator.owns(TID))
+        waiting = asyncio.create_task(coordinator.add_partitions(TID, 7, 3, [TopicPartition("out", 1)]))
+        await until(lambda: TID in coordinator._waiters, message="the request waiting for the completion")
+        await cluster.image(TXN_TOPIC, STALLED, 2, configs)
+        assert await asyncio.wait_for(waiting, 5) == ErrorCode.NOT_COORDINATOR
+    finally:
+        await coordinator.stop()
+
+
 async def test_a_new_group_coordinator_does_not_load_before_its_log_is_committed(
         cfg: BrokerConfig, cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(group_coordinator_module, "LOAD_WAIT_S", OLD_WAIT_S, raising=False)

@@ -232,6 +232,7 @@ def _run(seed: int, seconds: float, size: int, logs: bool, disk: str, tmp: Path,
             if task.done() and (task.cancelled() or task.exception() is not None):  # nothing cancels them
                 why = "CancelledError" if task.cancelled() else repr(task.exception())
                 loop.errors.append(f"workload {task.get_name()} died: {why}")
+        loop.errors += [f"workload {u}" for u in workload.unexpected]
         loop.run_until_complete(workload.settle())
         watch.cancel()
         for topic in (TOPIC, PAIR):

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from client.consumer import Consumer
-from client.errors import FatalError, KafkaClientError, RetriableError
+from client.errors import FatalError, KafkaClientError, ProducerFencedError, RetriableError
 from client.producer import Producer
 from client.structs import TopicPartition
 from protocol.errors import ErrorCode
@@ -58,6 +58,12 @@ class Worker:
     def note(self, where: str, exc: BaseException) -> None:
         key = f"{where}:{type(exc).__name__}"
         self.errors[key] = self.errors.get(key, 0) + 1
+        if isinstance(exc, FatalError) and not isinstance(exc, ProducerFencedError):
+            # Fencing is expected (a rival instance, a timed-out transaction's epoch bump); any
+            # other fatal error leaves the application nothing to do but die: a broker or client
+            # bug until shown otherwise (seed 3501: INVALID_PRODUCER_ID_MAPPING from a coordinator
+            # answering on state it had just unloaded).
+            self.sim.unexpected.append(f"{self.name} {where} at {self.loop.time():.4f}: {exc!r}")
 
     async def run(self) -> None:
         inc = 0
@@ -431,6 +437,7 @@ class Workload:
             Feeder(self, "feeder"), Poller(self, "verifier", "read_committed", COPY_OUT),
         ]
         self.copier = Copier(self, "copier")
+        self.unexpected: list[str] = []  # fatal errors no application should meet (Worker.note)
         self.procs: list[Process] = []
         self.tasks: list[asyncio.Task[None]] = []
 
