@@ -39,14 +39,16 @@ def _results(topics: list[AddPartitionsToTxnTopic], code_for: dict[TopicPartitio
 async def _one(ctx: BrokerContext, tid: str, pid: int, epoch: int, topics: list[AddPartitionsToTxnTopic],
                verify_only: bool, version: int) -> list[AddPartitionsToTxnTopicResult]:
     wanted = [TopicPartition(t.name, p) for t in topics for p in t.partitions]
+    if verify_only:
+        # The asking leader holds the partitions; what it asks is the transaction's state, which
+        # only the id's coordinator knows -- a broker just restarted, with no topics in its
+        # metadata yet, answers NOT_COORDINATOR, not UNKNOWN_TOPIC_OR_PARTITION (seed 3507).
+        return _results(topics, {}, for_version(ctx.txn.verify(tid, pid, epoch, wanted), KEY, version))
     unknown = {tp: int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for tp in wanted  # in the cluster, not just here
                if not ctx.topics.exists(tp[0], tp[1])}
     if unknown:
         return _results(topics, unknown, ErrorCode.OPERATION_NOT_ATTEMPTED)
-    if verify_only:
-        code = ctx.txn.verify(tid, pid, epoch, wanted)
-    else:
-        code = await ctx.txn.add_partitions(tid, pid, epoch, wanted)
+    code = await ctx.txn.add_partitions(tid, pid, epoch, wanted)
     return _results(topics, {}, for_version(code, KEY, version))
 
 

@@ -16,6 +16,8 @@ mapping for clients that predate TRANSACTION_ABORTABLE (_FOR_PRODUCER):
     PRODUCER_FENCED                               -> INVALID_PRODUCER_EPOCH
     CONCURRENT_TRANSACTIONS, coordinator moving   -> NOT_ENOUGH_REPLICAS (retriable)
     not in the transaction, unknown producer id   -> INVALID_TXN_STATE
+    anything else (a timeout, a coordinator
+    without metadata yet)                         -> as it came
 
 The produce requests of one connection append in the order they came, as in Kafka (which handles
 a connection's requests one at a time): a request whose verification answers sooner than an
@@ -58,14 +60,21 @@ ORDERED = False
 log = structlog.get_logger()
 
 _FOR_PRODUCER = {
-    ErrorCode.NONE: ErrorCode.NONE,
     ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
-    ErrorCode.INVALID_PRODUCER_EPOCH: ErrorCode.INVALID_PRODUCER_EPOCH,
     ErrorCode.CONCURRENT_TRANSACTIONS: ErrorCode.NOT_ENOUGH_REPLICAS,
     ErrorCode.NOT_COORDINATOR: ErrorCode.NOT_ENOUGH_REPLICAS,
     ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorCode.NOT_ENOUGH_REPLICAS,
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.INVALID_PRODUCER_ID_MAPPING: ErrorCode.INVALID_TXN_STATE,
 }
+
+
+def verdict_for_producer(code: ErrorCode) -> ErrorCode:
+    """The coordinator's answer as the producer is told it (the module docstring's table). Any
+    other code goes as it came, as Kafka passes it on: defaulting to INVALID_TXN_STATE made a
+    retriable answer -- UNKNOWN_TOPIC_OR_PARTITION from a coordinator without metadata yet, a
+    timeout -- fatal for the producer (simulation seed 3507)."""
+    return _FOR_PRODUCER.get(code, code)
 
 
 def append_to(ctx: BrokerContext, part: Partition, records: memoryview | bytes, transactional: bool,
@@ -164,7 +173,7 @@ async def _verify_transactional(ctx: BrokerContext, req: ProduceRequest, refused
     for (pid, epoch), tps in by_producer.items():
         for tp in tps:
             code = await ctx.txn.verify_anywhere(req.transactional_id, pid, epoch, [tp])
-            verdict = _FOR_PRODUCER.get(code, ErrorCode.INVALID_TXN_STATE)
+            verdict = verdict_for_producer(code)
             if verdict == ErrorCode.INVALID_PRODUCER_EPOCH and broken("fence"):
                 verdict = ErrorCode.NONE
             verdicts[tp] = (verdict, guards[tp])

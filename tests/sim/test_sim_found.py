@@ -53,3 +53,15 @@ def test_seed_3501_a_request_woken_by_an_unload_is_sent_to_the_new_coordinator()
     test_coordinator_loading.py::test_a_request_waiting_on_a_transition_is_sent_elsewhere_when_the_partition_goes)."""
     result = simulate(3501, 60)
     assert result.ok, result.summary() + "\nreplay: " + REPLAY.format(seed=3501, seconds=60)
+
+
+def test_seed_3507_a_verification_answered_by_a_broker_without_metadata_is_retried() -> None:
+    """A partition leader asked the transaction coordinator its metadata named -- a broker just
+    restarted, with no metadata yet -- whether a partition was in the producer's transaction; it
+    answered UNKNOWN_TOPIC_OR_PARTITION, and the leader told the producer INVALID_TXN_STATE for
+    every code it did not expect: fatal for the client. Codes other than the ones Kafka maps now
+    reach the producer as they are (retriable here), as in Kafka's AddPartitionsToTxnManager, and
+    a coordinator answers a verification by whether it serves the id, not by its view of the
+    topics (tests/unit/test_produce_verdicts.py)."""
+    result = simulate(3507, 60)
+    assert result.ok, result.summary() + "\nreplay: " + REPLAY.format(seed=3507, seconds=60)
