@@ -130,6 +130,10 @@ _BACK_OFF = frozenset({E.COORDINATOR_LOAD_IN_PROGRESS, E.CONCURRENT_TRANSACTIONS
 _FENCED = frozenset({E.PRODUCER_FENCED, E.INVALID_PRODUCER_EPOCH, E.TRANSACTION_COORDINATOR_FENCED})
 _FATAL = frozenset({E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, E.INVALID_TXN_STATE, E.INVALID_PRODUCER_ID_MAPPING,
                     E.CLUSTER_AUTHORIZATION_FAILED, E.UNSUPPORTED_VERSION, E.UNSUPPORTED_FOR_MESSAGE_FORMAT})
+# A failed batch ends the producer only for these (Java's TransactionManager); anything else, the
+# leader's INVALID_TXN_STATE included, only makes the transaction abortable.
+_PRODUCE_FATAL = frozenset({E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, E.CLUSTER_AUTHORIZATION_FAILED,
+                            E.UNSUPPORTED_VERSION, E.INVALID_PRODUCER_ID_MAPPING})
 
 
 class TransactionManager:
@@ -472,7 +476,7 @@ class TransactionManager:
             self._fail_code(code, "Produce")
             assert self.last_error is not None
             return self.last_error
-        if ec in _FATAL:
+        if ec in _PRODUCE_FATAL:
             self.fatal(err)
             assert self.last_error is not None
             return self.last_error

@@ -65,3 +65,13 @@ def test_seed_3507_a_verification_answered_by_a_broker_without_metadata_is_retri
     topics (tests/unit/test_produce_verdicts.py)."""
     result = simulate(3507, 60)
     assert result.ok, result.summary() + "\nreplay: " + REPLAY.format(seed=3507, seconds=60)
+
+
+def test_seed_3532_a_stale_coordinators_refusal_of_a_produce_leaves_the_producer_alive() -> None:
+    """A broker back from a 22 s stall, still believing it coordinated `sim-t1` and led `mixed-1`,
+    checked a produce against its old state (the transaction long complete) and refused it
+    INVALID_TXN_STATE; the client took that for fatal and the application died. A failed batch
+    is fatal only for what Java's producer treats so; this one makes the transaction abortable
+    (client/transactions.py `_PRODUCE_FATAL`; tests/unit/test_client_txn_state_machine.py)."""
+    result = simulate(3532, 60)
+    assert result.ok, result.summary() + "\nreplay: " + REPLAY.format(seed=3532, seconds=60)

@@ -160,6 +160,19 @@ def test_failed_produce_makes_the_transaction_abortable() -> None:
     assert (tm.state, tm.producer_epoch, tm.epoch_bump_required) == (ProducerTxnState.READY, 4, False)
 
 
+@pytest.mark.parametrize("code", [E.INVALID_TXN_STATE, E.UNSUPPORTED_FOR_MESSAGE_FORMAT])
+def test_a_produce_refused_by_the_transaction_check_is_abortable_as_in_java(code: E) -> None:
+    """INVALID_TXN_STATE on a Produce is the partition leader's KIP-890 check saying no: the
+    transaction cannot commit, but the producer can abort and go on (Java fails the producer
+    only for authorization, fencing, unsupported versions and an unknown producer id). A stalled
+    coordinator back with its old state gives that answer (simulation seed 3532), and treating
+    it as fatal killed the application."""
+    tm = in_txn_with(TP0)
+    err = tm.on_produce_error(code, TP0)
+    assert tm.state is ProducerTxnState.ABORTABLE_ERROR and err.code is code
+    assert tm.begin_abort() is True
+
+
 def test_end_txn_v5_bump_makes_a_separate_bump_unnecessary() -> None:
     tm = in_txn_with(TP0)
     tm.on_produce_error(E.OUT_OF_ORDER_SEQUENCE_NUMBER, TP0)
