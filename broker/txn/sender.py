@@ -8,6 +8,8 @@ in flight; whatever is owed meanwhile goes into its next request, so under load 
 carries the markers of many transactions. Failed requests are retried after a backoff until
 every leader has written its marker; then `on_done` is told, and the coordinator writes
 CompleteCommit/CompleteAbort. The bookkeeping is markers.MarkerQueue; this is only the I/O.
+Retries are timed on the monotonic clock: on the wall clock, a host's clock stepped back an hour
+held every retry for an hour (simulation seed 3258).
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ class MarkerSender:
     async def _run(self) -> None:
         while True:
             self._deliver_done()
-            now = self._clock.now_ms()
+            now = self._clock.monotonic_ms()
             for node, sends in self.queue.drain(now, self._leader_of, self._busy).items():
                 self._busy.add(node)
                 task = asyncio.get_running_loop().create_task(self._send(node, sends))
@@ -79,7 +81,7 @@ class MarkerSender:
                 task.add_done_callback(self._tasks.discard)
             self._deliver_done()
             retry = self.queue.next_retry_ms()
-            timeout = None if retry is None else max(retry - self._clock.now_ms(), 1) / 1000
+            timeout = None if retry is None else max(retry - self._clock.monotonic_ms(), 1) / 1000
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout)
             except TimeoutError:
@@ -92,10 +94,10 @@ class MarkerSender:
             resp = await conn.request(build_request(sends), timeout=REQUEST_TIMEOUT_S)
         except (WireError, OSError) as e:
             log.warning("WriteTxnMarkers failed, will retry", broker=node, error=str(e), markers=len(sends))
-            self.queue.on_failure(sends, self._clock.now_ms())
+            self.queue.on_failure(sends, self._clock.monotonic_ms())
         else:
             errors = response_errors(resp)
-            self.queue.on_response(sends, errors, self._clock.now_ms())
+            self.queue.on_response(sends, errors, self._clock.monotonic_ms())
             if any(s.commit and self.queue.pending_partitions(s.key)
                    and any(errors.get((s.producer_id, *tp), -1) == 0 for tp in s.partitions) for s in sends):
                 crash_point("markers_half_sent")
