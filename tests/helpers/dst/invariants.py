@@ -65,6 +65,18 @@ class Invariants:
                         self.fail(now, f"HW {hw} above the log end {p.log_end_offset} on {topic.name}-{index} "
                                        f"(leader {node})")
 
+    def check_settled(self, now: float, brokers: list[tuple[int, int, BrokerServer]]) -> None:
+        """Once healed and settled (every partition's LSO at its HW, or the settling deadline
+        passed): no coordinator still owes markers. A transaction prepared this long after the
+        faults ended is one whose markers stopped going out -- its output perhaps visible and
+        its consumer offsets pending (seed 3258: retries timed on a wall clock stepped back)."""
+        for node, _inc, b in brokers:
+            for meta in b.txn.all():
+                if meta.state.is_prepare:
+                    self.fail(now, f"transaction {meta.transactional_id} (producer {meta.producer_id}, epoch "
+                                   f"{meta.producer_epoch}) still {meta.state.name} on its coordinator, node {node}, "
+                                   "after healing and settling: its markers stopped going out")
+
     def check_image(self, now: float, node: int, b: BrokerServer) -> None:
         """The committed partition states as a broker replayed them: a leader is in its ISR and
         the ISR among the replicas. (A change decided on an image that another change in flight

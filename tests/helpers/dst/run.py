@@ -235,6 +235,8 @@ def _run(seed: int, seconds: float, size: int, logs: bool, disk: str, tmp: Path,
         loop.errors += [f"workload {u}" for u in workload.unexpected]
         loop.run_until_complete(workload.settle())
         watch.cancel()
+        invariants.check_settled(loop.time(), [(n, node.incarnation, node.broker) for n, node in cluster.nodes.items()
+                                               if node.up and node.broker is not None])
         for topic in (TOPIC, PAIR):
             write(_replicas(cluster, workload, invariants, loop.time(), topic))
         report = checker.check(checker.parse(history))
