@@ -74,6 +74,7 @@ async def _settled(*work: asyncio.Future[Any] | None) -> None:
     if pending:
         await asyncio.wait(pending)
 
+
 class Producer:
     """An asyncio Kafka producer. Use as `async with`, or call `start()` and `close()`."""
 
