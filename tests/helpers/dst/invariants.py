@@ -35,11 +35,18 @@ class Invariants:
     # (topic, partition) -> its ISR as last checked, from the quorum leader's image
     isr: dict[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
 
+    # a producer-id block, by its end (unique while blocks are disjoint) -> (node, incarnation, lowest id seen)
+    pid_blocks: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+
     def check(self, now: float, brokers: list[tuple[int, int, BrokerServer]]) -> None:
         """`brokers`: (node id, incarnation, server) of every live broker."""
         for node, _inc, b in brokers:
             self.check_image(now, node, b)
         self.check_joins(now, brokers)
+        for node, inc, b in brokers:
+            alloc = b.producer_ids
+            for lo, hi in [(alloc._next, alloc._end), *([alloc._spare] if alloc._spare else [])]:
+                self.check_pid_block(now, node, inc, lo, hi)
         for node, inc, b in brokers:
             for topic in list(b.topics.by_name.values()):
                 for index, p in list(topic.local.items()):
@@ -64,6 +71,24 @@ class Invariants:
                     if hw > p.log_end_offset:
                         self.fail(now, f"HW {hw} above the log end {p.log_end_offset} on {topic.name}-{index} "
                                        f"(leader {node})")
+
+    def check_pid_block(self, now: float, node: int, inc: int, lo: int, hi: int) -> None:
+        """Producer-id blocks the controller granted are disjoint, across brokers and each
+        broker's incarnations: one id handed to two producers would merge their sequences and
+        transactions on every partition both write. `[lo, hi)` is what is left of a block (or
+        its spare) as seen now; blocks are told apart by their end."""
+        if hi <= lo:
+            return
+        seen = self.pid_blocks.get(hi)
+        if seen is not None and seen[:2] == (node, inc):
+            if lo < seen[2]:
+                self.pid_blocks[hi] = (node, inc, lo)
+            return
+        for end, (other, other_inc, other_lo) in self.pid_blocks.items():
+            if (other, other_inc) != (node, inc) and lo < end and other_lo < hi:
+                self.fail(now, f"producer ids [{lo}, {hi}) of node {node} (incarnation {inc}) overlap "
+                               f"[{other_lo}, {end}) of node {other} (incarnation {other_inc})")
+        self.pid_blocks.setdefault(hi, (node, inc, lo))
 
     def check_settled(self, now: float, brokers: list[tuple[int, int, BrokerServer]]) -> None:
         """Once healed and settled (every partition's LSO at its HW, or the settling deadline

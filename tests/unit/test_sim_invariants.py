@@ -1,0 +1,23 @@
+"""The simulation's invariants on their own, fed the states they must reject and accept
+(tests/helpers/dst/invariants.py; the runs themselves are in tests/sim/)."""
+
+from __future__ import annotations
+
+from tests.helpers.dst.invariants import Invariants
+
+
+def test_producer_id_blocks_of_two_brokers_must_not_overlap() -> None:
+    inv = Invariants()
+    inv.check_pid_block(1.0, 1, 1, 0, 1000)
+    inv.check_pid_block(1.0, 2, 1, 1000, 2000)
+    inv.check_pid_block(2.0, 1, 1, 500, 1000)  # node 1 handed out half its block: the same block
+    assert inv.violations == []
+    inv.check_pid_block(3.0, 3, 1, 1500, 2500)
+    assert len(inv.violations) == 1 and "node 3" in inv.violations[0] and "node 2" in inv.violations[0]
+
+
+def test_a_restarted_broker_gets_a_block_of_its_own() -> None:
+    inv = Invariants()
+    inv.check_pid_block(1.0, 1, 1, 10, 1000)
+    inv.check_pid_block(5.0, 1, 2, 0, 1000)  # the new incarnation was given the old one's block again
+    assert len(inv.violations) == 1 and "incarnation 2" in inv.violations[0]
