@@ -15,6 +15,8 @@ from typing import Any
 
 from broker.server import BrokerServer
 from protocol.batch import iter_batches
+from protocol.control import parse_control_record
+from protocol.records import decode_batches
 from storage.fs import FileSystem
 
 
@@ -102,6 +104,22 @@ class Invariants:
                                    f"{meta.producer_epoch}) still {meta.state.name} on its coordinator, node {node}, "
                                    "after healing and settling: its markers stopped going out")
 
+    def check_markers(self, now: float, data_dirs: list[tuple[FileSystem, Path]]) -> None:
+        """At the end: no transaction both committed and aborted -- on one partition or across
+        them, `__consumer_offsets` included (a transaction's output committed with its offsets
+        aborted is a copy made twice), in any replica's log."""
+        outcomes: dict[tuple[int, int], set[bool]] = {}
+        for fs, root in data_dirs:
+            try:
+                dirs = [root / n for n in fs.listdir(root) if n.rpartition("-")[2].isdigit()]
+            except FileNotFoundError:
+                continue
+            for key, seen in transaction_outcomes(fs, sorted(dirs)).items():
+                outcomes.setdefault(key, set()).update(seen)
+        for (pid, epoch), seen in sorted(outcomes.items()):
+            if len(seen) > 1:
+                self.fail(now, f"the transaction of producer {pid} at epoch {epoch} has both commit and abort markers")
+
     def check_image(self, now: float, node: int, b: BrokerServer) -> None:
         """The committed partition states as a broker replayed them: a leader is in its ISR and
         the ISR among the replicas. (A change decided on an image that another change in flight
@@ -152,6 +170,31 @@ class Invariants:
 
 
 Batch = tuple[int, int, int, int, int, int, bool]
+
+
+def transaction_outcomes(fs: FileSystem, partition_dirs: list[Path]) -> dict[tuple[int, int], set[bool]]:
+    """(producer id, epoch) -> the outcomes (True: commit) of the transaction markers carrying
+    them in these replicas' logs. Transactions of the bundled client end with EndTxn v5, which
+    bumps the epoch at every end, so a producer id and a marker's epoch name one transaction: its
+    markers must agree on every partition (a fenced or timed-out transaction's abort carries an
+    epoch of its own too)."""
+    out: dict[tuple[int, int], set[bool]] = {}
+    for d in partition_dirs:
+        try:
+            names = sorted(n for n in fs.listdir(d) if n.endswith(".log"))
+        except FileNotFoundError:
+            continue
+        for name in names:
+            data = fs.read(d / name)
+            for pos, h in iter_batches(data, strict=False):
+                if not h.is_control:
+                    continue
+                for _, recs in decode_batches(bytes(data[pos:pos + h.size])):
+                    for r in recs:
+                        marker = parse_control_record(r.key, r.value)
+                        if marker.is_transaction_marker:
+                            out.setdefault((h.producer_id, h.producer_epoch), set()).add(marker.is_commit)
+    return out
 
 
 def replica_batches(fs: FileSystem, partition_dir: Path) -> list[Batch]:

@@ -237,6 +237,7 @@ def _run(seed: int, seconds: float, size: int, logs: bool, disk: str, tmp: Path,
         watch.cancel()
         invariants.check_settled(loop.time(), [(n, node.incarnation, node.broker) for n, node in cluster.nodes.items()
                                                if node.up and node.broker is not None])
+        invariants.check_markers(loop.time(), [(node.fs, cluster.data_dir(n)) for n, node in cluster.nodes.items()])
         for topic in (TOPIC, PAIR):
             write(_replicas(cluster, workload, invariants, loop.time(), topic))
         report = checker.check(checker.parse(history))
