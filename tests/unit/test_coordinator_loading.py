@@ -66,15 +66,23 @@ def _txn_record(state: TxnState) -> TxnRecord:
                      partitions=frozenset({TopicPartition("out", 0)}), start_ms=1_000, update_ms=2_000)
 
 
-async def test_a_new_transaction_coordinator_does_not_load_before_its_log_is_committed(
-        cfg: BrokerConfig, cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(txn_coordinator_module, "LOAD_WAIT_S", OLD_WAIT_S, raising=False)
+TXN_CONFIGS = {"cleanup.policy": "compact"}
+
+
+async def _txn_coordinator(cfg: BrokerConfig, cluster: Cluster) -> tuple[TransactionCoordinator, Partition]:
+    """A transaction coordinator on broker 1, and its `__transaction_state` partition, which broker 2
+    leads for now."""
     coordinator = TransactionCoordinator(cfg, cluster.topics, ProducerIdAllocator(ME, lambda: None, lambda: None),
                                          BrokerMetrics(), SystemClock(), lambda _: None)
     coordinator.load()
-    configs = {"cleanup.policy": "compact"}
-    await cluster.image(TXN_TOPIC, STALLED, 0, configs)
-    p = cluster.partition(TXN_TOPIC)
+    await cluster.image(TXN_TOPIC, STALLED, 0, TXN_CONFIGS)
+    return coordinator, cluster.partition(TXN_TOPIC)
+
+async def test_a_new_transaction_coordinator_does_not_load_before_its_log_is_committed(
+        cfg: BrokerConfig, cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(txn_coordinator_module, "LOAD_WAIT_S", OLD_WAIT_S, raising=False)
+    coordinator, p = await _txn_coordinator(cfg, cluster)
+    configs = TXN_CONFIGS
     # Broker 2 coordinated: Ongoing (committed), then PrepareCommit — EndTxn was answered, but the
     # high watermark broker 1 last heard of does not cover the PrepareCommit yet.
     replicate(p, encode_key(TID), encode_value(_txn_record(TxnState.ONGOING)), 0, 0)
@@ -107,12 +115,8 @@ async def test_a_request_waiting_on_a_transition_is_sent_elsewhere_when_the_part
     answered INVALID_PRODUCER_ID_MAPPING, a fatal error for the client (simulation seed 3501 at
     60 s: a transactional producer died when its coordinator, back from a 15 s stall, found its
     partitions led elsewhere)."""
-    coordinator = TransactionCoordinator(cfg, cluster.topics, ProducerIdAllocator(ME, lambda: None, lambda: None),
-                                         BrokerMetrics(), SystemClock(), lambda _: None)
-    coordinator.load()
-    configs = {"cleanup.policy": "compact"}
-    await cluster.image(TXN_TOPIC, STALLED, 0, configs)
-    p = cluster.partition(TXN_TOPIC)
+    coordinator, p = await _txn_coordinator(cfg, cluster)
+    configs = TXN_CONFIGS
     replicate(p, encode_key(TID), encode_value(_txn_record(TxnState.PREPARE_COMMIT)), 0, 1)  # its markers never land
     try:
         await cluster.image(TXN_TOPIC, ME, 1, configs)
