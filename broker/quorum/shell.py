@@ -197,8 +197,8 @@ class QuorumShell:
         if self.failed is None and not self._stopped:
             for dst, msg in node.free_messages():  # even while a Ready is being written
                 self._route(dst, msg)
-        if self._persisting is None and self.failed is None and not self._stopped:
-            self._drain_ready(node)
+            if self._persisting is None:
+                self._drain_ready(node)
         if (node.role, node.epoch) != self._seen:
             self._seen = (node.role, node.epoch)
             log.info("quorum role changed", role=node.role.value, epoch=node.epoch, leader=node.leader)

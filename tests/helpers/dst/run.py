@@ -30,6 +30,7 @@ from typing import Any
 
 import structlog
 
+from broker.server import BrokerServer
 from storage import faults
 from storage.fs import OS_FS
 from storage.txn_index import TransactionIndex
@@ -235,8 +236,7 @@ def _run(seed: int, seconds: float, size: int, logs: bool, disk: str, tmp: Path,
         loop.errors += [f"workload {u}" for u in workload.unexpected]
         loop.run_until_complete(workload.settle())
         watch.cancel()
-        invariants.check_settled(loop.time(), [(n, node.incarnation, node.broker) for n, node in cluster.nodes.items()
-                                               if node.up and node.broker is not None])
+        invariants.check_settled(loop.time(), _live(cluster))
         invariants.check_markers(loop.time(), [(node.fs, cluster.data_dir(n)) for n, node in cluster.nodes.items()])
         for topic in (TOPIC, PAIR):
             write(_replicas(cluster, workload, invariants, loop.time(), topic))
@@ -294,8 +294,13 @@ def _replicas(cluster: SimCluster, workload: Workload, invariants: Invariants, n
 async def _watch(loop: SimLoop, cluster: SimCluster, invariants: Invariants) -> None:
     while True:
         await asyncio.sleep(INVARIANT_EVERY_S)
-        invariants.check(loop.time(), [(n, node.incarnation, node.broker) for n, node in cluster.nodes.items()
-                                       if node.up and node.broker is not None])
+        invariants.check(loop.time(), _live(cluster))
+
+
+def _live(cluster: SimCluster) -> list[tuple[int, int, BrokerServer]]:
+    """(node id, incarnation, server) of every live broker, as the invariants take them."""
+    return [(n, node.incarnation, node.broker) for n, node in cluster.nodes.items()
+            if node.up and node.broker is not None]
 
 
 async def _create_topics(loop: SimLoop, cluster: SimCluster, workload: Workload) -> None:
