@@ -11,11 +11,12 @@ in the network until after its transaction ended, or a producer that skipped Add
 cannot land in the log. The question is Kafka's AddPartitionsToTxn v4 with verify_only=true
 (TransactionCoordinator.verify_anywhere): asked directly when the coordinator is this broker, over
 the inter-broker listener otherwise, with the same answers. What the producer is told is Kafka's
-mapping for clients that predate TRANSACTION_ABORTABLE (_FOR_PRODUCER):
+mapping (_FOR_PRODUCER, then wire_errors for the request's version):
 
     PRODUCER_FENCED                               -> INVALID_PRODUCER_EPOCH
     CONCURRENT_TRANSACTIONS, coordinator moving   -> NOT_ENOUGH_REPLICAS (retriable)
-    not in the transaction, unknown producer id   -> INVALID_TXN_STATE
+    not in the transaction (TRANSACTION_ABORTABLE) -> as it came from v11, INVALID_TXN_STATE before
+    unknown producer id                           -> INVALID_TXN_STATE
     anything else (a timeout, a coordinator
     without metadata yet)                         -> as it came
 
@@ -51,6 +52,7 @@ from storage.log import AppendResult
 from ..context import BrokerContext, ClientInfo
 from ..partition import AppendOrigin
 from ..topics import INTERNAL_TOPICS
+from ..txn.wire_errors import for_version
 
 if TYPE_CHECKING:
     from ..partition import Partition, VerificationGuard
@@ -69,12 +71,12 @@ _FOR_PRODUCER = {
 }
 
 
-def verdict_for_producer(code: ErrorCode) -> ErrorCode:
-    """The coordinator's answer as the producer is told it (the module docstring's table). Any
-    other code goes as it came, as Kafka passes it on: defaulting to INVALID_TXN_STATE made a
-    retriable answer -- UNKNOWN_TOPIC_OR_PARTITION from a coordinator without metadata yet, a
-    timeout -- fatal for the producer (simulation seed 3507)."""
-    return _FOR_PRODUCER.get(code, code)
+def verdict_for_producer(code: ErrorCode, version: int) -> ErrorCode:
+    """The coordinator's answer as a Produce `version` client is told it (the module docstring's
+    table). Any other code goes as it came, as Kafka passes it on: defaulting to INVALID_TXN_STATE
+    made a retriable answer -- UNKNOWN_TOPIC_OR_PARTITION from a coordinator without metadata yet,
+    a timeout -- fatal for the producer (simulation seed 3507)."""
+    return ErrorCode(for_version(_FOR_PRODUCER.get(code, code), KEY, version))
 
 
 def append_to(ctx: BrokerContext, part: Partition, records: memoryview | bytes, transactional: bool,
@@ -148,7 +150,8 @@ def refusals(ctx: BrokerContext, client: ClientInfo, req: ProduceRequest) -> dic
                          ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
 
-async def _verify_transactional(ctx: BrokerContext, req: ProduceRequest, refused: dict[str, ErrorCode]) -> Verdicts:
+async def _verify_transactional(ctx: BrokerContext, req: ProduceRequest, version: int,
+                                refused: dict[str, ErrorCode]) -> Verdicts:
     """Coordinator verdicts for the partitions where a transactional batch opens a transaction,
     each with the guard its append must still hold."""
     guards: dict[TopicPartition, VerificationGuard] = {}
@@ -173,7 +176,7 @@ async def _verify_transactional(ctx: BrokerContext, req: ProduceRequest, refused
     for (pid, epoch), tps in by_producer.items():
         for tp in tps:
             code = await ctx.txn.verify_anywhere(req.transactional_id, pid, epoch, [tp])
-            verdict = verdict_for_producer(code)
+            verdict = verdict_for_producer(code, version)
             if verdict == ErrorCode.INVALID_PRODUCER_EPOCH and broken("fence"):
                 verdict = ErrorCode.NONE
             verdicts[tp] = (verdict, guards[tp])
@@ -188,7 +191,7 @@ async def handle(ctx: BrokerContext, client: ClientInfo, header: RequestHeader,
     client.produce_appended = appended
     refused = refusals(ctx, client, req)
     try:
-        verdicts = await _verify_transactional(ctx, req, refused) if transactional and not bad_acks else {}
+        verdicts = await _verify_transactional(ctx, req, header.api_version, refused) if transactional and not bad_acks else {}
         if earlier is not None and not earlier.done():
             await earlier
         responses, waits = _append_all(ctx, req, verdicts, transactional, bad_acks, refused)
@@ -227,7 +230,8 @@ def _append_all(ctx: BrokerContext, req: ProduceRequest, verdicts: Verdicts, tra
                          transactional_id=req.transactional_id, error=verdict.name)
                 parts.append(PartitionProduceResponse(index=pd.index, error_code=verdict, base_offset=-1,
                                                       error_message="partition is not in the producer's "
-                                                      "ongoing transaction" if verdict == ErrorCode.INVALID_TXN_STATE
+                                                      "ongoing transaction" if verdict in (ErrorCode.INVALID_TXN_STATE,
+                                                                                      ErrorCode.TRANSACTION_ABORTABLE)
                                                       else None))
             elif bad_acks:
                 parts.append(PartitionProduceResponse(index=pd.index, error_code=ErrorCode.INVALID_REQUIRED_ACKS,

@@ -6,8 +6,10 @@ to the group coordinator (which holds them pending until the transaction's marke
 group's offsets partition must be in the producer's ongoing transaction, and the producer not
 fenced. Without it a zombie could park offsets under a transaction that has already ended,
 where no marker would ever resolve them. The check's VerificationGuard is taken before asking and
-held by the append, so a marker that lands between the answer and the append refuses the append
-(INVALID_TXN_STATE), as for a produce.
+held by the append, so a marker that lands between the answer and the append refuses the append,
+as for a produce. Both refusals are TRANSACTION_ABORTABLE for v4+ clients and INVALID_TXN_STATE
+for older ones (wire_errors): the first is fatal to the producer, the second only to its
+transaction.
 """
 
 from __future__ import annotations

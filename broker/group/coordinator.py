@@ -251,7 +251,8 @@ class GroupCoordinator:
         """Append the records, one batch per partition: the first offset of the last batch, and
         each partition written with the offset its batch ends before and the flush its flush
         policy asked for (if any). A transaction's offsets carry the `guard` of their KIP-890
-        check (raises INVALID_TXN_STATE if the transaction's marker landed since)."""
+        check (raises INVALID_TXN_STATE if the transaction's marker landed since: the offsets are then
+        refused TRANSACTION_ABORTABLE, the transaction's end and not the producer's)."""
         by_partition: dict[int, list[Write]] = defaultdict(list)
         for w in writes:
             by_partition[w.partition].append(w)
@@ -297,7 +298,7 @@ class GroupCoordinator:
             if isinstance(e, KafkaError):
                 log.warning("writing offsets failed", group=plan.group_id, error=e.code.name)
                 fail = {ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-                        ErrorCode.INVALID_TXN_STATE: ErrorCode.INVALID_TXN_STATE}.get(
+                        ErrorCode.INVALID_TXN_STATE: ErrorCode.TRANSACTION_ABORTABLE}.get(
                     e.code, ErrorCode.COORDINATOR_NOT_AVAILABLE)
             else:
                 log.error("writing offsets failed", group=plan.group_id, exc_info=e)

@@ -251,14 +251,16 @@ class TxnStateMachine:
         return self._begin(meta, rec)
 
     def verify(self, tid: str, pid: int, epoch: int, partitions: Iterable[TopicPartition]) -> ErrorCode:
-        """Is every partition part of the producer's ongoing transaction? Writes nothing."""
+        """Is every partition part of the producer's ongoing transaction? Writes nothing. No is
+        TRANSACTION_ABORTABLE, as Kafka's coordinator answers: the transaction cannot go on, the
+        producer can (the partition leader tells older clients INVALID_TXN_STATE, wire_errors)."""
         meta = self.txns.get(tid)
         err = self._check_producer(meta, pid, epoch)
         if err:
             return err
         assert meta is not None
         if meta.state != TxnState.ONGOING or not set(partitions) <= meta.partitions:
-            return ErrorCode.INVALID_TXN_STATE
+            return ErrorCode.TRANSACTION_ABORTABLE
         return ErrorCode.NONE
 
     # ---- EndTxn --------------------------------------------------------------------------------

@@ -165,6 +165,8 @@ def test_unknown_producer_and_missing_add_partitions(conn: RawTxn, topic: str) -
     # A zombie write: a partition that is not part of the ongoing transaction.
     conn.add_partitions(tid, pid, epoch, {topic: [1]})
     assert conn.produce(topic, 0, txn_batch(pid, epoch, 0, 1), tid)[0] == E.INVALID_TXN_STATE
+    # A client that knows TRANSACTION_ABORTABLE (Produce v11, KIP-1050) is told it.
+    assert conn.produce(topic, 0, txn_batch(pid, epoch, 0, 1), tid, version=11)[0] == E.TRANSACTION_ABORTABLE
     assert conn.latest(topic, 0, committed=False) == end
     assert conn.producers(topic, 0) == []
     assert conn.describe(tid).transaction_state == "Ongoing"
@@ -188,6 +190,7 @@ def test_late_produce_after_the_transaction_ended_is_refused(conn: RawTxn, topic
     end = conn.latest(topic, 0, committed=False)
     # Same epoch, next sequence, but its transaction is over: a zombie, not a new transaction.
     assert conn.produce(topic, 0, txn_batch(pid, epoch, 1, 1), tid)[0] == E.INVALID_TXN_STATE
+    assert conn.produce(topic, 0, txn_batch(pid, epoch, 1, 1), tid, version=11)[0] == E.TRANSACTION_ABORTABLE
     assert conn.latest(topic, 0, committed=False) == end
 
 
@@ -286,6 +289,9 @@ def test_transactional_offsets_are_pending_until_the_marker(conn: RawTxn, topic:
     pid, epoch = conn.init_ok(tid)
     # TxnOffsetCommit before AddOffsetsToTxn: the offsets partition is not in the transaction.
     assert _txn_commit_offset(conn, tid, pid, epoch, group, topic, 3) == E.INVALID_TXN_STATE
+    # A client that knows TRANSACTION_ABORTABLE (v4, KIP-1050) is told it: for Java's producer,
+    # as for ours, INVALID_TXN_STATE on a TxnOffsetCommit is fatal (simulation seed 3975).
+    assert _txn_commit_offset(conn, tid, pid, epoch, group, topic, 3, version=4) == E.TRANSACTION_ABORTABLE
     assert conn.add_offsets(tid, pid, epoch, group) == 0
     assert _txn_commit_offset(conn, tid, pid, epoch, group, topic, 3) == 0
     assert _fetch_offset(conn, group, topic, require_stable=True) == (E.UNSTABLE_OFFSET_COMMIT, -1)

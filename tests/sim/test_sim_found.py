@@ -75,3 +75,15 @@ def test_seed_3532_a_stale_coordinators_refusal_of_a_produce_leaves_the_producer
     (client/transactions.py `_PRODUCE_FATAL`; tests/unit/test_client_txn_state_machine.py)."""
     result = simulate(3532, 60)
     assert result.ok, result.summary() + "\nreplay: " + REPLAY.format(seed=3532, seconds=60)
+
+
+def test_seed_3975_a_stale_coordinators_refusal_of_an_offset_commit_is_abortable() -> None:
+    """Seed 3532's family on the group's side: broker 1, back from a 15 s stall, still believing
+    it coordinated `sim-copier` (its state: CompleteCommit) and led `__consumer_offsets-1`,
+    checked the copier's TxnOffsetCommit against that old state and refused it INVALID_TXN_STATE,
+    which is fatal for a TxnOffsetCommit (Java's producer too): the copier died. The coordinator
+    now answers TRANSACTION_ABORTABLE, as Kafka's does, and clients that know it (TxnOffsetCommit
+    v4, Produce v11; KIP-1050) are told so and abort (broker/txn/wire_errors.py;
+    tests/integration/test_txn_protocol.py)."""
+    result = simulate(3975, 120)
+    assert result.ok, result.summary() + "\nreplay: " + REPLAY.format(seed=3975, seconds=120)

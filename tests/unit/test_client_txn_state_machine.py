@@ -204,6 +204,24 @@ def test_offsets_flow_and_group_fencing_is_abortable() -> None:
     assert isinstance(d.error, TransactionAbortableError) and tm.state is ProducerTxnState.ABORTABLE_ERROR
 
 
+@pytest.mark.parametrize(("code", "state"), [(E.TRANSACTION_ABORTABLE, ProducerTxnState.ABORTABLE_ERROR),
+                                             (E.INVALID_TXN_STATE, ProducerTxnState.FATAL_ERROR)])
+def test_an_offset_commit_refused_abortable_leaves_the_producer_alive(code: E, state: ProducerTxnState) -> None:
+    """As Java's TxnOffsetCommitHandler: TRANSACTION_ABORTABLE (what a v4 client is told when
+    its transaction is not the coordinator's ongoing one, KIP-1050) ends the transaction, and
+    INVALID_TXN_STATE the producer (simulation seed 3975)."""
+    tm = in_txn_with()
+    group = ConsumerGroupMetadata("g", 7, "member-1", None)
+    tm.begin_add_offsets(group)
+    assert tm.handle_add_offsets(0).outcome is Outcome.DONE
+    tm.txn_offset_commit_request({TP0: OffsetAndMetadata(5)}, group)
+    tm.handle_txn_offset_commit({TP0: code})
+    assert tm.state is state
+    if state is ProducerTxnState.ABORTABLE_ERROR:
+        tm.begin_abort()
+        assert tm.state is ProducerTxnState.ABORTING_TRANSACTION
+
+
 def test_invalid_transitions_are_refused() -> None:
     tm = TransactionManager("tx")
     with pytest.raises(IllegalStateError):

@@ -120,11 +120,16 @@ def _committed(groups: GroupCoordinator, require_stable: bool = False) -> tuple[
     return f.error, f.offset
 
 
+@pytest.mark.parametrize(("version", "refusal"), [(3, ErrorCode.INVALID_TXN_STATE),
+                                                   (4, ErrorCode.TRANSACTION_ABORTABLE)])
 async def test_a_txn_offset_commit_verified_before_its_transaction_ended_is_not_appended_after_the_marker(
-        broker: Broker) -> None:
+        broker: Broker, version: int, refusal: ErrorCode) -> None:
+    """The refusal is TRANSACTION_ABORTABLE for a client that knows it (KIP-1050): the transaction
+    is over, not the producer, and INVALID_TXN_STATE is fatal for a TxnOffsetCommit client."""
     groups = broker.groups
     p = broker.cluster.partition(OFFSETS_TOPIC, groups.partition_for(GROUP))
-    header = RequestHeader(api_key=txn_offset_commit.KEY, api_version=3, correlation_id=1, client_id="zombie")
+    header = RequestHeader(api_key=txn_offset_commit.KEY, api_version=version, correlation_id=1,
+                           client_id="zombie")
     request = asyncio.create_task(txn_offset_commit.handle(broker.ctx, BROKER, header, _txn_offset_commit(42)))
     # The coordinator said yes; the append is the group coordinator's own task, not run yet (the
     # loop is turned one step at a time: the marker must land between the two) ...
@@ -138,7 +143,7 @@ async def test_a_txn_offset_commit_verified_before_its_transaction_ended_is_not_
     groups.complete_txn(PID, False, p.index)
     response = await asyncio.wait_for(request, 10)
     codes = {q.error_code for t in response.topics for q in t.partitions}
-    assert codes == {ErrorCode.INVALID_TXN_STATE}
+    assert codes == {refusal}
     # nothing of a transaction nobody will end was left in the log or in the group
     assert p.last_stable_offset == p.log_end_offset == 1
     assert _committed(groups, require_stable=True) == (0, -1)
