@@ -138,7 +138,8 @@ class Connection(asyncio.Protocol):
         self.reserved = 0  # taken from the pool for the incomplete frame being read
         self.pauses: set[str] = set()  # why reading is paused: "pipelined", "memory", "write"
         self.last_active_ms = registry.clock.monotonic_ms()
-        self.tasks: set[asyncio.Task[Any]] = set()
+        # in the order they started (a dict: cancelled in that order, not in memory-address order)
+        self.tasks: dict[asyncio.Task[Any], None] = {}
         self.barrier: asyncio.Task[Any] | None = None  # the last ordered request still running
 
     # ---- asyncio.Protocol ------------------------------------------------------------------
@@ -378,7 +379,7 @@ class Connection(asyncio.Protocol):
         task: asyncio.Task[Any] = asyncio.get_running_loop().create_task(coro)
         if ordered:
             self.barrier = task
-        self.tasks.add(task)
+        self.tasks[task] = None
         started = time.perf_counter()
         size = len(frame)
         task.add_done_callback(lambda t: self._finished(t, slot, header, started, size))
@@ -386,7 +387,7 @@ class Connection(asyncio.Protocol):
 
     def _finished(self, task: asyncio.Task[Any], slot: _Slot, header: RequestHeader, started: float,
                   size: int) -> None:
-        self.tasks.discard(task)
+        self.tasks.pop(task, None)
         self._answered(size)
         m = self.metrics
         m.requests[header.api_key] += 1

@@ -169,7 +169,8 @@ class TopicTable:
         # snapshots and sealed indexes, off the loop, a slow disk delaying only its own logs.
         self._ios: dict[Path, LogIO] = {}
         self.opening: dict[Key, Opening] = {}  # replicas whose log is being opened (the newest open of each)
-        self._opens: set[Opening] = set()  # every open not ended (an older one of a partition too)
+        # every open not ended (an older one of a partition too), in the order begun
+        self._opens: dict[Opening, None] = {}
         self._disk: dict[Key, asyncio.Task[None]] = {}  # each partition's last open or removal: the next waits for it
         self._closing = False
         self._internal: dict[str, asyncio.Task[None]] = {}  # internal topics being created here (ensure_internal)
@@ -258,7 +259,7 @@ class TopicTable:
         op = Opening(topic.topic_id, d, config)
         previous = self._disk.get(key)
         self.opening[key] = op
-        self._opens.add(op)
+        self._opens[op] = None
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # a table driven without a loop (tools, tests): open at once
@@ -328,7 +329,7 @@ class TopicTable:
             del self.opening[key]
         if self._closing:
             return  # table.close() closes it
-        self._opens.discard(op)
+        self._opens.pop(op, None)
         if part is None or not op.wanted:
             self._wake()
             return

@@ -130,7 +130,7 @@ class Accumulator:
         self.delivery_timeout = delivery_timeout
         self.queues: dict[TopicPartition, deque[ProducerBatch]] = {}
         self.buffered_bytes = 0
-        self.incomplete: set[ProducerBatch] = set()
+        self.incomplete: dict[ProducerBatch, None] = {}  # in the order appended: failed in that order
 
     def append(self, tp: TopicPartition, message: RecordFields, size: int, loop: asyncio.AbstractEventLoop
                ) -> tuple[asyncio.Future[RecordMetadata], bool, bool]:
@@ -148,7 +148,7 @@ class Accumulator:
             batch = ProducerBatch(tp, now, now + self.delivery_timeout, loop)
             batch.done = loop.create_future()
             q.append(batch)
-            self.incomplete.add(batch)
+            self.incomplete[batch] = None
         assert batch is not None
         fut: asyncio.Future[RecordMetadata] = loop.create_future()
         batch.messages.append(message)
@@ -175,7 +175,7 @@ class Accumulator:
         fut: asyncio.Future[RecordMetadata] = loop.create_future()
         batch.futures.append(fut)
         q.append(batch)
-        self.incomplete.add(batch)
+        self.incomplete[batch] = None
         self.buffered_bytes += size
         return fut
 
@@ -187,7 +187,7 @@ class Accumulator:
     def released(self, batch: ProducerBatch) -> None:
         """The batch is finished (acknowledged or failed): its bytes no longer count."""
         if batch in self.incomplete:
-            self.incomplete.discard(batch)
+            del self.incomplete[batch]
             self.buffered_bytes -= batch.size
 
     def reenqueue(self, batch: ProducerBatch, retry_at: float) -> None:

@@ -66,7 +66,7 @@ class Fetcher:
         self._in_flight: set[int] = set()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: dict[asyncio.Task[Any], None] = {}
         self.position_resolver: Any = None  # async callable(list[TopicPartition]) set by the consumer
 
     def start(self) -> None:
@@ -214,8 +214,8 @@ class Fetcher:
                 continue
             self._in_flight.add(node)
             t = asyncio.get_running_loop().create_task(self._fetch(node, tps))
-            self._tasks.add(t)
-            t.add_done_callback(self._tasks.discard)
+            self._tasks[t] = None
+            t.add_done_callback(lambda done: self._tasks.pop(done, None))
 
     async def _fetch(self, node: int, tps: list[TopicPartition]) -> None:
         try:

@@ -164,7 +164,7 @@ class Producer:
         self._closing = False
         self._started = False
         self._sender: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: dict[asyncio.Task[Any], None] = {}
         self._md_task: asyncio.Task[None] | None = None
         self._add_task: asyncio.Task[None] | None = None
         self._pid_task: asyncio.Task[None] | None = None
@@ -357,8 +357,8 @@ class Producer:
     # ------------------------------------------------------------------ the sender
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         t = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(t)
-        t.add_done_callback(self._tasks.discard)
+        self._tasks[t] = None
+        t.add_done_callback(lambda done: self._tasks.pop(done, None))
         return t
 
     async def _send_loop(self) -> None:

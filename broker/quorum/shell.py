@@ -97,7 +97,7 @@ class QuorumShell:
         self._waiting: dict[tuple[int, type], deque[asyncio.Future[Any]]] = {}
         self._conns: dict[int, BrokerConnection] = {}
         self._connecting: dict[int, asyncio.Lock] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: dict[asyncio.Task[Any], None] = {}
         self._ticker: asyncio.Task[None] | None = None
         self._last_fetch_ms: dict[int, int] = {}
         # As leader: (first offset, monotonic time) of each run of entries appended in one go, in
@@ -290,8 +290,8 @@ class QuorumShell:
                 return
         if isinstance(msg, VoteRequest | BeginQuorumEpoch | EndQuorumEpoch | FetchRequest | FetchSnapshotRequest):
             task = asyncio.get_running_loop().create_task(self._send(dst, msg))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._tasks[task] = None
+            task.add_done_callback(lambda done: self._tasks.pop(done, None))
         # a reply nobody waits for any more: dropped (the node copes with lost messages)
 
     # ---- incoming requests (handlers on the controller listener) -----------------------------------

@@ -38,7 +38,7 @@ class ReplicaManager:
         self.fetcher = fetcher
         self._alter = alter_partition
         self.check_interval_s = max(lag_time_max_ms / 2000, 0.1)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: dict[asyncio.Task[None], None] = {}
         self._checker: asyncio.Task[None] | None = None
         topics.listeners.append(self.on_partition)
 
@@ -64,8 +64,8 @@ class ReplicaManager:
 
     def request_isr_change(self, part: Partition, change: IsrChange) -> None:
         task = asyncio.get_running_loop().create_task(self._send(part, change))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks[task] = None
+        task.add_done_callback(lambda done: self._tasks.pop(done, None))
 
     async def _send(self, part: Partition, change: IsrChange) -> None:
         try:

@@ -80,7 +80,7 @@ class ShareCoordinator:
         self.states: dict[Key, tuple[StoredState, int]] = {}  # state, leader epoch of its writer
         self.owned: set[int] = set()
         self.loading: dict[int, int] = {}  # partition -> the leader epoch whose load runs
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: dict[asyncio.Task[None], None] = {}
 
     def start(self) -> None:
         topic = self.topics.get(STATE_TOPIC)
@@ -126,8 +126,8 @@ class ShareCoordinator:
     def _begin_load(self, p: Partition) -> None:
         self.loading[p.index] = p.leader_epoch
         task = asyncio.get_running_loop().create_task(self._load(p, p.leader_epoch))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks[task] = None
+        task.add_done_callback(lambda done: self._tasks.pop(done, None))
 
     async def _load(self, p: Partition, epoch: int) -> None:
         if not await p.caught_up_as_leader():

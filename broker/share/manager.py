@@ -79,7 +79,7 @@ class SharePartitions:
         self._changed = asyncio.Event()  # records became available again (released, lock ran out)
         self._timer_task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
-        self._background: set[asyncio.Task[None]] = set()
+        self._background: dict[asyncio.Task[None], None] = {}
 
     def start(self) -> None:
         self.topics.listeners.append(self._on_partition)
@@ -293,8 +293,8 @@ class SharePartitions:
         if key is None:
             return
         task = asyncio.get_running_loop().create_task(self._persist_quietly(e, p, key))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._background[task] = None
+        task.add_done_callback(lambda done: self._background.pop(done, None))
 
     async def _persist_quietly(self, e: _Entry, p: Partition, key: Key) -> None:
         await self._persist(e, p, *key)

@@ -113,7 +113,7 @@ class TransactionCoordinator:
         # Verification's own connections: never queued behind (or closed with) a marker (wire.Channel).
         self._verification = Channel(broker_address, f"ketch-txn-verify-{cfg.node_id}", security)
         self._waiters: dict[str, list[Callable[[], None]]] = {}  # requests waiting for an id to change
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: dict[asyncio.Task[Any], None] = {}
         self._reaper: asyncio.Task[None] | None = None
         self._owned: set[int] = set()
         self._loading: set[int] = set()  # partitions whose leadership came here, not loaded yet
@@ -141,8 +141,8 @@ class TransactionCoordinator:
                 self.machine.num_partitions = t.num_partitions
             self._loading.add(i)
             task = asyncio.get_running_loop().create_task(self._take_over(partition))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._tasks[task] = None
+            task.add_done_callback(lambda done: self._tasks.pop(done, None))
         elif not leads and i in self._owned:
             self._owned.discard(i)
             self.machine.unload_partition(i)
@@ -555,8 +555,8 @@ class TransactionCoordinator:
 
     def _spawn(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
         task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks[task] = None
+        task.add_done_callback(lambda done: self._tasks.pop(done, None))
         return task
 
     # ---- the reaper ---------------------------------------------------------------------------

@@ -45,7 +45,7 @@ class MarkerSender:
         self._wake = asyncio.Event()
         self._channel = Channel(address_of, f"ketch-txn-markers-{node_id}", security)  # markers' own connections
         self._busy: set[int] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: dict[asyncio.Task[None], None] = {}
         self._loop_task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -77,8 +77,8 @@ class MarkerSender:
             for node, sends in self.queue.drain(now, self._leader_of, self._busy).items():
                 self._busy.add(node)
                 task = asyncio.get_running_loop().create_task(self._send(node, sends))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+                self._tasks[task] = None
+                task.add_done_callback(lambda done: self._tasks.pop(done, None))
             self._deliver_done()
             retry = self.queue.next_retry_ms()
             timeout = None if retry is None else max(retry - self._clock.monotonic_ms(), 1) / 1000

@@ -38,6 +38,23 @@ def test_one_seed_gives_one_run() -> None:
     assert a.progress["acked"] > 0 and a.progress["committed"] > 0, a.summary()
 
 
+def test_a_run_does_not_depend_on_where_its_objects_lie_in_memory() -> None:
+    """A seed run after other work in the same process (as in a `make sim` worker) is the run
+    its replay gives: nothing iterates a set of objects hashed by address. Tasks cancelled in a
+    set's order did (a broker stopping cancelled its requests' tasks in memory-address order),
+    and five-broker seeds 7 and 23 took one step more or fewer when unrelated objects had been
+    allocated first."""
+    ballast: list[object] = []
+    for seed in (7, 23):
+        plain = simulate(seed, seconds=6.0, intensity=0.25, size=5)
+        for n in (1_000, 7_919, 50_000):
+            ballast += [[i] for i in range(n)]  # shifts every later address
+            shifted = simulate(seed, seconds=6.0, intensity=0.25, size=5)
+            assert plain.steps == shifted.steps and plain.history == shifted.history, (
+                f"seed {seed} ran two ways: {plain.steps} vs {shifted.steps} steps")
+    assert ballast
+
+
 def test_a_seed_replays_in_another_process() -> None:
     """The command that replays a seed gives the same run in a fresh process every time (it fixes
     PYTHONHASHSEED itself: set iteration order is part of a run)."""
