@@ -115,6 +115,9 @@ class BrokerConfig:
     default_replication_factor: int = 1
     min_insync_replicas: int = 1  # Kafka's broker default for topics that do not set min.insync.replicas
     offsets_topic_num_partitions: int = 50
+    # Kafka's offsets.load.buffer.size: bytes of `__consumer_offsets` read (and decoded off the
+    # loop) at a time when a partition's groups load
+    offsets_load_buffer_size: int = 5 * 1024 * 1024
     transaction_state_num_partitions: int = 50
     leader_imbalance_check_interval_ms: int = 300000  # Kafka's leader.imbalance.check.interval.seconds
     replica_lag_time_max_ms: int = 30000  # Kafka's replica.lag.time.max.ms: out of the ISR after this behind

@@ -222,6 +222,8 @@ _BROKER_NAMES: dict[str, tuple[str, str, str]] = {
     "min_insync_replicas": ("min.insync.replicas", "INT",
                             "in-sync replicas an acks=all write needs, for topics that do not set it"),
     "offsets_topic_num_partitions": ("offsets.topic.num.partitions", "INT", "partitions of __consumer_offsets"),
+    "offsets_load_buffer_size": ("offsets.load.buffer.size", "INT",
+                                 "bytes of __consumer_offsets read at a time when groups load"),
     "leader_imbalance_check_interval_ms": ("leader.imbalance.check.interval.seconds", "LONG",
                                            "how often partitions go back to their preferred leader (ms here)"),
     "follower_replication_throttled_rate": ("follower.replication.throttled.rate", "LONG",

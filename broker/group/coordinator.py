@@ -22,15 +22,14 @@ from typing import TYPE_CHECKING, TypeVar
 
 import structlog
 
-from protocol.batch import CONTROL_FLAG, TRANSACTIONAL_FLAG
 from protocol.clock import Clock
-from protocol.control import parse_control_record
 from protocol.errors import ErrorCode, KafkaError
-from protocol.records import Record, build_batch, decode_batches
+from protocol.records import Record, build_batch
 
 from ..partition import AppendOrigin, Isolation, Partition, VerificationGuard
 from .assignors import TopicMeta
 from .consumer import ConsumerGroupSummary, ConsumerHeartbeat, HeartbeatResult
+from .loading import Marker, Replayed, replayed
 from .model import (
     CommitPlan,
     Effects,
@@ -59,7 +58,6 @@ T = TypeVar("T")
 OFFSETS_TOPIC = "__consumer_offsets"
 # Kafka's defaults for the offsets topic: compacted, 100 MiB segments (small enough to compact).
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
-LOAD_READ_BYTES = 1 << 20
 COMMIT_TIMEOUT_S = 5.0  # Kafka's offsets.commit.timeout.ms: the in-sync replicas must have a commit by then
 
 
@@ -95,8 +93,8 @@ class GroupCoordinator:
         self._wake = asyncio.Event()
         self._timer_task: asyncio.Task[None] | None = None
         self._load_task: asyncio.Task[None] | None = None
-        self._loads: set[asyncio.Task[None]] = set()  # partitions whose leadership came here later
-        self._commits: set[asyncio.Task[dict[TopicPartition, int]]] = set()  # see _commit_and_apply
+        self._loads: dict[asyncio.Task[None], None] = {}  # partitions whose leadership came here later
+        self._commits: dict[asyncio.Task[dict[TopicPartition, int]], None] = {}  # see _commit_and_apply
 
     def _opening(self, index: int) -> bool:
         """The metadata names this broker the leader of `__consumer_offsets`-`index` and its log is
@@ -138,8 +136,8 @@ class GroupCoordinator:
         if leads and i not in self.sm.owned and not self.sm.loads(i, epoch):
             self.sm.begin_loading(i, epoch)
             task = asyncio.get_running_loop().create_task(self._load([(partition, epoch)], wait_for_isr=True))
-            self._loads.add(task)
-            task.add_done_callback(self._loads.discard)
+            self._loads[task] = None
+            task.add_done_callback(lambda done: self._loads.pop(done, None))
         elif not leads and mine:
             log.info("consumer groups unloaded: the partition is led elsewhere", partition=i)
             self.sm.unload_partition(i)
@@ -182,35 +180,36 @@ class GroupCoordinator:
                 continue  # led elsewhere (unloaded) or elected again (that election loads it)
             pos = p.log_start_offset
             while self.sm.loads(p.index, epoch):
-                r = p.read(pos, LOAD_READ_BYTES, Isolation.READ_UNCOMMITTED)  # up to the high watermark
+                r = p.read(pos, self.cfg.offsets_load_buffer_size, Isolation.READ_UNCOMMITTED)  # up to the HW
                 if r.error or not r.records:
                     break
-                for h, recs in decode_batches(bytes(r.records)):
-                    if h.base_offset + h.last_offset_delta < pos:
-                        continue
-                    if h.attributes & CONTROL_FLAG:
-                        for cr in recs:
-                            marker = parse_control_record(cr.key, cr.value)
-                            if marker.is_transaction_marker:
-                                self.sm.load_marker(p.index, h.producer_id, marker.is_commit)
-                        continue
-                    pid = h.producer_id if h.attributes & TRANSACTIONAL_FLAG else -1
-                    for cr in recs:
-                        if cr.offset < pos:
-                            continue
-                        try:
-                            self.sm.load_record(p.index, cr.key, cr.value, cr.offset, pid)
-                            records += 1
-                        except RecordFormatError as e:
-                            log.warning("skipping unreadable record in " + OFFSETS_TOPIC, partition=p.index,
-                                        offset=cr.offset, error=str(e))
+                # Decoded in a worker thread (from a copy: the log may change meanwhile), applied
+                # here: a large partition's records take seconds of Python, which on the loop would
+                # stall every request and heartbeat of the broker, as the transaction log's load did.
+                chunk = await asyncio.to_thread(replayed, bytes(r.records), pos)
+                if not self.sm.loads(p.index, epoch):
+                    break  # led elsewhere, or elected again, while the chunk was decoded
+                records += self._replay(p.index, chunk)
                 pos = r.next_offset
-                await asyncio.sleep(0)  # let requests for loaded partitions through meanwhile
             if self.sm.loads(p.index, epoch):
                 self.sm.finish_loading(p.index, Now.of(self.clock))
                 self._apply(None)
         log.info("consumer groups loaded", groups=len(self.sm.groups), records=records,
                  seconds=round(time.perf_counter() - started, 3))
+
+    def _replay(self, partition: int, chunk: list[Replayed]) -> int:
+        records = 0
+        for item in chunk:
+            if isinstance(item, Marker):
+                self.sm.load_marker(partition, item.producer_id, item.commit)
+                continue
+            try:
+                self.sm.load_record(partition, item.key, item.value, item.offset, item.producer_id)
+                records += 1
+            except RecordFormatError as e:
+                log.warning("skipping unreadable record in " + OFFSETS_TOPIC, partition=partition,
+                            offset=item.offset, error=str(e))
+        return records
 
     # ---- timers and effects ------------------------------------------------------------------
     async def _timer_loop(self) -> None:
@@ -397,8 +396,8 @@ class GroupCoordinator:
             return self._apply(await self._commit(plan, guard))
 
         task = asyncio.get_running_loop().create_task(run())
-        self._commits.add(task)
-        task.add_done_callback(self._commits.discard)
+        self._commits[task] = None
+        task.add_done_callback(lambda done: self._commits.pop(done, None))
         return asyncio.shield(task)
 
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool,

@@ -4,8 +4,11 @@ for their markers) and turning them into live groups when the partition's log is
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
+from protocol.batch import CONTROL_FLAG, TRANSACTIONAL_FLAG
+from protocol.control import parse_control_record
+from protocol.records import decode_batches
 from storage.faults import broken
 
 from . import records as rec
@@ -15,6 +18,40 @@ from .consumer_loading import ConsumerLoad, build
 from .consumer_loading import load_record as load_consumer_record
 from .core import GroupTable
 from .model import Group, Loading, Member, Now, OffsetEntry, TopicPartition
+
+
+class Entry(NamedTuple):
+    """One record read back; `producer_id` >= 0 for a transaction's, which waits for its marker."""
+    key: bytes | None
+    value: bytes | None
+    offset: int
+    producer_id: int
+
+
+class Marker(NamedTuple):
+    producer_id: int
+    commit: bool
+
+
+Replayed = Entry | Marker
+
+
+def replayed(records: bytes, start: int) -> list[Replayed]:
+    """What a chunk of the log says, in log order, from offset `start` on. Pure and on a copy of
+    the bytes, so the coordinator decodes it in a worker thread and applies it on the loop."""
+    out: list[Replayed] = []
+    for h, recs in decode_batches(records):
+        if h.base_offset + h.last_offset_delta < start:
+            continue
+        if h.attributes & CONTROL_FLAG:
+            for cr in recs:
+                marker = parse_control_record(cr.key, cr.value)
+                if marker.is_transaction_marker:
+                    out.append(Marker(h.producer_id, marker.is_commit))
+            continue
+        pid = h.producer_id if h.attributes & TRANSACTIONAL_FLAG else -1
+        out.extend(Entry(cr.key, cr.value, cr.offset, pid) for cr in recs if cr.offset >= start)
+    return out
 
 
 class Sessions(Protocol):

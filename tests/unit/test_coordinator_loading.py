@@ -10,6 +10,7 @@ offset commit), the new leader has it in its log but its high watermark is still
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -199,8 +200,8 @@ async def test_the_wait_ends_false_when_the_epoch_changes_leadership_goes_or_the
 
 # ---- a superseded group load (issue 23 item 8) -------------------------------------------------
 async def test_a_group_load_superseded_by_a_new_election_stops_and_the_new_one_reads_everything(
-        cfg: BrokerConfig, cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(group_coordinator_module, "LOAD_READ_BYTES", 1)  # one batch per loop turn
+        cfg: BrokerConfig, cluster: Cluster) -> None:
+    cfg = dataclasses.replace(cfg, offsets_load_buffer_size=1)  # one batch per chunk
     coordinator = GroupCoordinator(cfg, cluster.topics, SystemClock())
     await coordinator.start()
     configs = dict(group_coordinator_module.OFFSETS_TOPIC_CONFIGS)

@@ -76,6 +76,9 @@ class SimCluster:
             offsets_topic_num_partitions=3, transaction_state_num_partitions=3,
             offsets_topic_replication_factor=rf, transaction_state_replication_factor=rf,
             group_initial_rebalance_delay_ms=500, transaction_abort_timed_out_interval_ms=2000,
+            # a few KiB per `__consumer_offsets` partition here: small chunks make a group load
+            # several decodes off the loop, each a moment for the cluster to change under it
+            offsets_load_buffer_size=1024,
             log_format="json")
         settings.update(self.overrides)
         return BrokerConfig(**settings)
