@@ -279,14 +279,22 @@ class Cluster:
         for t in resp.topics:
             if t.name is None:
                 continue
-            parts = {
-                p.partition_index: PartitionInfo(p.partition_index, p.leader_id, p.leader_epoch,
-                                                 tuple(p.replica_nodes), tuple(p.isr_nodes), p.error_code)
-                for p in t.partitions
-            }
             tid = getattr(t, "topic_id", None)
-            topics[t.name] = TopicInfo(t.name, t.error_code, t.is_internal, parts,
-                                       tid if tid is not None and tid.int else None)
+            topic_id = tid if tid is not None and tid.int else None
+            known = self.topics.get(t.name)
+            cached = known.partitions if known is not None and known.topic_id == topic_id else {}
+            parts = {}
+            for p in t.partitions:
+                info = PartitionInfo(p.partition_index, p.leader_id, p.leader_epoch,
+                                     tuple(p.replica_nodes), tuple(p.isr_nodes), p.error_code)
+                old = cached.get(p.partition_index)
+                # A broker behind on the metadata log (or back from a stall) answers from its old
+                # view: an older leader epoch is not news (KIP-320, as Java's Metadata). Taken, it
+                # sent fetches to a stale leader whose shorter log answered OFFSET_OUT_OF_RANGE,
+                # and the consumer reset to the earliest offset (simulation seed 4292).
+                parts[p.partition_index] = old if old is not None and 0 <= info.leader_epoch < old.leader_epoch \
+                    else info
+            topics[t.name] = TopicInfo(t.name, t.error_code, t.is_internal, parts, topic_id)
         self.topics = topics
         self._last_refresh = self.clock.monotonic()
         self.metadata_version += 1

@@ -87,3 +87,14 @@ def test_seed_3975_a_stale_coordinators_refusal_of_an_offset_commit_is_abortable
     tests/integration/test_txn_protocol.py)."""
     result = simulate(3975, 120)
     assert result.ok, result.summary() + "\nreplay: " + REPLAY.format(seed=3975, seconds=120)
+
+
+def test_seed_4292_a_stale_brokers_metadata_does_not_send_a_consumer_back_to_offset_0() -> None:
+    """Broker 3, back from a 19.5 s stall during which the two others were killed, answered
+    Metadata from its old view: itself leading `mixed-0` at epoch 2, where the consumers knew
+    broker 1 at epoch 3. They took it, fetched from broker 3's shorter log, got
+    OFFSET_OUT_OF_RANGE and reset to the earliest offset: both read the partition again from 0
+    (`nonmonotonic-poll`). The client now keeps a partition's newer leader epoch against an
+    older one, as Java's Metadata does (client/cluster.py; tests/unit/test_client_metadata_epochs.py)."""
+    result = simulate(4292, 120)
+    assert result.ok, result.summary() + "\nreplay: " + REPLAY.format(seed=4292, seconds=120)
