@@ -44,6 +44,7 @@ from .raw import Raw
 from .wait import wait_until
 
 CONCURRENT_TRANSACTIONS = 51
+COORDINATOR_LOAD_IN_PROGRESS = 14
 
 
 def txn_batch(
@@ -99,18 +100,20 @@ class RawTxn(Raw):
         return resp
 
     def init_ok(self, tid: str, timeout_ms: int = 60_000, *, enable_2pc: bool = False) -> tuple[int, int]:
-        """InitProducerId until it is not CONCURRENT_TRANSACTIONS (a previous instance's abort)."""
+        """InitProducerId until it succeeds or is refused for good (init_until_done)."""
         resp = self.init_until_done(tid, timeout_ms, enable_2pc=enable_2pc)
         assert resp.error_code == 0, resp
         return resp.producer_id, resp.producer_epoch
 
     def init_until_done(self, tid: str, timeout_ms: int = 60_000, *, enable_2pc: bool = False,
                         keep_prepared: bool = False) -> InitProducerIdResponse:
-        """InitProducerId until it is not CONCURRENT_TRANSACTIONS; its answer, whatever it is."""
+        """InitProducerId until it is not CONCURRENT_TRANSACTIONS (a previous instance's abort) or
+        COORDINATOR_LOAD_IN_PROGRESS (a `__transaction_state` partition just created or moved,
+        still loading: clients retry both); its answer, whatever it is."""
 
         def attempt() -> InitProducerIdResponse | None:
             r = self.init_pid(tid, timeout_ms, enable_2pc=enable_2pc, keep_prepared=keep_prepared)
-            return None if r.error_code == CONCURRENT_TRANSACTIONS else r
+            return None if r.error_code in (CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS) else r
 
         return wait_until(attempt, timeout=15, message=f"InitProducerId for {tid}")
 

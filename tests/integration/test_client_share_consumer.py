@@ -93,7 +93,7 @@ async def quiet(consumers: list[ShareConsumer], seconds: float) -> Got:
 
 async def test_two_members_share_one_partition_each_record_to_exactly_one(broker: BrokerProcess) -> None:
     bs = broker.bootstrap
-    topic = await setup(bs, 60)
+    topic = await setup(bs, 0)  # the records come once both members hold the partition (below)
     group = unique_topic("sg")
     accepted: list[int] = []
 
@@ -105,6 +105,12 @@ async def test_two_members_share_one_partition_each_record_to_exactly_one(broker
     async with ShareConsumer(bs, group, **kw) as a, ShareConsumer(bs, group, **kw) as b:  # type: ignore[arg-type]
         a.subscribe([topic])
         b.subscribe([topic])
+        # Written before the second member joined, the records could all be acquired by the first
+        # one's fetch, and the test would not show a partition shared.
+        assert await poll_until([a, b], lambda _: bool(a.assignment() and b.assignment()), 60) == []
+        async with Producer(bs) as p:
+            for i in range(60):
+                await (await p.send(topic, b"r%d" % i, partition=0))  # one at a time: each fetch gets some
         got = await poll_until([a, b], lambda got: len({r.offset for _, r in got}) >= 60, 60)
         got += await quiet([a, b], 2.0)
         assert a.assignment() == b.assignment() == {TopicPartition(topic, 0)}
