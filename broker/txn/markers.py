@@ -152,7 +152,7 @@ class MarkerQueue:
         """`errors` maps (producer id, topic, partition) to the leader's error code; a partition
         missing from the answer is retried."""
         for s in sends:
-            owed = self._owed.get(s.key)
+            owed = self._sent_by(s)
             if owed is None:
                 continue
             for tp in s.partitions:
@@ -171,12 +171,21 @@ class MarkerQueue:
     def on_failure(self, sends: list[MarkerSend], now_ms: int) -> None:
         """The request failed as a whole (connection lost, timeout): retry everything in it."""
         for s in sends:
-            owed = self._owed.get(s.key)
+            owed = self._sent_by(s)
             if owed is None:
                 continue
             for tp in s.partitions:
                 owed.in_flight.discard(tp)
                 owed.retry_at[tp] = now_ms + self.retry_backoff_ms
+
+    def _sent_by(self, s: MarkerSend) -> _Owed | None:
+        """The job that sent `s`, if it is still owed: not one dropped since (its partition moved
+        away), even when the reload that followed owes the same markers under a new coordinator
+        epoch -- an answer to the old epoch's request (TRANSACTION_COORDINATOR_FENCED, as the
+        partition has seen a newer one meanwhile) says nothing of the new job's (simulation seed 7,
+        `--faults flip`: it abandoned the reloaded job, and the transaction stayed prepared)."""
+        owed = self._owed.get(s.key)
+        return owed if owed is not None and owed.job.coordinator_epoch == s.coordinator_epoch else None
 
     def _settle(self, key: JobKey) -> None:
         owed = self._owed[key]

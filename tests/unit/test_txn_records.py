@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -178,3 +180,26 @@ def test_marker_queue_drop_forgets_jobs_of_a_partition_that_moved_and_ignores_th
     q.on_response(sends[1], {(1, "x", 0): E.NONE, (2, "x", 0): E.NONE}, 5)
     assert [j.transactional_id for j in q.take_done()] == ["stays"]  # never "moved": not ours now
     assert q.take_abandoned() == [] and len(q) == 0
+
+
+def test_a_late_answer_to_a_previous_load_s_markers_leaves_the_reloaded_job_alone() -> None:
+    """Simulation seed 7 (`--faults flip`): `__transaction_state-0` moved away and back while a
+    WriteTxnMarkers of the coordinator's epoch 7 was held on a cut link. The reload under epoch 9
+    resent the same markers (same transactional id, producer, epoch, result); the held request
+    was answered TRANSACTION_COORDINATOR_FENCED (the partition had seen epoch 8 since), and that
+    answer abandoned the epoch-9 job: the transaction stayed PrepareCommit for good, its offsets
+    pending. An answer belongs to the job of the coordinator epoch that sent it."""
+    q = MarkerQueue(retry_backoff_ms=10)
+    old = MarkerJob("t", 7, 3, True, 7, frozenset({("x", 0)}))
+    q.add(old)
+    held = q.drain(0, lambda tp: 1)[1]
+    assert q.drop(lambda job: True) == 1  # unloaded: the partition moved away
+    q.add(dataclasses.replace(old, coordinator_epoch=9))  # loaded again, the transaction found prepared
+    resent = q.drain(1, lambda tp: 1)[1]
+    assert [s.coordinator_epoch for s in resent] == [9]
+    q.on_response(held, {(7, "x", 0): E.TRANSACTION_COORDINATOR_FENCED}, 2)
+    assert q.take_abandoned() == [] and len(q) == 1
+    q.on_failure(held, 3)  # nor does a late failure of it put the resent marker back to wait
+    assert q.drain(4, lambda tp: 1) == {}  # still in flight: sent once
+    q.on_response(resent, {(7, "x", 0): E.NONE}, 5)
+    assert [j.coordinator_epoch for j in q.take_done()] == [9]
