@@ -184,6 +184,12 @@ class Partition:
         return self._state.leader
 
     @property
+    def leader_epoch_start_offset(self) -> int:
+        """The log end when this leader epoch began: a leader's reads of what its predecessors
+        committed are complete only once its high watermark has reached it."""
+        return self._state.leader_epoch_start_offset
+
+    @property
     def role(self) -> Role:
         return self._state.role
 

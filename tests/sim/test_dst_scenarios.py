@@ -46,6 +46,11 @@ SCENARIOS = {
     # PrepareCommit above its high watermark and the third replica stalls: the heir loads without
     # it after 10 s and aborts a transaction its client was told committed
     "coordinator load during a stall": Scenario("load-to-end", ("takeover",), range(1, 16), size=5),
+    # item 8: the copier group's partition moves away and back (`flip`) while its new leader's
+    # load decodes a chunk; the superseded load goes on and finishes the new one before that
+    # election's log is committed (the coordinator invariant). One seed: 1 of seeds 1-100 of 30 s
+    # found it, and a list that long would cost minutes here
+    "stale group loader": Scenario("group-load-epoch", ("flip",), range(79, 80), seconds=30.0, intensity=1.0),
 }
 
 

@@ -5,9 +5,13 @@ another hash seed it is another run, which must pass all the same."""
 
 from __future__ import annotations
 
+from tests.helpers.dst.nemesis import KINDS
 from tests.helpers.dst.run import simulate
 
 REPLAY = "PYTHONPATH=. python -m tests.helpers.dst --seed {seed} --seconds {seconds:.0f} --trace"
+# The faults a seed found before `flip` (2026-11-27) was drawn from: the same seed replays its run.
+BEFORE_FLIP = tuple(k for k in KINDS if k != "flip")
+REPLAY_BEFORE_FLIP = REPLAY + " --faults " + ",".join(BEFORE_FLIP)
 
 
 def test_seed_314_every_broker_back_from_an_unclean_shutdown_the_longest_log_leads() -> None:
@@ -51,8 +55,8 @@ def test_seed_3501_a_request_woken_by_an_unload_is_sent_to_the_new_coordinator()
     INVALID_PRODUCER_ID_MAPPING: fatal for the client, whose producer died. It is told
     NOT_COORDINATOR now (broker/txn/coordinator.py `_begin_decision`; tests/unit/
     test_coordinator_loading.py::test_a_request_waiting_on_a_transition_is_sent_elsewhere_when_the_partition_goes)."""
-    result = simulate(3501, 60)
-    assert result.ok, result.summary() + "\nreplay: " + REPLAY.format(seed=3501, seconds=60)
+    result = simulate(3501, 60, faults=BEFORE_FLIP)
+    assert result.ok, result.summary() + "\nreplay: " + REPLAY_BEFORE_FLIP.format(seed=3501, seconds=60)
 
 
 def test_seed_3507_a_verification_answered_by_a_broker_without_metadata_is_retried() -> None:
@@ -63,8 +67,8 @@ def test_seed_3507_a_verification_answered_by_a_broker_without_metadata_is_retri
     reach the producer as they are (retriable here), as in Kafka's AddPartitionsToTxnManager, and
     a coordinator answers a verification by whether it serves the id, not by its view of the
     topics (tests/unit/test_produce_verdicts.py)."""
-    result = simulate(3507, 60)
-    assert result.ok, result.summary() + "\nreplay: " + REPLAY.format(seed=3507, seconds=60)
+    result = simulate(3507, 60, faults=BEFORE_FLIP)
+    assert result.ok, result.summary() + "\nreplay: " + REPLAY_BEFORE_FLIP.format(seed=3507, seconds=60)
 
 
 def test_seed_3532_a_stale_coordinators_refusal_of_a_produce_leaves_the_producer_alive() -> None:
@@ -73,8 +77,8 @@ def test_seed_3532_a_stale_coordinators_refusal_of_a_produce_leaves_the_producer
     INVALID_TXN_STATE; the client took that for fatal and the application died. A failed batch
     is fatal only for what Java's producer treats so; this one makes the transaction abortable
     (client/transactions.py `_PRODUCE_FATAL`; tests/unit/test_client_txn_state_machine.py)."""
-    result = simulate(3532, 60)
-    assert result.ok, result.summary() + "\nreplay: " + REPLAY.format(seed=3532, seconds=60)
+    result = simulate(3532, 60, faults=BEFORE_FLIP)
+    assert result.ok, result.summary() + "\nreplay: " + REPLAY_BEFORE_FLIP.format(seed=3532, seconds=60)
 
 
 def test_seed_3975_a_stale_coordinators_refusal_of_an_offset_commit_is_abortable() -> None:
@@ -85,8 +89,8 @@ def test_seed_3975_a_stale_coordinators_refusal_of_an_offset_commit_is_abortable
     now answers TRANSACTION_ABORTABLE, as Kafka's does, and clients that know it (TxnOffsetCommit
     v4, Produce v11; KIP-1050) are told so and abort (broker/txn/wire_errors.py;
     tests/integration/test_txn_protocol.py)."""
-    result = simulate(3975, 120)
-    assert result.ok, result.summary() + "\nreplay: " + REPLAY.format(seed=3975, seconds=120)
+    result = simulate(3975, 120, faults=BEFORE_FLIP)
+    assert result.ok, result.summary() + "\nreplay: " + REPLAY_BEFORE_FLIP.format(seed=3975, seconds=120)
 
 
 def test_seed_4292_a_stale_brokers_metadata_does_not_send_a_consumer_back_to_offset_0() -> None:
@@ -96,5 +100,16 @@ def test_seed_4292_a_stale_brokers_metadata_does_not_send_a_consumer_back_to_off
     OFFSET_OUT_OF_RANGE and reset to the earliest offset: both read the partition again from 0
     (`nonmonotonic-poll`). The client now keeps a partition's newer leader epoch against an
     older one, as Java's Metadata does (client/cluster.py; tests/unit/test_client_metadata_epochs.py)."""
-    result = simulate(4292, 120)
-    assert result.ok, result.summary() + "\nreplay: " + REPLAY.format(seed=4292, seconds=120)
+    result = simulate(4292, 120, faults=BEFORE_FLIP)
+    assert result.ok, result.summary() + "\nreplay: " + REPLAY_BEFORE_FLIP.format(seed=4292, seconds=120)
+
+
+def test_seed_20_a_late_answer_to_a_previous_load_s_markers_does_not_abandon_the_reload_s() -> None:
+    """`__transaction_state` moved away and back (`flip`) while a WriteTxnMarkers of the earlier
+    coordinator epoch was held on a cut link; the reload owed the same markers under its own
+    epoch, and the held request's answer (TRANSACTION_COORDINATOR_FENCED: the partition had seen
+    the epoch in between) abandoned the reload's job: `sim-t2` stayed PrepareAbort for good. An
+    answer now applies only to the job of the epoch that sent it (broker/txn/markers.py;
+    tests/unit/test_txn_records.py::test_a_late_answer_to_a_previous_load_s_markers_leaves_the_reloaded_job_alone)."""
+    result = simulate(20, 30, faults=("flip",))
+    assert result.ok, result.summary() + "\nreplay: " + REPLAY.format(seed=20, seconds=30) + " --faults flip"

@@ -183,11 +183,12 @@ def test_marker_queue_drop_forgets_jobs_of_a_partition_that_moved_and_ignores_th
 
 
 def test_a_late_answer_to_a_previous_load_s_markers_leaves_the_reloaded_job_alone() -> None:
-    """Simulation seed 7 (`--faults flip`): `__transaction_state-0` moved away and back while a
-    WriteTxnMarkers of the coordinator's epoch 7 was held on a cut link. The reload under epoch 9
-    resent the same markers (same transactional id, producer, epoch, result); the held request
-    was answered TRANSACTION_COORDINATOR_FENCED (the partition had seen epoch 8 since), and that
-    answer abandoned the epoch-9 job: the transaction stayed PrepareCommit for good, its offsets
+    """Simulation seed 7 (`--faults flip`; seed 20 with the fault as committed):
+    `__transaction_state-0` moved away and back while a WriteTxnMarkers of the coordinator's
+    epoch 7 was held on a cut link. The reload under epoch 9 resent the same markers (same
+    transactional id, producer, epoch, result); the held request was answered
+    TRANSACTION_COORDINATOR_FENCED (the partition had seen epoch 8 since), and that answer
+    abandoned the epoch-9 job: the transaction stayed PrepareCommit for good, its offsets
     pending. An answer belongs to the job of the coordinator epoch that sent it."""
     q = MarkerQueue(retry_backoff_ms=10)
     old = MarkerJob("t", 7, 3, True, 7, frozenset({("x", 0)}))

@@ -19,6 +19,8 @@ from protocol.control import parse_control_record
 from protocol.records import decode_batches
 from storage.fs import FileSystem
 
+from .workload import COPIER_GROUP
+
 
 @dataclass
 class Invariants:
@@ -32,10 +34,16 @@ class Invariants:
         if len(self.violations) < 100:
             self.violations.append(f"t={now:.3f} {what}")
 
-    # (topic, partition, partition epoch) whose committed state was reported already
-    bad_states: set[tuple[str, int, int]] = field(default_factory=set)
+    # (topic, partition, partition epoch), or a coordinator's key, whose state was reported already
+    bad_states: set[tuple[Any, ...]] = field(default_factory=set)
     # (topic, partition) -> its ISR as last checked, from the quorum leader's image
     isr: dict[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
+
+    # (topic, partition) -> the highest leader epoch a leader has been seen at
+    latest_epoch: dict[tuple[str, int], int] = field(default_factory=dict)
+    # (topic, partition) of the copier's input -> (the highest committed offset a coordinator
+    # has served for it, that coordinator's node, its leader epoch)
+    copier_offsets: dict[tuple[str, int], tuple[int, int, int]] = field(default_factory=dict)
 
     # a producer-id block, by its end (unique while blocks are disjoint) -> (node, incarnation, lowest id seen)
     pid_blocks: dict[int, tuple[int, int, int]] = field(default_factory=dict)
@@ -49,6 +57,9 @@ class Invariants:
             alloc = b.producer_ids
             for lo, hi in [(alloc._next, alloc._end), *([alloc._spare] if alloc._spare else [])]:
                 self.check_pid_block(now, node, inc, lo, hi)
+        for node, _inc, b in brokers:
+            self.check_coordinators(now, node, b)
+            self.check_copier_offsets(now, node, b)
         for node, inc, b in brokers:
             for topic in list(b.topics.by_name.values()):
                 for index, p in list(topic.local.items()):
@@ -57,6 +68,8 @@ class Invariants:
                     epoch = p.leader_epoch
                     key = (topic.name, index, epoch)
                     other = self.leaders.setdefault(key, node)
+                    if epoch > self.latest_epoch.get((topic.name, index), -1):
+                        self.latest_epoch[(topic.name, index)] = epoch
                     if other != node:
                         self.fail(now, f"two leaders of {topic.name}-{index} at leader epoch {epoch}: "
                                        f"nodes {other} and {node}")
@@ -73,6 +86,52 @@ class Invariants:
                     if hw > p.log_end_offset:
                         self.fail(now, f"HW {hw} above the log end {p.log_end_offset} on {topic.name}-{index} "
                                        f"(leader {node})")
+
+    def check_coordinators(self, now: float, node: int, b: BrokerServer) -> None:
+        """A coordinator serves a partition of its log (its groups, its transactions) only once
+        that partition's leader has committed everything its log held when its leader epoch began:
+        loaded from less, it would miss what its predecessor acknowledged -- a commit answered
+        and then aborted by the reaper, offsets committed and then read from before (issue 23
+        items 7 and 8). Once true under an epoch it stays true (the HW never moves back on a
+        leader), so a violation is a load finished too early, or a partition kept across a new
+        election without loading it again."""
+        for topic, owned in (("__consumer_offsets", b.groups.sm.owned), ("__transaction_state", b.txn._owned)):
+            t = b.topics.get(topic)
+            for index in sorted(owned):
+                p = t.local.get(index) if t is not None else None
+                if p is None or not p.is_leader:
+                    continue
+                key = ("coordinator", topic, index, node, p.leader_epoch)
+                if p.high_watermark < p.leader_epoch_start_offset and key not in self.bad_states:
+                    self.bad_states.add(key)
+                    self.fail(now, f"node {node} serves {topic}-{index} as coordinator at leader epoch "
+                                   f"{p.leader_epoch} with its high watermark {p.high_watermark} below the log end "
+                                   f"{p.leader_epoch_start_offset} of the election: loaded from less than its "
+                                   "predecessor may have acknowledged")
+
+    def check_copier_offsets(self, now: float, node: int, b: BrokerServer) -> None:
+        """The copier's committed offsets, as the coordinator of the latest election of its group's
+        partition holds them, never go back: the copier commits only forward (it rewinds its reads to them, never its commits),
+        and a coordinator holds a commit only once it is committed in the log, which every later
+        leader's load reads (a load that mixed in what a superseded one read would not: issue 23
+        item 8)."""
+        owned = b.groups.sm.owned
+        g = b.groups.sm.groups.get(COPIER_GROUP)
+        if g is None or g.partition not in owned:
+            return
+        t = b.topics.get("__consumer_offsets")
+        p = t.local.get(g.partition) if t is not None else None
+        if p is None or not p.is_leader or p.leader_epoch < self.latest_epoch.get((t.name, p.index), -1):
+            return  # a zombie of an older election: Kafka's coordinators too serve from memory until they learn
+        for tp, e in list(g.offsets.items()):
+            key = (tp.topic, tp.partition)
+            best = self.copier_offsets.get(key, (-1, 0, 0))
+            if e.offset < best[0]:
+                self.fail(now, f"node {node} (leader epoch {p.leader_epoch} of __consumer_offsets-{g.partition}) "
+                               f"serves the copier's committed offset of {tp.topic}-{tp.partition} as {e.offset}, "
+                               f"below {best[0]} served by node {best[1]} at leader epoch {best[2]}")
+            if e.offset > best[0]:
+                self.copier_offsets[key] = (e.offset, node, p.leader_epoch)
 
     def check_pid_block(self, now: float, node: int, inc: int, lo: int, hi: int) -> None:
         """Producer-id blocks the controller granted are disjoint, across brokers and each

@@ -13,7 +13,7 @@ once, and the broker code above it runs unchanged (uvloop stays in production).
   (the zombie leader: its timers and its network input wait); one of a dead process is dropped,
   as SIGKILL drops a process's threads mid-step, without running its `finally` blocks.
 * **Threads.** `run_in_executor` runs the function inline, later by a seeded delay (the disk's
-  speed), inside the caller's process: a dead process's pending disk work never happens.
+  speed, or the worker threads' for the default executor), inside the caller's process: a dead process's pending disk work never happens.
 
 Everything is decided by one `random.Random`, and callbacks run in a fixed order (FIFO, timers
 by time then by scheduling order), so one seed gives one run.
@@ -41,7 +41,7 @@ class Deadlock(RuntimeError):
 class Process:
     """One simulated OS process: a broker incarnation or a workload client."""
 
-    __slots__ = ("name", "host", "alive", "paused", "parked", "context", "disk_delay", "tasks")
+    __slots__ = ("name", "host", "alive", "paused", "parked", "context", "disk_delay", "worker_delay", "tasks")
 
     def __init__(self, name: str, host: str) -> None:
         self.name = name
@@ -50,6 +50,10 @@ class Process:
         self.paused = False
         self.parked: list[tuple[Callable[..., Any], tuple[Any, ...], contextvars.Context]] = []
         self.disk_delay = (0.0, 0.002)  # seconds an executor job takes: (min, max), seeded
+        # if set, what a job of the default executor (asyncio.to_thread: decoding a log being
+        # loaded) takes instead: a busy machine's worker threads, or a partition far larger than
+        # the simulation's few KiB, without slowing the disk's own I/O threads
+        self.worker_delay: tuple[float, float] | None = None
         self.context = contextvars.copy_context()
         self.context.run(PROC.set, self)
         self.tasks: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
@@ -187,7 +191,8 @@ class SimLoop(asyncio.BaseEventLoop):
     def run_in_executor(self, executor: Any, func: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         fut: asyncio.Future[T] = self.create_future()
         proc = PROC.get()
-        low, high = proc.disk_delay if proc is not None else (0.0, 0.0)
+        low, high = (0.0, 0.0) if proc is None else \
+            proc.worker_delay if executor is None and proc.worker_delay else proc.disk_delay
         when = self._now + low + (high - low) * self.rng.random()
         if executor is not None:  # the product's own executors are single threads: first in, first done
             when = max(when, self._queues.get(executor, 0.0) + 1e-7)

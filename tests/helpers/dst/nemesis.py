@@ -19,14 +19,21 @@ from typing import Any
 from broker.partition import Isolation
 from broker.txn.log_records import decode_value
 from broker.txn.state import TxnState
+from client.admin import Admin
+from client.errors import KafkaClientError
 from protocol.records import decode_batches
+from protocol.topic_partition import TopicPartition
 
+from .clock import SimClock
 from .cluster import SimCluster
+from .loop import Process
+from .workload import COPIER_GROUP
 
 POWER_LOSS_GAP_S = 60.0  # after a power cut, another waits this long (the first broker's replicas catch up)
 KINDS = ("kill", "power-loss", "pause", "isolate", "one-way", "bridge", "clock", "slow-disk", "strand", "rack",
-         "takeover", "rejoin")
+         "takeover", "rejoin", "flip")
 TXN_TOPIC = "__transaction_state"
+OFFSETS_TOPIC = "__consumer_offsets"
 # The partitions a role target or a `strand` is drawn from: the workload's and the coordinators'.
 TOPICS = ("mixed", "pair", "__transaction_state", "__consumer_offsets")
 
@@ -132,6 +139,9 @@ class Nemesis:
             return
         if kind == "rejoin":
             await self.rejoin()
+            return
+        if kind == "flip":
+            await self.flip()
             return
         n = self.target()
         if n is None:
@@ -371,6 +381,94 @@ class Nemesis:
         finally:
             self.down.difference_update(taken)
 
+    async def flip(self) -> None:
+        """Leadership of a coordinator's partition goes to a broker, away to another and back
+        within moments, as an operator's preferred-leader elections (a rebalancing tool's, or
+        Kafka's automatic leader rebalance) move it, while that broker's worker threads are slow
+        (its load decodes a partition far larger than the simulation's) and the link between it
+        and the partition's third replica is cut: the broker's work under the first election --
+        the partition's load, a reaper's pass -- is still in flight when the third election makes
+        it leader again, and that election's log cannot be committed while the third replica,
+        unable to fetch, stays in the ISR (issue 23 items 8 and 9: the first election's work
+        must stop, not carry into the new one's, nor finish it early). The other faults move
+        leadership only by fencing a broker, seconds apart, by when such work is long done."""
+        c = self.cluster
+        topic = self.rng.choice((OFFSETS_TOPIC, TXN_TOPIC))
+        index = self.rng.randrange(3)
+        if topic == OFFSETS_TOPIC and (b := next((n.broker for n in c.nodes.values() if n.broker), None)):
+            index = b.groups.partition_for(COPIER_GROUP)  # the one written to: the others hold no group
+        leader = self._leader_of(topic, index)
+        if leader is None:
+            return
+        replicas = self._replicas_of(topic, index, leader)
+        if len(replicas) < 2:
+            return
+        home = self.rng.choice(replicas)
+        away = self.rng.choice([r for r in replicas if r != home])
+        third = next((r for r in replicas if r not in (home, away)), None)
+        slow = (0.2, self.rng.uniform(1.0, 4.0))
+        settle, gap, hold = self.rng.uniform(0.0, 0.5), self.rng.uniform(0.0, 2.0), self.rng.uniform(1.0, 8.0)
+        if home in self.down or not c.nodes[home].up:
+            return
+        self.counts["flip"] += 1
+        self.down.add(home)
+        both = self.rng.random() < 0.5  # else the new leader's answers reach it, the old one's wait
+        cut = [] if third is None else [c.nodes[n].host for n in ((home, away) if both else (home,))]
+        pairs = [p for h in cut for p in ((h, c.nodes[third].host), (c.nodes[third].host, h))] if third else []
+        self.note("flip", topic, index, f"to {home}, {away}, {home}", f"slow workers {slow}",
+                  f"settle {settle:.3f}, gap {gap:.3f}", f"cut {third} from {'both' if both else home} until {hold:.3f} after")
+        tp = TopicPartition(topic, index)
+
+        def reading() -> bool:
+            """`home` loads the partition, past the wait for its election's log to commit."""
+            b = c.nodes[home].broker
+            t = b.topics.get(topic) if b is not None else None
+            p = t.local.get(index) if t is not None else None
+            if b is None or p is None or not p.is_leader or p.high_watermark < p.leader_epoch_start_offset:
+                return False
+            return b.groups.is_loading(index) if topic == OFFSETS_TOPIC else index in b.txn._loading
+
+        async def operate() -> None:
+            admin = Admin(c.bootstrap, clock=SimClock(self.loop), request_timeout=5.0)
+
+            async def lead(n: int) -> None:
+                order = [n, *(r for r in replicas if r != n)]
+                moved = await admin.alter_partition_reassignments({tp: order}, timeout=5.0)
+                elected = await admin.elect_leaders([tp], timeout=5.0)
+                self.note("flip round", topic, index, order, moved[tp], elected.get(tp))
+
+            try:
+                async with asyncio.timeout(20.0):
+                    await admin.start()
+                    if leader == home:
+                        await lead(away)  # so that `home` loads the partition anew
+                    await lead(home)
+                    deadline = self.loop.time() + 3.0
+                    while not reading() and self.loop.time() < deadline:
+                        await asyncio.sleep(0.002)
+                    proc = c.nodes[home].proc
+                    if proc is not None:
+                        proc.worker_delay = slow
+                    self._cut(pairs)
+                    await asyncio.sleep(settle)
+                    await lead(away)
+                    await asyncio.sleep(gap)
+                    await lead(home)
+            except (KafkaClientError, TimeoutError, OSError) as e:  # an operator's tool gives up too
+                self.note("flip stopped", topic, index, repr(e))
+            finally:
+                await admin.close()
+
+        try:
+            await self.loop.spawn(Process(f"client-operator{self.counts['flip']}", "10.0.1.201"), operate())
+            await asyncio.sleep(hold)  # the third replica still cut off from the new election
+        finally:
+            self._heal(pairs)
+            proc = c.nodes[home].proc
+            if proc is not None:
+                proc.worker_delay = None
+            self.down.discard(home)
+
     def _cut(self, pairs: list[tuple[str, str]]) -> None:
         self.note("cut", pairs)
         self.loop.net.cut_links(pairs)
@@ -452,7 +550,7 @@ class Nemesis:
             if not node.up:
                 c.start(n)
             elif node.proc is not None:
-                node.proc.disk_delay = (0.0, 0.002)
+                node.proc.disk_delay, node.proc.worker_delay = (0.0, 0.002), None
         self.note("healed")
 
     def summary(self) -> dict[str, Any]:
