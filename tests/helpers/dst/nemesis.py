@@ -31,7 +31,7 @@ from .workload import COPIER_GROUP
 
 POWER_LOSS_GAP_S = 60.0  # after a power cut, another waits this long (the first broker's replicas catch up)
 KINDS = ("kill", "power-loss", "pause", "isolate", "one-way", "bridge", "clock", "slow-disk", "strand", "rack",
-         "takeover", "rejoin", "flip")
+         "takeover", "rejoin", "flip", "app-pause")
 TXN_TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
 # The partitions a role target or a `strand` is drawn from: the workload's and the coordinators'.
@@ -40,8 +40,10 @@ TOPICS = ("mixed", "pair", "__transaction_state", "__consumer_offsets")
 
 class Nemesis:
     def __init__(self, cluster: SimCluster, rng: random.Random, note: Callable[..., None],
-                 kinds: tuple[str, ...] = KINDS, gap: tuple[float, float] = (1.0, 8.0)) -> None:
+                 kinds: tuple[str, ...] = KINDS, gap: tuple[float, float] = (1.0, 8.0),
+                 apps: Callable[[], list[Process]] = list) -> None:
         self.cluster = cluster
+        self.apps = apps  # the workload's application processes (`app-pause`)
         self.loop = cluster.loop
         self.rng = rng
         self.note = note
@@ -142,6 +144,9 @@ class Nemesis:
             return
         if kind == "flip":
             await self.flip()
+            return
+        if kind == "app-pause":
+            await self.app_pause()
             return
         n = self.target()
         if n is None:
@@ -469,6 +474,26 @@ class Nemesis:
                 proc.worker_delay = None
             self.down.discard(home)
 
+    async def app_pause(self) -> None:
+        """An application stalls (a long GC pause, a frozen VM) and then goes on as if nothing
+        happened: its transaction may time out meanwhile (10 s here), the coordinator's reaper
+        aborts it and bumps the epoch, its group session may end; back, it meets all of that with
+        requests of before. The zombie worker is one such application by design; this makes any
+        of them one, at any moment, and lines transaction timeouts up with the brokers' faults."""
+        apps = [p for p in self.apps() if p.alive and not p.paused]
+        if not apps:
+            return
+        proc = self.rng.choice(apps)
+        hold = self.rng.uniform(0.5, 15.0)
+        self.counts["app-pause"] += 1
+        self.note("app-pause", proc.name, f"for {hold:.3f}")
+        self.loop.pause(proc)
+        try:
+            await asyncio.sleep(hold)
+        finally:
+            self.loop.resume(proc)
+            self.note("app-resume", proc.name)
+
     def _cut(self, pairs: list[tuple[str, str]]) -> None:
         self.note("cut", pairs)
         self.loop.net.cut_links(pairs)
@@ -551,6 +576,9 @@ class Nemesis:
                 c.start(n)
             elif node.proc is not None:
                 node.proc.disk_delay, node.proc.worker_delay = (0.0, 0.002), None
+        for proc in self.apps():
+            if proc.paused:
+                self.loop.resume(proc)
         self.note("healed")
 
     def summary(self) -> dict[str, Any]:
