@@ -130,23 +130,10 @@ class Nemesis:
         return all(set(p.isr) - {n} for t in image.topics.values() for p in t.partitions)
 
     async def inflict(self, kind: str) -> None:
-        if kind == "strand":
-            await self.strand()
-            return
-        if kind == "rack":
-            await self.rack()
-            return
-        if kind == "takeover":
-            await self.takeover()
-            return
-        if kind == "rejoin":
-            await self.rejoin()
-            return
-        if kind == "flip":
-            await self.flip()
-            return
-        if kind == "app-pause":
-            await self.app_pause()
+        compound = {"strand": self.strand, "rack": self.rack, "takeover": self.takeover, "rejoin": self.rejoin,
+                    "flip": self.flip, "app-pause": self.app_pause}
+        if kind in compound:
+            await compound[kind]()
             return
         n = self.target()
         if n is None:
