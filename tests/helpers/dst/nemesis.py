@@ -377,8 +377,10 @@ class Nemesis:
         """Leadership of a coordinator's partition goes to a broker, away to another and back
         within moments, as an operator's preferred-leader elections (a rebalancing tool's, or
         Kafka's automatic leader rebalance) move it, while that broker's worker threads are slow
-        (its load decodes a partition far larger than the simulation's) and the link between it
-        and the partition's third replica is cut: the broker's work under the first election --
+        (its load decodes a partition far larger than the simulation's) and the partition's third
+        replica is cut off from it (in half the flips from the broker it moves away to as well:
+        else that broker's answers reach the third replica while the first one's wait on the cut
+        link, as the marker bug of seed 20 needed): the broker's work under the first election --
         the partition's load, a reaper's pass -- is still in flight when the third election makes
         it leader again, and that election's log cannot be committed while the third replica,
         unable to fetch, stays in the ISR (issue 23 items 8 and 9: the first election's work
@@ -404,7 +406,7 @@ class Nemesis:
             return
         self.counts["flip"] += 1
         self.down.add(home)
-        both = self.rng.random() < 0.5  # else the new leader's answers reach it, the old one's wait
+        both = self.rng.random() < 0.5
         cut = [] if third is None else [c.nodes[n].host for n in ((home, away) if both else (home,))]
         pairs = [p for h in cut for p in ((h, c.nodes[third].host), (c.nodes[third].host, h))] if third else []
         self.note("flip", topic, index, f"to {home}, {away}, {home}", f"slow workers {slow}",
