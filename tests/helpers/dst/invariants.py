@@ -153,7 +153,8 @@ class Invariants:
 
     def check_settled(self, now: float, brokers: list[tuple[int, int, BrokerServer]]) -> None:
         """Once healed and settled (every partition's LSO at its HW, or the settling deadline
-        passed): no coordinator still owes markers. A transaction prepared this long after the
+        passed; and while a coordinator still holds one, a marker request's timeout after
+        healing): no coordinator still owes markers. A transaction prepared this long after the
         faults ended is one whose markers stopped going out -- its output perhaps visible and
         its consumer offsets pending (seed 3258: retries timed on a wall clock stepped back)."""
         for node, _inc, b in brokers:
