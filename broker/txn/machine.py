@@ -75,6 +75,9 @@ class Decision:
         return self.record is not None or self.remove
 
 
+# The states an EndTxn v5 abort of a transaction that added no partition starts from.
+_NOTHING_ADDED = frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
+
 @dataclass(frozen=True, slots=True)
 class MarkerJob:
     """Markers owed for one PrepareCommit/PrepareAbort: one per partition of the transaction."""
@@ -291,7 +294,11 @@ class TxnStateMachine:
         if meta.pending is not None:
             return _fail(ErrorCode.CONCURRENT_TRANSACTIONS)
         state = meta.state
-        if state == TxnState.ONGOING:
+        # Transaction version 2 aborts a transaction that added nothing (its client cannot know
+        # whether a refused produce reached us): under the next epoch, nothing to mark, as
+        # Kafka's prepareAbortOrCommit with noPartitionAdded (simulation seed 4694).
+        empty_abort = bump_epoch and not commit and state in _NOTHING_ADDED
+        if state == TxnState.ONGOING or empty_abort:
             prepare = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
             if not bump_epoch:
                 rec = meta.record(state=prepare, update_ms=now_ms)
@@ -299,6 +306,8 @@ class TxnStateMachine:
             # The markers carry the bumped epoch; with the epoch exhausted the id rotates at completion.
             rec = meta.record(state=prepare, producer_epoch=meta.producer_epoch + 1,
                               last_producer_epoch=meta.producer_epoch, update_ms=now_ms)
+            if empty_abort:
+                rec = rec.replace(partitions=frozenset(), start_ms=now_ms)
             if epoch_exhausted(rec.producer_epoch):
                 rec = rec.replace(next_producer_id=self._allocate())
                 return self._begin(meta, rec, producer_id=rec.next_producer_id, producer_epoch=0)

@@ -114,3 +114,14 @@ def test_seed_20_a_late_answer_to_a_previous_load_s_markers_does_not_abandon_the
     tests/unit/test_txn_records.py::test_a_late_answer_to_a_previous_load_s_markers_leaves_the_reloaded_job_alone)."""
     result = simulate(20, 30, faults=("flip",))
     assert result.ok, result.summary() + "\nreplay: " + REPLAY.format(seed=20, seconds=30) + " --faults flip"
+
+
+def test_seed_4694_an_abort_of_a_transaction_that_added_nothing_is_not_refused() -> None:
+    """A transactional application aborted after a produce its coordinator never added; broker 3,
+    its previous coordinator (not yet aware of the move), held the id CompleteAbort at the
+    client's epoch and refused the EndTxn v5 abort INVALID_TXN_STATE, fatal for the client. As
+    Kafka's transaction version 2, such an abort is now taken under the next epoch with nothing
+    to mark (broker/txn/machine.py `end_txn`; tests/unit/test_txn_machine.py::
+    test_an_epoch_bump_abort_of_a_transaction_that_added_nothing_bumps_the_epoch)."""
+    result = simulate(4694, 120)
+    assert result.ok, result.summary() + "\nreplay: " + REPLAY.format(seed=4694, seconds=120)

@@ -502,3 +502,33 @@ def test_a_producer_fenced_by_a_timeout_stays_fenced_for_a_coordinator_that_load
     fenced = [(E.PRODUCER_FENCED, -1, -1)] * 2
     assert _answers(m, pid, epoch) == fenced
     assert _answers(logged.reloaded(), pid, epoch) == fenced
+
+
+@pytest.mark.parametrize("before", ["empty", "complete-abort", "complete-commit"])
+def test_an_epoch_bump_abort_of_a_transaction_that_added_nothing_bumps_the_epoch(before: str) -> None:
+    """Transaction version 2 (EndTxn v5): a client aborts after a produce the coordinator never
+    saw added (a refused produce-time check, a stalled coordinator's answer); the coordinator
+    holds the id Empty or CompleteX at the client's epoch. As Kafka's, it aborts the empty
+    transaction under the next epoch (nothing to mark) instead of refusing it INVALID_TXN_STATE,
+    which is fatal for the client (simulation seed 4694 at 120 s: an application died of it)."""
+    m = machine()
+    pid, epoch = init(m)
+    if before != "empty":
+        assert run(m, "t", m.add_partitions("t", pid, epoch, [TP_A], T0)).error == E.NONE
+        d = m.end_txn("t", pid, epoch, before == "complete-commit", T0 + 1, bump_epoch=True)
+        [job] = m.complete("t", d)
+        run(m, "t", m.markers_written(job, T0 + 2))  # type: ignore[arg-type]
+        epoch = d.producer_epoch
+    assert m.get("t").state in (TxnState.EMPTY, TxnState.COMPLETE_ABORT, TxnState.COMPLETE_COMMIT)  # type: ignore[union-attr]
+    d = m.end_txn("t", pid, epoch, False, T0 + 3, bump_epoch=True)
+    assert (d.error, d.producer_id, d.producer_epoch) == (E.NONE, pid, epoch + 1)
+    assert d.record is not None and d.record.state == TxnState.PREPARE_ABORT and not d.record.partitions
+    [job] = m.complete("t", d)
+    assert not job.partitions and not job.commit  # nothing to mark
+    run(m, "t", m.markers_written(job, T0 + 4))  # type: ignore[arg-type]
+    meta = m.get("t")
+    assert meta is not None and (meta.state, meta.producer_epoch) == (TxnState.COMPLETE_ABORT, epoch + 1)
+    # The record reads back (the transition is a valid one when the log is loaded).
+    assert decode_value(encode_value(d.record)).state == TxnState.PREPARE_ABORT
+    # A commit of nothing stays refused, as Kafka's.
+    assert m.end_txn("t", pid, epoch + 1, True, T0 + 5, bump_epoch=True).error == E.INVALID_TXN_STATE
