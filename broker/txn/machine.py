@@ -78,6 +78,7 @@ class Decision:
 # The states an EndTxn v5 abort of a transaction that added no partition starts from.
 _NOTHING_ADDED = frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
 
+
 @dataclass(frozen=True, slots=True)
 class MarkerJob:
     """Markers owed for one PrepareCommit/PrepareAbort: one per partition of the transaction."""

@@ -182,7 +182,7 @@ class MarkerQueue:
         """The job that sent `s`, if it is still owed: not one dropped since (its partition moved
         away), even when the reload that followed owes the same markers under a new coordinator
         epoch -- an answer to the old epoch's request (TRANSACTION_COORDINATOR_FENCED, as the
-        partition has seen a newer one meanwhile) says nothing of the new job's (simulation seed 7,
+        partition has seen a newer one meanwhile) says nothing of the new job's (simulation seed 20,
         `--faults flip`: it abandoned the reloaded job, and the transaction stayed prepared)."""
         owed = self._owed.get(s.key)
         return owed if owed is not None and owed.job.coordinator_epoch == s.coordinator_epoch else None
