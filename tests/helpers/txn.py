@@ -3,6 +3,7 @@ must control every field: error cases, hanging transactions, LSO and producer-st
 
 from __future__ import annotations
 
+from protocol.errors import ErrorCode
 from protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 from protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnRequest,
@@ -43,8 +44,8 @@ from protocol.records import Record, build_batch
 from .raw import Raw
 from .wait import wait_until
 
-CONCURRENT_TRANSACTIONS = 51
-COORDINATOR_LOAD_IN_PROGRESS = 14
+CONCURRENT_TRANSACTIONS = ErrorCode.CONCURRENT_TRANSACTIONS
+COORDINATOR_LOAD_IN_PROGRESS = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
 
 
 def txn_batch(

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.server import BrokerServer
+from broker.txn.state import TxnMetadata
 from protocol.batch import iter_batches
 from protocol.control import parse_control_record
 from protocol.records import decode_batches
@@ -96,9 +97,8 @@ class Invariants:
         leader), so a violation is a load finished too early, or a partition kept across a new
         election without loading it again."""
         for topic, owned in (("__consumer_offsets", b.groups.sm.owned), ("__transaction_state", b.txn._owned)):
-            t = b.topics.get(topic)
             for index in sorted(owned):
-                p = t.local.get(index) if t is not None else None
+                p = b.topics.partition(topic, index)
                 if p is None or not p.is_leader:
                     continue
                 key = ("coordinator", topic, index, node, p.leader_epoch)
@@ -111,17 +111,16 @@ class Invariants:
 
     def check_copier_offsets(self, now: float, node: int, b: BrokerServer) -> None:
         """The copier's committed offsets, as the coordinator of the latest election of its group's
-        partition holds them, never go back: the copier commits only forward (it rewinds its reads to them, never its commits),
-        and a coordinator holds a commit only once it is committed in the log, which every later
-        leader's load reads (a load that mixed in what a superseded one read would not: issue 23
-        item 8)."""
+        partition holds them, never go back: the copier commits only forward (it rewinds its reads
+        to them, never its commits), and a coordinator holds a commit only once it is committed in
+        the log, which every later leader's load reads (a load that mixed in what a superseded one
+        read would not: issue 23 item 8)."""
         owned = b.groups.sm.owned
         g = b.groups.sm.groups.get(COPIER_GROUP)
         if g is None or g.partition not in owned:
             return
-        t = b.topics.get("__consumer_offsets")
-        p = t.local.get(g.partition) if t is not None else None
-        if p is None or not p.is_leader or p.leader_epoch < self.latest_epoch.get((t.name, p.index), -1):
+        p = b.topics.partition("__consumer_offsets", g.partition)
+        if p is None or not p.is_leader or p.leader_epoch < self.latest_epoch.get((p.topic, p.index), -1):
             return  # a zombie of an older election: Kafka's coordinators too serve from memory until they learn
         for tp, e in list(g.offsets.items()):
             key = (tp.topic, tp.partition)
@@ -157,12 +156,10 @@ class Invariants:
         healing): no coordinator still owes markers. A transaction prepared this long after the
         faults ended is one whose markers stopped going out -- its output perhaps visible and
         its consumer offsets pending (seed 3258: retries timed on a wall clock stepped back)."""
-        for node, _inc, b in brokers:
-            for meta in b.txn.all():
-                if meta.state.is_prepare:
-                    self.fail(now, f"transaction {meta.transactional_id} (producer {meta.producer_id}, epoch "
-                                   f"{meta.producer_epoch}) still {meta.state.name} on its coordinator, node {node}, "
-                                   "after healing and settling: its markers stopped going out")
+        for node, meta in prepared(brokers):
+            self.fail(now, f"transaction {meta.transactional_id} (producer {meta.producer_id}, epoch "
+                           f"{meta.producer_epoch}) still {meta.state.name} on its coordinator, node {node}, "
+                           "after healing and settling: its markers stopped going out")
 
     def check_markers(self, now: float, data_dirs: list[tuple[FileSystem, Path]]) -> None:
         """At the end: no transaction both committed and aborted -- on one partition or across
@@ -227,6 +224,11 @@ class Invariants:
                         self.fail(now, f"node {r} joined the ISR of {t.name}-{i} (partition epoch {p.partition_epoch}) "
                                        f"with its log ending at {mp.log_end_offset}, below the high watermark "
                                        f"{lp.high_watermark} of leader {p.leader}")
+
+
+def prepared(brokers: list[tuple[int, int, BrokerServer]]) -> list[tuple[int, TxnMetadata]]:
+    """(node, transaction) of every transaction a live coordinator holds PrepareCommit or PrepareAbort."""
+    return [(node, meta) for node, _inc, b in brokers for meta in b.txn.all() if meta.state.is_prepare]
 
 
 Batch = tuple[int, int, int, int, int, int, bool]

@@ -13,7 +13,8 @@ once, and the broker code above it runs unchanged (uvloop stays in production).
   (the zombie leader: its timers and its network input wait); one of a dead process is dropped,
   as SIGKILL drops a process's threads mid-step, without running its `finally` blocks.
 * **Threads.** `run_in_executor` runs the function inline, later by a seeded delay (the disk's
-  speed, or the worker threads' for the default executor), inside the caller's process: a dead process's pending disk work never happens.
+  speed, or the worker threads' for the default executor), inside the caller's process: a dead
+  process's pending disk work never happens.
 
 Everything is decided by one `random.Random`, and callbacks run in a fixed order (FIFO, timers
 by time then by scheduling order), so one seed gives one run.

@@ -416,8 +416,7 @@ class Nemesis:
         def reading() -> bool:
             """`home` loads the partition, past the wait for its election's log to commit."""
             b = c.nodes[home].broker
-            t = b.topics.get(topic) if b is not None else None
-            p = t.local.get(index) if t is not None else None
+            p = b.topics.partition(topic, index) if b is not None else None
             if b is None or p is None or not p.is_leader or p.high_watermark < p.leader_epoch_start_offset:
                 return False
             return b.groups.is_loading(index) if topic == OFFSETS_TOPIC else index in b.txn._loading

@@ -40,7 +40,7 @@ from tests.helpers.chaos import checker
 from .clock import SimClock
 from .cluster import SimCluster
 from .disk import SimFileSystem
-from .invariants import Invariants, compare_replicas
+from .invariants import Invariants, compare_replicas, prepared
 from .loop import PROC, Deadlock, SimLoop
 from .nemesis import KINDS, Nemesis
 from .net import SimNetwork
@@ -241,7 +241,7 @@ def _run(seed: int, seconds: float, size: int, logs: bool, disk: str, tmp: Path,
         # A marker request in flight to a broker that died behind a cut link is not answered: the
         # coordinator learns only when it times out (30 s, as Kafka's inter-broker requests), and
         # only then sends the markers again to the partitions' new leaders (seed 5116 at 120 s).
-        loop.run_until(lambda: not _prepared(cluster), healed_at + MARKER_REQUEST_TIMEOUT_S + MARKER_SLACK_S)
+        loop.run_until(lambda: not prepared(_live(cluster)), healed_at + MARKER_REQUEST_TIMEOUT_S + MARKER_SLACK_S)
         watch.cancel()
         invariants.check_settled(loop.time(), _live(cluster))
         invariants.check_markers(loop.time(), [(node.fs, cluster.data_dir(n)) for n, node in cluster.nodes.items()])
@@ -302,11 +302,6 @@ async def _watch(loop: SimLoop, cluster: SimCluster, invariants: Invariants) -> 
     while True:
         await asyncio.sleep(INVARIANT_EVERY_S)
         invariants.check(loop.time(), _live(cluster))
-
-
-def _prepared(cluster: SimCluster) -> bool:
-    """Whether some live coordinator still holds a transaction PrepareCommit or PrepareAbort."""
-    return any(meta.state.is_prepare for _node, _inc, b in _live(cluster) for meta in b.txn.all())
 
 
 def _live(cluster: SimCluster) -> list[tuple[int, int, BrokerServer]]:
