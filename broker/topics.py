@@ -139,6 +139,8 @@ class TopicWriter(Protocol):
 
 
 # (topic, partition log, leads it): a partition this broker became leader or follower of.
+# Told (topic, replica, leads here) when a local replica leads or follows anew, and with False
+# when it goes: deleted, moved to other brokers, or offline (its log then closed).
 LeadershipListener = Callable[[str, Partition, bool], None]
 
 
@@ -449,6 +451,11 @@ class TopicTable:
         if part is not None:
             part.discard()
             self._remove_dir(key, part.directory)
+            # The coordinators forget what the replica held, as for a leadership gone elsewhere:
+            # kept, a coordinator moved off by a reassignment went on as a second one beside the
+            # new (its reaper deciding from old state; simulation fault `reap-flip`).
+            for listener in self.listeners:
+                listener(part.topic, part, False)
         self.log_dirs.forget(key)
 
     def _remove_dir(self, key: Key, directory: Path) -> None:

@@ -43,7 +43,7 @@ class ReplicaManager:
         topics.listeners.append(self.on_partition)
 
     def on_partition(self, topic: str, part: Partition, leads: bool) -> None:
-        if leads:
+        if leads or part.closed:  # a replica deleted, moved away or offline is fetched no more
             self.fetcher.unfollow(part)
         else:
             self.fetcher.follow(part)

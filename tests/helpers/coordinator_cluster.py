@@ -38,13 +38,14 @@ class Cluster:
     _topics: dict[str, TopicInfo] = field(default_factory=dict)
 
     async def image(self, name: str, leader: int, leader_epoch: int, configs: Mapping[str, str], *,
-                    partitions: int = 1, isr: tuple[int, ...] = (ME, OTHER)) -> None:
-        """Commit `name` with every partition led by `leader` at `leader_epoch`, replicas (1, 2);
-        returns once the logs it opens here are open (on their I/O threads)."""
+                    partitions: int = 1, isr: tuple[int, ...] = (ME, OTHER),
+                    replicas: tuple[int, ...] = (ME, OTHER)) -> None:
+        """Commit `name` with every partition led by `leader` at `leader_epoch` (replicas 1 and 2
+        unless told); returns once the logs it opens here are open (on their I/O threads)."""
         self.offset += 1
         brokers = tuple(BrokerInfo(n, 1, "127.0.0.1", 9000 + n, None, False, 0) for n in (ME, OTHER))
         old = self._topics.get(name)
-        parts = tuple(PartitionInfo((ME, OTHER), isr, leader, leader_epoch, leader_epoch) for _ in range(partitions))
+        parts = tuple(PartitionInfo(replicas, isr, leader, leader_epoch, leader_epoch) for _ in range(partitions))
         self._topics[name] = TopicInfo(name, old.topic_id if old else uuid.uuid4(), parts, dict(configs))
         self.topics.apply_image(MetadataImage(offset=self.offset, brokers=brokers, topics=dict(self._topics)))
         await self.topics.settled()

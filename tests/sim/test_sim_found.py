@@ -13,6 +13,9 @@ REPLAY = "PYTHONPATH=. python -m tests.helpers.dst --seed {seed} --seconds {seco
 BEFORE_FLIP = ("kill", "power-loss", "pause", "isolate", "one-way", "bridge", "clock", "slow-disk", "strand", "rack",
                "takeover", "rejoin")
 REPLAY_BEFORE_FLIP = REPLAY + " --faults " + ",".join(BEFORE_FLIP)
+# ... and before `reap-flip` (later the same day).
+BEFORE_REAP_FLIP = (*BEFORE_FLIP, "flip", "app-pause")
+REPLAY_BEFORE_REAP_FLIP = REPLAY + " --faults " + ",".join(BEFORE_REAP_FLIP)
 
 
 def test_seed_314_every_broker_back_from_an_unclean_shutdown_the_longest_log_leads() -> None:
@@ -123,5 +126,5 @@ def test_seed_4694_an_abort_of_a_transaction_that_added_nothing_is_not_refused()
     Kafka's transaction version 2, such an abort is now taken under the next epoch with nothing
     to mark (broker/txn/machine.py `end_txn`; tests/unit/test_txn_machine.py::
     test_an_epoch_bump_abort_of_a_transaction_that_added_nothing_bumps_the_epoch)."""
-    result = simulate(4694, 120)
-    assert result.ok, result.summary() + "\nreplay: " + REPLAY.format(seed=4694, seconds=120)
+    result = simulate(4694, 120, faults=BEFORE_REAP_FLIP)
+    assert result.ok, result.summary() + "\nreplay: " + REPLAY_BEFORE_REAP_FLIP.format(seed=4694, seconds=120)

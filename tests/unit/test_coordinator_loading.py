@@ -130,6 +130,49 @@ async def test_a_request_waiting_on_a_transition_is_sent_elsewhere_when_the_part
         await coordinator.stop()
 
 
+async def test_a_transaction_coordinator_moved_off_by_a_reassignment_serves_its_ids_no_more(
+        cfg: BrokerConfig, cluster: Cluster) -> None:
+    """The partition's replica moves to other brokers (an operator's reassignment): the replica
+    goes from this broker, and with it the transactions it served -- kept, they were a second
+    coordinator beside the new one: its reaper aborting from an old state, its requests
+    answered from it (simulation, the fault `reap-flip`: a broker removed from the replicas of
+    `__transaction_state-2` went on reaping `sim-t1` for 16 virtual s)."""
+    coordinator, p = await _txn_coordinator(cfg, cluster)
+    replicate(p, encode_key(TID), encode_value(_txn_record(TxnState.ONGOING)), 0, 1)
+    try:
+        await cluster.image(TXN_TOPIC, ME, 1, TXN_CONFIGS)
+        await until(lambda: coordinator.owns(TID))
+        await cluster.image(TXN_TOPIC, STALLED, 2, TXN_CONFIGS, isr=(STALLED,), replicas=(STALLED,))
+        assert cluster.topics.partition(TXN_TOPIC, 0) is None  # the replica is gone from here
+        assert not coordinator.owns(TID)
+        assert coordinator.not_served(TID) == ErrorCode.NOT_COORDINATOR
+        assert coordinator.describe(TID) is None
+    finally:
+        await coordinator.stop()
+
+
+async def test_a_group_coordinator_moved_off_by_a_reassignment_serves_its_groups_no_more(
+        cfg: BrokerConfig, cluster: Cluster) -> None:
+    """As above, for `__consumer_offsets`: kept, the groups answered OffsetFetch from what they
+    held when the replica moved."""
+    coordinator = GroupCoordinator(cfg, cluster.topics, SystemClock())
+    await coordinator.start()
+    configs = dict(group_coordinator_module.OFFSETS_TOPIC_CONFIGS)
+    await cluster.image(OFFSETS_TOPIC, STALLED, 0, configs)
+    p = cluster.partition(OFFSETS_TOPIC)
+    key = grec.encode_key(grec.OffsetKey(GROUP, "in", 0))
+    replicate(p, key, grec.encode_offset_value(grec.OffsetValue(10, commit_timestamp=1)), 0, 1)
+    try:
+        await cluster.image(OFFSETS_TOPIC, ME, 1, configs)
+        await until(lambda: coordinator.fetch_offsets(GROUP, [("in", 0)], False)[0] == ErrorCode.NONE)
+        await cluster.image(OFFSETS_TOPIC, STALLED, 2, configs, isr=(STALLED,), replicas=(STALLED,))
+        assert cluster.topics.partition(OFFSETS_TOPIC, 0) is None
+        err, _ = coordinator.fetch_offsets(GROUP, [("in", 0)], False)
+        assert err == ErrorCode.NOT_COORDINATOR
+    finally:
+        await coordinator.stop()
+
+
 async def test_a_new_group_coordinator_does_not_load_before_its_log_is_committed(
         cfg: BrokerConfig, cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(group_coordinator_module, "LOAD_WAIT_S", OLD_WAIT_S, raising=False)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from broker.partition import Isolation
+from broker.partitioning import partition_for
 from broker.txn.log_records import decode_value
 from broker.txn.state import TxnState
 from client.admin import Admin
@@ -31,7 +32,7 @@ from .workload import COPIER_GROUP
 
 POWER_LOSS_GAP_S = 60.0  # after a power cut, another waits this long (the first broker's replicas catch up)
 KINDS = ("kill", "power-loss", "pause", "isolate", "one-way", "bridge", "clock", "slow-disk", "strand", "rack",
-         "takeover", "rejoin", "flip", "app-pause")
+         "takeover", "rejoin", "flip", "app-pause", "reap-flip")
 TXN_TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
 # The partitions a role target or a `strand` is drawn from: the workload's and the coordinators'.
@@ -41,9 +42,11 @@ TOPICS = ("mixed", "pair", "__transaction_state", "__consumer_offsets")
 class Nemesis:
     def __init__(self, cluster: SimCluster, rng: random.Random, note: Callable[..., None],
                  kinds: tuple[str, ...] = KINDS, gap: tuple[float, float] = (1.0, 8.0),
-                 apps: Callable[[], list[Process]] = list) -> None:
+                 apps: Callable[[], list[Process]] = list,
+                 txn_apps: Callable[[], dict[str, Process]] = dict) -> None:
         self.cluster = cluster
         self.apps = apps  # the workload's application processes (`app-pause`)
+        self.txn_apps = txn_apps  # transactional id -> the application that holds it (`reap-flip`)
         self.loop = cluster.loop
         self.rng = rng
         self.note = note
@@ -131,7 +134,7 @@ class Nemesis:
 
     async def inflict(self, kind: str) -> None:
         compound = {"strand": self.strand, "rack": self.rack, "takeover": self.takeover, "rejoin": self.rejoin,
-                    "flip": self.flip, "app-pause": self.app_pause}
+                    "flip": self.flip, "app-pause": self.app_pause, "reap-flip": self.reap_flip}
         if kind in compound:
             await compound[kind]()
             return
@@ -481,6 +484,126 @@ class Nemesis:
         finally:
             self.loop.resume(proc)
             self.note("app-resume", proc.name)
+
+    async def reap_flip(self) -> None:
+        """Two transactional applications stall mid-transaction past their timeout, their ids on two
+        partitions of one coordinator; its reaper's abort of the first is held (a follower of that
+        partition cut off from the coordinator, still in its ISR) while the second id's partition
+        moves away and back, as an operator's preferred-leader elections move it, and loads again;
+        the second application comes back meanwhile and ends its transaction; then the cut heals
+        (issue 23 item 9: a reaper pass decides each id on the state it has when the pass gets to
+        it -- a decision made before the reload must not be written after it). The faults
+        otherwise line up a pass with two timed-out ids, a held write and a reload of another
+        partition of the same coordinator too rarely to be seen (docs/simulation.md, item 9).
+
+        At three brokers every partition has every broker as a replica; the second partition is
+        reassigned to the coordinator and the quorum leader only, so that the cut holds the first
+        partition's writes alone (and the coordinator keeps its session with the controller)."""
+        c = self.cluster
+        quorum = self._quorum_leader()
+        ids = [(tid, proc) for tid, proc in self.txn_apps().items() if proc.alive and not proc.paused]
+        others = [n for n in c.nodes if n != quorum and n not in self.down and c.nodes[n].up]
+        if quorum is None or quorum in self.down or len(ids) < 2 or len(others) < 2:
+            return
+        (x, xproc), (y, yproc) = self.rng.sample(ids, 2)
+        px, py = partition_for(x, 3), partition_for(y, 3)
+        coord, cut_off = self.rng.sample(others, 2)
+        if px == py:
+            return
+        before = {px: self._replicas_of(TXN_TOPIC, px, self._leader_of(TXN_TOPIC, px) or coord),
+                  py: self._replicas_of(TXN_TOPIC, py, self._leader_of(TXN_TOPIC, py) or coord)}
+        gap, back, after = self.rng.uniform(0.0, 2.0), self.rng.uniform(0.2, 3.0), self.rng.uniform(0.5, 2.0)
+        self.counts["reap-flip"] += 1
+        taken = {coord, cut_off}
+        self.down.update(taken)
+        pairs = [(c.nodes[coord].host, c.nodes[cut_off].host), (c.nodes[cut_off].host, c.nodes[coord].host)]
+        self.note("reap-flip", f"{x} on {TXN_TOPIC}-{px}, {y} on {TXN_TOPIC}-{py}", f"coordinator {coord}",
+                  f"cut {cut_off}", f"quorum {quorum}", f"gap {gap:.3f}, back {back:.3f}, after {after:.3f}")
+
+        def meta(tid: str) -> Any:
+            """`tid` as the coordinator serves it (None while it does not)."""
+            b = c.nodes[coord].broker
+            return b.txn.machine.get(tid) if b is not None and b.txn.owns(tid) else None
+
+        async def until(what: Callable[[], bool], within: float) -> bool:
+            deadline = self.loop.time() + within
+            while not what():
+                if self.loop.time() >= deadline:
+                    return False
+                await asyncio.sleep(0.002)
+            return True
+
+        def ongoing(tid: str, since: int = -1) -> bool:
+            m = meta(tid)
+            return m is not None and m.state is TxnState.ONGOING and m.pending is None and m.start_ms >= since
+
+        async def operate() -> None:
+            admin = Admin(c.bootstrap, clock=SimClock(self.loop), request_timeout=5.0)
+
+            async def lead(index: int, order: list[int]) -> None:
+                tp = TopicPartition(TXN_TOPIC, index)
+                moved = await admin.alter_partition_reassignments({tp: order}, timeout=5.0)
+                elected = await admin.elect_leaders([tp], timeout=5.0)
+                self.note("reap-flip round", TXN_TOPIC, index, order, moved[tp], elected.get(tp))
+
+            paused: list[Process] = []
+
+            async def stall(tid: str, proc: Process, since: int) -> bool:
+                """Pause `proc` in a transaction of `tid` begun at `since` or later, with no end of
+                it on its way (one sent just before the pause would end it)."""
+                deadline = self.loop.time() + 10.0
+                while await until(lambda: ongoing(tid, since), deadline - self.loop.time()):
+                    start = meta(tid).start_ms
+                    self.loop.pause(proc)
+                    await asyncio.sleep(0.05)
+                    if ongoing(tid, start) and meta(tid).start_ms == start:
+                        paused.append(proc)
+                        return True
+                    self.loop.resume(proc)
+                    await asyncio.sleep(0.01)
+                return False
+            try:
+                async with asyncio.timeout(60.0):
+                    await admin.start()
+                    await lead(px, [coord, cut_off, quorum])
+                    await lead(py, [coord, quorum])
+                    # The second id first: its timeout is then no later than the first's.
+                    if not await stall(y, yproc, -1) or not await stall(x, xproc, meta(y).start_ms):
+                        return
+                    self._cut(pairs)
+                    held = await until(lambda: (m := meta(x)) is not None and m.pending is TxnState.PREPARE_EPOCH_FENCE, 20.0)
+                    self.note("reap-flip", x, "abort held" if held else "not aborted")
+                    if not held:
+                        return
+                    await lead(py, [quorum, coord])
+                    await asyncio.sleep(gap)
+                    await lead(py, [coord, quorum])
+                    await until(lambda: meta(y) is not None, 5.0)
+                    self.loop.resume(yproc)
+                    paused.remove(yproc)
+                    self.note("app-resume", yproc.name)
+                    await asyncio.sleep(back)
+                    self._heal(pairs)
+                    await asyncio.sleep(after)
+            except (KafkaClientError, TimeoutError, OSError) as e:  # an operator's tool gives up too
+                self.note("reap-flip stopped", repr(e))
+            finally:
+                self._heal(pairs)
+                for proc in paused:
+                    self.loop.resume(proc)
+                    self.note("app-resume", proc.name)
+                try:  # the replicas as they were (the leaders stay where they are)
+                    async with asyncio.timeout(10.0):
+                        await admin.alter_partition_reassignments(
+                            {TopicPartition(TXN_TOPIC, i): r for i, r in before.items() if r}, timeout=5.0)
+                except (KafkaClientError, TimeoutError, OSError) as e:
+                    self.note("reap-flip restore stopped", repr(e))
+                await admin.close()
+
+        try:
+            await self.loop.spawn(Process(f"client-operator-reap{self.counts['reap-flip']}", "10.0.1.202"), operate())
+        finally:
+            self.down.difference_update(taken)
 
     def _cut(self, pairs: list[tuple[str, str]]) -> None:
         self.note("cut", pairs)

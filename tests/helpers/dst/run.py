@@ -212,7 +212,8 @@ def _run(seed: int, seconds: float, size: int, logs: bool, disk: str, tmp: Path,
     cluster = SimCluster(loop, size, make_fs, trace=note, root=root)
     invariants = Invariants()
     workload = Workload(loop, cluster.bootstrap, seed, write, intensity=intensity)
-    nemesis = Nemesis(cluster, random.Random(seed * 7 + 1), note, faults, apps=lambda: workload.procs)
+    nemesis = Nemesis(cluster, random.Random(seed * 7 + 1), note, faults, apps=lambda: workload.procs,
+                      txn_apps=workload.transactional)
     report = None
     try:
         asyncio.set_event_loop(loop)

@@ -34,6 +34,7 @@ TOPIC, COPY_IN, COPY_OUT = "mixed", "copy-in", "copy-out"
 # on -- the state of issue 23's sole-ISR restart, which a topic on every broker cannot reach.
 PAIR = "pair"
 COPIER_GROUP = "copier"
+COPIER_ID = "sim-copier"  # the copier's transactional id
 DRAIN_S = 120.0  # virtual seconds the copier gets to copy the rest of its input after the faults
 
 
@@ -364,7 +365,7 @@ class Copier(Worker):
                      isolation_level="read_committed", enable_auto_commit=False, auto_offset_reset="earliest",
                      session_timeout_ms=10_000, heartbeat_interval_ms=1_000, request_timeout_ms=10_000,
                      clock=self.clock())
-        p = Producer(sim.bootstrap, client_id=f"{self.name}-{inc}", transactional_id="sim-copier",
+        p = Producer(sim.bootstrap, client_id=f"{self.name}-{inc}", transactional_id=COPIER_ID,
                      transaction_timeout_ms=sim.txn_timeout_ms, linger_ms=2, request_timeout_ms=10_000,
                      delivery_timeout_ms=30_000, clock=self.clock())
         await c.start()
@@ -448,6 +449,15 @@ class Workload:
             proc = Process(f"client-{w.name}", f"10.0.1.{i + 1}")
             self.procs.append(proc)
             self.tasks.append(self.loop.spawn(proc, w.run(), name=w.name))
+
+    def transactional(self) -> dict[str, Process]:
+        """Each transactional id an application holds for the whole run -> that application's
+        process (the zombie's ids change with each incarnation)."""
+        procs = dict(zip([*self.workers, self.copier], self.procs, strict=False))
+        ids = {w.tid: procs[w] for w in self.workers if isinstance(w, TxnProducer) and w in procs}
+        if self.copier in procs:
+            ids[COPIER_ID] = procs[self.copier]
+        return ids
 
     async def stop(self) -> None:
         """The applications stop; the copier first copies what its input holds by then."""
