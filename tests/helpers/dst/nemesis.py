@@ -332,7 +332,15 @@ class Nemesis:
         they arrive: the leader's AlterPartition names the incarnation that caught up, which the
         controller must refuse once another has registered (KIP-903, issue 23 item 3). The
         follower is cut off from its leader meanwhile, so it cannot fetch what its power loss
-        took; once the request is through, the leader crashes."""
+        took; once the request is through, the leader crashes.
+
+        Timed on the brokers' state, as the issue's reproduction: the link is cut once the
+        follower's first incarnation is registered and unfenced (a fenced one may not join an
+        ISR), the follower loses power once its leader has asked for it, and the request goes
+        through once the second incarnation is registered and unfenced -- before that, the
+        controller refuses it for naming a broker that is not live, switch or no switch. Each
+        wait is bounded, and the leader's heartbeats wait behind the cut too: held past its
+        session (9 s), it is fenced and its request refused as well."""
         c = self.cluster
         quorum = self._quorum_leader()
         topic = self.rng.choice(TOPICS)
@@ -348,33 +356,47 @@ class Nemesis:
         if taken & self.down or not all(c.nodes[n].up for n in taken):
             return
         lh, fh, qh = c.nodes[leader].host, c.nodes[follower].host, c.nodes[quorum].host
-        first, catch_up, second, held, after = (self.rng.uniform(0.5, 1.5), self.rng.uniform(2.5, 5.0),
-                                                self.rng.uniform(0.3, 1.0), self.rng.uniform(1.0, 3.0),
-                                                self.rng.uniform(0.0, 0.5))
+        first, second, after = self.rng.uniform(0.5, 1.5), self.rng.uniform(0.3, 1.0), self.rng.uniform(0.0, 0.5)
         self.counts["rejoin"] += 1
         self.down.update(taken)
         self.note("rejoin", topic, index, f"leader {leader}, follower {follower}, controller {quorum}",
-                  f"{first:.3f} {catch_up:.3f} {second:.3f} {held:.3f} {after:.3f}")
+                  f"{first:.3f} {second:.3f} {after:.3f}")
+
+        def asked() -> bool:
+            """The leader has asked the controller to add the follower (its maximal ISR names it)."""
+            b = c.nodes[leader].broker
+            p = b.topics.partition(topic, index) if b is not None else None
+            return p is not None and p.is_leader and follower in p._state.maximal_isr
+
         try:
-            self._cut([(lh, qh)])
+            before = self._registered(follower)
             if self._crash(follower, False):
                 await asyncio.sleep(first)
                 c.start(follower)
-            await asyncio.sleep(catch_up)
+            if not await self._until(lambda: self._registered(follower) > before, 15.0):
+                return
+            self._cut([(lh, qh)])
+            if not await self._until(asked, 5.0):
+                self.note("rejoin", topic, index, "not asked for")
             self._cut([(lh, fh), (fh, lh)])
+            before = self._registered(follower)
             if self._crash(follower, True):
                 await asyncio.sleep(second)
                 c.start(follower)
-            await asyncio.sleep(held)
-            self._heal([(lh, qh)])
+            back = await self._until(lambda: self._registered(follower) > before, 8.0)
+            self.note("rejoin", topic, index, f"follower registered anew: {back}")
             await asyncio.sleep(after)
-            crashed = self._crash(leader, False)
-            await asyncio.sleep(self.rng.uniform(2.0, 5.0))
-            self._heal([(lh, fh), (fh, lh)])
-            if crashed:
-                c.start(leader)
         finally:
-            self.down.difference_update(taken)
+            self._heal([(lh, qh)])
+            try:
+                await asyncio.sleep(self.rng.uniform(0.0, 0.5))
+                crashed = self._crash(leader, False)
+                await asyncio.sleep(self.rng.uniform(2.0, 5.0))
+                self._heal([(lh, fh), (fh, lh)])
+                if crashed:
+                    c.start(leader)
+            finally:
+                self.down.difference_update(taken)
 
     async def flip(self) -> None:
         """Leadership of a coordinator's partition goes to a broker, away to another and back
@@ -525,14 +547,6 @@ class Nemesis:
             b = c.nodes[coord].broker
             return b.txn.machine.get(tid) if b is not None and b.txn.owns(tid) else None
 
-        async def until(what: Callable[[], bool], within: float) -> bool:
-            deadline = self.loop.time() + within
-            while not what():
-                if self.loop.time() >= deadline:
-                    return False
-                await asyncio.sleep(0.002)
-            return True
-
         def ongoing(tid: str, since: int = -1) -> bool:
             m = meta(tid)
             return m is not None and m.state is TxnState.ONGOING and m.pending is None and m.start_ms >= since
@@ -552,7 +566,7 @@ class Nemesis:
                 """Pause `proc` in a transaction of `tid` begun at `since` or later, with no end of
                 it on its way (one sent just before the pause would end it)."""
                 deadline = self.loop.time() + 10.0
-                while await until(lambda: ongoing(tid, since), deadline - self.loop.time()):
+                while await self._until(lambda: ongoing(tid, since), deadline - self.loop.time()):
                     start = meta(tid).start_ms
                     self.loop.pause(proc)
                     await asyncio.sleep(0.05)
@@ -571,14 +585,14 @@ class Nemesis:
                     if not await stall(y, yproc, -1) or not await stall(x, xproc, meta(y).start_ms):
                         return
                     self._cut(pairs)
-                    held = await until(lambda: (m := meta(x)) is not None and m.pending is TxnState.PREPARE_EPOCH_FENCE, 20.0)
+                    held = await self._until(lambda: (m := meta(x)) is not None and m.pending is TxnState.PREPARE_EPOCH_FENCE, 20.0)
                     self.note("reap-flip", x, "abort held" if held else "not aborted")
                     if not held:
                         return
                     await lead(py, [quorum, coord])
                     await asyncio.sleep(gap)
                     await lead(py, [coord, quorum])
-                    await until(lambda: meta(y) is not None, 5.0)
+                    await self._until(lambda: meta(y) is not None, 5.0)
                     self.loop.resume(yproc)
                     paused.remove(yproc)
                     self.note("app-resume", yproc.name)
@@ -604,6 +618,27 @@ class Nemesis:
             await self.loop.spawn(Process(f"client-operator-reap{self.counts['reap-flip']}", "10.0.1.202"), operate())
         finally:
             self.down.difference_update(taken)
+
+    async def _until(self, what: Callable[[], bool], within: float) -> bool:
+        """Wait (in steps of 2 virtual ms) until `what` holds; False if it did not within `within` s."""
+        deadline = self.loop.time() + within
+        while not what():
+            if self.loop.time() >= deadline:
+                return False
+            await asyncio.sleep(0.002)
+        return True
+
+    def _image(self) -> Any:
+        """The most advanced metadata image among the live brokers (None if none runs)."""
+        images = [node.broker.controller.image for node in self.cluster.nodes.values()
+                  if node.up and node.broker is not None]
+        return max(images, key=lambda i: i.offset) if images else None
+
+    def _registered(self, n: int) -> int:
+        """`n`'s broker epoch if it is registered and unfenced now, else -1."""
+        image = self._image()
+        b = image.broker(n) if image is not None else None
+        return b.epoch if b is not None and not b.fenced else -1
 
     def _cut(self, pairs: list[tuple[str, str]]) -> None:
         self.note("cut", pairs)
@@ -666,11 +701,9 @@ class Nemesis:
         not back while one waits for another replica)."""
         if not self.cluster.nodes[n].serving:
             return False
-        images = [node.broker.controller.image for node in self.cluster.nodes.values()
-                  if node.up and node.broker is not None]
-        if not images:
+        image = self._image()
+        if image is None:
             return False
-        image = max(images, key=lambda i: i.offset)
         return all(n in p.isr for t in image.topics.values() for p in t.partitions if n in p.replicas)
 
     def heal(self) -> None:
