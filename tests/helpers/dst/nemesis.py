@@ -528,7 +528,8 @@ class Nemesis:
         if quorum is None or quorum in self.down or len(ids) < 2 or len(others) < 2:
             return
         (x, xproc), (y, yproc) = self.rng.sample(ids, 2)
-        px, py = partition_for(x, 3), partition_for(y, 3)
+        n_txn = c.config(c.nodes[quorum]).transaction_state_num_partitions
+        px, py = partition_for(x, n_txn), partition_for(y, n_txn)
         coord, cut_off = self.rng.sample(others, 2)
         if px == py:
             return
