@@ -79,6 +79,19 @@ async def _txn_coordinator(cfg: BrokerConfig, cluster: Cluster) -> tuple[Transac
     await cluster.image(TXN_TOPIC, STALLED, 0, TXN_CONFIGS)
     return coordinator, cluster.partition(TXN_TOPIC)
 
+OFFSET_KEY = grec.encode_key(grec.OffsetKey(GROUP, "in", 0))
+
+
+async def _group_coordinator(cfg: BrokerConfig, cluster: Cluster) -> tuple[GroupCoordinator, Partition, dict[str, str]]:
+    """A group coordinator on broker 1, and its `__consumer_offsets` partition (with the topic's
+    configs), which broker 2 leads for now."""
+    coordinator = GroupCoordinator(cfg, cluster.topics, SystemClock())
+    await coordinator.start()
+    configs = dict(group_coordinator_module.OFFSETS_TOPIC_CONFIGS)
+    await cluster.image(OFFSETS_TOPIC, STALLED, 0, configs)
+    return coordinator, cluster.partition(OFFSETS_TOPIC), configs
+
+
 async def test_a_new_transaction_coordinator_does_not_load_before_its_log_is_committed(
         cfg: BrokerConfig, cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(txn_coordinator_module, "LOAD_WAIT_S", OLD_WAIT_S, raising=False)
@@ -155,13 +168,8 @@ async def test_a_group_coordinator_moved_off_by_a_reassignment_serves_its_groups
         cfg: BrokerConfig, cluster: Cluster) -> None:
     """As above, for `__consumer_offsets`: kept, the groups answered OffsetFetch from what they
     held when the replica moved."""
-    coordinator = GroupCoordinator(cfg, cluster.topics, SystemClock())
-    await coordinator.start()
-    configs = dict(group_coordinator_module.OFFSETS_TOPIC_CONFIGS)
-    await cluster.image(OFFSETS_TOPIC, STALLED, 0, configs)
-    p = cluster.partition(OFFSETS_TOPIC)
-    key = grec.encode_key(grec.OffsetKey(GROUP, "in", 0))
-    replicate(p, key, grec.encode_offset_value(grec.OffsetValue(10, commit_timestamp=1)), 0, 1)
+    coordinator, p, configs = await _group_coordinator(cfg, cluster)
+    replicate(p, OFFSET_KEY, grec.encode_offset_value(grec.OffsetValue(10, commit_timestamp=1)), 0, 1)
     try:
         await cluster.image(OFFSETS_TOPIC, ME, 1, configs)
         await until(lambda: coordinator.fetch_offsets(GROUP, [("in", 0)], False)[0] == ErrorCode.NONE)
@@ -176,14 +184,9 @@ async def test_a_group_coordinator_moved_off_by_a_reassignment_serves_its_groups
 async def test_a_new_group_coordinator_does_not_load_before_its_log_is_committed(
         cfg: BrokerConfig, cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(group_coordinator_module, "LOAD_WAIT_S", OLD_WAIT_S, raising=False)
-    coordinator = GroupCoordinator(cfg, cluster.topics, SystemClock())
-    await coordinator.start()
-    configs = dict(group_coordinator_module.OFFSETS_TOPIC_CONFIGS)
-    await cluster.image(OFFSETS_TOPIC, STALLED, 0, configs)
-    p = cluster.partition(OFFSETS_TOPIC)
-    key = grec.encode_key(grec.OffsetKey(GROUP, "in", 0))
-    replicate(p, key, grec.encode_offset_value(grec.OffsetValue(10, commit_timestamp=1)), 0, 0)
-    replicate(p, key, grec.encode_offset_value(grec.OffsetValue(20, commit_timestamp=2)), 0, 1)
+    coordinator, p, configs = await _group_coordinator(cfg, cluster)
+    replicate(p, OFFSET_KEY, grec.encode_offset_value(grec.OffsetValue(10, commit_timestamp=1)), 0, 0)
+    replicate(p, OFFSET_KEY, grec.encode_offset_value(grec.OffsetValue(20, commit_timestamp=2)), 0, 1)
     assert (p.high_watermark, p.log_end_offset) == (1, 2)
     try:
         await cluster.image(OFFSETS_TOPIC, ME, 1, configs)
