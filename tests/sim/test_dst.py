@@ -8,6 +8,7 @@ A failing seed here replays outside pytest, with the brokers' logs:
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import random
 import subprocess
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 import structlog
 
-from tests.helpers.dst.loop import Process, SimLoop
+from tests.helpers.dst.loop import Livelock, Process, SimLoop
 from tests.helpers.dst.rotation import chunks, run_chunk
 from tests.helpers.dst.run import collected, simulate
 
@@ -98,3 +99,62 @@ def test_what_a_killed_process_leaves_behind_says_nothing(capfd: pytest.CaptureF
         del loop, proc
     out, err = capfd.readouterr()
     assert "log directory failed" not in out + err, out + err
+
+
+def test_a_timer_a_few_ulps_ahead_runs_only_once_virtual_time_reaches_it() -> None:
+    """asyncio runs a timer due within its clock's resolution (1 ns) of now as due already; virtual
+    time must get there first. It did not: a wait for what was left before a deadline -- a few
+    units in the last place of the time, as `deadline - now` leaves -- woke with time standing
+    still, found the same remainder and waited for it again, forever (seed 4796 at 120 s: a
+    consumer's getmany spun at one virtual instant for 45 minutes of CPU)."""
+    loop = SimLoop(random.Random(1))
+    deadline = math.nextafter(math.nextafter(loop.time(), math.inf), math.inf)
+    waits = 0
+    done = False
+
+    async def until_deadline() -> None:
+        nonlocal waits, done
+        while (left := deadline - loop.time()) > 0 and waits < 100:
+            waits += 1
+            await asyncio.sleep(left)
+        done = True
+
+    async def busy() -> None:
+        """Another task with work ready at every turn (the consumer's fetcher, woken by each
+        look at its buffer): the loop is never idle, so time moves only to timers it runs."""
+        while not done:
+            await asyncio.sleep(0)
+
+    async def both() -> None:
+        await asyncio.gather(until_deadline(), busy())
+
+    try:
+        loop.run_until_complete(both())
+    finally:
+        loop.close()
+    assert loop.time() == deadline and waits == 1, f"{waits} waits, time {loop.time()!r} for {deadline!r}"
+
+
+def test_a_loop_of_tasks_that_never_lets_time_move_fails_the_run_instead_of_hanging_it() -> None:
+    """Two tasks waking each other for ever at one virtual instant (a real process would spin its
+    CPU): the loop raises Livelock after its bound of turns, so a batch reports the seed."""
+    loop = SimLoop(random.Random(1))
+    loop.livelock_turns = 1_000
+    ping, pong = asyncio.Event(), asyncio.Event()
+
+    async def bounce(mine: asyncio.Event, other: asyncio.Event) -> None:
+        while True:
+            other.set()
+            await mine.wait()
+            mine.clear()
+
+    async def both() -> None:
+        await asyncio.gather(bounce(ping, pong), bounce(pong, ping))
+
+    try:
+        with pytest.raises(Livelock, match="1,000 loop turns at virtual time 1000.0"):
+            loop.run_until_complete(both())
+    finally:
+        for t in asyncio.all_tasks(loop):
+            t.cancel()
+        loop.close()

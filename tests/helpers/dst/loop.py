@@ -39,6 +39,14 @@ class Deadlock(RuntimeError):
     """Nothing ready and no timer: every task waits on something that will never happen."""
 
 
+class Livelock(RuntimeError):
+    """Callbacks keep running and virtual time never moves: some loop of tasks wakes itself for
+    ever (a real process would spin its CPU). A seed this happens to fails; it does not hang."""
+
+
+LIVELOCK_TURNS = 2_000_000  # loop turns at one virtual instant (a whole 40-s seed takes about 300,000)
+
+
 class Process:
     """One simulated OS process: a broker incarnation or a workload client."""
 
@@ -85,7 +93,16 @@ class _NoSelector(selectors.BaseSelector):
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
         if timeout is None:
             raise Deadlock("no callback ready and no timer scheduled")
-        self._loop._advance(timeout)
+        loop = self._loop
+        before = loop._now
+        loop._advance(timeout)
+        loop._reach_due_timers()
+        if loop._now != before:
+            loop.still = 0
+        else:
+            loop.still += 1
+            if loop.still > loop.livelock_turns:
+                raise Livelock(f"{loop.livelock_turns:,} loop turns at virtual time {before!r}")
         return []
 
     def get_map(self) -> Any:
@@ -106,6 +123,8 @@ class SimLoop(asyncio.BaseEventLoop):
         self.net: Any = None  # set by the network when it attaches
         self.errors: list[str] = []  # unhandled exceptions of live processes' callbacks
         self.steps = 0
+        self.still = 0  # loop turns since virtual time last moved
+        self.livelock_turns = LIVELOCK_TURNS
         # Tasks of killed processes, kept referenced: a pending coroutine that is garbage collected
         # is closed, which runs its `finally` blocks -- code a SIGKILLed process never runs.
         self.graveyard: list[asyncio.Task[Any]] = []
@@ -120,6 +139,25 @@ class SimLoop(asyncio.BaseEventLoop):
     def _advance(self, seconds: float) -> None:
         if seconds > 0:
             self._now += seconds
+
+    def _reach_due_timers(self) -> None:
+        """Move time to the latest timer asyncio is about to run as due. It runs every timer within
+        its clock's resolution (1 ns) of now, and while other callbacks are ready it does not ask
+        the selector to wait first: a wait for a few units in the last place -- what
+        `deadline - now` leaves -- woke with time standing still, found the same remainder and
+        waited for it again, forever (seed 4796 at 120 s). A real clock would have moved past it."""
+        heap = self._scheduled
+        while heap and heap[0]._when < (bound := self._now + self._clock_resolution):
+            latest, todo = self._now, [0]
+            while todo:  # the heap's nodes below the bound: a parent is never later than its children
+                i = todo.pop()
+                if i < len(heap) and heap[i]._when < bound:
+                    if not heap[i]._cancelled:
+                        latest = max(latest, heap[i]._when)
+                    todo += (2 * i + 1, 2 * i + 2)
+            if latest <= self._now:
+                return
+            self._now = latest  # which may bring later timers within the resolution in turn
 
     # ---- asyncio's hooks the base class leaves to a selector loop ------------------------------------
     def _process_events(self, event_list: Any) -> None:
@@ -256,4 +294,4 @@ def new_loop(seed: int) -> SimLoop:
     return loop
 
 
-__all__ = ["PROC", "Deadlock", "Process", "SimLoop", "new_loop"]
+__all__ = ["PROC", "Deadlock", "Livelock", "Process", "SimLoop", "new_loop"]
