@@ -251,11 +251,15 @@ class ReplicaState:
     def isr_expansion(self, leader_log_end: int) -> IsrChange | None:
         """Followers in sync but outside the ISR: ask to add them. In sync means its log end has
         reached the high watermark and the start of this leader's epoch (so it has truncated to
-        this leader's history), and the broker is eligible."""
+        this leader's history), and the broker is eligible: among other things its fetches state
+        its broker epoch. A broker restarted and not yet registered fetches without one, and a
+        member named with -1 is one the controller cannot check against its registration
+        (KIP-903): a request held until that incarnation lost power and registered again put its
+        torn log in the ISR (simulation seed 5430)."""
         if self.role != Role.LEADER or self.pending is not None or self.assignment is None:
             return None
         joining = {r for r, f in self.followers.items()
-                   if r not in self.isr and r not in self.ineligible
+                   if r not in self.isr and r not in self.ineligible and f.broker_epoch != -1
                    and f.log_end_offset >= self.high_watermark
                    and f.log_end_offset >= self.leader_epoch_start_offset}
         if not joining:

@@ -128,3 +128,24 @@ def test_seed_4694_an_abort_of_a_transaction_that_added_nothing_is_not_refused()
     test_an_epoch_bump_abort_of_a_transaction_that_added_nothing_bumps_the_epoch)."""
     result = simulate(4694, 120, faults=BEFORE_REAP_FLIP)
     assert result.ok, result.summary() + "\nreplay: " + REPLAY_BEFORE_REAP_FLIP.format(seed=4694, seconds=120)
+
+
+def test_seed_5430_a_follower_that_stated_no_broker_epoch_is_not_asked_into_the_isr() -> None:
+    """`rejoin`: broker 3, restarted and not yet registered, fetched `__consumer_offsets-1` without
+    a broker epoch and caught up; its leader asked to add it naming -1, which the controller
+    cannot check (KIP-903). The request, held on a cut link, arrived after that incarnation had
+    lost power (log torn at 822, the high watermark 835) and registered again: 3 joined the ISR,
+    later led, and served the copier's committed offsets from before. A follower is now asked
+    into the ISR only once its fetches state its registration (broker/partition/replica_state.py;
+    tests/unit/test_replica_state.py::test_a_follower_whose_fetches_state_no_broker_epoch_is_not_asked_into_the_isr)."""
+    result = simulate(5430, 120)
+    assert result.ok, result.summary() + "\nreplay: " + REPLAY.format(seed=5430, seconds=120)
+
+
+def test_seed_5424_a_zombie_coordinator_is_judged_against_the_leader_epochs_of_the_same_check() -> None:
+    """The harness: node 1 became the copier group's coordinator at leader epoch 1 in the same
+    check that still saw node 3, the zombie of epoch 0, serving older offsets; the copier-offsets
+    invariant judged node 3 before that check had taken in epoch 1, and failed a correct run. It
+    now runs once the check knows every leader epoch it sees (tests/helpers/dst/invariants.py)."""
+    result = simulate(5424, 120)
+    assert result.ok, result.summary() + "\nreplay: " + REPLAY.format(seed=5424, seconds=120)

@@ -72,9 +72,9 @@ def test_shrink_committed_then_expand_when_caught_up() -> None:
     s.on_isr_change_result(change, ErrorCode.NONE, Assignment((1, 2, 3), change.new_isr, 1, 5, 8))
     assert s.isr == {1, 2} and s.assignment is not None and s.assignment.partition_epoch == 8
     # 3 comes back, below the HW: not yet
-    s.on_follower_fetch(3, 50, 100, now_ms=LAG + 10)
+    s.on_follower_fetch(3, 50, 100, now_ms=LAG + 10, broker_epoch=6)
     assert s.isr_expansion(100) is None
-    s.on_follower_fetch(3, 100, 100, now_ms=LAG + 11)
+    s.on_follower_fetch(3, 100, 100, now_ms=LAG + 11, broker_epoch=6)
     grow = s.isr_expansion(100)
     assert grow is not None and grow.new_isr == {1, 2, 3} and grow.partition_epoch == 8
     assert s.maximal_isr == {1, 2, 3}  # an expansion counts at once (KIP-497)
@@ -83,15 +83,15 @@ def test_shrink_committed_then_expand_when_caught_up() -> None:
 def test_expansion_needs_the_start_of_the_leaders_epoch() -> None:
     s = ReplicaState(local_id=1, replica_lag_time_max_ms=LAG)
     s.become_leader(Assignment((1, 2), frozenset({1}), 1, 5, 7), log_end_offset=50, high_watermark=20, now_ms=0)
-    s.on_follower_fetch(2, 30, 50, now_ms=1)  # past the HW but before this epoch began
+    s.on_follower_fetch(2, 30, 50, now_ms=1, broker_epoch=6)  # past the HW but before this epoch began
     assert s.isr_expansion(50) is None
-    s.on_follower_fetch(2, 50, 50, now_ms=2)
+    s.on_follower_fetch(2, 50, 50, now_ms=2, broker_epoch=6)
     assert s.isr_expansion(50) is not None
 
 
 def test_ineligible_brokers_never_join_and_are_shrunk() -> None:
     s = leader(isr={1, 2}, leo=10)
-    s.on_follower_fetch(3, 10, 10, now_ms=1)
+    s.on_follower_fetch(3, 10, 10, now_ms=1, broker_epoch=6)
     s.set_ineligible({3})
     assert s.isr_expansion(10) is None
     s.set_ineligible({2})
@@ -184,7 +184,7 @@ def test_a_late_answer_leaves_a_newer_change_in_flight() -> None:
     shrink = s.isr_shrink(100, now_ms=LAG + 5)
     assert shrink is not None and shrink.new_isr == {1, 2}
     s.become_leader(Assignment((1, 2, 3), frozenset({1, 2}), 1, 5, 8), 100, 100, now_ms=LAG + 6)
-    s.on_follower_fetch(3, 100, 100, now_ms=LAG + 7)
+    s.on_follower_fetch(3, 100, 100, now_ms=LAG + 7, broker_epoch=6)
     grow = s.isr_expansion(100)
     assert grow is not None and grow.new_isr == {1, 2, 3} and s.maximal_isr == {1, 2, 3}
     s.on_isr_change_result(shrink, ErrorCode.INVALID_UPDATE_VERSION, None)
@@ -206,6 +206,23 @@ def test_an_isr_change_names_each_follower_with_the_broker_epoch_its_fetch_state
     assert s.member_epochs(change.new_isr, own_epoch=99) == [(1, 99), (2, 40), (3, 17)]
     s.on_follower_fetch(3, 10, 10, now_ms=2)  # a fetch that states no epoch
     assert s.member_epochs(change.new_isr, own_epoch=99)[2] == (3, -1)
+
+
+def test_a_follower_whose_fetches_state_no_broker_epoch_is_not_asked_into_the_isr() -> None:
+    """A broker restarted and not yet registered fetches without a broker epoch; asked into the ISR
+    then, it would be named with -1, which the controller cannot check (KIP-903's check is
+    skipped), so a request held until that incarnation had lost power and registered again put
+    its torn log in the ISR (simulation seed 5430 at 120 s: `__consumer_offsets-1` joined at a log
+    end of 822 below the high watermark 835, then led, serving the copier's offsets from before).
+    It is asked only once a fetch states its registration."""
+    s = leader(isr={1, 2}, leo=10, hw=10)
+    s.on_follower_fetch(2, 10, 10, now_ms=1, broker_epoch=40)
+    s.on_follower_fetch(3, 10, 10, now_ms=1)  # caught up, but no epoch stated
+    assert s.isr_expansion(10) is None
+    s.on_follower_fetch(3, 10, 10, now_ms=2, broker_epoch=17)
+    change = s.isr_expansion(10)
+    assert change is not None and change.new_isr == frozenset({1, 2, 3})
+    assert s.member_epochs(change.new_isr, own_epoch=99) == [(1, 99), (2, 40), (3, 17)]
 
 
 def _copy(s: ReplicaState) -> ReplicaState:
