@@ -138,9 +138,8 @@ class TopicWriter(Protocol):
     async def set_broker_configs(self, resource_name: str, configs: Mapping[str, str]) -> None: ...
 
 
-# (topic, partition log, leads it): a partition this broker became leader or follower of.
-# Told (topic, replica, leads here) when a local replica leads or follows anew, and with False
-# when it goes: deleted, moved to other brokers, or offline (its log then closed).
+# (topic, partition log, leads it): a partition this broker became leader or follower of -- or,
+# with False and its log closed, one whose replica went (deleted, moved away, offline).
 LeadershipListener = Callable[[str, Partition, bool], None]
 
 
