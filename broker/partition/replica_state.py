@@ -171,7 +171,8 @@ class ReplicaState:
         if self.role != Role.LEADER or f is None:
             return False
         f.log_start_offset = log_start_offset
-        f.broker_epoch = broker_epoch
+        if broker_epoch != -1:  # a fetch stating none (restarted, not yet registered) keeps the last stated
+            f.broker_epoch = broker_epoch
         if fetch_offset >= leader_log_end:
             f.last_caught_up_ms = max(f.last_caught_up_ms, now_ms)
         elif fetch_offset >= f.last_fetch_leader_leo:
@@ -200,9 +201,12 @@ class ReplicaState:
 
     def member_epochs(self, isr: frozenset[int], own_epoch: int) -> list[tuple[int, int]]:
         """The ISR members of an AlterPartition with their broker epochs (KIP-903): this broker's
-        own, and each follower's as its last fetch stated it — not as the metadata says now: a
+        own, and each follower's as its fetches last stated it — not as the metadata says now: a
         broker that crashed and registered again under a new epoch must not join the ISR on the
-        strength of what its previous incarnation fetched. -1 where no fetch stated one."""
+        strength of what its previous incarnation fetched. A later fetch stating none (the broker
+        restarted, not yet registered) does not make it -1, which the controller cannot check: a
+        change waiting behind the previous AlterPartition is sent with the epoch last stated,
+        refused once the restarted broker has registered anew. -1 where no fetch stated one."""
         return [(r, own_epoch if r == self.local_id else
                  (f.broker_epoch if (f := self.followers.get(r)) is not None else -1)) for r in sorted(isr)]
 
