@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 from helpers.cluster import Cluster
-from helpers.cluster_metadata import listed_everywhere, voters_for
+from helpers.cluster_metadata import SHORT_SESSION, listed_everywhere, voters_for
 
 
 @pytest.fixture
 def cluster(cluster_factory) -> Cluster:  # type: ignore[no-untyped-def]
     voters = voters_for(3)
     c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
-                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000"})
+                                 env=SHORT_SESSION)
     listed_everywhere(c)
     return c

@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from helpers.acls import DENY, acl, create_acls, delete_acl, listed
 from helpers.cluster import Cluster
-from helpers.cluster_metadata import listed_everywhere, new_topic, voters_for
+from helpers.cluster_metadata import SHORT_SESSION, listed_everywhere, new_topic, voters_for
 from helpers.confluent import QUIET
 from helpers.raw import Raw
 
@@ -28,7 +28,7 @@ PROPAGATION_S = 10.0  # a metadata entry reaches every broker's image well withi
 def cluster(cluster_factory) -> Cluster:  # type: ignore[no-untyped-def]
     voters = voters_for(3)
     c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
-                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000", "KETCH_AUTHORIZER": "true",
+                                 env={**SHORT_SESSION, "KETCH_AUTHORIZER": "true",
                                       "KETCH_ALLOW_EVERYONE_IF_NO_ACL_FOUND": "true"})
     listed_everywhere(c)
     return c

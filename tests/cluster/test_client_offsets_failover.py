@@ -13,7 +13,7 @@ import asyncio
 
 from confluent_kafka import Producer
 from helpers.cluster import Cluster
-from helpers.cluster_metadata import listed_everywhere, new_topic, voters_for
+from helpers.cluster_metadata import SHORT_SESSION, listed_everywhere, new_topic, voters_for
 
 from client import Consumer, TopicPartition
 
@@ -23,7 +23,7 @@ TOPIC = "offsets-failover"
 def test_end_offsets_wait_for_the_next_leader_when_the_leader_is_killed(cluster_factory) -> None:  # type: ignore[no-untyped-def]
     voters = voters_for(3)
     c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
-                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000"})
+                                 env=SHORT_SESSION)
     listed_everywhere(c)
     layout = new_topic(c, TOPIC, 1, 3, {"min.insync.replicas": "2"})
     p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "log_level": 3})

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 
 from helpers import Cluster, make_messages
-from helpers.cluster_metadata import coordinator, listed_everywhere, new_topic, voters_for
+from helpers.cluster_metadata import SHORT_SESSION, coordinator, listed_everywhere, new_topic, voters_for
 from helpers.confluent import produce
 from helpers.consumer_protocol import FAST_CONSUMER_GROUPS, ProtocolConsumer, describe_group
 from helpers.wait import wait_until
@@ -24,7 +24,7 @@ def describe(c: Cluster, group: str, node: int) -> dict:  # type: ignore[type-ar
 def test_consumer_group_goes_on_after_its_coordinator_is_killed(cluster_factory) -> None:  # type: ignore[no-untyped-def]
     voters = voters_for(3)
     c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
-                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000", **FAST_CONSUMER_GROUPS})
+                                 env={**SHORT_SESSION, **FAST_CONSUMER_GROUPS})
     listed_everywhere(c)
     topic = "kip848-failover"
     new_topic(c, topic, PARTITIONS, 3)

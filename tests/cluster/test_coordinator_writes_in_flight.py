@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from helpers.cluster import Cluster
-from helpers.cluster_metadata import coordinator, listed_everywhere, new_topic, voters_for
+from helpers.cluster_metadata import SHORT_SESSION, coordinator, listed_everywhere, new_topic, voters_for
 from helpers.raw import Raw
 from helpers.txn import RawTxn, create_topic_at, offset_at
 
@@ -137,7 +137,7 @@ def test_an_abort_marker_that_lands_while_txn_offsets_replicate_settles_them(clu
     `__transaction_state` has one replica here, so the abort needs no follower while they are paused."""
     voters = voters_for(3)
     c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
-                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000",
+                                 env={**SHORT_SESSION,
                                       "KETCH_TRANSACTION_STATE_REPLICATION_FACTOR": "1"})
     listed_everywhere(c)
     group, topic = "racing-group", "racing-input"

@@ -13,7 +13,7 @@ import threading
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from helpers.cluster import Cluster
-from helpers.cluster_metadata import coordinator, listed_everywhere, new_topic, voters_for
+from helpers.cluster_metadata import SHORT_SESSION, coordinator, listed_everywhere, new_topic, voters_for
 from helpers.confluent import QUIET
 from helpers.soak import IDLE_CLOSE, NO_REBOOTSTRAP
 from helpers.wait import wait_until
@@ -24,7 +24,7 @@ RETURNS_WITHIN_S = 45.0  # the call's own timeout (10 s) plus one idle close (10
 def test_send_offsets_returns_after_its_cached_group_coordinator_was_decommissioned(cluster_factory) -> None:  # type: ignore[no-untyped-def]
     voters = voters_for(3)
     c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
-                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000"})
+                                 env=SHORT_SESSION)
     listed_everywhere(c)
     new_topic(c, "dec-in", 1, 3)
     layout = new_topic(c, "dec-out", 1, 3)

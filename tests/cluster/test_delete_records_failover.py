@@ -14,7 +14,7 @@ import time
 
 from helpers import unique_topic
 from helpers.cluster import Cluster
-from helpers.cluster_metadata import listed_everywhere, metadata, new_topic, voters_for
+from helpers.cluster_metadata import SHORT_SESSION, listed_everywhere, metadata, new_topic, voters_for
 from helpers.raw import Raw
 from test_replication import produce
 
@@ -65,7 +65,7 @@ def log_start(port: int, topic: str) -> tuple[int, int]:
 def test_records_deleted_under_load_stay_deleted_after_the_leader_is_killed(cluster_factory) -> None:  # type: ignore[no-untyped-def]
     voters = voters_for(3)
     c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
-                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000"})
+                                 env=SHORT_SESSION)
     listed_everywhere(c)
     topic = unique_topic("delete-failover")
     leader = new_topic(c, topic, 1, 3).partitions[0][1]

@@ -12,7 +12,14 @@ import time
 from confluent_kafka import Consumer, Producer, TopicPartition
 from helpers import REPO_ROOT
 from helpers.cluster import Cluster
-from helpers.cluster_metadata import agreed, coordinator, listed_everywhere, new_topic, voters_for
+from helpers.cluster_metadata import (
+    SHORT_SESSION,
+    agreed,
+    coordinator,
+    listed_everywhere,
+    new_topic,
+    voters_for,
+)
 from helpers.confluent import QUIET, list_offsets
 from helpers.raw import Raw
 from helpers.wait import wait_until
@@ -41,7 +48,7 @@ def _txn_error(c: Cluster, node: int, tid: str) -> int:
 def test_id_expiry_and_retention_carry_on_after_their_leader_is_killed(cluster_factory) -> None:  # type: ignore[no-untyped-def]
     voters = voters_for(3)
     c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
-                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000", "KETCH_REPLICA_LAG_TIME_MAX_MS": "4000",
+                                 env={**SHORT_SESSION, "KETCH_REPLICA_LAG_TIME_MAX_MS": "4000",
                                       "KETCH_TRANSACTIONAL_ID_EXPIRATION_MS": "6000",
                                       "KETCH_TRANSACTION_ABORT_TIMED_OUT_INTERVAL_MS": "500",
                                       "KETCH_LOG_RETENTION_CHECK_INTERVAL_MS": "200",

@@ -15,6 +15,7 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as Ctp
 from helpers.cluster import Cluster
 from helpers.cluster_metadata import (
+    SHORT_SESSION,
     agreed,
     coordinator,
     create_with_configs,
@@ -32,7 +33,7 @@ LAG_MS = "4000"
 def cluster(cluster_factory) -> Cluster:  # type: ignore[no-untyped-def]
     voters = voters_for(3)
     c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
-                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000",
+                                 env={**SHORT_SESSION,
                                       "KETCH_REPLICA_LAG_TIME_MAX_MS": LAG_MS})
     listed_everywhere(c)
     return c
@@ -322,7 +323,7 @@ def test_with_two_brokers_down_acks_all_is_refused_and_the_topic_recovers(cluste
 
     voters = voters_for(5)
     c: Cluster = cluster_factory(5, args_for=lambda c, n: ["--voters", voters],
-                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000",
+                                 env={**SHORT_SESSION,
                                       "KETCH_REPLICA_LAG_TIME_MAX_MS": LAG_MS})
     listed_everywhere(c)
     assert create_with_configs(c.ports[1], "quorumless", 1, 3, {"min.insync.replicas": "2"}) == 0
@@ -401,7 +402,7 @@ def test_the_coordinator_killed_after_prepare_commit_the_new_one_finishes_the_tr
     once."""
     voters = voters_for(3)
     c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
-                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000", "KETCH_REPLICA_LAG_TIME_MAX_MS": LAG_MS,
+                                 env={**SHORT_SESSION, "KETCH_REPLICA_LAG_TIME_MAX_MS": LAG_MS,
                                       "KETCH_TEST_CRASH_AT": "after_prepare"})
     listed_everywhere(c)
     assert create_with_configs(c.ports[1], "prepared", 3, 3, {"min.insync.replicas": "2"}) == 0
@@ -545,7 +546,7 @@ def test_a_replica_added_by_reassignment_copies_under_the_throttle(cluster_facto
 
     voters = voters_for(3)
     c: Cluster = cluster_factory(3, start=False, args_for=lambda c, n: ["--voters", voters],
-                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000", "KETCH_REPLICA_LAG_TIME_MAX_MS": LAG_MS,
+                                 env={**SHORT_SESSION, "KETCH_REPLICA_LAG_TIME_MAX_MS": LAG_MS,
                                       "KETCH_FOLLOWER_REPLICATION_THROTTLED_RATE": "100000"})
     metrics = {n: free_port() for n in c.node_ids}
     for n, port in metrics.items():
@@ -590,7 +591,7 @@ def test_followers_fetch_through_incremental_sessions(cluster_factory) -> None: 
 
     voters = voters_for(3)
     c: Cluster = cluster_factory(3, start=False, args_for=lambda c, n: ["--voters", voters],
-                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000", "KETCH_REPLICA_LAG_TIME_MAX_MS": LAG_MS})
+                                 env={**SHORT_SESSION, "KETCH_REPLICA_LAG_TIME_MAX_MS": LAG_MS})
     metrics = {n: free_port() for n in c.node_ids}
     for n, port in metrics.items():
         c[n].env["KETCH_METRICS_LISTEN"] = f"127.0.0.1:{port}"

@@ -14,6 +14,7 @@ import uuid
 
 from helpers import Cluster, wait_until
 from helpers.cluster_metadata import (
+    SHORT_SESSION,
     agreed,
     coordinator,
     listed_everywhere,
@@ -54,7 +55,7 @@ def pick_group(c: Cluster, tid: uuid.UUID, leader: int) -> tuple[str, int, int]:
 async def test_share_group_goes_on_after_its_share_coordinator_is_killed(cluster_factory) -> None:  # type: ignore[no-untyped-def]
     voters = voters_for(3)
     c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
-                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000", **SHARE_ENV,
+                                 env={**SHORT_SESSION, **SHARE_ENV,
                                       "KETCH_GROUP_SHARE_RECORD_LOCK_DURATION_MS": str(LOCK_MS)})
     listed_everywhere(c)
     topic = "share-failover"

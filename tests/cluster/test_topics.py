@@ -14,7 +14,15 @@ import threading
 from typing import Any
 
 from helpers.cluster import Cluster
-from helpers.cluster_metadata import Layout, agreed, create, listed_everywhere, metadata, voters_for
+from helpers.cluster_metadata import (
+    SHORT_SESSION,
+    Layout,
+    agreed,
+    create,
+    listed_everywhere,
+    metadata,
+    voters_for,
+)
 from helpers.quorum_views import agreed_leader
 from helpers.raw import Raw
 
@@ -87,7 +95,7 @@ def test_create_topics_answers_once_each_new_leader_has_its_log_open(cluster_fac
     20 ms to make: the two leaders need more than a second for their 60 logs."""
     voters = voters_for(3)
     c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
-                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000", SLOW_MKDIR_ENV: "20"})
+                                 env={**SHORT_SESSION, SLOW_MKDIR_ENV: "20"})
     listed_everywhere(c)
     via, a, b = c.node_ids
     n = 60

@@ -24,7 +24,7 @@ from collections import Counter
 from confluent_kafka import Consumer, TopicPartition
 from helpers import REPO_ROOT
 from helpers.cluster import Cluster
-from helpers.cluster_metadata import coordinator, listed_everywhere, new_topic, voters_for
+from helpers.cluster_metadata import SHORT_SESSION, coordinator, listed_everywhere, new_topic, voters_for
 from helpers.confluent import QUIET, consume_all, list_offsets
 from helpers.soak import TxnPipeline, env_int, find_hanging, parse_out, prefill
 from helpers.wait import wait_until
@@ -64,7 +64,7 @@ def test_a_copier_is_exactly_once_while_coordinators_die_with_markers_half_sent(
     ctx = f"[seed {SEED}; replay with KETCH_CLUSTER_SEED={SEED}]"
     voters = voters_for(3)
     c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
-                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000", "KETCH_REPLICA_LAG_TIME_MAX_MS": "4000",
+                                 env={**SHORT_SESSION, "KETCH_REPLICA_LAG_TIME_MAX_MS": "4000",
                                       "KETCH_TRANSACTION_ABORT_TIMED_OUT_INTERVAL_MS": "1000", CRASH: POINT})
     listed_everywhere(c)
     src, dst = "copier-in", "copier-out"

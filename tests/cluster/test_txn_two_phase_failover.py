@@ -9,7 +9,7 @@ import asyncio
 import time
 
 from helpers.cluster import Cluster
-from helpers.cluster_metadata import coordinator, listed_everywhere, new_topic, voters_for
+from helpers.cluster_metadata import SHORT_SESSION, coordinator, listed_everywhere, new_topic, voters_for
 from helpers.consume import read_records
 from helpers.raw import Raw
 from helpers.two_phase import complete_elsewhere, kill, start_preparer, values
@@ -34,7 +34,7 @@ async def test_a_prepared_transaction_is_committed_from_another_process_after_it
         cluster_factory) -> None:  # type: ignore[no-untyped-def]
     voters = voters_for(3)
     c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
-                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000",
+                                 env={**SHORT_SESSION,
                                       "KETCH_TRANSACTION_TWO_PHASE_COMMIT_ENABLE": "true"})
     listed_everywhere(c)
     layout = new_topic(c, "two-phase", 2, 3, {"min.insync.replicas": "2"})

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from helpers import unique_topic
 from helpers.cluster import Cluster
-from helpers.cluster_metadata import listed_everywhere, metadata, new_topic, voters_for
+from helpers.cluster_metadata import SHORT_SESSION, listed_everywhere, metadata, new_topic, voters_for
 from helpers.confluent import QUIET
 from helpers.raw import Raw
 from helpers.wait import wait_until
@@ -64,7 +64,7 @@ def _first_two_after(poll: Callable[[], list[tuple[int, bytes]]]) -> list[tuple[
 def test_consumers_resume_at_the_point_of_divergence_after_an_unclean_election(cluster_factory) -> None:  # type: ignore[no-untyped-def]
     voters = voters_for(3)
     c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
-                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000",
+                                 env={**SHORT_SESSION,
                                       "KETCH_REPLICA_LAG_TIME_MAX_MS": "1500"})
     listed_everywhere(c)
     topic = unique_topic("unclean")

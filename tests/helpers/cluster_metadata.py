@@ -163,3 +163,10 @@ def share_coordinator(port: int, group: str, tid: uuid.UUID, partition: int) -> 
     assert isinstance(resp, FindCoordinatorResponse)
     c = resp.coordinators[0]
     return c.node_id if c.error_code == 0 else -1
+
+
+# A broker session short enough for a test to see a fence within seconds, with heartbeats often
+# enough to keep it: Kafka's default interval (2 s) against a 3-s session left one second of
+# slack, and on a loaded machine a broker whose first heartbeat to a newly elected controller came
+# later than that was fenced (test_unclean_election_consumers, beside a simulation batch).
+SHORT_SESSION = {"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000", "KETCH_BROKER_HEARTBEAT_INTERVAL_MS": "500"}

@@ -19,7 +19,7 @@ from atomic_kills import AtomicKills
 from atomic_support import ALLOW_2PC
 from helpers import unique_topic
 from helpers.cluster import Cluster
-from helpers.cluster_metadata import listed_everywhere, new_topic, voters_for
+from helpers.cluster_metadata import SHORT_SESSION, listed_everywhere, new_topic, voters_for
 from helpers.soak import env_int
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(3600)]
@@ -34,7 +34,7 @@ def test_no_reader_sees_part_of_a_micro_batch_across_driver_kills_and_a_broker_k
         cluster_factory, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
     voters = voters_for(3)
     c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
-                                 env={**ALLOW_2PC, "KETCH_BROKER_SESSION_TIMEOUT_MS": "3000"})
+                                 env={**ALLOW_2PC, **SHORT_SESSION})
     listed_everywhere(c)
     run = AtomicKills(c.bootstrap, unique_topic("atomic-soak"), tmp_path, RECORDS, PER_TRIGGER, seed=SEED)
     for t in (run.src, run.out):

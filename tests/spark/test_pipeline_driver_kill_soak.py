@@ -20,7 +20,7 @@ import pytest
 from driver_kills import DriverKills
 from helpers import unique_topic
 from helpers.cluster import Cluster
-from helpers.cluster_metadata import listed_everywhere, new_topic, voters_for
+from helpers.cluster_metadata import SHORT_SESSION, listed_everywhere, new_topic, voters_for
 from helpers.soak import env_int
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(3600)]
@@ -35,7 +35,7 @@ def test_orders_job_is_exactly_once_across_driver_kills_and_a_broker_kill_on_thr
         cluster_factory, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
     voters = voters_for(3)
     c: Cluster = cluster_factory(3, args_for=lambda c, n: ["--voters", voters],
-                                 env={"KETCH_BROKER_SESSION_TIMEOUT_MS": "3000"})
+                                 env=SHORT_SESSION)
     listed_everywhere(c)
     run = DriverKills(c.bootstrap, unique_topic("soak-orders"), tmp_path, ORDERS, PER_TRIGGER, seed=SEED)
     for t in (run.src, run.enriched, run.totals):
