@@ -450,10 +450,7 @@ class Nemesis:
             admin = Admin(c.bootstrap, clock=SimClock(self.loop), request_timeout=5.0)
 
             async def lead(n: int) -> None:
-                order = [n, *(r for r in replicas if r != n)]
-                moved = await admin.alter_partition_reassignments({tp: order}, timeout=5.0)
-                elected = await admin.elect_leaders([tp], timeout=5.0)
-                self.note("flip round", topic, index, order, moved[tp], elected.get(tp))
+                await self._lead(admin, "flip round", tp, [n, *(r for r in replicas if r != n)])
 
             try:
                 async with asyncio.timeout(20.0):
@@ -556,10 +553,7 @@ class Nemesis:
             admin = Admin(c.bootstrap, clock=SimClock(self.loop), request_timeout=5.0)
 
             async def lead(index: int, order: list[int]) -> None:
-                tp = TopicPartition(TXN_TOPIC, index)
-                moved = await admin.alter_partition_reassignments({tp: order}, timeout=5.0)
-                elected = await admin.elect_leaders([tp], timeout=5.0)
-                self.note("reap-flip round", TXN_TOPIC, index, order, moved[tp], elected.get(tp))
+                await self._lead(admin, "reap-flip round", TopicPartition(TXN_TOPIC, index), order)
 
             paused: list[Process] = []
 
@@ -619,6 +613,13 @@ class Nemesis:
             await self.loop.spawn(Process(f"client-operator-reap{self.counts['reap-flip']}", "10.0.1.202"), operate())
         finally:
             self.down.difference_update(taken)
+
+    async def _lead(self, admin: Admin, label: str, tp: TopicPartition, order: list[int]) -> None:
+        """An operator's move: the replicas reordered (or changed) to `order`, then a preferred-leader
+        election, so that `order[0]` leads."""
+        moved = await admin.alter_partition_reassignments({tp: order}, timeout=5.0)
+        elected = await admin.elect_leaders([tp], timeout=5.0)
+        self.note(label, tp.topic, tp.partition, order, moved[tp], elected.get(tp))
 
     async def _until(self, what: Callable[[], bool], within: float) -> bool:
         """Wait (in steps of 2 virtual ms) until `what` holds; False if it did not within `within` s."""
